@@ -1,0 +1,28 @@
+# Two commands on a fresh clone:  `make demo`  and  `make test`.
+# Both create (or update) the virtualenv in .venv first.
+#
+# torch is installed only if the venv has none, so a build you chose stays. Pick another with
+#   make demo TORCH="torch --index-url https://download.pytorch.org/whl/cu124"
+PYTHON ?= python3
+VENV   ?= .venv
+TORCH  ?= torch==2.13.0
+PY      = $(VENV)/bin/python
+
+.PHONY: demo test venv clean
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install --quiet $(TORCH)
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $@
+
+demo: venv
+	$(VENV)/bin/trainspeed demo
+
+test: venv
+	$(PY) -m pytest
+
+clean:
+	rm -rf $(VENV) build *.egg-info src/*.egg-info

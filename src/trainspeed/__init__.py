@@ -1,0 +1,28 @@
+"""trainspeed: why is my PyTorch training slow, and what exactly should I change?"""
+
+__version__ = "0.1.0"
+
+from trainspeed.demo import DemoResult, DemoRun, run_demo  # noqa: E402
+from trainspeed.hardware import (  # noqa: E402
+    CpuInfo,
+    GpuInfo,
+    GpuProduct,
+    HardwareReport,
+    detect_hardware,
+    parse_gpu_name,
+)
+from trainspeed.watch import SyncCounter  # noqa: E402
+
+__all__ = [
+    "CpuInfo",
+    "DemoResult",
+    "DemoRun",
+    "GpuInfo",
+    "GpuProduct",
+    "HardwareReport",
+    "SyncCounter",
+    "__version__",
+    "detect_hardware",
+    "parse_gpu_name",
+    "run_demo",
+]

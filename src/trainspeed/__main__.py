@@ -1,0 +1,6 @@
+"""`python -m trainspeed`."""
+
+from trainspeed.cli import entrypoint
+
+if __name__ == "__main__":
+    entrypoint()

@@ -1,0 +1,71 @@
+"""Writing results without ever losing what the user had: atomic files, fresh folders."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from trainspeed.errors import UsageError
+
+
+def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> Path:
+    """Write to a temporary file beside `path`, then rename it into place."""
+    target = Path(path)
+    mode = "wb" if isinstance(data, bytes) else "w"
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")
+    try:
+        with os.fdopen(fd, mode) as f:
+            f.write(data)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return target
+
+
+def check_writable_file(path: str) -> None:
+    """Fail early, before any long run, when a result file could not be written."""
+    if path == "-":
+        return
+    target = Path(path)
+    if target.is_dir():
+        raise UsageError(f"{path} is a directory, not a file")
+    parent = target.parent if str(target.parent) else Path(".")
+    if not parent.is_dir():
+        raise UsageError(f"cannot write {path}: folder {parent} does not exist")
+    if not os.access(parent, os.W_OK):
+        raise UsageError(f"cannot write {path}: folder {parent} is not writable")
+
+
+def emit(path: str, text: str) -> None:
+    """Write `text` to `path`, or to stdout for "-"."""
+    if path == "-":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    else:
+        write_atomic(path, text)
+
+
+def new_run_dir(parent: str | os.PathLike[str], prefix: str) -> Path:
+    """Create a new, empty folder under `parent` (never one that already exists)."""
+    root = Path(parent)
+    if root.exists() and not root.is_dir():
+        raise UsageError(f"--out {root} is a file, not a folder")
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"cannot create --out folder {root}: {e.strerror}") from None
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    for n in range(1, 1000):
+        candidate = root / (f"{prefix}-{stamp}" if n == 1 else f"{prefix}-{stamp}-{n}")
+        try:
+            candidate.mkdir()
+        except FileExistsError:
+            continue
+        except OSError as e:
+            raise UsageError(f"cannot create a folder in {root}: {e.strerror}") from None
+        return candidate
+    raise UsageError(f"could not find a new folder name under {root}")

@@ -1,0 +1,91 @@
+"""`trainspeed demo`: the seed lesson - a tiny Iris MLP, slower on a GPU than on a CPU, and why."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import torch
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from trainspeed._io import check_writable_file, emit, new_run_dir, write_atomic
+from trainspeed.cli._common import add_json_option, console_for, positive_int
+from trainspeed.demo.result import DemoResult
+from trainspeed.demo.runner import SEED_EPOCHS, run_demo
+from trainspeed.demo.variants import VARIANTS
+from trainspeed.errors import UsageError
+from trainspeed.hardware.report import detect_hardware
+from trainspeed.report.json import demo_dict, dumps
+from trainspeed.report.plots import demo_loss_png, demo_timing_png
+from trainspeed.report.text import demo_view
+
+KNOWN_DEVICES = ("cpu", "cuda")
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("demo", help="reproduce the seed lesson: Iris on CPU vs GPU, four ways of recording the loss",
+                       description="Train the seed's Iris MLP on every device in four variants (seed, "
+                                   "record_every_200, no_record, sync_free), count host reads, explain the timings.")
+    p.add_argument("--epochs", type=positive_int, default=SEED_EPOCHS,
+                   help=f"full-batch epochs per run (default {SEED_EPOCHS}, as in the seed)")
+    p.add_argument("--devices", default=None,
+                   help="comma-separated devices among cpu,cuda (default: cpu, plus cuda when available)")
+    p.add_argument("--out", default="trainspeed-out", metavar="DIR",
+                   help="parent folder; each run writes a new subfolder there (default ./trainspeed-out)")
+    add_json_option(p)
+    p.set_defaults(run=run)
+
+
+def parse_devices(text: str | None, cuda_available: bool) -> list[str]:
+    """The --devices list, checked: known names only, CUDA only when present."""
+    if text is None:
+        return ["cpu", "cuda"] if cuda_available else ["cpu"]
+    names = [d.strip().lower() for d in text.split(",") if d.strip()]
+    if not names:
+        raise UsageError("--devices is empty: give cpu, cuda or cpu,cuda")
+    for name in names:
+        if name not in KNOWN_DEVICES:
+            raise UsageError(f"--devices: unknown device {name!r} (choose from {', '.join(KNOWN_DEVICES)})")
+    if "cuda" in names and not cuda_available:
+        why = "this PyTorch is a CPU-only build" if torch.version.cuda is None else "no CUDA device is visible"
+        raise UsageError(f"--devices cuda: CUDA is not available ({why})")
+    return list(dict.fromkeys(names))
+
+
+def _write_outputs(folder: Path, result: DemoResult, payload: dict) -> dict[str, str]:
+    files = {"json": "demo.json", "loss_png": "loss_curves.png", "timing_png": "timing.png"}
+    write_atomic(folder / files["loss_png"], demo_loss_png(result))
+    write_atomic(folder / files["timing_png"], demo_timing_png(result))
+    for r in result.runs:
+        if r.log_lines:
+            name = f"train-log-{r.device}-{r.variant}.txt"
+            write_atomic(folder / name, "\n".join(r.log_lines) + "\n")
+    write_atomic(folder / files["json"], dumps({**payload, "files": files}))
+    return files
+
+
+def run(args: argparse.Namespace) -> int:
+    devices = parse_devices(args.devices, torch.cuda.is_available())
+    if args.json:
+        check_writable_file(args.json)
+    folder = new_run_dir(args.out, "demo")
+    console = console_for(args)
+    hardware = detect_hardware()
+
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
+        tasks = {(d, v): progress.add_task(f"{d:>4} {v:<17}", total=args.epochs) for d in devices for v in VARIANTS}
+
+        def on_progress(device: str, variant: str, done: int, total: int) -> None:
+            progress.update(tasks[(device, variant)], completed=done)
+
+        result = run_demo(devices, epochs=args.epochs, on_progress=on_progress)
+
+    payload = demo_dict(result, hardware)
+    files = _write_outputs(folder, result, payload)
+    if args.json:
+        emit(args.json, dumps({**payload, "files": {k: str(folder / v) for k, v in files.items()}}))
+    console.print(demo_view(result, str(folder)))
+    return 0
+

@@ -1,0 +1,111 @@
+"""Run the seed experiment on every requested device, in every variant, interleaved.
+
+Every (device, variant) arm trains its own model through the same epochs, but the arms take
+turns chunk by chunk (A1 B1 C1 D1 A2 B2 ...), so slow phases of a shared machine hit every arm
+alike, and each arm's chunk times give a paired spread for comparing arms. A chunk's time is
+wall time with the device synchronised before and after it; syncs inside are counted.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+
+import torch
+
+from trainspeed.demo.explain import explain
+from trainspeed.demo.result import DemoResult, DemoRun
+from trainspeed.demo.variants import LEARNING_RATE, VARIANTS, LoopOutput, make_loop
+from trainspeed.watch.syncs import SyncCounter
+from trainspeed.workloads.iris import IrisSplit, load_iris_split, make_iris_mlp
+
+SEED_EPOCHS = 20_000  # the seed's num_epochs
+CHUNKS = 20  # turns per arm: enough pairs for a spread, few enough to cost nothing
+WARMUP_EPOCHS = 50
+
+Progress = Callable[[str, str, int, int], None]
+"""on_progress(device, variant, epochs_done, epochs_total)."""
+
+
+def chunk_edges(epochs: int, chunks: int = CHUNKS) -> list[int]:
+    """Epoch boundaries of the chunks: 0 = e0 < e1 < ... < en = epochs."""
+    edges = sorted({round(i * epochs / chunks) for i in range(chunks + 1)})
+    return edges
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _warm_up(device: torch.device, data: IrisSplit) -> None:
+    """First calls on a device pay one-off costs (CUDA context, cuBLAS handles); pay them untimed."""
+    model = make_iris_mlp(seed=1).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE)
+    criterion = torch.nn.CrossEntropyLoss()
+    for _ in range(WARMUP_EPOCHS):
+        loss = criterion(model(data.x_train), data.y_train)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    _sync(device)
+
+
+class _Arm:
+    def __init__(self, device: torch.device, variant: str, data: IrisSplit, epochs: int) -> None:
+        self.device, self.variant, self.data = device, variant, data
+        self.model = make_iris_mlp(seed=0).to(device)
+        self.loop = make_loop(variant, self.model, data.x_train, data.y_train, epochs)
+        self.chunks: list[float] = []
+        self.syncs: Counter[str] = Counter()
+
+
+def run_demo(devices: Sequence[str], epochs: int = SEED_EPOCHS, variants: Sequence[str] = VARIANTS,
+             on_progress: Progress | None = None, now: Callable[[], float] = time.perf_counter) -> DemoResult:
+    """Run every variant on every device (names as torch accepts them: "cpu", "cuda")."""
+    cpu_data = load_iris_split()
+    arms: list[_Arm] = []
+    for name in devices:
+        device = torch.device(name)
+        data = cpu_data.to(device)
+        _warm_up(device, data)
+        arms += [_Arm(device, v, data, epochs) for v in variants]
+
+    edges = chunk_edges(epochs)
+    outputs: dict[int, LoopOutput] = {}
+    with SyncCounter() as counter:
+        for start, stop in zip(edges, edges[1:]):
+            for arm in arms:
+                last = stop == epochs
+                _sync(arm.device)
+                before = counter.by_op.copy()
+                t0 = now()
+                arm.loop.run(start, stop)
+                if last:
+                    outputs[id(arm)] = arm.loop.finish()  # sync_free's one transfer is part of the run
+                _sync(arm.device)
+                arm.chunks.append(now() - t0)
+                arm.syncs.update(counter.by_op - before)
+                if on_progress is not None:
+                    on_progress(arm.device.type, arm.variant, stop, epochs)
+
+    runs = [_result(arm, outputs[id(arm)], epochs) for arm in arms]
+    names = [torch.device(d).type for d in devices]
+    return DemoResult(epochs=epochs, devices=names, runs=runs, explanation=explain(runs),
+                      torch_threads=torch.get_num_threads())
+
+
+def _result(arm: _Arm, out: LoopOutput, epochs: int) -> DemoRun:
+    # After the clock: reading results costs the run nothing.
+    with torch.no_grad():
+        predicted = arm.model(arm.data.x_test).argmax(dim=1)
+        accuracy = (predicted == arm.data.y_test).float().mean().item()
+    seconds = sum(arm.chunks)
+    return DemoRun(
+        device=arm.device.type, variant=arm.variant, epochs=epochs, seconds=seconds,
+        us_per_epoch=seconds / epochs * 1e6, syncs=sum(arm.syncs.values()), syncs_by_op=dict(arm.syncs),
+        final_loss=arm.loop.loss.item(), test_accuracy=accuracy,
+        chunk_seconds=arm.chunks, losses=out.losses, recorded_epochs=out.recorded_epochs,
+        log_lines=out.log_lines,
+    )

@@ -1,0 +1,5 @@
+"""Errors that reach the user as one line and exit status 2."""
+
+
+class UsageError(Exception):
+    """Bad usage or bad input: the CLI prints the message on one line and exits 2."""

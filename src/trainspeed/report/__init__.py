@@ -1,0 +1,1 @@
+"""Renderers: result objects in, text / JSON / PNG out."""

@@ -1,0 +1,82 @@
+"""JSON renderings of result objects, with the schema names other tools rely on."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from typing import Any
+
+from trainspeed.demo.result import DemoResult
+from trainspeed.hardware.report import HardwareReport
+
+HW_SCHEMA = "trainspeed.hw/1"
+DEMO_SCHEMA = "trainspeed.demo/1"
+
+
+def _clean(value: Any) -> Any:
+    """Plain JSON values: dataclasses to dicts, NaN/inf to null."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _clean(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def hardware_dict(report: HardwareReport) -> dict[str, Any]:
+    """The `trainspeed hw --json` object (DESIGN.md "Hardware JSON")."""
+    cpu = _clean(report.cpu)
+    cpu.pop("flags", None)  # the full flag list is noise; `features` keeps what matters
+    gpus = []
+    for g in report.gpu.gpus:
+        d = _clean(g)
+        d["product"] = _clean(g.product)
+        gpus.append(d)
+    return {
+        "schema": HW_SCHEMA,
+        "cpu": cpu,
+        "gpus": gpus,
+        "cuda_available": report.gpu.cuda_available,
+        "nvml_available": report.gpu.nvml_available,
+        "note": report.gpu.note,
+        "torch": report.torch_version,
+        "python": report.python_version,
+        "os": report.os,
+    }
+
+
+def demo_dict(result: DemoResult, hardware: HardwareReport | None = None,
+              files: dict[str, str] | None = None) -> dict[str, Any]:
+    """The `trainspeed demo --json` object (DESIGN.md "Demo JSON")."""
+    runs = [
+        {
+            "device": r.device, "variant": r.variant, "seconds": r.seconds,
+            "us_per_epoch": r.us_per_epoch, "syncs": r.syncs, "syncs_by_op": r.syncs_by_op,
+            "final_loss": r.final_loss, "test_accuracy": r.test_accuracy, "records": r.records,
+            "epochs": r.epochs, "chunk_seconds": r.chunk_seconds,
+        }
+        for r in result.runs
+    ]
+    out: dict[str, Any] = {
+        "schema": DEMO_SCHEMA,
+        "epochs": result.epochs,
+        "devices": result.devices,
+        "torch_threads": result.torch_threads,
+        "runs": _clean(runs),
+        "explanation": "\n".join(result.explanation),
+        "explanation_lines": result.explanation,
+    }
+    if hardware is not None:
+        out["hardware"] = hardware_dict(hardware)
+    if files:
+        out["files"] = files
+    return out
+
+
+def dumps(obj: dict[str, Any]) -> str:
+    """Serialise with a stable layout (and a trailing newline)."""
+    return json.dumps(obj, indent=2, allow_nan=False) + "\n"

@@ -1,0 +1,93 @@
+"""Terminal views (rich) of result objects."""
+
+from __future__ import annotations
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from trainspeed.demo.result import DemoResult
+from trainspeed.hardware.cpu import CpuInfo
+from trainspeed.hardware.gpu import GpuInfo
+from trainspeed.hardware.report import HardwareReport
+from trainspeed.report.units import gib
+
+_SOURCE_WORDS = {"model name": "from the model name", "cpuid": "from CPUID family/model",
+                 "isa flags": "a lower bound from the ISA flags"}
+
+
+def cpu_lines(cpu: CpuInfo) -> list[str]:
+    """What matters about the CPU for training, a fact a line."""
+    arch = cpu.microarchitecture or "generation unknown"
+    where = _SOURCE_WORDS.get(cpu.microarchitecture_source or "", "")
+    lines = [f"{cpu.model} ({cpu.vendor}): {arch}" + (f", {where}" if where else "")]
+    lines.append(f"{cpu.physical_cores or '?'} physical cores, {cpu.logical_threads or '?'} threads; "
+                 f"torch uses {cpu.torch_threads} intra-op threads")
+    feats = cpu.features
+    bf16 = any(f in feats for f in ("AVX512-BF16", "AMX-BF16"))
+    lines.append("ISA: " + (", ".join(feats) if feats else "none of AVX2/AVX-512/AMX")
+                 + ("; native bf16 matmuls" if bf16 else "; no native bf16 (CPU autocast to bf16 is slow here)"))
+    lines.append(f"RAM {gib(cpu.ram_total_bytes)} total, {gib(cpu.ram_available_bytes)} available")
+    return lines
+
+
+def gpu_line(g: GpuInfo) -> str:
+    """One line on a GPU: tier, generation, VRAM, bf16 - what decides what it can train."""
+    p = g.product
+    if p.line.startswith("GeForce") and p.tier is not None:
+        kind = f"{p.line} tier {p.tier}" + (f" {p.suffix}" if p.suffix else "") + f", generation {p.generation}"
+    else:
+        kind = f"{p.line} {p.model}" + (f" {p.form_factor}" if p.form_factor else "")
+    if p.mobile:
+        kind += " (laptop)"
+    arch = g.architecture or "architecture unknown"
+    cc = f" (sm_{g.compute_capability.replace('.', '')})" if g.compute_capability else ""
+    vram = f"{gib(g.vram_total_bytes)} VRAM ({gib(g.vram_free_bytes)} free)"
+    bf16 = {True: "bf16 yes", False: "bf16 no", None: "bf16 ?"}[g.bf16]
+    peak = g.peak_tflops
+    rates = []
+    if peak.bf16:
+        rates.append(f"{peak.bf16:g} TFLOP/s bf16")
+    if peak.fp32:
+        rates.append(f"{peak.fp32:g} TFLOP/s fp32")
+    if g.memory_bandwidth_gbs:
+        rates.append(f"{g.memory_bandwidth_gbs:g} GB/s")
+    peaks = ("peak (dense, spec sheet): " + ", ".join(rates)) if rates else f"peaks: '{g.spec_key}' not in our table"
+    link = f"PCIe gen{g.pcie.generation} x{g.pcie.width}" if g.pcie.generation else "PCIe link unknown"
+    usable = "" if g.torch_usable else " - NOT usable by this PyTorch build"
+    return (f"GPU {g.index}: {g.name}: {kind}, {arch}{cc}; {vram}; {bf16}; "
+            f"{g.sm_count or '?'} SMs; {peaks}; {link}; driver {g.driver or '?'}, CUDA {g.cuda or '?'}{usable}")
+
+
+def hardware_view(report: HardwareReport) -> Group:
+    """The `trainspeed hw` screen."""
+    table = Table(show_header=False, box=None, pad_edge=False)
+    table.add_column(style="bold cyan", no_wrap=True)
+    table.add_column()
+    for i, line in enumerate(cpu_lines(report.cpu)):
+        table.add_row("CPU" if i == 0 else "", line)
+    if report.gpu.gpus:
+        for g in report.gpu.gpus:
+            table.add_row("GPU", gpu_line(g))
+    else:
+        table.add_row("GPU", "none")
+    parts: list[Table | Text] = [table]
+    if report.gpu.note:
+        parts.append(Text(report.gpu.note, style="yellow"))
+    parts.append(Text(f"torch {report.torch_version}, Python {report.python_version}, {report.os}", style="dim"))
+    return Group(*parts)
+
+
+def demo_view(result: DemoResult, folder: str | None = None) -> Group:
+    """The `trainspeed demo` screen: the runs' table, then what they show."""
+    table = Table(title=f"The seed's Iris MLP, {result.epochs} full-batch epochs (torch threads: {result.torch_threads})")
+    for col in ("device", "variant", "seconds", "us/epoch", "host reads", "final loss", "test acc"):
+        table.add_column(col, justify="left" if col in ("device", "variant") else "right")
+    for r in result.runs:
+        table.add_row(r.device, r.variant, f"{r.seconds:.3f}", f"{r.us_per_epoch:.1f}", str(r.syncs),
+                      f"{r.final_loss:.6f}", f"{r.test_accuracy:.1%}")
+    parts: list[Table | Text] = [table, Text("What the numbers say (measured):", style="bold")]
+    parts += [Text(f"- {line}") for line in result.explanation]
+    if folder:
+        parts.append(Text(f"Wrote {folder}", style="dim"))
+    return Group(*parts)

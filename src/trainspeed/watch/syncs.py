@@ -1,0 +1,113 @@
+"""Count host reads of tensor values (each one a device synchronisation on a GPU) as they happen.
+
+`loss.item()`, `float(loss)`, `f"{loss:.4f}"`, `print(loss)`, `t.tolist()`, `t.numpy()`, a
+`.cpu()` of a device tensor, `if t:` ... all make the host wait for the device's queue to drain.
+While a `SyncCounter` is active, the `torch.Tensor` methods behind those reads are wrapped
+with a counter; the wrapped call is the original one, so values are untouched. A read made
+from inside another (`__format__` calls `item()`) counts once.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+# Tensor methods that hand tensor values to the host.
+HOST_READ_METHODS = (
+    "item", "tolist", "numpy", "cpu", "to",
+    "__float__", "__int__", "__bool__", "__index__", "__complex__",
+    "__format__", "__repr__", "__array__",
+)
+
+
+def _moves_to_host(name: str, tensor: torch.Tensor, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """`cpu()`/`to()` read values only when they bring a device tensor to the host."""
+    if name == "cpu":
+        return tensor.device.type != "cpu"
+    if name == "to":
+        if tensor.device.type == "cpu":
+            return False
+        try:
+            device = torch._C._nn._parse_to(*args, **kwargs)[0]
+        except Exception:  # let the real call raise its own error
+            return False
+        return device is not None and device.type == "cpu"
+    return True
+
+
+class _Registry:
+    """The wrappers are installed once, while at least one counter is active."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.active: list[SyncCounter] = []
+        self.saved: dict[str, tuple[bool, Any]] = {}
+        self.local = threading.local()
+
+    def _wrap(self, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+        local = self.local
+
+        def wrapper(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+            depth = getattr(local, "depth", 0)
+            if depth == 0 and _moves_to_host(name, tensor, args, kwargs):
+                for counter in list(self.active):
+                    counter._record(name)
+            local.depth = depth + 1
+            try:
+                return original(tensor, *args, **kwargs)
+            finally:
+                local.depth = depth
+
+        wrapper.__name__ = getattr(original, "__name__", name)
+        wrapper.__doc__ = getattr(original, "__doc__", None)
+        wrapper.__wrapped__ = original  # type: ignore[attr-defined]
+        return wrapper
+
+    def add(self, counter: SyncCounter) -> None:
+        with self.lock:
+            if not self.active:
+                for name in HOST_READ_METHODS:
+                    own = name in torch.Tensor.__dict__
+                    original = getattr(torch.Tensor, name)
+                    self.saved[name] = (own, torch.Tensor.__dict__.get(name))
+                    setattr(torch.Tensor, name, self._wrap(name, original))
+            self.active.append(counter)
+
+    def remove(self, counter: SyncCounter) -> None:
+        with self.lock:
+            self.active.remove(counter)
+            if not self.active:
+                for name, (own, value) in self.saved.items():
+                    if own:
+                        setattr(torch.Tensor, name, value)
+                    else:
+                        delattr(torch.Tensor, name)
+                self.saved.clear()
+
+
+_REGISTRY = _Registry()
+
+
+class SyncCounter:
+    """Context manager counting host reads of tensor values; `count` and `by_op` hold the tally."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.by_op: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    def _record(self, name: str) -> None:
+        with self._lock:
+            self.count += 1
+            self.by_op[name] += 1
+
+    def __enter__(self) -> SyncCounter:
+        _REGISTRY.add(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _REGISTRY.remove(self)

@@ -1,0 +1,83 @@
+"""`trainspeed demo`: outputs, JSON keys, never overwriting, and bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from trainspeed.cli import main
+
+RUN_KEYS = {"device", "variant", "seconds", "us_per_epoch", "syncs", "final_loss", "test_accuracy"}
+
+
+def test_demo_writes_json_plots_and_logs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "results"
+    assert main(["demo", "--epochs", "100", "--devices", "cpu", "--out", str(out), "--json", "-"]) == 0
+    captured = capsys.readouterr()
+    data = json.loads(captured.out)
+    assert data["schema"] == "trainspeed.demo/1"
+    assert [r["variant"] for r in data["runs"]] == ["seed", "record_every_200", "no_record", "sync_free"]
+    assert all(RUN_KEYS <= set(r) for r in data["runs"])
+    assert isinstance(data["explanation"], str) and data["explanation"]
+    assert data["hardware"]["schema"] == "trainspeed.hw/1"
+    (folder,) = out.iterdir()
+    names = {p.name for p in folder.iterdir()}
+    assert {"demo.json", "loss_curves.png", "timing.png", "train-log-cpu-seed.txt"} <= names
+    assert (folder / "loss_curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert json.loads((folder / "demo.json").read_text())["runs"] == data["runs"]
+    assert "What the numbers say" in captured.err
+
+
+def test_demo_never_overwrites_an_old_run(tmp_path: Path) -> None:
+    for _ in range(2):
+        assert main(["demo", "--epochs", "20", "--devices", "cpu", "--out", str(tmp_path)]) == 0
+    folders = sorted(p.name for p in tmp_path.iterdir())
+    assert len(folders) == 2 and folders[0] != folders[1]
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["nonsense"], "invalid choice"),
+    ([], "missing command"),
+    (["demo", "--epochs", "0"], "positive integer"),
+    (["demo", "--epochs", "abc"], "positive integer"),
+    (["demo", "--epochs", "-5"], "positive integer"),
+    (["demo", "--devices", "tpu"], "unknown device 'tpu'"),
+    (["demo", "--devices", ","], "--devices is empty"),
+    (["demo", "--bogus"], "unrecognized arguments"),
+])
+def test_bad_input_is_one_line_and_exit_2(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err and "Traceback" not in err
+
+
+def test_cuda_requested_without_cuda(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert main(["demo", "--devices", "cpu,cuda"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "CUDA is not available" in err
+
+
+def test_out_is_a_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "taken"
+    f.write_text("the user's file")
+    assert main(["demo", "--epochs", "5", "--out", str(f)]) == 2
+    assert "is a file, not a folder" in capsys.readouterr().err
+    assert f.read_text() == "the user's file"
+
+
+def test_json_path_is_a_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "--epochs", "5", "--json", str(tmp_path)]) == 2
+    assert "is a directory" in capsys.readouterr().err
+
+
+def test_python_dash_m_entry_point_reports_usage_errors_plainly() -> None:
+    proc = subprocess.run([sys.executable, "-m", "trainspeed", "demo", "--epochs", "abc"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0 and "Traceback" not in proc.stderr

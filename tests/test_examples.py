@@ -1,0 +1,16 @@
+"""The examples run as plain scripts."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+def test_seed_iris_runs_on_cpu() -> None:
+    proc = subprocess.run([sys.executable, str(EXAMPLES / "seed_iris.py"), "--epochs", "200", "--device", "cpu"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "Epoch [200/200], Loss:" in proc.stdout and "Training time:" in proc.stdout
