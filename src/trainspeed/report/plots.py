@@ -46,7 +46,8 @@ def demo_timing_png(result: DemoResult) -> bytes:
     colors = ["tab:blue" if r.device == "cpu" else "tab:green" for r in result.runs]
     bars = ax.bar(range(len(values)), values, color=colors)
     for bar, r in zip(bars, result.runs):
-        ax.annotate(f"{r.syncs} reads", (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+        label = f"{r.syncs} host read" + ("" if r.syncs == 1 else "s")
+        ax.annotate(label, (bar.get_x() + bar.get_width() / 2, bar.get_height()),
                     ha="center", va="bottom", fontsize=8)
     ax.set_xticks(range(len(values)), labels, fontsize=8)
     ax.set_ylabel("microseconds per epoch (measured)")

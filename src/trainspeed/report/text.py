@@ -82,7 +82,7 @@ def demo_view(result: DemoResult, folder: str | None = None) -> Group:
     """The `trainspeed demo` screen: the runs' table, then what they show."""
     table = Table(title=f"The seed's Iris MLP, {result.epochs} full-batch epochs (torch threads: {result.torch_threads})")
     for col in ("device", "variant", "seconds", "us/epoch", "host reads", "final loss", "test acc"):
-        table.add_column(col, justify="left" if col in ("device", "variant") else "right")
+        table.add_column(col, justify="left" if col in ("device", "variant") else "right", no_wrap=True)
     for r in result.runs:
         table.add_row(r.device, r.variant, f"{r.seconds:.3f}", f"{r.us_per_epoch:.1f}", str(r.syncs),
                       f"{r.final_loss:.6f}", f"{r.test_accuracy:.1%}")
