@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich import box
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
@@ -80,13 +81,17 @@ def hardware_view(report: HardwareReport) -> Group:
 
 def demo_view(result: DemoResult, folder: str | None = None) -> Group:
     """The `trainspeed demo` screen: the runs' table, then what they show."""
-    table = Table(title=f"The seed's Iris MLP, {result.epochs} full-batch epochs (torch threads: {result.torch_threads})")
-    for col in ("device", "variant", "seconds", "us/epoch", "host reads", "final loss", "test acc"):
+    table = Table(title=f"The seed's Iris MLP, {result.epochs} full-batch epochs (torch threads: {result.torch_threads})",
+                  box=box.SIMPLE_HEAD, pad_edge=False)
+    for col in ("device", "variant", "seconds", "us/epoch", "reads", "final loss", "accuracy"):
         table.add_column(col, justify="left" if col in ("device", "variant") else "right", no_wrap=True)
     for r in result.runs:
         table.add_row(r.device, r.variant, f"{r.seconds:.3f}", f"{r.us_per_epoch:.1f}", str(r.syncs),
                       f"{r.final_loss:.6f}", f"{r.test_accuracy:.1%}")
-    parts: list[Table | Text] = [table, Text("What the numbers say (measured):", style="bold")]
+    parts: list[Table | Text] = [
+        table, Text("reads: host reads of tensor values (.item(), print, ...), each a sync on a GPU", style="dim"),
+        Text("What the numbers say (measured):", style="bold"),
+    ]
     parts += [Text(f"- {line}") for line in result.explanation]
     if folder:
         parts.append(Text(f"Wrote {folder}", style="dim"))
