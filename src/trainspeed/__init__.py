@@ -11,6 +11,7 @@ from trainspeed.hardware import (  # noqa: E402
     detect_hardware,
     parse_gpu_name,
 )
+from trainspeed.memory import MemoryEstimate, estimate_memory, measure_memory  # noqa: E402
 from trainspeed.watch import SyncCounter  # noqa: E402
 
 __all__ = [
@@ -20,9 +21,12 @@ __all__ = [
     "GpuInfo",
     "GpuProduct",
     "HardwareReport",
+    "MemoryEstimate",
     "SyncCounter",
     "__version__",
     "detect_hardware",
+    "estimate_memory",
+    "measure_memory",
     "parse_gpu_name",
     "run_demo",
 ]

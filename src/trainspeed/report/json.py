@@ -9,8 +9,10 @@ from typing import Any
 
 from trainspeed.demo.result import DemoResult
 from trainspeed.hardware.report import HardwareReport
+from trainspeed.memory.result import MemoryReport
 
 HW_SCHEMA = "trainspeed.hw/1"
+MEMORY_SCHEMA = "trainspeed.memory/1"
 DEMO_SCHEMA = "trainspeed.demo/1"
 
 
@@ -74,6 +76,44 @@ def demo_dict(result: DemoResult, hardware: HardwareReport | None = None,
         out["hardware"] = hardware_dict(hardware)
     if files:
         out["files"] = files
+    return out
+
+
+def memory_dict(report: MemoryReport) -> dict[str, Any]:
+    """The `trainspeed memory --json` object (DESIGN.md "Memory JSON")."""
+    est, search, measured = report.estimate, report.search, report.measured
+    out: dict[str, Any] = {
+        "schema": MEMORY_SCHEMA,
+        "model": report.model,
+        "batch_size": report.batch_size,
+        "input_shape": report.input_shape,
+        "input_dtype": report.input_dtype,
+        "bytes": None,
+        "per_sample_bytes": None,
+        "fixed_bytes": None,
+        "max_batch": search.max_batch if search else None,
+        "measured": {"peak_bytes": measured.peak_bytes, "device": measured.device, "method": measured.method}
+        if measured else None,
+        "notes": report.notes,
+    }
+    if est is not None:
+        out.update({
+            "bytes": {**est.breakdown, "total": est.total_bytes},
+            "per_sample_bytes": est.per_sample_bytes,
+            "fixed_bytes": est.fixed_bytes,
+            "peak_phase": est.peak_phase,
+            "device": est.device,
+            "optimizer": est.optimizer,
+            "amp": est.amp,
+            "checkpointing": est.checkpointing,
+            "param_count": est.param_count,
+            "layers": _clean(est.layers),
+            "notes": report.notes + est.notes,
+        })
+    if search is not None:
+        out["search"] = _clean(search)
+    if report.error_pct is not None:
+        out["error_pct"] = report.error_pct
     return out
 
 

@@ -11,7 +11,8 @@ from trainspeed.demo.result import DemoResult
 from trainspeed.hardware.cpu import CpuInfo
 from trainspeed.hardware.gpu import GpuInfo
 from trainspeed.hardware.report import HardwareReport
-from trainspeed.report.units import gib
+from trainspeed.memory.result import CATEGORIES, MemoryReport
+from trainspeed.units import gib, human_bytes
 
 _SOURCE_WORDS = {"model name": "from the model name", "cpuid": "from CPUID family/model",
                  "isa flags": "a lower bound from the ISA flags"}
@@ -95,4 +96,52 @@ def demo_view(result: DemoResult, folder: str | None = None) -> Group:
     parts += [Text(f"- {line}") for line in result.explanation]
     if folder:
         parts.append(Text(f"Wrote {folder}", style="dim"))
+    return Group(*parts)
+
+
+MAX_LAYER_ROWS = 40
+
+
+def memory_view(report: MemoryReport) -> Group:
+    """The `trainspeed memory` screen: the peak, its parts, the batch that fits, the layers."""
+    est, search, measured = report.estimate, report.search, report.measured
+    parts: list[Table | Text] = []
+    shape = "x".join(str(d) for d in report.input_shape)
+    if est is not None:
+        amp = est.amp or "fp32"
+        ckpt = ", checkpointing" if est.checkpointing else ""
+        parts.append(Text(f"{report.model}: {est.param_count:,} parameters; batch {report.batch_size} of "
+                          f"{shape} {report.input_dtype}; {est.optimizer}, {amp}{ckpt}; target {est.device}", style="bold"))
+        parts.append(Text(f"Peak of a steady-state training step (predicted): {human_bytes(est.total_bytes)} "
+                          f"({est.total_bytes:,} bytes), reached in {est.peak_phase}"))
+        parts.append(Text(f"  = fixed {human_bytes(est.fixed_bytes)} + batch x {human_bytes(est.per_sample_bytes)} per sample"))
+        parts.append(Text("  live at the peak: " + ", ".join(
+            f"{c} {human_bytes(est.breakdown[c])}" for c in CATEGORIES if est.breakdown.get(c))))
+    if search is not None:
+        budget = f"{human_bytes(search.budget_bytes)} with a {search.margin:.0%} margin"
+        if search.max_batch is None:
+            parts.append(Text(f"Largest batch under {budget}: none - not even a batch of 1 fits", style="red"))
+        else:
+            how = "measured and confirmed" if search.confirmed else "measured" if search.trials else "predicted"
+            peak = f" (peak {human_bytes(search.predicted_bytes)} predicted)" if search.predicted_bytes else ""
+            parts.append(Text(f"Largest batch under {budget}: {search.max_batch:,}{peak}, {how}", style="green"))
+            for b, ok, peak_b in search.trials:
+                verdict = "fits" if ok else ("out of memory" if peak_b is None else "over budget")
+                parts.append(Text(f"  trial batch {b:,}: {verdict}" + (f", measured {human_bytes(peak_b)}" if peak_b else ""), style="dim"))
+    if measured is not None:
+        err = f"; the estimate is off by {report.error_pct:+.2f}%" if report.error_pct is not None else ""
+        parts.append(Text(f"Measured on {measured.device}: {human_bytes(measured.peak_bytes)} "
+                          f"({measured.peak_bytes:,} bytes, {measured.method}){err}"))
+    if est is not None and est.layers:
+        table = Table(title="Per layer (one row per call)", box=box.SIMPLE_HEAD, pad_edge=False)
+        for col in ("layer", "type", "output shape", "params", "saved for backward"):
+            table.add_column(col, justify="right" if col in ("params", "saved for backward") else "left")
+        for row in est.layers[:MAX_LAYER_ROWS]:
+            out_shape = "x".join(str(d) for d in row.output_shape) if row.output_shape else "-"
+            table.add_row(row.name, row.kind, out_shape, f"{row.params:,}", human_bytes(row.saved_bytes))
+        parts.append(table)
+        if len(est.layers) > MAX_LAYER_ROWS:
+            parts.append(Text(f"... {len(est.layers) - MAX_LAYER_ROWS} more rows in --json", style="dim"))
+    notes = report.notes + (est.notes if est else [])
+    parts += [Text(f"note: {n}", style="yellow") for n in notes]
     return Group(*parts)

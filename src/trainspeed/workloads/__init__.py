@@ -1,5 +1,8 @@
-"""Built-in workloads."""
+"""Built-in workloads: the seed's Iris MLP and a zoo of small models."""
 
 from trainspeed.workloads.iris import IrisMLP, IrisSplit, load_iris_split, make_iris_mlp
+from trainspeed.workloads.spec import ModelSpec, resolve_model_spec
+from trainspeed.workloads.zoo import ZOO, ZooEntry
 
-__all__ = ["IrisMLP", "IrisSplit", "load_iris_split", "make_iris_mlp"]
+__all__ = ["ZOO", "IrisMLP", "IrisSplit", "ModelSpec", "ZooEntry", "load_iris_split", "make_iris_mlp",
+           "resolve_model_spec"]

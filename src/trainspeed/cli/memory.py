@@ -1,0 +1,145 @@
+"""`trainspeed memory`: the exact training-memory estimate and the largest batch that fits."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+import psutil
+import torch
+
+from trainspeed._io import check_writable_file, emit
+from trainspeed.cli._common import add_json_option, console_for, positive_int
+from trainspeed.errors import UsageError
+from trainspeed.memory.estimate import AMP_DTYPES, EstimateError, Estimator
+from trainspeed.memory.maxbatch import DEFAULT_MARGIN, search_max_batch
+from trainspeed.memory.measure import confirm_max_batch, measure_memory
+from trainspeed.memory.optimizers import OPTIMIZER_NAMES
+from trainspeed.memory.result import BatchSearch, MemoryReport
+from trainspeed.report.json import dumps, memory_dict
+from trainspeed.report.text import memory_view
+from trainspeed.units import parse_size
+from trainspeed.workloads.spec import resolve_model_spec
+
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64,
+          "int64": torch.int64, "int32": torch.int32}
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("memory", help="estimate training memory exactly; find the largest batch that fits",
+                       description="Replay a training step on meta tensors and report its peak memory: "
+                                   "fixed + batch x per-sample, by category and by layer.")
+    p.add_argument("spec", metavar="SPEC", help="FILE.py:FACTORY, MODULE:FACTORY, or a built-in model "
+                                                "(iris-mlp, digits-cnn, resnet-cnn, gpt, rnn, inplace-mlp, shared-layer)")
+    p.add_argument("--input-shape", metavar="D1,D2,...", help="per-sample input shape, e.g. 3,32,32")
+    p.add_argument("--input-dtype", choices=list(DTYPES), default=None, help="input dtype (default float32)")
+    p.add_argument("--input-high", type=positive_int, metavar="N", help="integer inputs are drawn from [0, N)")
+    p.add_argument("--batch-size", type=positive_int, default=32, help="batch to estimate (default 32)")
+    p.add_argument("--optimizer", choices=OPTIMIZER_NAMES, default="adam")
+    p.add_argument("--amp", choices=list(AMP_DTYPES), default=None, help="autocast dtype (default: fp32)")
+    p.add_argument("--checkpointing", action="store_true", help="activation checkpointing of each block")
+    p.add_argument("--device", choices=("cpu", "cuda"), default=None,
+                   help="target device; without --budget its free memory (RAM or VRAM) is the budget")
+    p.add_argument("--budget", metavar="SIZE", help="memory budget for the largest-batch search, e.g. 24GiB")
+    p.add_argument("--margin", type=float, default=DEFAULT_MARGIN, help="share of the budget kept free (default 0.1)")
+    p.add_argument("--measure", action="store_true", help="also run real steps and measure the peak")
+    add_json_option(p)
+    p.set_defaults(run=run)
+
+
+def parse_shape(text: str) -> list[int]:
+    """"3,32,32" -> [3, 32, 32]; anything else is a UsageError."""
+    parts = [t.strip() for t in text.split(",")]
+    try:
+        dims = [int(t) for t in parts]
+    except ValueError:
+        dims = []
+    if not dims or any(d < 1 for d in dims):
+        raise UsageError(f"--input-shape: expected positive integers separated by commas (like 3,32,32), got {text!r}")
+    return dims
+
+
+def input_callable(shape: list[int], dtype: torch.dtype, high: int | None) -> Callable[[int], torch.Tensor]:
+    if dtype.is_floating_point:
+        return lambda b: torch.randn(b, *shape, dtype=dtype)
+    if high is None:
+        raise UsageError("--input-high N is needed for integer inputs (values are drawn from [0, N))")
+    return lambda b: torch.randint(0, high, (b, *shape), dtype=dtype)
+
+
+def _budget(args: argparse.Namespace, device: str) -> int | None:
+    if args.budget is not None:
+        try:
+            return parse_size(args.budget)
+        except ValueError as e:
+            raise UsageError(f"--budget: {e}") from None
+    if args.device == "cuda":
+        return int(torch.cuda.mem_get_info()[0])
+    if args.device == "cpu":
+        return int(psutil.virtual_memory().available)
+    return None
+
+
+def _inputs(args: argparse.Namespace, builtin: Any) -> tuple[list[int], torch.dtype, int | None]:
+    if args.input_shape is not None:
+        shape = parse_shape(args.input_shape)
+    elif builtin is not None:
+        shape = list(builtin.input_shape)
+    else:
+        raise UsageError(f"--input-shape is needed for {args.spec} (the per-sample shape, e.g. 3,32,32)")
+    dtype = DTYPES[args.input_dtype] if args.input_dtype else (builtin.input_dtype if builtin and args.input_shape is None else torch.float32)
+    high = args.input_high if args.input_high is not None else (builtin.input_high if builtin else None)
+    return shape, dtype, high
+
+
+def run(args: argparse.Namespace) -> int:
+    if not 0 <= args.margin < 1:
+        raise UsageError(f"--margin must be in [0, 1), got {args.margin}")
+    device = args.device or "cpu"
+    if device == "cuda" and not torch.cuda.is_available() and (args.measure or args.budget is None):
+        raise UsageError("--device cuda: CUDA is not available here (give --budget SIZE to estimate for a CUDA "
+                         "target without measuring)")
+    if args.json:
+        check_writable_file(args.json)
+    spec = resolve_model_spec(args.spec)
+    shape, dtype, high = _inputs(args, spec.builtin)
+    make_input = input_callable(shape, dtype, high)
+    budget = _budget(args, device)
+    common = dict(optimizer=args.optimizer, amp=args.amp, checkpointing=args.checkpointing, device=device)
+
+    notes: list[str] = []
+    estimate = estimator = None
+    try:
+        estimator = Estimator(spec.factory, make_input, warm_batch=args.batch_size, **common)
+        estimate = estimator.estimate(args.batch_size)
+    except TypeError as e:
+        if "not an nn.Module" in str(e):
+            raise UsageError(f"{args.spec}: {e}") from None
+        raise
+    except EstimateError as e:
+        if not args.measure:
+            raise UsageError(f"{e}; add --measure to measure on the real device instead") from None
+        notes.append(f"{e}; measured on the real device instead")
+
+    search: BatchSearch | None = None
+    if budget is not None and estimate is not None and estimator is not None:
+        search = search_max_batch(estimator.peak, estimate, budget, args.margin)
+
+    measured = None
+    if args.measure:
+        measure = partial(measure_memory, spec.factory, make_input, **common)
+        measured = measure(args.batch_size)
+        if search is not None and search.max_batch is not None and estimate is not None:
+            usable = int(budget * (1 - args.margin)) if budget else 0
+            best, trials, confirmed = confirm_max_batch(measure, search.max_batch, usable, estimate.per_sample_bytes)
+            search = BatchSearch(search.budget_bytes, search.margin, best, search.predicted_bytes, trials, confirmed)
+
+    report = MemoryReport(model=args.spec, estimate=estimate, search=search, measured=measured,
+                          batch_size=args.batch_size, input_shape=shape, input_dtype=str(dtype).replace("torch.", ""),
+                          notes=notes)
+    if args.json:
+        emit(args.json, dumps(memory_dict(report)))
+    console_for(args).print(memory_view(report))
+    return 0

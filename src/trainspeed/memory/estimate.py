@@ -1,0 +1,266 @@
+"""estimate_memory: replay a training step on fake tensors and take the peak of live bytes.
+
+The model is built (or copied) under FakeTensorMode: tensors carry shapes, dtypes and a device
+but their storage is on the meta device, so nothing is allocated. One step creates the
+optimizer state; the next, with gradients set to None in between, is the steady state whose
+peak we report. Autocast, checkpointing's recomputation and the optimizer's own temporaries
+happen exactly as in a real step, because the real PyTorch code runs - only on fake tensors.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Callable, Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass
+from typing import Any, Union
+
+import torch
+from torch import nn
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+from trainspeed.memory.checkpointing import apply_checkpointing
+from trainspeed.memory.layers import LayerRecorder
+from trainspeed.memory.optimizers import OptimizerFactory, optimizer_factory
+from trainspeed.memory.result import CATEGORIES, LayerMemory, MemoryEstimate
+from trainspeed.memory.tracker import Block, LiveBytes, storage_key
+from trainspeed.memory.workspace import unseen_notes, workspace_bytes
+
+CUDA_ALLOCATION_QUANTUM = 512
+"""The CUDA caching allocator rounds every block up to 512 bytes (kMinBlockSize in
+c10/cuda/CUDACachingAllocator.cpp); max_memory_allocated counts the rounded sizes."""
+
+AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+ModelArg = Union[nn.Module, Callable[[], nn.Module]]
+InputArg = Union[Callable[[int], Any], Sequence[int]]
+
+
+class EstimateError(Exception):
+    """The step could not be replayed on fake tensors; the message names the op that failed."""
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else ""
+
+
+def input_maker(example_input: InputArg) -> Callable[[int], tuple[Any, ...]]:
+    """A callable batch -> tuple of model inputs, from a callable or a per-sample shape (float32)."""
+    if callable(example_input):
+        def make(batch: int) -> tuple[Any, ...]:
+            value = example_input(batch)
+            return tuple(value) if isinstance(value, (tuple, list)) else (value,)
+        return make
+    shape = tuple(int(d) for d in example_input)
+    return lambda batch: (torch.randn(batch, *shape),)
+
+
+def default_loss(output: Any) -> torch.Tensor:
+    """The mean of the output (of its first element if it is a tuple or list)."""
+    first = output[0] if isinstance(output, (tuple, list)) else output
+    return first.float().mean()
+
+
+def amp_context(device_type: str, amp: str | None) -> Any:
+    if amp is None:
+        return nullcontext()
+    return torch.autocast(device_type=device_type, dtype=AMP_DTYPES[amp])
+
+
+@dataclass
+class StepSetup:
+    """What one training step needs; shared by the estimate and the measured run."""
+
+    make_inputs: Callable[[int], tuple[Any, ...]]
+    loss_fn: Callable[[Any], torch.Tensor]
+    amp: str | None
+    device_type: str
+
+
+def training_step(model: nn.Module, optimizer: torch.optim.Optimizer, setup: StepSetup, batch: int,
+                  device: torch.device, marks: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """One step: inputs, forward, loss, backward, optimizer step, gradients set to None.
+
+    `marks(phase)` is called at each phase edge. Returns what it saw at the end of backward."""
+    mark = marks or (lambda phase: None)
+    mark("input")
+    inputs = tuple(t.to(device) if isinstance(t, torch.Tensor) else t for t in setup.make_inputs(batch))
+    mark("forward")
+    with amp_context(setup.device_type, setup.amp):
+        output = model(*inputs)
+        loss = setup.loss_fn(output)
+    mark("backward")
+    loss.backward()
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    mark("optimizer")
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    seen = {"grads": grads}
+    del inputs, output, loss, grads
+    mark("done")
+    return seen
+
+
+def _state_tensors(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
+    tensors = []
+    for state in optimizer.state.values():
+        tensors += [v for v in state.values() if isinstance(v, torch.Tensor)]
+    return tensors
+
+
+def _fake_copy(model: nn.Module, mode: FakeTensorMode, device: torch.device) -> nn.Module:
+    """A copy of a real model whose parameters and buffers are fake, on `device`: no bytes are copied."""
+    memo: dict[int, Any] = {}
+    for p in model.parameters():
+        memo[id(p)] = nn.Parameter(mode.from_tensor(p.detach()).to(device), requires_grad=p.requires_grad)
+    for b in model.buffers():
+        memo[id(b)] = mode.from_tensor(b).to(device)
+    return copy.deepcopy(model, memo)
+
+
+class _Replay:
+    """A fake model and optimizer, warmed up by one step, ready to replay steady-state steps."""
+
+    def __init__(self, model: ModelArg, optimizer: OptimizerFactory, setup: StepSetup, device: torch.device,
+                 quantum: int, checkpointing: bool, warm_batch: int) -> None:
+        self.mode = FakeTensorMode(allow_non_fake_inputs=True)
+        self.setup, self.device, self.quantum = setup, device, quantum
+        self.last_op: str | None = None
+        with torch.random.fork_rng(devices=[]), self.mode, torch.enable_grad():
+            if isinstance(model, nn.Module):
+                self.model = _fake_copy(model, self.mode, device)
+            else:
+                try:
+                    with torch.device(device):
+                        built = model()
+                except Exception as e:  # the factory may work on real tensors only (torch.load, numpy)
+                    raise EstimateError(f"building the model on meta tensors failed: {type(e).__name__}: "
+                                        f"{_first_line(e)}") from e
+                if not isinstance(built, nn.Module):
+                    raise TypeError(f"the model factory returned {type(built).__name__}, not an nn.Module")
+                self.model = built  # built under torch.device(device): already there
+            self.model.train()
+            if checkpointing:
+                apply_checkpointing(self.model)
+            self.optimizer = optimizer(self.model.parameters())
+            self.step(warm_batch, record_layers=False)  # creates the optimizer state
+
+    def step(self, batch: int, record_layers: bool) -> tuple[LiveBytes, dict[str, Any], list[LayerMemory]]:
+        tracker = LiveBytes(self.quantum, workspace_bytes)
+        tracker.adopt(list(self.model.parameters()) + list(self.model.buffers()), "params")
+        tracker.adopt(_state_tensors(self.optimizer), "optimizer-state")
+        recorder = LayerRecorder(self.model)
+
+        def mark(phase: str) -> None:
+            tracker.phase = phase
+
+        try:
+            with torch.random.fork_rng(devices=[]), self.mode, torch.enable_grad(), tracker:
+                ctx = recorder.recording() if record_layers else nullcontext()
+                with ctx:
+                    seen = training_step(self.model, self.optimizer, self.setup, batch, self.device, mark)
+        except Exception as e:  # name the op: the user needs to know what meta tensors could not do
+            op = tracker.last_op or "setup"
+            raise EstimateError(f"the step could not be replayed on meta tensors at {op}: "
+                                f"{type(e).__name__}: {_first_line(e)}") from e
+        return tracker, seen, recorder.rows() if record_layers else []
+
+
+def _breakdown(tracker: LiveBytes, grad_blocks: set[int]) -> tuple[dict[str, int], str]:
+    out = dict.fromkeys(CATEGORIES, 0)
+    phases = {"params": "params", "optimizer-state": "optimizer", "input": "input", "forward": "activations"}
+    for block in tracker.alive_at(tracker.peak_at):
+        if id(block) in grad_blocks:
+            category = "grads"
+        else:
+            category = phases.get(block.phase, "transient")
+        out[category] += block.nbytes
+    peak_phase = next((b.phase for b in tracker.history if b.born == tracker.peak_at), "forward")
+    return out, peak_phase
+
+
+def _grad_blocks(tracker: LiveBytes, seen: dict[str, Any]) -> set[int]:
+    blocks: list[Block | None] = [tracker.blocks.get(storage_key(g)) for g in seen["grads"]]
+    return {id(b) for b in blocks if b is not None}
+
+
+class Estimator:
+    """A fake model and optimizer ready to replay steady-state steps at any batch size."""
+
+    def __init__(self, model: ModelArg, example_input: InputArg, optimizer: str | OptimizerFactory = "adam",
+                 amp: str | None = None, checkpointing: bool = False,
+                 loss: Callable[[Any], torch.Tensor] | None = None, device: str | torch.device = "cpu",
+                 warm_batch: int = 1) -> None:
+        if amp is not None and amp not in AMP_DTYPES:
+            raise ValueError(f"amp must be None, 'bf16' or 'fp16', got {amp!r}")
+        self.target = torch.device(device)
+        self.notes: list[str] = []
+        fake_device = self.target
+        if self.target.type == "cuda" and not torch.cuda.is_available():
+            fake_device = torch.device("cpu")
+            self.notes.append("no CUDA here: the step was replayed with CPU kernels' choices "
+                              "(autocast op lists differ) and CUDA's 512-byte rounding")
+        self.fake_device = fake_device
+        quantum = CUDA_ALLOCATION_QUANTUM if self.target.type == "cuda" else 1
+        self.optimizer_name, opt_factory = optimizer_factory(optimizer, self.target.type)
+        self.amp, self.checkpointing = amp, checkpointing
+        setup = StepSetup(input_maker(example_input), loss or default_loss, amp, fake_device.type)
+        self.replay = _Replay(model, opt_factory, setup, fake_device, quantum, checkpointing, warm_batch)
+
+    def peak(self, batch_size: int) -> int:
+        """Predicted peak bytes of a step at `batch_size` (a full replay, nothing allocated)."""
+        tracker, _, _ = self.replay.step(batch_size, record_layers=False)
+        return tracker.peak
+
+    def estimate(self, batch_size: int) -> MemoryEstimate:
+        """The full estimate at `batch_size`, with the linear model fitted from a replay at twice the batch."""
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        tracker, seen, layers = self.replay.step(batch_size, record_layers=True)
+        breakdown, peak_phase = _breakdown(tracker, _grad_blocks(tracker, seen))
+        notes = list(self.notes)
+        if self.fake_device.type == "cpu":
+            notes += unseen_notes(tracker.ops)
+        total = tracker.peak
+        per_sample = (self.peak(batch_size * 2) - total) / batch_size
+        fixed = total - batch_size * per_sample
+        params = {id(p): p.numel() for p in self.replay.model.parameters()}
+        return MemoryEstimate(
+            total_bytes=total, fixed_bytes=int(round(fixed)), per_sample_bytes=per_sample, batch_size=batch_size,
+            breakdown=breakdown, layers=layers, peak_phase=peak_phase, device=str(self.target),
+            optimizer=self.optimizer_name, amp=self.amp, checkpointing=self.checkpointing,
+            param_count=sum(params.values()), notes=notes,
+        )
+
+
+def estimate_memory(model: ModelArg, example_input: InputArg, batch_size: int, optimizer: str | OptimizerFactory = "adam",
+                    amp: str | None = None, checkpointing: bool = False, loss: Callable[[Any], torch.Tensor] | None = None,
+                    device: str | torch.device = "cpu") -> MemoryEstimate:
+    """Predict the peak bytes of a steady-state training step, without allocating the model.
+
+    Args:
+        model: an nn.Module, or a zero-argument factory returning one (built on fake tensors).
+        example_input: a callable batch_size -> tensor or tuple of tensors, or a per-sample shape (float32).
+        batch_size: the batch to predict for (>= 1).
+        optimizer: "sgd", "sgd-momentum", "adam", "adamw", "rmsprop", "adagrad", or params -> Optimizer.
+        amp: None (fp32), "bf16" or "fp16" autocast.
+        checkpointing: recompute each block's activations in backward (see memory.checkpointing).
+        loss: output -> scalar; default: the mean of the output (its first element if a tuple).
+        device: "cpu" or "cuda"; on CUDA the caching allocator's 512-byte rounding is applied.
+
+    Returns:
+        MemoryEstimate: total, fixed + per-sample split, breakdown at the peak, per-layer rows.
+    """
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    estimator = Estimator(model, example_input, optimizer, amp, checkpointing, loss, device, warm_batch=batch_size)
+    return estimator.estimate(batch_size)
+
+
+def largest_batch_by_model(estimate: MemoryEstimate, budget_bytes: int) -> int:
+    """The linear model's largest batch under a budget (0 if even the fixed part does not fit)."""
+    if estimate.per_sample_bytes <= 0:
+        return 0 if estimate.fixed_bytes > budget_bytes else 1 << 30
+    return max(0, math.floor((budget_bytes - estimate.fixed_bytes) / estimate.per_sample_bytes))

@@ -1,0 +1,124 @@
+"""Track the life of every tensor storage through a training step, and the peak of live bytes.
+
+A storage is born when an op returns a tensor whose storage none of the op's inputs had (views
+and in-place results alias an input, so they cost nothing new); it dies when its Python object
+is finalised, which PyTorch delays until no tensor - Python or C++ (autograd's saved tensors) -
+holds it. Storages are shared by views, so each is counted once. Works on fake (meta-backed)
+tensors, so a step of a 7-billion-parameter model is replayed without allocating it.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+
+@dataclass
+class Block:
+    """One storage's life: bytes, when it was born and died (event numbers), and where."""
+
+    key: int
+    nbytes: int
+    born: int
+    phase: str
+    died: int | None = None
+
+
+def round_up(n: int, quantum: int) -> int:
+    """`n` rounded up to a multiple of `quantum` (an allocator's granularity)."""
+    return -(-n // quantum) * quantum if quantum > 1 else n
+
+
+def storage_key(t: torch.Tensor) -> int:
+    """Identity of a tensor's storage (one Python object per storage, shared by its views)."""
+    return id(t.untyped_storage())
+
+
+class LiveBytes(TorchDispatchMode):
+    """Dispatch mode that keeps a live-bytes timeline of storages and remembers its peak."""
+
+    def __init__(self, quantum: int = 1, workspace: Callable[[str, tuple[Any, ...], Any], int] | None = None) -> None:
+        super().__init__()
+        self.quantum = quantum
+        """Allocation granularity: 512 models the CUDA caching allocator's rounding."""
+        self.phase = "setup"
+        self.clock = 0
+        self.live = 0
+        self.peak = 0
+        self.peak_at = 0
+        self.blocks: dict[int, Block] = {}
+        self.history: list[Block] = []
+        self.last_op: str | None = None
+        self.ops: set[str] = set()
+        self.workspace = workspace
+        """op name, args, output -> bytes the real kernel holds only during the op."""
+
+    def _born(self, storage: torch.UntypedStorage, phase: str) -> None:
+        key = id(storage)
+        block = Block(key, round_up(storage.nbytes(), self.quantum), self.clock, phase)
+        self.blocks[key] = block
+        self.history.append(block)
+        self.live += block.nbytes
+        if self.live > self.peak:
+            self.peak, self.peak_at = self.live, self.clock
+        weakref.finalize(storage, self._died, key)
+
+    def _died(self, key: int) -> None:
+        block = self.blocks.pop(key, None)
+        if block is not None:
+            self.clock += 1
+            block.died = self.clock
+            self.live -= block.nbytes
+
+    def adopt(self, tensors: Iterable[torch.Tensor], phase: str) -> None:
+        """Count storages that exist before the step (parameters, optimizer state) as live."""
+        for t in tensors:
+            storage = t.untyped_storage()
+            if id(storage) not in self.blocks:
+                self._born(storage, phase)
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        self.last_op = str(func)
+        self.ops.add(self.last_op)
+        self.clock += 1
+        out = func(*args, **(kwargs or {}))
+        inputs = {storage_key(a) for a in tree_flatten((args, kwargs))[0] if isinstance(a, torch.Tensor)}
+        for t in tree_flatten(out)[0]:
+            if not isinstance(t, torch.Tensor):
+                continue
+            storage = t.untyped_storage()
+            key = id(storage)
+            block = self.blocks.get(key)
+            if block is not None:  # an existing storage grown in place (resize_, out= with a new size)
+                grown = round_up(storage.nbytes(), self.quantum) - block.nbytes
+                if grown > 0:
+                    block.nbytes += grown
+                    self.live += grown
+                    if self.live > self.peak:
+                        self.peak, self.peak_at = self.live, self.clock
+            elif key not in inputs:
+                self._born(storage, self.phase)
+        if self.workspace is not None:
+            scratch = self.workspace(self.last_op, tuple(args), out)
+            if scratch:
+                self._scratch(round_up(scratch, self.quantum))
+        return out
+
+    def _scratch(self, nbytes: int) -> None:
+        """A buffer live only while the op runs, beside its outputs."""
+        block = Block(-1, nbytes, self.clock, self.phase + " scratch")
+        self.history.append(block)
+        if self.live + nbytes > self.peak:
+            self.peak, self.peak_at = self.live + nbytes, self.clock
+        self.clock += 1
+        block.died = self.clock
+
+    def alive_at(self, moment: int) -> list[Block]:
+        """The blocks live at event `moment` (born at or before it, not yet dead)."""
+        return [b for b in self.history if b.born <= moment and (b.died is None or b.died > moment)]

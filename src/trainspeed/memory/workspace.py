@@ -1,0 +1,117 @@
+"""Buffers a kernel allocates and frees inside one op, which fake tensors cannot see.
+
+Fake tensors run an op's meta function, which creates the outputs only. Some CPU kernels also
+allocate scratch space for the length of the op; those bytes count towards the real peak. Each
+rule here reproduces one kernel's choice and its buffer, from the PyTorch source it cites.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+
+def _mkldnn_dtype_ok(dtype: torch.dtype) -> bool:
+    if dtype == torch.bfloat16:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    if dtype == torch.float16:
+        return bool(torch.ops.mkldnn._is_mkldnn_fp16_supported())
+    return False
+
+
+def cpu_conv_uses_mkldnn(x: torch.Tensor, weight: torch.Tensor, stride: list[int], dilation: list[int],
+                         groups: int) -> bool:
+    """ConvParams::use_mkldnn (aten/src/ATen/native/Convolution.cpp) for a CPU 2-d convolution."""
+    if not torch.backends.mkldnn.is_available() or not torch.backends.mkldnn.enabled:
+        return False
+    if x.dtype in (torch.bfloat16, torch.float16):
+        return _mkldnn_dtype_ok(x.dtype)
+    if x.dtype != torch.float32:
+        return False
+    strided = any(s != 1 for s in stride)
+    dilated = any(d != 1 for d in dilation)
+    n, c, h, w = x.shape
+    kh, kw = weight.shape[-2], weight.shape[-1]
+    # "For 1x1 filters, MKLDNN is faster than THNN when multi-threaded, but THNN is faster when single-threaded."
+    shape_ok = strided or dilated or n >= 16 or kw != 1 or kh != 1 or torch.get_num_threads() > 1
+    # "for some case, native is faster"
+    size_ok = groups > 1 or (kw > 3 and kh > 3) or n > 1 or n * c * h * w > 20480
+    return shape_ok and size_ok
+
+
+def _columns_bytes(x: torch.Tensor, weight: torch.Tensor, out_hw: tuple[int, int],
+                   stride: list[int], padding: list[int]) -> int:
+    """_slow_conv2d_forward_out_cpu's finput: (N, C_in*kh*kw, H_out*W_out) in the input's dtype;
+    a 1x1, stride-1, unpadded kernel reads the input directly instead (aten/src/ATen/native/ConvolutionMM2d.cpp)."""
+    kh, kw = weight.shape[-2], weight.shape[-1]
+    if kh == 1 and kw == 1 and all(s == 1 for s in stride) and all(p == 0 for p in padding):
+        return 0
+    n, c = x.shape[0], x.shape[1]
+    return n * c * kh * kw * out_hw[0] * out_hw[1] * x.element_size()
+
+
+def _slow_conv2d(x: torch.Tensor, weight: torch.Tensor, stride: list[int], padding: list[int],
+                 dilation: list[int], transposed: bool, groups: int) -> bool:
+    return (x.device.type == "cpu" and x.dim() == 4 and not transposed and groups == 1
+            and all(d == 1 for d in dilation)
+            and not cpu_conv_uses_mkldnn(x, weight, stride, dilation, groups))
+
+
+def _nbytes(t: torch.Tensor) -> int:
+    return t.numel() * t.element_size()
+
+
+def _mkldnn_conv2d(x: torch.Tensor, weight: torch.Tensor, stride: list[int], dilation: list[int],
+                   transposed: bool, groups: int) -> bool:
+    return (x.device.type == "cpu" and x.dim() == 4 and not transposed
+            and cpu_conv_uses_mkldnn(x, weight, stride, dilation, groups))
+
+
+def _conv_forward(args: tuple[Any, ...], out: Any) -> int:
+    x, weight, _bias, stride, padding, dilation, transposed, _op, groups = args[:9]
+    if _slow_conv2d(x, weight, stride, padding, dilation, transposed, groups):
+        return _columns_bytes(x, weight, (out.shape[-2], out.shape[-1]), stride, padding)
+    if _mkldnn_conv2d(x, weight, stride, dilation, transposed, groups) and x.dtype == torch.float32:
+        # oneDNN reorders weight, input and output to its blocked layouts around the kernel
+        # (measured: three output-sized buffers and one weight-sized per call on AVX2 CPUs)
+        return _nbytes(weight) + _nbytes(x) + _nbytes(out)
+    return 0
+
+
+def _conv_backward(args: tuple[Any, ...], out: Any) -> int:
+    grad_out, x, weight, _bias_sizes, stride, padding, dilation, transposed, _op, groups = args[:10]
+    if _slow_conv2d(x, weight, stride, padding, dilation, transposed, groups):
+        # _slow_conv2d_backward_out_cpu rebuilds the columns once for the weight gradient
+        return _columns_bytes(x, weight, (grad_out.shape[-2], grad_out.shape[-1]), stride, padding)
+    if _mkldnn_conv2d(x, weight, stride, dilation, transposed, groups) and x.dtype == torch.float32:
+        return _nbytes(grad_out) + _nbytes(x) + _nbytes(weight)
+    return 0
+
+
+RULES: dict[str, Callable[[tuple[Any, ...], Any], int]] = {
+    "aten.convolution.default": _conv_forward,
+    "aten.convolution_backward.default": _conv_backward,
+}
+
+
+def workspace_bytes(op: str, args: tuple[Any, ...], out: Any) -> int:
+    """Scratch bytes the real kernel of `op` holds during the call (0 when we know of none)."""
+    rule = RULES.get(op)
+    return rule(args, out) if rule is not None else 0
+
+
+# Ops whose real CPU kernel keeps memory the replay cannot see, and what to tell the user.
+UNSEEN = {
+    "aten.mkldnn_rnn_layer.default": (
+        "nn.LSTM on the CPU runs oneDNN, whose training workspace (about 15 x T x N x H x 4 bytes "
+        "per layer, kept for backward) the replay does not see: expect the real peak above this "
+        "estimate; --measure gives the real number"
+    ),
+}
+
+
+def unseen_notes(ops: set[str]) -> list[str]:
+    """Warnings for ops in the replay whose real memory is not modelled."""
+    return [text for op, text in UNSEEN.items() if op in ops]

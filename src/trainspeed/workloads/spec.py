@@ -1,0 +1,68 @@
+"""Model specs: `path/to/file.py:factory`, `package.module:factory`, or a built-in name."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from trainspeed.errors import UsageError
+from trainspeed.workloads.zoo import ZOO, ZooEntry
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A resolved spec: the factory, and the built-in input if the spec named a zoo model."""
+
+    text: str
+    factory: Callable[[], Any]
+    builtin: ZooEntry | None
+
+
+def _load_file(path: Path) -> Any:
+    name = f"_trainspeed_spec_{abs(hash(path.resolve()))}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise UsageError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as e:  # the user's file failed on import: say so in one line
+        sys.modules.pop(name, None)
+        raise UsageError(f"importing {path} raised {type(e).__name__}: {e}") from None
+    return module
+
+
+def resolve_model_spec(text: str) -> ModelSpec:
+    """Turn a SPEC into a factory; every failure is a one-line UsageError."""
+    if text in ZOO:
+        return ModelSpec(text, ZOO[text].factory, ZOO[text])
+    if ":" not in text:
+        raise UsageError(f"unknown model {text!r}: give FILE.py:FACTORY, MODULE:FACTORY, "
+                         f"or a built-in name ({', '.join(ZOO)})")
+    where, _, attr = text.rpartition(":")
+    if not attr.isidentifier():
+        raise UsageError(f"{text!r}: {attr!r} is not a factory name")
+    if where.endswith(".py") or "/" in where or "\\" in where:
+        path = Path(where)
+        if not path.is_file():
+            raise UsageError(f"{where}: no such file")
+        module = _load_file(path)
+    else:
+        try:
+            module = importlib.import_module(where)
+        except ImportError as e:
+            raise UsageError(f"cannot import module {where!r}: {e}") from None
+        except Exception as e:
+            raise UsageError(f"importing {where} raised {type(e).__name__}: {e}") from None
+    factory = getattr(module, attr, None)
+    if factory is None:
+        raise UsageError(f"{where} has no {attr!r}")
+    if not callable(factory):
+        raise UsageError(f"{where}:{attr} is not callable")
+    return ModelSpec(text, factory, None)

@@ -1,0 +1,134 @@
+"""estimate_memory against real steps on the CPU: the exact cases, the rules, the API contract."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from trainspeed import estimate_memory
+from trainspeed.memory import EstimateError, measure_memory
+from trainspeed.memory.result import CATEGORIES
+from trainspeed.workloads import ZOO
+
+
+def _inputs(name: str):  # type: ignore[no-untyped-def]
+    e = ZOO[name]
+    if e.input_dtype.is_floating_point:
+        return lambda b: torch.randn(b, *e.input_shape)
+    return lambda b: torch.randint(0, e.input_high, (b, *e.input_shape))
+
+
+# Cases where every byte is visible to the replay: the prediction is exact to the byte or nearly.
+EXACT = [("iris-mlp", "sgd", None, 8), ("gpt", "adam", None, 8), ("gpt", "sgd", "bf16", 8),
+         ("inplace-mlp", "adam", None, 16), ("shared-layer", "sgd-momentum", None, 8),
+         ("resnet-cnn", "adam", "bf16", 8), ("digits-cnn", "sgd", "bf16", 8)]
+
+
+@pytest.mark.parametrize(("name", "opt", "amp", "batch"), EXACT)
+def test_prediction_matches_the_measured_peak(name: str, opt: str, amp: str | None, batch: int) -> None:
+    est = estimate_memory(ZOO[name].factory, _inputs(name), batch, optimizer=opt, amp=amp)
+    real = measure_memory(ZOO[name].factory, _inputs(name), batch, optimizer=opt, amp=amp)
+    assert est.total_bytes == pytest.approx(real.peak_bytes, rel=0.01)
+
+
+@pytest.mark.parametrize("batch", [1, 64])
+def test_fp32_convolutions_within_five_percent(batch: int) -> None:
+    est = estimate_memory(ZOO["resnet-cnn"].factory, _inputs("resnet-cnn"), batch, optimizer="sgd")
+    real = measure_memory(ZOO["resnet-cnn"].factory, _inputs("resnet-cnn"), batch, optimizer="sgd")
+    assert est.total_bytes == pytest.approx(real.peak_bytes, rel=0.05)
+
+
+def test_checkpointing_saves_activations_and_stays_exact() -> None:
+    plain = estimate_memory(ZOO["gpt"].factory, _inputs("gpt"), 16, optimizer="sgd")
+    ckpt = estimate_memory(ZOO["gpt"].factory, _inputs("gpt"), 16, optimizer="sgd", checkpointing=True)
+    real = measure_memory(ZOO["gpt"].factory, _inputs("gpt"), 16, optimizer="sgd", checkpointing=True)
+    assert ckpt.total_bytes < plain.total_bytes
+    assert ckpt.total_bytes == pytest.approx(real.peak_bytes, rel=0.01)
+
+
+def test_breakdown_sums_to_total_and_linear_model_reproduces_it() -> None:
+    est = estimate_memory(ZOO["resnet-cnn"].factory, (3, 32, 32), 8, optimizer="adam")
+    assert set(est.breakdown) == set(CATEGORIES)
+    assert sum(est.breakdown.values()) == est.total_bytes
+    assert est.predict(8) == pytest.approx(est.total_bytes, abs=2)
+    assert est.per_sample_bytes > 0 and est.fixed_bytes > 0
+
+
+@pytest.mark.parametrize(("opt", "state_per_param_byte"), [("sgd", 0), ("sgd-momentum", 1), ("adam", 2), ("rmsprop", 1)])
+def test_optimizer_state_as_the_optimizer_lays_it_out(opt: str, state_per_param_byte: int) -> None:
+    est = estimate_memory(lambda: nn.Linear(512, 512), (512,), 4, optimizer=opt)
+    params = est.breakdown["params"]
+    scalars = est.breakdown["optimizer"] - state_per_param_byte * params  # Adam's step counters
+    assert 0 <= scalars <= 2 * 8
+
+
+def test_weight_tying_counts_the_shared_tensor_once() -> None:
+    est = estimate_memory(ZOO["gpt"].factory, _inputs("gpt"), 1, optimizer="sgd")
+    model = ZOO["gpt"].factory()
+    unique = {p.data_ptr(): p.numel() for p in model.parameters()}
+    assert est.param_count == sum(unique.values())
+    assert est.breakdown["params"] == 4 * sum(unique.values())
+
+
+def test_a_layer_used_twice_has_two_rows() -> None:
+    est = estimate_memory(ZOO["shared-layer"].factory, (128,), 4, optimizer="sgd")
+    names = [row.name for row in est.layers]
+    assert "shared" in names and "shared (call 2)" in names
+    first = next(r for r in est.layers if r.name == "shared")
+    assert first.params == 256 * 256 + 256 and first.output_shape == [4, 256]
+
+
+def test_a_huge_model_is_estimated_without_allocating_it() -> None:
+    # 40 GB of fp32 weights: only a fake-tensor replay can do this on the CI machine
+    est = estimate_memory(lambda: nn.Linear(100_000, 100_000), (100_000,), 2, optimizer="sgd")
+    assert est.breakdown["params"] == 4 * (100_000 * 100_000 + 100_000)
+    assert est.total_bytes > 2 * est.breakdown["params"]
+
+
+def test_a_module_instance_is_left_untouched() -> None:
+    model = nn.Linear(8, 4)
+    before = [p.detach().clone() for p in model.parameters()]
+    estimate_memory(model, (8,), 4, optimizer="adam")
+    measure_memory(model, (8,), 4, optimizer="adam")
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
+    assert all(p.grad is None for p in model.parameters())
+
+
+def test_cuda_target_rounds_to_allocator_blocks_even_without_cuda() -> None:
+    cpu = estimate_memory(ZOO["iris-mlp"].factory, (4,), 3, optimizer="sgd")
+    cuda = estimate_memory(ZOO["iris-mlp"].factory, (4,), 3, optimizer="sgd", device="cuda")
+    assert cuda.total_bytes % 512 == 0 and cuda.total_bytes > cpu.total_bytes
+    if not torch.cuda.is_available():
+        assert any("no CUDA here" in n for n in cuda.notes)
+
+
+class ReadsValues(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        scale = float(x.abs().max())  # data-dependent: meta tensors have no values
+        return self.fc(x) * scale
+
+
+def test_a_forward_that_needs_values_names_the_failing_op() -> None:
+    with pytest.raises(EstimateError, match=r"at aten\.\w+"):
+        estimate_memory(ReadsValues, (4,), 2)
+
+
+def test_lstm_on_cpu_is_flagged_as_not_fully_seen() -> None:
+    est = estimate_memory(ZOO["rnn"].factory, (32, 16), 2, optimizer="sgd")
+    assert any("oneDNN" in n for n in est.notes)
+
+
+def test_bad_arguments() -> None:
+    with pytest.raises(ValueError, match="batch_size"):
+        estimate_memory(ZOO["iris-mlp"].factory, (4,), 0)
+    with pytest.raises(ValueError, match="unknown optimizer"):
+        estimate_memory(ZOO["iris-mlp"].factory, (4,), 1, optimizer="lion")
+    with pytest.raises(ValueError, match="amp"):
+        estimate_memory(ZOO["iris-mlp"].factory, (4,), 1, amp="fp8")
+    with pytest.raises(TypeError, match="not an nn.Module"):
+        estimate_memory(lambda: 42, (4,), 1)  # type: ignore[arg-type, return-value]

@@ -1,0 +1,51 @@
+"""The CPU convolution rules: which kernel PyTorch picks decides the scratch bytes."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from trainspeed.memory import workspace
+from trainspeed.memory.workspace import cpu_conv_uses_mkldnn, unseen_notes, workspace_bytes
+
+
+def _meta(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    return torch.empty(*shape, dtype=dtype)  # tiny CPU tensors: the rules look at device, shape, dtype
+
+
+@pytest.fixture
+def mkldnn_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch.backends.mkldnn, "is_available", lambda: True)
+    monkeypatch.setattr(torch.backends.mkldnn, "enabled", True)
+
+
+def test_batch_one_small_image_takes_the_native_path(mkldnn_on: None) -> None:
+    assert not cpu_conv_uses_mkldnn(_meta(1, 3, 32, 32), _meta(16, 3, 3, 3), [1, 1], [1, 1], 1)
+    assert cpu_conv_uses_mkldnn(_meta(8, 3, 32, 32), _meta(16, 3, 3, 3), [1, 1], [1, 1], 1)
+    assert cpu_conv_uses_mkldnn(_meta(1, 3, 128, 128), _meta(16, 3, 3, 3), [1, 1], [1, 1], 1)
+
+
+def test_bf16_follows_the_cpu_support(mkldnn_on: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    x, w = _meta(8, 3, 32, 32, dtype=torch.bfloat16), _meta(16, 3, 3, 3, dtype=torch.bfloat16)
+    monkeypatch.setattr(workspace, "_mkldnn_dtype_ok", lambda dtype: False)
+    assert not cpu_conv_uses_mkldnn(x, w, [1, 1], [1, 1], 1)
+    monkeypatch.setattr(workspace, "_mkldnn_dtype_ok", lambda dtype: True)
+    assert cpu_conv_uses_mkldnn(x, w, [1, 1], [1, 1], 1)
+
+
+def test_native_path_columns_buffer(mkldnn_on: None) -> None:
+    x, w, out = _meta(1, 3, 32, 32), _meta(16, 3, 3, 3), _meta(1, 16, 32, 32)
+    args = (x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1)
+    # (N, C_in*kh*kw, H_out*W_out) float32
+    assert workspace_bytes("aten.convolution.default", args, out) == 1 * 27 * 1024 * 4
+
+
+def test_one_by_one_kernel_needs_no_columns(mkldnn_on: None) -> None:
+    x, w, out = _meta(1, 3, 8, 8), _meta(4, 3, 1, 1), _meta(1, 4, 8, 8)
+    args = (x, w, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1)
+    assert workspace_bytes("aten.convolution.default", args, out) == 0
+
+
+def test_other_ops_have_no_scratch() -> None:
+    assert workspace_bytes("aten.mm.default", (), None) == 0
+    assert unseen_notes({"aten.mm.default"}) == []
