@@ -1,0 +1,116 @@
+"""`trainspeed memory`: JSON keys, measuring, the batch search, and bad input."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from trainspeed.cli import main
+
+BYTES_KEYS = {"params", "grads", "optimizer", "activations", "transient", "total"}
+
+
+def _json(capsys: pytest.CaptureFixture[str]) -> dict:  # type: ignore[type-arg]
+    return json.loads(capsys.readouterr().out)
+
+
+def test_builtin_with_measure(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["memory", "gpt", "--batch-size", "4", "--optimizer", "adam", "--measure", "--json", "-"]) == 0
+    data = _json(capsys)
+    assert data["schema"] == "trainspeed.memory/1"
+    assert BYTES_KEYS <= set(data["bytes"])
+    assert sum(v for k, v in data["bytes"].items() if k != "total") == data["bytes"]["total"]
+    assert data["batch_size"] == 4 and data["max_batch"] is None
+    assert data["measured"]["device"] == "cpu" and abs(data["error_pct"]) < 1
+    assert data["per_sample_bytes"] > 0 and data["fixed_bytes"] > 0
+    assert any(row["name"] == "head" for row in data["layers"])
+
+
+def test_budget_search(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["memory", "iris-mlp", "--batch-size", "8", "--optimizer", "sgd", "--budget", "1MiB", "--json", "-"]) == 0
+    data = _json(capsys)
+    usable = 0.9 * 2**20
+    assert data["max_batch"] > 8 and data["search"]["predicted_bytes"] <= usable
+
+
+def test_budget_search_confirmed_by_measurement(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["memory", "iris-mlp", "--optimizer", "sgd", "--budget", "256KiB", "--measure", "--json", "-"]) == 0
+    data = _json(capsys)
+    assert data["search"]["confirmed"] is True
+    assert len(data["search"]["trials"]) <= 4
+
+
+def test_file_factory_and_input_options(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "mymodel.py"
+    f.write_text(textwrap.dedent("""
+        import torch.nn as nn
+        def build():
+            return nn.Sequential(nn.Embedding(100, 16), nn.Flatten(), nn.Linear(16 * 10, 2))
+        def not_a_model():
+            return 3
+    """))
+    argv = ["memory", f"{f}:build", "--input-shape", "10", "--input-dtype", "int64", "--input-high", "100",
+            "--batch-size", "2", "--json", "-"]
+    assert main(argv) == 0
+    assert _json(capsys)["input_dtype"] == "int64"
+    assert main(["memory", f"{f}:not_a_model", "--input-shape", "10"]) == 2
+    assert "not an nn.Module" in capsys.readouterr().err
+
+
+def test_module_factory_spec(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["memory", "trainspeed.workloads.zoo:DigitsCNN", "--input-shape", "1,8,8", "--json", "-"]) == 0
+    assert _json(capsys)["param_count"] > 0
+
+
+def test_meta_failure_falls_back_to_measuring(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "datadep.py"
+    f.write_text(textwrap.dedent("""
+        import torch, torch.nn as nn
+        class M(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+            def forward(self, x):
+                return self.fc(x) * float(x.abs().max())
+    """))
+    assert main(["memory", f"{f}:M", "--input-shape", "4", "--batch-size", "2"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "add --measure" in err and "aten." in err
+    assert main(["memory", f"{f}:M", "--input-shape", "4", "--batch-size", "2", "--measure", "--json", "-"]) == 0
+    data = _json(capsys)
+    assert data["bytes"] is None and data["measured"]["peak_bytes"] > 0
+    assert "measured on the real device instead" in data["notes"][0]
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["memory", "nope.py:f", "--input-shape", "4"], "no such file"),
+    (["memory", "os.path:nonexistent_factory", "--input-shape", "4"], "has no 'nonexistent_factory'"),
+    (["memory", "no_such_module_xyz:f", "--input-shape", "4"], "cannot import module"),
+    (["memory", "mystery"], "unknown model"),
+    (["memory", "iris-mlp", "--input-shape", "3,x"], "--input-shape"),
+    (["memory", "iris-mlp", "--input-shape", "0"], "--input-shape"),
+    (["memory", "iris-mlp", "--batch-size", "0"], "positive integer"),
+    (["memory", "iris-mlp", "--batch-size", "-3"], "positive integer"),
+    (["memory", "iris-mlp", "--optimizer", "lion"], "invalid choice"),
+    (["memory", "iris-mlp", "--budget", "24XB"], "not a size"),
+    (["memory", "iris-mlp", "--margin", "1.5"], "--margin"),
+    (["memory", "trainspeed.workloads.zoo:DigitsCNN"], "--input-shape is needed"),
+    (["memory", "iris-mlp", "--input-shape", "4", "--input-dtype", "int64"], "--input-high"),
+])
+def test_bad_input(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err and "Traceback" not in err
+
+
+def test_cuda_device_without_cuda(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert main(["memory", "iris-mlp", "--device", "cuda"]) == 2
+    assert "CUDA is not available" in capsys.readouterr().err
+    assert main(["memory", "iris-mlp", "--device", "cuda", "--budget", "16GiB", "--json", "-"]) == 0
+    data = _json(capsys)
+    assert data["bytes"]["total"] % 512 == 0 and data["max_batch"] > 0
