@@ -99,6 +99,8 @@ def test_cuda_target_rounds_to_allocator_blocks_even_without_cuda() -> None:
     cpu = estimate_memory(ZOO["iris-mlp"].factory, (4,), 3, optimizer="sgd")
     cuda = estimate_memory(ZOO["iris-mlp"].factory, (4,), 3, optimizer="sgd", device="cuda")
     assert cuda.total_bytes % 512 == 0 and cuda.total_bytes > cpu.total_bytes
+    assert cuda.breakdown["workspace"] >= 8 * 2**20  # cuBLAS's, held from the first matmul on
+    assert cpu.breakdown["workspace"] == 0
     if not torch.cuda.is_available():
         assert any("no CUDA here" in n for n in cuda.notes)
 

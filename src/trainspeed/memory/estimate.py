@@ -25,7 +25,7 @@ from trainspeed.memory.layers import LayerRecorder
 from trainspeed.memory.optimizers import OptimizerFactory, optimizer_factory
 from trainspeed.memory.result import CATEGORIES, LayerMemory, MemoryEstimate
 from trainspeed.memory.tracker import Block, LiveBytes, storage_key
-from trainspeed.memory.workspace import unseen_notes, workspace_bytes
+from trainspeed.memory.workspace import MATMUL_OPS, cublas_workspace_bytes, unseen_notes, workspace_bytes
 
 CUDA_ALLOCATION_QUANTUM = 512
 """The CUDA caching allocator rounds every block up to 512 bytes (kMinBlockSize in
@@ -110,6 +110,12 @@ def _state_tensors(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
     return tensors
 
 
+def _capability(device: torch.device) -> tuple[int, int] | None:
+    if device.type == "cuda" and torch.cuda.is_available():
+        return tuple(torch.cuda.get_device_capability(device))  # type: ignore[return-value]
+    return None
+
+
 def _fake_copy(model: nn.Module, mode: FakeTensorMode, device: torch.device) -> nn.Module:
     """A copy of a real model whose parameters and buffers are fake, on `device`: no bytes are copied."""
     memo: dict[int, Any] = {}
@@ -145,12 +151,18 @@ class _Replay:
             if checkpointing:
                 apply_checkpointing(self.model)
             self.optimizer = optimizer(self.model.parameters())
-            self.step(warm_batch, record_layers=False)  # creates the optimizer state
+            self.library_workspace = 0
+            warm, _, _ = self.step(warm_batch, record_layers=False)  # creates the optimizer state
+            if quantum > 1 and warm.ops & MATMUL_OPS:
+                self.library_workspace = cublas_workspace_bytes(_capability(device))
 
     def step(self, batch: int, record_layers: bool) -> tuple[LiveBytes, dict[str, Any], list[LayerMemory]]:
-        tracker = LiveBytes(self.quantum, workspace_bytes)
+        # the scratch rules describe CPU kernels; a CUDA target is replayed without them
+        tracker = LiveBytes(self.quantum, workspace_bytes if self.quantum == 1 else None)
         tracker.adopt(list(self.model.parameters()) + list(self.model.buffers()), "params")
         tracker.adopt(_state_tensors(self.optimizer), "optimizer-state")
+        if self.library_workspace:
+            tracker.reserve(self.library_workspace, "workspace")
         recorder = LayerRecorder(self.model)
 
         def mark(phase: str) -> None:
@@ -170,7 +182,8 @@ class _Replay:
 
 def _breakdown(tracker: LiveBytes, grad_blocks: set[int]) -> tuple[dict[str, int], str]:
     out = dict.fromkeys(CATEGORIES, 0)
-    phases = {"params": "params", "optimizer-state": "optimizer", "input": "input", "forward": "activations"}
+    phases = {"params": "params", "optimizer-state": "optimizer", "input": "input", "forward": "activations",
+              "workspace": "workspace"}
     for block in tracker.alive_at(tracker.peak_at):
         if id(block) in grad_blocks:
             category = "grads"
@@ -201,7 +214,8 @@ class Estimator:
         if self.target.type == "cuda" and not torch.cuda.is_available():
             fake_device = torch.device("cpu")
             self.notes.append("no CUDA here: the step was replayed with CPU kernels' choices "
-                              "(autocast op lists differ) and CUDA's 512-byte rounding")
+                              "(autocast op lists differ), CUDA's 512-byte rounding and a pre-Hopper "
+                              "cuBLAS workspace")
         self.fake_device = fake_device
         quantum = CUDA_ALLOCATION_QUANTUM if self.target.type == "cuda" else 1
         self.optimizer_name, opt_factory = optimizer_factory(optimizer, self.target.type)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-CATEGORIES = ("params", "grads", "optimizer", "input", "activations", "transient")
+CATEGORIES = ("params", "grads", "optimizer", "input", "activations", "transient", "workspace")
 
 
 @dataclass(frozen=True)

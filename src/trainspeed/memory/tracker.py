@@ -76,6 +76,14 @@ class LiveBytes(TorchDispatchMode):
             block.died = self.clock
             self.live -= block.nbytes
 
+    def reserve(self, nbytes: int, phase: str) -> None:
+        """Count bytes held for the whole step that no tensor owns (a library's workspace)."""
+        block = Block(-2, nbytes, self.clock, phase)
+        self.history.append(block)
+        self.live += nbytes
+        if self.live > self.peak:
+            self.peak, self.peak_at = self.live, self.clock
+
     def adopt(self, tensors: Iterable[torch.Tensor], phase: str) -> None:
         """Count storages that exist before the step (parameters, optimizer state) as live."""
         for t in tensors:
