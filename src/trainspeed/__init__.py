@@ -12,7 +12,8 @@ from trainspeed.hardware import (  # noqa: E402
     parse_gpu_name,
 )
 from trainspeed.memory import MemoryEstimate, estimate_memory, measure_memory  # noqa: E402
-from trainspeed.watch import SyncCounter  # noqa: E402
+from trainspeed.watch import SyncCounter, Watcher  # noqa: E402
+from trainspeed.watch.session import watch  # noqa: E402  (the function shadows the subpackage, as DESIGN.md asks)
 
 __all__ = [
     "CpuInfo",
@@ -23,10 +24,12 @@ __all__ = [
     "HardwareReport",
     "MemoryEstimate",
     "SyncCounter",
+    "Watcher",
     "__version__",
     "detect_hardware",
     "estimate_memory",
     "measure_memory",
     "parse_gpu_name",
     "run_demo",
+    "watch",
 ]

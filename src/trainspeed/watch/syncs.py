@@ -9,12 +9,32 @@ from inside another (`__format__` calls `item()`) counts once.
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
 import torch
+
+_TORCH_DIR = os.path.dirname(torch.__file__)
+_OUR_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def user_site(depth: int = 2) -> str:
+    """`file:line` of the innermost frame outside torch and trainspeed (where the user's code asked)."""
+    frame = sys._getframe(depth)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if not name.startswith((_TORCH_DIR, _OUR_DIR)) and not name.startswith("<frozen"):
+            return f"{name}:{frame.f_lineno}"
+        frame = frame.f_back  # type: ignore[assignment]
+    return "?"
+
+ReadCallback = Callable[[str, float, str], None]
+"""on_read(op, seconds, site): called after each counted host read."""
 
 # Tensor methods that hand tensor values to the host.
 HOST_READ_METHODS = (
@@ -53,14 +73,28 @@ class _Registry:
 
         def wrapper(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
             depth = getattr(local, "depth", 0)
-            if depth == 0 and _moves_to_host(name, tensor, args, kwargs):
-                for counter in list(self.active):
-                    counter._record(name)
-            local.depth = depth + 1
+            if depth != 0 or not _moves_to_host(name, tensor, args, kwargs):
+                local.depth = depth + 1
+                try:
+                    return original(tensor, *args, **kwargs)
+                finally:
+                    local.depth = depth
+            counters = list(self.active)
+            timed = [c for c in counters if c.on_read is not None]
+            for counter in timed:
+                counter.on_enter(name)
+            local.depth = 1
+            t0 = time.perf_counter()
             try:
                 return original(tensor, *args, **kwargs)
             finally:
-                local.depth = depth
+                seconds = time.perf_counter() - t0
+                local.depth = 0
+                site = user_site(2) if timed else ""
+                for counter in counters:
+                    counter._record(name)
+                for counter in timed:
+                    counter.on_read(name, seconds, site)  # type: ignore[misc]
 
         wrapper.__name__ = getattr(original, "__name__", name)
         wrapper.__doc__ = getattr(original, "__doc__", None)
@@ -95,10 +129,15 @@ _REGISTRY = _Registry()
 class SyncCounter:
     """Context manager counting host reads of tensor values; `count` and `by_op` hold the tally."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_read: ReadCallback | None = None,
+                 on_enter: Callable[[str], None] | None = None) -> None:
         self.count = 0
         self.by_op: Counter[str] = Counter()
         self._lock = threading.Lock()
+        self.on_read = on_read
+        """Called after each read with (op, seconds, user file:line); None keeps counting cheap."""
+        self.on_enter = on_enter or (lambda op: None)
+        """Called before a timed read starts (a phase clock opens its `sync` phase here)."""
 
     def _record(self, name: str) -> None:
         with self._lock:

@@ -1,0 +1,70 @@
+"""The doctor's result object: the hardware, the measurements, the verdicts, the script's fate."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from trainspeed.diagnose.rules import MEMORY_SHARE, Context, diagnose
+from trainspeed.hardware.report import HardwareReport, detect_hardware
+from trainspeed.probe.dispatch import cpu_dispatch_us
+from trainspeed.probe.matmul import cpu_matmul_gflops
+from trainspeed.watch.result import Verdict, WatchResult
+
+_OPTIMIZER_NAMES = {"sgd": "sgd-momentum", "adam": "adam", "adamw": "adamw", "rmsprop": "rmsprop", "adagrad": "adagrad"}
+
+
+@dataclass(frozen=True)
+class DoctorReport:
+    """What `trainspeed doctor` reports and `trainspeed.watch(...).result()` returns."""
+
+    hardware: HardwareReport
+    watch: WatchResult
+    verdicts: list[Verdict]
+    dispatch_us: float
+    """Measured cost of dispatching one tiny op on this CPU, used by the predictions."""
+    matmul_gflops: float
+    """Measured CPU matmul rate, used to tell arithmetic from overhead."""
+    script: str | None = None
+    exit_code: int | None = None
+    error: str | None = None
+    """The script's traceback when it raised."""
+    notes: list[str] = field(default_factory=list)
+
+
+def _largest_batch(watcher: Any, result: WatchResult) -> int | None:
+    """The memory estimator's largest batch for the watched model (only under memory pressure)."""
+    model = watcher.model() if watcher is not None and watcher.model is not None else None
+    if model is None or watcher.input_spec is None or not result.memory_capacity_bytes:
+        return None
+    from trainspeed.memory.estimate import Estimator
+    from trainspeed.memory.maxbatch import search_max_batch
+
+    shape, dtype = watcher.input_spec
+    import torch
+
+    make = (lambda b: torch.randn(b, *shape, dtype=dtype)) if dtype.is_floating_point else \
+        (lambda b: torch.zeros(b, *shape, dtype=dtype))
+    optimizer = _OPTIMIZER_NAMES.get(watcher.optimizer_kind or "", "adam")
+    try:
+        est = Estimator(model, make, optimizer=optimizer, device=result.device, warm_batch=result.batch_size or 1)
+        first = est.estimate(result.batch_size or 1)
+        return search_max_batch(est.peak, first, result.memory_capacity_bytes).max_batch
+    except Exception:  # the estimate is a bonus here; the verdict stands without it
+        return None
+
+
+def diagnose_run(result: WatchResult, watcher: Any = None, hardware: HardwareReport | None = None,
+                 dispatch_us: float | None = None, matmul_gflops: float | None = None) -> DoctorReport:
+    """Measure the machine constants the rules need, then judge the run."""
+    hw = hardware or detect_hardware()
+    dispatch = dispatch_us if dispatch_us is not None else cpu_dispatch_us()
+    gflops = matmul_gflops if matmul_gflops is not None else cpu_matmul_gflops()
+    largest = None
+    if result.peak_memory_bytes and result.memory_capacity_bytes and \
+            result.peak_memory_bytes / result.memory_capacity_bytes >= MEMORY_SHARE:
+        largest = _largest_batch(watcher, result)
+    ctx = Context(dispatch_us=dispatch, matmul_gflops=gflops, physical_cores=hw.cpu.physical_cores or 1,
+                  logical_threads=hw.cpu.logical_threads or 1, largest_batch=largest)
+    return DoctorReport(hardware=hw, watch=result, verdicts=diagnose(result, ctx), dispatch_us=dispatch,
+                        matmul_gflops=gflops)

@@ -1,0 +1,259 @@
+"""Verdict rules: measurements in, ranked verdicts out (pure, so tested on recorded numbers).
+
+Each rule looks at one cause, states its evidence in numbers, names a concrete action, and
+predicts the step speed-up from an explicit step-time model (labelled as a prediction). The
+thresholds are the smallest share of a step worth a user's attention, not tuned to any script.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from trainspeed.watch.result import Verdict, WatchResult
+
+DATA_SHARE = 0.20  # waiting on data for a fifth of the step is worth fixing first
+CHECKPOINT_SHARE = 0.10
+OTHER_SHARE = 0.15
+LOG_SITE_SHARE = 0.30  # the logging line must hold this much of the unexplained time
+SYNC_SHARE = 0.10
+H2D_SHARE = 0.15
+ARITHMETIC_LOW = 0.25  # arithmetic under a quarter of the compute phases: overhead dominates
+ARITHMETIC_HIGH = 0.50  # arithmetic over half of them: the step is doing real work
+DEVICE_BUSY_LOW = 0.5
+DEVICE_BUSY_HIGH = 0.8
+MEMORY_SHARE = 0.90
+SMALL_BATCH = 256
+MAX_PREDICTED = 10.0  # no model here is trusted beyond a 10x prediction
+
+_LOGGING = re.compile(r"\b(print|log\w*|logger|logging|write|flush|tqdm|wandb|add_scalars?|writer|json\.dump)\b")
+
+
+@dataclass(frozen=True)
+class Context:
+    """Facts about the machine that the rules need beside the measurements."""
+
+    dispatch_us: float
+    """Measured cost of one tiny CPU op (probe.cpu_dispatch_us)."""
+    matmul_gflops: float
+    """Measured CPU matmul rate (probe.cpu_matmul_gflops): how fast the step's arithmetic could run."""
+    physical_cores: int
+    logical_threads: int
+    largest_batch: int | None = None
+    """From the memory estimator, when memory pressure was found and an estimate could be made."""
+
+
+def _ms(r: WatchResult, phase: str) -> float:
+    return r.phases[phase].host_ms
+
+
+def _speedup(step: float, new_step: float) -> float:
+    return round(min(MAX_PREDICTED, step / max(new_step, step / MAX_PREDICTED)), 2)
+
+
+def _compute_ms(r: WatchResult) -> float:
+    return sum(_ms(r, p) for p in ("forward", "backward", "optimizer"))
+
+
+def _arithmetic_ms(r: WatchResult, c: Context) -> float | None:
+    """Time the step's counted FLOPs need at the measured matmul rate (CPU)."""
+    if r.flops_per_step is None or c.matmul_gflops <= 0:
+        return None
+    return r.flops_per_step / (c.matmul_gflops * 1e9) * 1e3
+
+
+def _device_busy(r: WatchResult) -> float | None:
+    dev = [r.phases[p].device_ms for p in ("h2d", "forward", "backward", "optimizer")]
+    if r.device != "cuda" or not r.median_ms or all(d is None for d in dev):
+        return None
+    return sum(d or 0.0 for d in dev) / r.median_ms
+
+
+def input_bound(r: WatchResult, c: Context) -> Verdict | None:
+    share = r.phases["data"].share
+    if share < DATA_SHARE or not r.median_ms:
+        return None
+    step, data = r.median_ms, _ms(r, "data")
+    workers = max((ld.num_workers for ld in r.loaders), default=0)
+    suggest = max(workers * 2, min(4, max(1, c.physical_cores)))
+    evidence = f"waiting on the DataLoader took {data:.2f} ms of a {step:.2f} ms step ({share:.0%}); num_workers={workers}"
+    if r.gpu_util.sawtooth:
+        evidence += f"; GPU utilisation is a saw-tooth ({r.gpu_util.why})"
+    pin = ", pin_memory=True" if r.device == "cuda" else ""
+    action = (f"DataLoader(..., num_workers={suggest}, persistent_workers=True{pin}); if that is not enough, "
+              "make __getitem__ cheaper (precompute, cache) or move the augmentation to the device")
+    # workers load in parallel with the step: the wait shrinks to what `suggest` workers cannot hide
+    new = max(step - data, data / suggest)
+    return Verdict("input_bound", evidence, action, _speedup(step, new))
+
+
+def checkpoint_heavy(r: WatchResult, c: Context) -> Verdict | None:
+    share = r.phases["checkpoint"].share
+    if share < CHECKPOINT_SHARE or not r.median_ms:
+        return None
+    step, ckpt = r.median_ms, _ms(r, "checkpoint")
+    every = max(2, math.ceil(share / 0.01))  # saving every N steps brings it under 1% of the time
+    evidence = f"torch.save took {ckpt:.2f} ms of a {step:.2f} ms step ({share:.0%})"
+    action = f"save every {every} steps instead of every step, or hand the state_dict copy to a background thread"
+    return Verdict("checkpoint_heavy", evidence, action, _speedup(step, step - ckpt * (1 - 1 / every)))
+
+
+def logging_heavy(r: WatchResult, c: Context) -> Verdict | None:
+    share = r.phases["other"].share
+    if share < OTHER_SHARE or not r.median_ms or not r.other_sites:
+        return None
+    logging_sites = [s for s in r.other_sites if _LOGGING.search(s.code)]
+    part = sum(s.share_of_other for s in logging_sites)
+    if part < LOG_SITE_SHARE:
+        return None
+    top = logging_sites[0]
+    step, other = r.median_ms, _ms(r, "other")
+    evidence = (f"{share:.0%} of the step ({other:.2f} ms) is outside every PyTorch phase; "
+                f"{part:.0%} of those stack samples are on logging lines, most at {top.where}: `{top.code}`")
+    action = "log every N steps (and aggregate in between), without flushing to disk each time; keep values on the device until then"
+    return Verdict("logging_heavy", evidence, action, _speedup(step, step - other * part))
+
+
+def sync_bound(r: WatchResult, c: Context) -> Verdict | None:
+    share = r.phases["sync"].share
+    if r.device != "cuda" or share < SYNC_SHARE or r.syncs_per_step < 1 or not r.median_ms:
+        return None
+    step, sync = r.median_ms, _ms(r, "sync")
+    top = r.sync_sites[0] if r.sync_sites else None
+    where = f"; most at {top.where} ({top.op}, {top.count} times)" if top else ""
+    evidence = f"{r.syncs_per_step:.1f} host reads of device data per step take {sync:.2f} ms of {step:.2f} ms ({share:.0%}){where}"
+    action = ("keep per-step values on the device (e.g. write the loss into a preallocated tensor) and read "
+              "them every N steps; avoid .item()/print(tensor)/float(tensor) inside the step")
+    # without the sync the host runs ahead: step time becomes max(host work, device work) instead of their sum
+    busy = _device_busy(r)
+    device_ms = (busy or 0.0) * step
+    new = max(step - sync, device_ms)
+    return Verdict("sync_bound", evidence, action, _speedup(step, new))
+
+
+def h2d_bound(r: WatchResult, c: Context) -> Verdict | None:
+    share = r.phases["h2d"].share
+    if share < H2D_SHARE or not r.median_ms:
+        return None
+    step, h2d = r.median_ms, _ms(r, "h2d")
+    mib = r.h2d_bytes_per_step / 2**20
+    evidence = f"host-to-device copies of {mib:.1f} MiB per step take {h2d:.2f} ms of {step:.2f} ms ({share:.0%})"
+    action = ("keep a dataset that fits on the device there once; otherwise DataLoader(pin_memory=True) and "
+              ".to(device, non_blocking=True) so copies overlap compute")
+    return Verdict("h2d_bound", evidence, action, _speedup(step, step - h2d))
+
+
+def launch_bound(r: WatchResult, c: Context) -> Verdict | None:
+    compute = _compute_ms(r)
+    if not r.ops_per_step or compute <= 0 or not r.median_ms:
+        return None
+    step = r.median_ms
+    per_op = compute * 1e3 / r.ops_per_step
+    busy = _device_busy(r)
+    if r.device == "cuda":
+        if busy is None or busy >= DEVICE_BUSY_LOW:
+            return None
+        kernels = f"{r.kernels_per_step:.0f} kernels" if r.kernels_per_step else "kernels"
+        evidence = (f"{r.ops_per_step:.0f} ops and {kernels} per step, {per_op:.1f} us of host time each; the GPU "
+                    f"is busy only {busy:.0%} of the step: launching work costs more than doing it")
+        action = "capture the step as a CUDA graph or torch.compile it (mode='reduce-overhead'); raise the batch size"
+        overhead = compute * (1 - busy)
+    else:
+        arithmetic = _arithmetic_ms(r, c)
+        if arithmetic is None or arithmetic / compute >= ARITHMETIC_LOW:
+            return None
+        evidence = (f"{r.ops_per_step:.0f} ops per step average {per_op:.1f} us each; their arithmetic "
+                    f"({r.flops_per_step / 1e6:.2f} MFLOP) needs {arithmetic * 1e3:.1f} us at this CPU's measured "
+                    f"{c.matmul_gflops:.0f} GFLOP/s, {arithmetic / compute:.0%} of the {compute:.2f} ms of "
+                    f"forward+backward+optimizer: per-op overhead fills the step")
+        action = "do more work per op: a larger batch, or a fused step (torch.compile); intra-op threads do not help ops this small"
+        # what is left if each op cost only its bare dispatch plus its arithmetic
+        overhead = compute - (arithmetic + r.ops_per_step * c.dispatch_us / 1e3)
+    # upper bound: the step without its per-op overhead
+    return Verdict("launch_bound", evidence + " (predicted speed-up is an upper bound)", action,
+                   _speedup(step, step - overhead))
+
+
+def small_batch(r: WatchResult, c: Context, launch: Verdict | None) -> Verdict | None:
+    if launch is None or r.batch_size is None or r.batch_size > SMALL_BATCH:
+        return None
+    return Verdict("small_batch", f"batch of {r.batch_size} on a step dominated by per-op overhead: a step costs "
+                   "about the same whatever the batch, so samples per second grow with it",
+                   f"raise the batch size (try {r.batch_size * 4}) and scale the learning rate; "
+                   "`trainspeed memory` gives the largest batch that fits", None)
+
+
+def thread_oversubscription(r: WatchResult, c: Context) -> Verdict | None:
+    workers = sum(ld.num_workers for ld in r.loaders)
+    busy_threads = r.torch_threads + workers
+    if r.torch_threads <= c.physical_cores and busy_threads <= c.logical_threads:
+        return None
+    evidence = (f"torch uses {r.torch_threads} intra-op threads and the DataLoaders {workers} worker processes "
+                f"on {c.physical_cores} cores / {c.logical_threads} hardware threads")
+    keep = max(1, c.physical_cores - workers)
+    action = f"torch.set_num_threads({keep}) (or OMP_NUM_THREADS={keep}); `trainspeed sweep threads` measures the best value"
+    return Verdict("thread_oversubscription", evidence, action, None)
+
+
+def memory_pressure(r: WatchResult, c: Context) -> Verdict | None:
+    if not r.peak_memory_bytes or not r.memory_capacity_bytes:
+        return None
+    share = r.peak_memory_bytes / r.memory_capacity_bytes
+    if share < MEMORY_SHARE:
+        return None
+    where = "GPU memory" if r.device == "cuda" else "RAM"
+    evidence = (f"peak {r.peak_memory_bytes / 2**30:.1f} GiB of {r.memory_capacity_bytes / 2**30:.1f} GiB {where} "
+                f"({share:.0%}): the caching allocator has no room left to avoid fragmentation or retries")
+    fit = f"the largest batch that fits with a 10% margin is {c.largest_batch}" if c.largest_batch else \
+        "`trainspeed memory` gives the largest batch that fits"
+    action = f"{fit}; or bf16 autocast, activation checkpointing, or gradient accumulation over smaller batches"
+    return Verdict("memory_pressure", evidence, action, None)
+
+
+def cpu_faster(r: WatchResult, c: Context, launch: Verdict | None) -> Verdict | None:
+    if r.device != "cuda" or launch is None or not r.ops_per_step or not r.median_ms:
+        return None
+    cpu_step = r.ops_per_step * c.dispatch_us / 1e3  # tiny ops: their CPU cost is their dispatch cost
+    if cpu_step >= r.median_ms:
+        return None
+    evidence = (f"predicted CPU step {cpu_step:.2f} ms ({r.ops_per_step:.0f} ops x {c.dispatch_us:.1f} us) "
+                f"against {r.median_ms:.2f} ms measured on the GPU")
+    action = "for a model this small, train on the CPU (or make the GPU step bigger: batch, CUDA graphs)"
+    return Verdict("cpu_faster", evidence, action, _speedup(r.median_ms, cpu_step))
+
+
+def compute_bound(r: WatchResult, c: Context) -> Verdict | None:
+    compute = _compute_ms(r)
+    if not r.median_ms or compute / r.median_ms < 0.6:
+        return None
+    busy = _device_busy(r)
+    if r.device == "cuda":
+        if busy is None or busy < DEVICE_BUSY_HIGH:
+            return None
+        evidence = f"the GPU is busy {busy:.0%} of the step; forward+backward+optimizer are {compute / r.median_ms:.0%} of it"
+    else:
+        arithmetic = _arithmetic_ms(r, c)
+        if arithmetic is None or arithmetic / compute < ARITHMETIC_HIGH:
+            return None
+        evidence = (f"forward+backward+optimizer are {compute / r.median_ms:.0%} of the step, and their "
+                    f"{r.flops_per_step / 1e9:.2f} GFLOP need {arithmetic:.2f} ms at this CPU's measured "
+                    f"{c.matmul_gflops:.0f} GFLOP/s ({arithmetic / compute:.0%} of {compute:.2f} ms): real arithmetic")
+    action = "healthy; the next levers are bf16 autocast where the hardware has it, torch.compile, or a larger batch"
+    return Verdict("compute_bound", evidence, action, None)
+
+
+def diagnose(r: WatchResult, c: Context) -> list[Verdict]:
+    """All verdicts that apply, most important (largest predicted gain) first; healthy last."""
+    launch = launch_bound(r, c)
+    found = [v for v in (
+        input_bound(r, c), checkpoint_heavy(r, c), logging_heavy(r, c), sync_bound(r, c), h2d_bound(r, c),
+        launch, small_batch(r, c, launch), cpu_faster(r, c, launch), thread_oversubscription(r, c),
+        memory_pressure(r, c),
+    ) if v is not None]
+    found.sort(key=lambda v: v.predicted_speedup or 1.0, reverse=True)
+    if not any(v.predicted_speedup and v.predicted_speedup >= 1.2 for v in found):
+        healthy = compute_bound(r, c)
+        if healthy is not None:
+            found.append(healthy)
+    return found

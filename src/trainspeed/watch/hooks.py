@@ -1,0 +1,175 @@
+"""Where the watcher listens: PyTorch's own hooks first, a few wrapped functions where none exist.
+
+Every patch keeps a reference to the original and calls it unchanged, so what the user's code
+computes is untouched; `uninstall()` puts every original back, in reverse order.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import torch
+import torch.utils.data.dataloader as dataloader_module
+
+
+class Listener(Protocol):
+    def enter(self, phase: str) -> None: ...
+    def exit(self, phase: str) -> None: ...
+    def forward_pre(self, module: torch.nn.Module, args: tuple[Any, ...]) -> None: ...
+    def forward_post(self) -> None: ...
+    def optimizer_post(self, optimizer: torch.optim.Optimizer) -> None: ...
+    def backward_done(self) -> None: ...
+    def h2d(self, nbytes: int, pinned: bool, non_blocking: bool) -> None: ...
+    def loader_seen(self, iterator: Any) -> None: ...
+    def device_sync(self, seconds: float) -> None: ...
+
+
+class Hooks:
+    """Installs and removes the listening points, all of them or none."""
+
+    def __init__(self, listener: Listener) -> None:
+        self.listener = listener
+        self._undo: list[Callable[[], None]] = []
+        self.depth = 0  # nesting of module calls: only the outermost one is the forward phase
+
+    def _patch(self, owner: Any, name: str, make: Callable[[Any], Any]) -> None:
+        had_own = name in owner.__dict__
+        original = owner.__dict__.get(name) if had_own else getattr(owner, name)
+        setattr(owner, name, make(original))
+
+        def undo() -> None:
+            if had_own:
+                setattr(owner, name, original)
+            else:
+                delattr(owner, name)
+
+        self._undo.append(undo)
+
+    def _phase(self, phase: str, original: Callable[..., Any]) -> Callable[..., Any]:
+        listener = self.listener
+
+        @functools.wraps(original)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            listener.enter(phase)
+            try:
+                return original(*args, **kwargs)
+            finally:
+                listener.exit(phase)
+
+        return wrapper
+
+    def install(self) -> None:
+        L = self.listener
+        from torch.nn.modules import module as nn_module
+        from torch.optim import optimizer as optim_module
+
+        # optimizer.step: PyTorch's global step hooks
+        h1 = optim_module.register_optimizer_step_pre_hook(lambda opt, a, k: L.enter("optimizer"))
+
+        def post(opt: torch.optim.Optimizer, a: Any, k: Any) -> None:
+            L.exit("optimizer")
+            L.optimizer_post(opt)
+
+        h2 = optim_module.register_optimizer_step_post_hook(post)
+        self._undo += [h1.remove, h2.remove]
+        self._patch(torch.optim.Optimizer, "zero_grad", lambda orig: self._phase("optimizer", orig))
+
+        # forward: PyTorch's global module hooks; the outermost call is the forward phase
+        def pre(module: torch.nn.Module, args: tuple[Any, ...]) -> None:
+            self.depth += 1
+            if self.depth == 1:
+                L.enter("forward")
+                L.forward_pre(module, args)
+
+        def after(module: torch.nn.Module, args: Any, output: Any) -> None:
+            self.depth -= 1
+            if self.depth == 0:
+                L.exit("forward")
+                L.forward_post()
+
+        h3 = nn_module.register_module_forward_pre_hook(pre)
+        h4 = nn_module.register_module_forward_hook(after, always_call=True)
+        self._undo += [h3.remove, h4.remove]
+
+        # backward: no global hook exists for "backward started/finished", so wrap the entry points
+        def backward_wrap(orig: Callable[..., Any]) -> Callable[..., Any]:
+            @functools.wraps(orig)
+            def wrapper(*args: Any, **kwargs: Any) -> Any:
+                L.enter("backward")
+                try:
+                    return orig(*args, **kwargs)
+                finally:
+                    L.exit("backward")
+                    L.backward_done()
+            return wrapper
+
+        self._patch(torch.Tensor, "backward", backward_wrap)
+        self._patch(torch.autograd, "backward", backward_wrap)
+
+        # data: waiting on a DataLoader iterator
+        def next_wrap(orig: Callable[..., Any]) -> Callable[..., Any]:
+            @functools.wraps(orig)
+            def wrapper(it: Any) -> Any:
+                L.loader_seen(it)
+                L.enter("data")
+                try:
+                    return orig(it)
+                finally:
+                    L.exit("data")
+            return wrapper
+
+        self._patch(dataloader_module._BaseDataLoaderIter, "__next__", next_wrap)
+
+        # h2d: tensors moved from the host to a device
+        def to_wrap(orig: Callable[..., Any], method: str) -> Callable[..., Any]:
+            @functools.wraps(orig)
+            def wrapper(t: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+                if t.device.type != "cpu":
+                    return orig(t, *args, **kwargs)
+                if method == "cuda":
+                    dest = "cuda"
+                    non_blocking = bool(kwargs.get("non_blocking", len(args) > 1 and args[1]))
+                else:
+                    try:
+                        device, _, non_blocking, _ = torch._C._nn._parse_to(*args, **kwargs)
+                    except Exception:
+                        return orig(t, *args, **kwargs)
+                    dest = device.type if device is not None else "cpu"
+                if dest == "cpu" or dest == "meta":
+                    return orig(t, *args, **kwargs)
+                L.enter("h2d")
+                try:
+                    return orig(t, *args, **kwargs)
+                finally:
+                    L.exit("h2d")
+                    L.h2d(t.numel() * t.element_size(), bool(t.is_pinned()), bool(non_blocking))
+            return wrapper
+
+        self._patch(torch.Tensor, "to", lambda orig: to_wrap(orig, "to"))
+        self._patch(torch.Tensor, "cuda", lambda orig: to_wrap(orig, "cuda"))
+
+        # checkpoint: torch.save
+        self._patch(torch, "save", lambda orig: self._phase("checkpoint", orig))
+
+        # sync: an explicit device synchronisation
+        def sync_wrap(orig: Callable[..., Any]) -> Callable[..., Any]:
+            @functools.wraps(orig)
+            def wrapper(*args: Any, **kwargs: Any) -> Any:
+                import time
+
+                L.enter("sync")
+                t0 = time.perf_counter()
+                try:
+                    return orig(*args, **kwargs)
+                finally:
+                    L.exit("sync")
+                    L.device_sync(time.perf_counter() - t0)
+            return wrapper
+
+        self._patch(torch.cuda, "synchronize", sync_wrap)
+
+    def uninstall(self) -> None:
+        while self._undo:
+            self._undo.pop()()

@@ -1,0 +1,54 @@
+"""Split host time into phases: exclusive time, so a sync inside forward is not counted twice."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+PHASES = ("data", "h2d", "forward", "backward", "optimizer", "sync", "checkpoint", "other")
+
+
+class PhaseClock:
+    """A stack of open phases; time goes to the innermost one. `other` is what no phase claims.
+
+    `now` is injectable so the arithmetic is tested with a fake clock.
+    """
+
+    def __init__(self, now: Callable[[], float] = time.perf_counter) -> None:
+        self.now = now
+        self.stack: list[str] = []
+        self.totals: dict[str, float] = dict.fromkeys(PHASES, 0.0)
+        self._since = now()
+        self.step_started = self._since
+
+    def _charge(self, t: float) -> None:
+        phase = self.stack[-1] if self.stack else "other"
+        self.totals[phase] += t - self._since
+        self._since = t
+
+    def enter(self, phase: str) -> None:
+        t = self.now()
+        self._charge(t)
+        self.stack.append(phase)
+
+    def exit(self, phase: str) -> None:
+        t = self.now()
+        self._charge(t)
+        # tolerate unbalanced exits (an exception unwound past a phase): pop down to `phase`
+        while self.stack:
+            if self.stack.pop() == phase:
+                break
+
+    @property
+    def active(self) -> str | None:
+        return self.stack[-1] if self.stack else None
+
+    def end_step(self) -> tuple[float, dict[str, float]]:
+        """Close the current step: (its wall seconds, seconds per phase); open the next one."""
+        t = self.now()
+        self._charge(t)
+        wall = t - self.step_started
+        totals = self.totals
+        self.totals = dict.fromkeys(PHASES, 0.0)
+        self.step_started = t
+        return wall, totals

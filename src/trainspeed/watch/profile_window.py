@@ -1,0 +1,111 @@
+"""A few steps under torch.profiler: aten ops and CUDA kernels per step (left out of the timings)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+
+@contextlib.contextmanager
+def quiet_fd2() -> Iterator[None]:
+    """Kineto writes start/stop lines straight to fd 2; keep them out of the user's stderr."""
+    try:
+        fd = sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):
+        yield
+        return
+    saved = os.dup(fd)
+    try:
+        with open(os.devnull, "w") as null:
+            sys.stderr.flush()
+            os.dup2(null.fileno(), fd)
+            yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, fd)
+        os.close(saved)
+
+
+def count_ops_and_kernels(prof: Any) -> tuple[int, int]:
+    """(aten ops called from outside any other aten op, GPU kernels) in a finished profile."""
+    from torch._C._profiler import _EventType
+
+    ops = kernels = 0
+    stack = [(ev, False) for ev in prof.profiler.kineto_results.experimental_event_tree()]
+    while stack:
+        ev, inside_aten = stack.pop()
+        is_aten = ev.tag == _EventType.TorchOp and ev.name.startswith("aten::")
+        if is_aten and not inside_aten:
+            ops += 1
+        stack.extend((c, inside_aten or is_aten) for c in ev.children)
+    for e in prof.profiler.kineto_results.events():
+        if e.device_type() == torch.autograd.DeviceType.CUDA and not e.name().startswith(("Memcpy", "Memset")):
+            kernels += 1
+    return ops, kernels
+
+
+def cuda_used(prof: Any) -> bool:
+    return any(e.device_type() == torch.autograd.DeviceType.CUDA for e in prof.profiler.kineto_results.events())
+
+
+class ProfileWindow:
+    """Opens torch.profiler at the end of warm-up, closes it `steps` steps later."""
+
+    def __init__(self, steps: int) -> None:
+        self.steps = steps
+        self.prof: Any = None
+        self.first = -1
+        self.ops_per_step: float | None = None
+        self.kernels_per_step: float | None = None
+        self.flops_per_step: float | None = None
+        """Multiply-add FLOPs of the ops PyTorch has formulas for (matmul, conv, ...), per step."""
+        self.notes: list[str] = []
+
+    def on_step_end(self, index: int, warmup: int, cuda: bool) -> bool:
+        """Called as step `index` ends; True if that step ran under the profiler."""
+        if self.steps <= 0:
+            return False
+        profiled = self.prof is not None  # this step ran under the profiler
+        if profiled and index >= self.first + self.steps - 1:
+            self._close(self.steps)
+        elif not profiled and self.first < 0 and index == max(warmup, 1) - 1:
+            self._open(cuda, index + 1)
+        return profiled
+
+    def _open(self, cuda: bool, first: int) -> None:
+        activities = [torch.profiler.ProfilerActivity.CPU]
+        if cuda:
+            activities.append(torch.profiler.ProfilerActivity.CUDA)
+        try:
+            with quiet_fd2():
+                self.prof = torch.profiler.profile(activities=activities, with_flops=True)
+                self.prof.__enter__()
+            self.first = first
+        except Exception as e:  # another profiler is running, say: go on without counts
+            self.prof = None
+            self.notes.append(f"torch.profiler could not start ({type(e).__name__}): no op or kernel counts")
+
+    def _close(self, steps: int) -> None:
+        prof, self.prof = self.prof, None
+        try:
+            with quiet_fd2():
+                prof.__exit__(None, None, None)
+            ops, kernels = count_ops_and_kernels(prof)
+            self.ops_per_step = ops / steps
+            self.kernels_per_step = kernels / steps if cuda_used(prof) else None
+            self.flops_per_step = sum(e.flops or 0 for e in prof.events()) / steps
+        except Exception as e:
+            self.notes.append(f"torch.profiler window failed ({type(e).__name__}): no op or kernel counts")
+
+    def close(self) -> None:
+        """End of the run: a window still open is closed without counts (too few steps)."""
+        if self.prof is not None:
+            prof, self.prof = self.prof, None
+            with contextlib.suppress(Exception), quiet_fd2():
+                prof.__exit__(None, None, None)
+            self.notes.append("the run ended inside the profiler window: no op or kernel counts")

@@ -1,0 +1,110 @@
+"""Result objects of a watched run (what `trainspeed doctor` reports)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class PhaseStat:
+    """One phase of the step: median host and device milliseconds per step, and its share."""
+
+    host_ms: float
+    device_ms: float | None
+    share: float
+    """Share of the measured steps' wall time spent in this phase (shares sum to 1)."""
+
+
+@dataclass(frozen=True)
+class SyncSite:
+    """A place in the user's code that read device data on the host."""
+
+    where: str
+    op: str
+    count: int
+    total_ms: float
+
+
+@dataclass(frozen=True)
+class OtherSite:
+    """A source line where the step spent time outside every named phase (stack samples)."""
+
+    where: str
+    code: str
+    samples: int
+    share_of_other: float
+
+
+@dataclass(frozen=True)
+class GpuUtil:
+    available: bool
+    mean: float | None
+    samples: int
+    sawtooth: bool
+    why: str | None = None
+    timeline: list[tuple[float, float]] = field(default_factory=list, repr=False)
+    """(seconds since start, utilisation %) - bounded, for plots."""
+
+
+@dataclass(frozen=True)
+class LoaderInfo:
+    num_workers: int
+    pin_memory: bool
+    batch_size: int | None
+    persistent_workers: bool
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A diagnosis: what is wrong (id), the numbers that show it, what to do, what it should buy."""
+
+    id: str
+    evidence: str
+    action: str
+    predicted_speedup: float | None
+    """Predicted (not measured) step speed-up if the action is taken; None when no model predicts it."""
+
+
+@dataclass
+class StepRecord:
+    """One measured step (kept in bounded samples)."""
+
+    index: int
+    wall_s: float
+    phases: dict[str, float]
+    syncs: int
+    h2d_bytes: int
+    device_ms: dict[str, float] | None = None
+
+
+@dataclass(frozen=True)
+class WatchResult:
+    """Everything measured about a watched training run."""
+
+    steps_seen: int
+    steps_measured: int
+    median_ms: float | None
+    p90_ms: float | None
+    phases: dict[str, PhaseStat]
+    syncs_per_step: float
+    h2d_bytes_per_step: float
+    ops_per_step: float | None
+    kernels_per_step: float | None
+    flops_per_step: float | None
+    """FLOPs of the ops torch.profiler has formulas for (matmul, convolution), per step."""
+    sync_sites: list[SyncSite]
+    other_sites: list[OtherSite]
+    gpu_util: GpuUtil
+    device: str
+    """Where the model ran: "cpu" or "cuda"."""
+    batch_size: int | None
+    loaders: list[LoaderInfo]
+    torch_threads: int
+    process_cpu_percent: float | None
+    peak_memory_bytes: int | None
+    memory_capacity_bytes: int | None
+    step_samples: list[StepRecord] = field(repr=False)
+    """A bounded sample of measured steps, in order, for plots."""
+    step_times_ms: list[float] = field(repr=False)
+    """A bounded uniform sample of measured step times, for the histogram."""
+    notes: list[str] = field(default_factory=list)

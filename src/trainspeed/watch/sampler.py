@@ -1,0 +1,129 @@
+"""A background thread that samples what the main thread is doing, and the GPU, at a low rate.
+
+Stack samples are taken only while no named phase is open, and name the innermost line of the
+user's code: that is how time in "other" gets a file:line (a log record flushed to disk each
+step shows up as the line that logs). GPU utilisation and memory come from NVML; the process's
+CPU use and thread count from psutil. All buffers are bounded.
+"""
+
+from __future__ import annotations
+
+import collections
+import linecache
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import psutil
+import torch
+
+_SKIP = (os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+         os.path.dirname(os.__file__), "<frozen")
+TIMELINE_MAX = 20_000
+
+
+def innermost_user_line(frame: Any) -> str | None:
+    """file:line of the innermost frame outside torch, trainspeed and the standard library."""
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if not name.startswith(_SKIP) and "site-packages" not in name:
+            return f"{name}:{frame.f_lineno}"
+        frame = frame.f_back
+    return None
+
+
+def source_of(site: str) -> str:
+    """The source text of a file:line site ("" if unavailable)."""
+    path, _, line = site.rpartition(":")
+    try:
+        return linecache.getline(path, int(line)).strip()
+    except ValueError:
+        return ""
+
+
+class Sampler(threading.Thread):
+    """Samples the main thread's stack (when `in_other()`), NVML and psutil until stopped."""
+
+    def __init__(self, in_other: Callable[[], bool], hz: float = 50.0, nvml_hz: float = 20.0) -> None:
+        super().__init__(name="trainspeed-sampler", daemon=True)
+        self.in_other = in_other
+        self.period = 1.0 / hz
+        self.nvml_every = max(1, round(hz / nvml_hz))
+        self.main_id = threading.main_thread().ident
+        self.halt = threading.Event()
+        self.other_samples: collections.Counter[str] = collections.Counter()
+        self.other_total = 0
+        self.util: collections.deque[tuple[float, float]] = collections.deque(maxlen=TIMELINE_MAX)
+        self.util_sum = 0.0
+        self.util_n = 0
+        self.gpu_mem_peak: int | None = None
+        self.cpu_percent: list[float] = []
+        self.t0 = time.perf_counter()
+        self.nvml: Any = None
+        self.handle: Any = None
+        self.nvml_why: str | None = None
+
+    def want_gpu(self, device_index: int) -> None:
+        """Start sampling the GPU the run uses (NVML); says why not when it cannot."""
+        if self.nvml is not None or self.nvml_why is not None:
+            return
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            uuid = getattr(torch.cuda.get_device_properties(device_index), "uuid", None)
+            handle = None
+            if uuid is not None:
+                text = str(uuid)
+                try:
+                    handle = pynvml.nvmlDeviceGetHandleByUUID(text if text.startswith("GPU-") else f"GPU-{text}")
+                except Exception:
+                    handle = None
+            self.handle = handle or pynvml.nvmlDeviceGetHandleByIndex(device_index)
+            self.nvml = pynvml
+        except Exception as e:  # no NVML library or driver: utilisation is simply unavailable
+            self.nvml_why = f"NVML unavailable: {type(e).__name__}"
+
+    def _sample_gpu(self, now: float) -> None:
+        try:
+            util = float(self.nvml.nvmlDeviceGetUtilizationRates(self.handle).gpu)
+            mem = int(self.nvml.nvmlDeviceGetMemoryInfo(self.handle).used)
+        except Exception:
+            return
+        self.util.append((now - self.t0, util))
+        self.util_sum += util
+        self.util_n += 1
+        self.gpu_mem_peak = max(self.gpu_mem_peak or 0, mem)
+
+    def run(self) -> None:
+        proc = psutil.Process()
+        proc.cpu_percent(None)
+        tick = 0
+        last_cpu = time.perf_counter()
+        while not self.halt.wait(self.period):
+            tick += 1
+            now = time.perf_counter()
+            if self.in_other():
+                frame = sys._current_frames().get(self.main_id)
+                site = innermost_user_line(frame)
+                if site is not None:
+                    self.other_samples[site] += 1
+                    self.other_total += 1
+            if self.nvml is not None and tick % self.nvml_every == 0:
+                self._sample_gpu(now)
+            if now - last_cpu >= 1.0 and len(self.cpu_percent) < 100_000:
+                self.cpu_percent.append(proc.cpu_percent(None))
+                last_cpu = now
+
+    def stop(self) -> None:
+        self.halt.set()
+        if self.is_alive():
+            self.join(timeout=2.0)
+        if self.nvml is not None:
+            try:
+                self.nvml.nvmlShutdown()
+            except Exception:
+                pass

@@ -1,0 +1,320 @@
+"""The watcher: hooks in, a phase clock, counters, a sampler, a short profiler window; a result out.
+
+Steps are delimited by optimizer steps (torch.optim's global step hooks), or by backward calls
+when no optimizer is used. The first `warmup` steps are left out of the statistics, and so are
+the `profile_steps` after them, during which torch.profiler counts ops and kernels. On CUDA each
+phase's device time comes from CUDA events recorded at its edges and read back only once they
+have completed (event.query()): the watcher adds no synchronisation of its own.
+"""
+
+from __future__ import annotations
+
+import collections
+import resource
+import sys
+import time
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import psutil
+import torch
+
+from trainspeed.watch.hooks import Hooks
+from trainspeed.watch.phases import PHASES, PhaseClock
+from trainspeed.watch.profile_window import ProfileWindow
+from trainspeed.watch.result import (
+    GpuUtil,
+    LoaderInfo,
+    OtherSite,
+    PhaseStat,
+    StepRecord,
+    SyncSite,
+    WatchResult,
+)
+from trainspeed.watch.sampler import Sampler, source_of
+from trainspeed.watch.sawtooth import detect_sawtooth
+from trainspeed.watch.stats import Reservoir, median, quantile
+from trainspeed.watch.syncs import SyncCounter
+
+DEVICE_PHASES = ("h2d", "forward", "backward", "optimizer")
+"""Phases whose device time is taken with CUDA events (the others do no device work of their own)."""
+PLOT_STEPS = 400
+
+
+class StopWatching(BaseException):
+    """Raised from a hook when the requested number of steps is reached (BaseException, so a
+    script's `except Exception` does not swallow it)."""
+
+
+class Watcher:
+    """Context manager that watches a training loop; `result()` returns a WatchResult."""
+
+    def __init__(self, warmup: int = 3, steps: int | None = None, profile_steps: int = 3,
+                 sample_hz: float = 50.0, now: Callable[[], float] = time.perf_counter) -> None:
+        self.warmup, self.max_steps, self.sample_hz = warmup, steps, sample_hz
+        self.clock = PhaseClock(now)
+        self.hooks = Hooks(self)
+        self.syncs = SyncCounter(on_read=self._read_done, on_enter=self._read_enter)
+        self.window = ProfileWindow(profile_steps)
+        self.sampler: Sampler | None = None
+        self.steps_seen = 0
+        self.step_syncs = 0
+        self.step_h2d = 0
+        self.sites: dict[tuple[str, str], list[float]] = {}
+        self.measured = Reservoir[StepRecord](seed=1)
+        self.warm = Reservoir[StepRecord](seed=2)
+        self.plot_steps: list[StepRecord] = []
+        self.totals = dict.fromkeys(PHASES, 0.0)
+        self.total_wall = 0.0
+        self.total_syncs = 0
+        self.total_h2d = 0
+        self.primary_optimizer: int | None = None
+        self.device = "cpu"
+        self.device_index = 0
+        self.batch_size: int | None = None
+        self.loaders: dict[int, LoaderInfo] = {}
+        self.events: list[tuple[str, Any, Any]] = []
+        self.open_events: list[tuple[str, Any]] = []
+        self.pending: collections.deque[tuple[StepRecord, list[tuple[str, Any, Any]]]] = collections.deque(maxlen=256)
+        self.device_ms = {p: Reservoir[float](seed=3) for p in DEVICE_PHASES}
+        self.running = False
+        self.notes: list[str] = []
+        self.model: weakref.ref[torch.nn.Module] | None = None
+        self.input_spec: tuple[list[int], torch.dtype] | None = None
+        self.optimizer_kind: str | None = None
+
+    # -- lifecycle --------------------------------------------------------------------------
+    def start(self) -> Watcher:
+        self.syncs.__enter__()
+        self.hooks.install()
+        self.sampler = Sampler(lambda: not self.clock.stack, hz=self.sample_hz)
+        self.sampler.start()
+        self.clock.end_step()  # the first step starts now
+        self.running = True
+        return self
+
+    def stop(self) -> None:
+        if not self.running:
+            return
+        self.running = False
+        self.window.close()
+        self.hooks.uninstall()
+        self.syncs.__exit__(None, None, None)
+        if self.sampler is not None:
+            self.sampler.stop()
+        for record, events in self.pending:  # the run is over: waiting for the device costs it nothing
+            events[-1][2].synchronize()
+            self._device_times(record, events)
+        self.pending.clear()
+
+    def __enter__(self) -> Watcher:
+        return self.start()
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+        self.stop()
+        return exc_type is StopWatching  # --steps reached: end quietly
+
+    # -- the listener interface the hooks call -------------------------------------------------
+    def _cuda_events(self) -> bool:
+        return self.device == "cuda" and torch.cuda.is_initialized()
+
+    def enter(self, phase: str) -> None:
+        self.clock.enter(phase)
+        if phase in DEVICE_PHASES and self._cuda_events():
+            ev = torch.cuda.Event(enable_timing=True)
+            ev.record()
+            self.open_events.append((phase, ev))
+
+    def exit(self, phase: str) -> None:
+        self.clock.exit(phase)
+        if phase in DEVICE_PHASES and self.open_events and self.open_events[-1][0] == phase:
+            _, start = self.open_events.pop()
+            end = torch.cuda.Event(enable_timing=True)
+            end.record()
+            self.events.append((phase, start, end))
+
+    def forward_pre(self, module: torch.nn.Module, args: tuple[Any, ...]) -> None:
+        first = next((a for a in args if isinstance(a, torch.Tensor)), None)
+        if first is None:
+            return
+        if self.model is None and any(True for _ in module.parameters()):
+            # the first outermost module with parameters is the model (a loss module has none)
+            self.model = weakref.ref(module)
+            self.input_spec = (list(first.shape[1:]), first.dtype)
+        if first.device.type == "cuda" and self.device != "cuda":
+            self.device, self.device_index = "cuda", first.device.index or 0
+            if self.sampler is not None:
+                self.sampler.want_gpu(self.device_index)
+        if self.batch_size is None and first.dim() > 0:
+            self.batch_size = int(first.shape[0])
+
+    def forward_post(self) -> None:
+        pass
+
+    def optimizer_post(self, optimizer: torch.optim.Optimizer) -> None:
+        if self.primary_optimizer is None:
+            self.primary_optimizer = id(optimizer)
+            self.optimizer_kind = type(optimizer).__name__.lower()
+        if id(optimizer) == self.primary_optimizer:
+            self._end_step()
+
+    def backward_done(self) -> None:
+        if self.primary_optimizer is None and "backward" not in self.clock.stack:
+            self._end_step()
+
+    def h2d(self, nbytes: int, pinned: bool, non_blocking: bool) -> None:
+        self.step_h2d += nbytes
+
+    def loader_seen(self, iterator: Any) -> None:
+        key = id(getattr(iterator, "_dataset", iterator))
+        if key not in self.loaders:
+            self.loaders[key] = LoaderInfo(
+                num_workers=int(getattr(iterator, "_num_workers", 0)),
+                pin_memory=bool(getattr(iterator, "_pin_memory", False)),
+                batch_size=getattr(getattr(iterator, "_index_sampler", None), "batch_size", None),
+                persistent_workers=bool(getattr(iterator, "_persistent_workers", False)),
+            )
+
+    def device_sync(self, seconds: float) -> None:
+        from trainspeed.watch.syncs import user_site
+
+        self._count_site("torch.cuda.synchronize", seconds, user_site(3))
+
+    def _read_enter(self, op: str) -> None:
+        self.clock.enter("sync")
+
+    def _read_done(self, op: str, seconds: float, site: str) -> None:
+        self.clock.exit("sync")
+        self._count_site(op, seconds, site)
+
+    def _count_site(self, op: str, seconds: float, site: str) -> None:
+        self.step_syncs += 1
+        entry = self.sites.setdefault((site, op), [0, 0.0])
+        entry[0] += 1
+        entry[1] += seconds
+
+    # -- steps ------------------------------------------------------------------------------
+    def _end_step(self) -> None:
+        wall, phases = self.clock.end_step()
+        index = self.steps_seen
+        self.steps_seen += 1
+        record = StepRecord(index, wall, phases, self.step_syncs, self.step_h2d)
+        self.step_syncs = self.step_h2d = 0
+        events, self.events = self.events, []
+        profiled = self.window.on_step_end(index, self.warmup, self.device == "cuda")
+        if profiled:
+            pass  # profiler overhead: left out of every statistic
+        elif index < self.warmup:
+            self.warm.add(record)
+        else:
+            self.measured.add(record)
+            self.total_wall += wall
+            for p, v in phases.items():
+                self.totals[p] += v
+            self.total_syncs += record.syncs
+            self.total_h2d += record.h2d_bytes
+            if len(self.plot_steps) < PLOT_STEPS:
+                self.plot_steps.append(record)
+            if events:
+                self.pending.append((record, events))
+        self._drain_events()
+        if self.max_steps is not None and self.steps_seen >= self.max_steps:
+            raise StopWatching(f"stopped after {self.steps_seen} steps")
+
+    def _drain_events(self) -> None:
+        while self.pending and self.pending[0][1][-1][2].query():
+            record, events = self.pending.popleft()
+            self._device_times(record, events)
+
+    def _device_times(self, record: StepRecord, events: list[tuple[str, Any, Any]]) -> None:
+        per_phase: dict[str, float] = collections.defaultdict(float)
+        for phase, start, end in events:
+            per_phase[phase] += start.elapsed_time(end)
+        record.device_ms = dict(per_phase)
+        for phase, ms in per_phase.items():
+            self.device_ms[phase].add(ms)
+
+    # -- the result ---------------------------------------------------------------------------
+    def result(self) -> Any:
+        """The doctor's result object: hardware, these measurements and the ranked verdicts."""
+        from trainspeed.diagnose.report import diagnose_run
+
+        return diagnose_run(self.measurements(), watcher=self)
+
+    def measurements(self) -> WatchResult:
+        """The measurements so far (partial if the run stopped early)."""
+        records = self.measured.items
+        totals, wall = self.totals, self.total_wall
+        n = self.measured.seen
+        if not records and self.warm.items:  # a run too short to leave its warm-up: use what there is
+            records = self.warm.items
+            n = len(records)
+            wall = sum(r.wall_s for r in records)
+            totals = {p: sum(r.phases[p] for r in records) for p in PHASES}
+            self.notes.append(f"only {self.steps_seen} steps: warm-up steps were used for the statistics")
+        phases = {}
+        for p in PHASES:
+            dev = median(self.device_ms[p].items) if p in self.device_ms and self.device_ms[p].items else None
+            host = median(r.phases[p] for r in records) if records else None
+            phases[p] = PhaseStat(host_ms=(host or 0.0) * 1e3, device_ms=dev,
+                                  share=(totals[p] / wall) if wall > 0 else 0.0)
+        step_ms = [r.wall_s * 1e3 for r in records]
+        return WatchResult(
+            steps_seen=self.steps_seen, steps_measured=n,
+            median_ms=median(step_ms), p90_ms=quantile(step_ms, 0.9),
+            phases=phases,
+            syncs_per_step=(sum(r.syncs for r in records) / len(records)) if records else 0.0,
+            h2d_bytes_per_step=(sum(r.h2d_bytes for r in records) / len(records)) if records else 0.0,
+            ops_per_step=self.window.ops_per_step, kernels_per_step=self.window.kernels_per_step,
+            flops_per_step=self.window.flops_per_step,
+            sync_sites=self._sync_sites(), other_sites=self._other_sites(), gpu_util=self._gpu_util(step_ms),
+            device=self.device, batch_size=self.batch_size, loaders=list(self.loaders.values()),
+            torch_threads=torch.get_num_threads(), process_cpu_percent=self._cpu(),
+            peak_memory_bytes=self._peak_memory(), memory_capacity_bytes=self._capacity(),
+            step_samples=sorted(self.plot_steps, key=lambda r: r.index),
+            step_times_ms=step_ms, notes=self.notes + self.window.notes,
+        )
+
+    def _sync_sites(self) -> list[SyncSite]:
+        sites = [SyncSite(where, op, int(c), t * 1e3) for (where, op), (c, t) in self.sites.items()]
+        return sorted(sites, key=lambda s: s.total_ms, reverse=True)
+
+    def _other_sites(self) -> list[OtherSite]:
+        s = self.sampler
+        if s is None or not s.other_total:
+            return []
+        return [OtherSite(site, source_of(site), count, count / s.other_total)
+                for site, count in s.other_samples.most_common(10)]
+
+    def _gpu_util(self, step_ms: list[float]) -> GpuUtil:
+        s = self.sampler
+        if self.device != "cuda":
+            return GpuUtil(False, None, 0, False, "the run did not use a CUDA device")
+        if s is None or s.nvml is None:
+            return GpuUtil(False, None, 0, False, (s.nvml_why if s else None) or "NVML unavailable")
+        timeline = list(s.util)
+        period = (median(step_ms) or 0.0) / 1e3
+        saw, why = detect_sawtooth([u for _, u in timeline], [t for t, _ in timeline], period)
+        mean = s.util_sum / s.util_n if s.util_n else None
+        return GpuUtil(True, mean, s.util_n, saw, why, timeline[-2000:])
+
+    def _cpu(self) -> float | None:
+        s = self.sampler
+        return (sum(s.cpu_percent) / len(s.cpu_percent)) if s and s.cpu_percent else None
+
+    def _peak_memory(self) -> int | None:
+        if self.device == "cuda" and torch.cuda.is_initialized():
+            return int(torch.cuda.max_memory_allocated(self.device_index))
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return int(rss * (1 if sys.platform == "darwin" else 1024))  # Linux reports KiB
+
+    def _capacity(self) -> int | None:
+        if self.device == "cuda" and torch.cuda.is_initialized():
+            return int(torch.cuda.get_device_properties(self.device_index).total_memory)
+        return int(psutil.virtual_memory().total)
+
+
+def watch(warmup: int = 3, steps: int | None = None, profile_steps: int = 3, sample_hz: float = 50.0) -> Watcher:
+    """Watch a training loop: `with trainspeed.watch() as w: ...` then `w.result()`."""
+    return Watcher(warmup=warmup, steps=steps, profile_steps=profile_steps, sample_hz=sample_hz)
