@@ -8,11 +8,13 @@ import math
 from typing import Any
 
 from trainspeed.demo.result import DemoResult
+from trainspeed.diagnose.report import DoctorReport
 from trainspeed.hardware.report import HardwareReport
 from trainspeed.memory.result import MemoryReport
 
 HW_SCHEMA = "trainspeed.hw/1"
 MEMORY_SCHEMA = "trainspeed.memory/1"
+DOCTOR_SCHEMA = "trainspeed.doctor/1"
 DEMO_SCHEMA = "trainspeed.demo/1"
 
 
@@ -115,6 +117,36 @@ def memory_dict(report: MemoryReport) -> dict[str, Any]:
     if report.error_pct is not None:
         out["error_pct"] = report.error_pct
     return out
+
+
+def doctor_dict(report: DoctorReport) -> dict[str, Any]:
+    """The `trainspeed doctor --json` object (DESIGN.md "Doctor JSON")."""
+    w = report.watch
+    return {
+        "schema": DOCTOR_SCHEMA,
+        "script": report.script,
+        "exit_code": report.exit_code,
+        "error": report.error,
+        "hardware": hardware_dict(report.hardware),
+        "device": w.device,
+        "steps": {"seen": w.steps_seen, "measured": w.steps_measured, "median_ms": w.median_ms, "p90_ms": w.p90_ms},
+        "phases": _clean(w.phases),
+        "per_step": {"syncs": w.syncs_per_step, "h2d_bytes": w.h2d_bytes_per_step, "ops": w.ops_per_step,
+                     "kernels": w.kernels_per_step, "flops": w.flops_per_step},
+        "sync_sites": _clean(w.sync_sites),
+        "other_sites": _clean(w.other_sites),
+        "gpu_util": {"available": w.gpu_util.available, "mean": w.gpu_util.mean, "samples": w.gpu_util.samples,
+                     "sawtooth": w.gpu_util.sawtooth, "why": w.gpu_util.why},
+        "verdicts": _clean(report.verdicts),
+        "batch_size": w.batch_size,
+        "loaders": _clean(w.loaders),
+        "torch_threads": w.torch_threads,
+        "process_cpu_percent": w.process_cpu_percent,
+        "peak_memory_bytes": w.peak_memory_bytes,
+        "memory_capacity_bytes": w.memory_capacity_bytes,
+        "probe": {"cpu_dispatch_us": report.dispatch_us, "cpu_matmul_gflops": report.matmul_gflops},
+        "notes": w.notes + report.notes,
+    }
 
 
 def dumps(obj: dict[str, Any]) -> str:

@@ -8,6 +8,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from trainspeed.demo.result import DemoResult
+from trainspeed.watch.phases import PHASES
+from trainspeed.watch.result import WatchResult
 
 
 def _png(fig: Figure) -> bytes:
@@ -52,4 +54,52 @@ def demo_timing_png(result: DemoResult) -> bytes:
     ax.set_xticks(range(len(values)), labels, fontsize=8)
     ax.set_ylabel("microseconds per epoch (measured)")
     ax.set_title(f"Seed Iris job, {result.epochs} epochs: time per epoch")
+    return _png(fig)
+
+
+def doctor_phases_png(w: WatchResult) -> bytes:
+    """Stacked bars: each sampled step split into its phases (host milliseconds)."""
+    fig = Figure(figsize=(8, 3.6))
+    ax = fig.add_subplot(1, 1, 1)
+    steps = w.step_samples
+    xs = [r.index for r in steps]
+    bottom = [0.0] * len(steps)
+    for phase in PHASES:
+        ys = [r.phases[phase] * 1e3 for r in steps]
+        if any(ys):
+            ax.bar(xs, ys, bottom=bottom, width=1.0, label=phase)
+            bottom = [b + y for b, y in zip(bottom, ys)]
+    ax.set_xlabel("step")
+    ax.set_ylabel("host ms (measured)")
+    ax.set_title("Each step, split into phases")
+    ax.legend(fontsize=7, ncol=4)
+    return _png(fig)
+
+
+def doctor_histogram_png(w: WatchResult) -> bytes:
+    """Histogram of measured step times."""
+    fig = Figure(figsize=(6, 3.4))
+    ax = fig.add_subplot(1, 1, 1)
+    ax.hist(w.step_times_ms, bins=40, color="tab:blue")
+    if w.median_ms is not None:
+        ax.axvline(w.median_ms, color="black", linestyle="--", label=f"median {w.median_ms:.3f} ms")
+        ax.legend(fontsize=8)
+    ax.set_xlabel("step time, ms (measured)")
+    ax.set_ylabel("steps")
+    ax.set_title("Step-time distribution")
+    return _png(fig)
+
+
+def doctor_util_png(w: WatchResult) -> bytes | None:
+    """GPU utilisation over time (None when unavailable)."""
+    if not w.gpu_util.available or not w.gpu_util.timeline:
+        return None
+    fig = Figure(figsize=(8, 3.0))
+    ax = fig.add_subplot(1, 1, 1)
+    ts, us = zip(*w.gpu_util.timeline)
+    ax.plot(ts, us, linewidth=0.8)
+    ax.set_ylim(0, 105)
+    ax.set_xlabel("seconds")
+    ax.set_ylabel("GPU utilisation % (NVML)")
+    ax.set_title("GPU utilisation" + (" - saw-tooth" if w.gpu_util.sawtooth else ""))
     return _png(fig)

@@ -8,6 +8,7 @@ from rich.table import Table
 from rich.text import Text
 
 from trainspeed.demo.result import DemoResult
+from trainspeed.diagnose.report import DoctorReport
 from trainspeed.hardware.cpu import CpuInfo
 from trainspeed.hardware.gpu import GpuInfo
 from trainspeed.hardware.report import HardwareReport
@@ -144,4 +145,51 @@ def memory_view(report: MemoryReport) -> Group:
             parts.append(Text(f"... {len(est.layers) - MAX_LAYER_ROWS} more rows in --json", style="dim"))
     notes = report.notes + (est.notes if est else [])
     parts += [Text(f"note: {n}", style="yellow") for n in notes]
+    return Group(*parts)
+
+
+def doctor_view(report: DoctorReport) -> Group:
+    """The `trainspeed doctor` screen: the step split into phases, the counts, the verdicts."""
+    w = report.watch
+    parts: list[Table | Text] = []
+    head = f"trainspeed doctor: {report.script or 'watched loop'} on {w.device.upper()}"
+    if report.exit_code:
+        head += f" (the script exited with status {report.exit_code})"
+    parts.append(Text(head, style="bold"))
+    if w.median_ms is None:
+        parts.append(Text(f"No training step completed ({w.steps_seen} seen): nothing to split.", style="yellow"))
+    else:
+        parts.append(Text(f"{w.steps_seen} steps seen, {w.steps_measured} measured: median {w.median_ms:.3f} ms, "
+                          f"p90 {w.p90_ms:.3f} ms per step"))
+        table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+        for col in ("phase", "host ms", "device ms", "share"):
+            table.add_column(col, justify="left" if col == "phase" else "right")
+        for name, stat in w.phases.items():
+            dev = f"{stat.device_ms:.3f}" if stat.device_ms is not None else "-"
+            bar = "#" * round(stat.share * 20)
+            table.add_row(name, f"{stat.host_ms:.3f}", dev, f"{stat.share:5.1%} {bar}")
+        parts.append(table)
+        ops = f"{w.ops_per_step:.0f}" if w.ops_per_step is not None else "?"
+        kernels = f", {w.kernels_per_step:.0f} CUDA kernels" if w.kernels_per_step is not None else ""
+        parts.append(Text(f"per step: {w.syncs_per_step:.2f} host reads (syncs), {w.h2d_bytes_per_step / 2**20:.2f} MiB "
+                          f"host->device, {ops} aten ops{kernels}; batch {w.batch_size or '?'}"))
+    for s in w.sync_sites[:3]:
+        parts.append(Text(f"  sync site {s.where}: {s.op} x{s.count}, {s.total_ms:.1f} ms in all", style="dim"))
+    for o in w.other_sites[:3]:
+        parts.append(Text(f"  'other' time at {o.where} ({o.share_of_other:.0%} of samples): {o.code}", style="dim"))
+    util = w.gpu_util
+    if util.available:
+        parts.append(Text(f"GPU utilisation: mean {util.mean:.0f}% over {util.samples} samples"
+                          + (" - saw-tooth" if util.sawtooth else "")))
+    elif w.device == "cuda":
+        parts.append(Text(f"GPU utilisation: unavailable ({util.why})", style="dim"))
+    parts.append(Text("Verdicts, most important first (speed-ups are predictions):", style="bold"))
+    if not report.verdicts:
+        parts.append(Text("  none: no rule found a problem worth a tenth of the step", style="green"))
+    for i, v in enumerate(report.verdicts, 1):
+        gain = f" - predicted {v.predicted_speedup:.2f}x" if v.predicted_speedup else ""
+        parts.append(Text(f"{i}. {v.id}{gain}", style="bold cyan"))
+        parts.append(Text(f"   evidence: {v.evidence}"))
+        parts.append(Text(f"   action:   {v.action}"))
+    parts += [Text(f"note: {n}", style="yellow") for n in w.notes + report.notes]
     return Group(*parts)

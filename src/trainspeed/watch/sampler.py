@@ -29,7 +29,7 @@ def innermost_user_line(frame: Any) -> str | None:
     """file:line of the innermost frame outside torch, trainspeed and the standard library."""
     while frame is not None:
         name = frame.f_code.co_filename
-        if not name.startswith(_SKIP) and "site-packages" not in name:
+        if not name.startswith(_SKIP) and "site-packages" not in name and not name.startswith("<"):
             return f"{name}:{frame.f_lineno}"
         frame = frame.f_back
     return None

@@ -51,7 +51,7 @@ class Watcher:
     """Context manager that watches a training loop; `result()` returns a WatchResult."""
 
     def __init__(self, warmup: int = 3, steps: int | None = None, profile_steps: int = 3,
-                 sample_hz: float = 50.0, now: Callable[[], float] = time.perf_counter) -> None:
+                 sample_hz: float = 100.0, now: Callable[[], float] = time.perf_counter) -> None:
         self.warmup, self.max_steps, self.sample_hz = warmup, steps, sample_hz
         self.clock = PhaseClock(now)
         self.hooks = Hooks(self)
@@ -88,7 +88,8 @@ class Watcher:
     def start(self) -> Watcher:
         self.syncs.__enter__()
         self.hooks.install()
-        self.sampler = Sampler(lambda: not self.clock.stack, hz=self.sample_hz)
+        # sample 'other' only inside the loop (after the first step), never during setup
+        self.sampler = Sampler(lambda: self.steps_seen > 0 and not self.clock.stack, hz=self.sample_hz)
         self.sampler.start()
         self.clock.end_step()  # the first step starts now
         self.running = True
@@ -315,6 +316,6 @@ class Watcher:
         return int(psutil.virtual_memory().total)
 
 
-def watch(warmup: int = 3, steps: int | None = None, profile_steps: int = 3, sample_hz: float = 50.0) -> Watcher:
+def watch(warmup: int = 3, steps: int | None = None, profile_steps: int = 3, sample_hz: float = 100.0) -> Watcher:
     """Watch a training loop: `with trainspeed.watch() as w: ...` then `w.result()`."""
     return Watcher(warmup=warmup, steps=steps, profile_steps=profile_steps, sample_hz=sample_hz)

@@ -1,0 +1,96 @@
+"""`trainspeed doctor`: run a training script unchanged, split every step, name the bottleneck."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import importlib.util
+import sys
+from pathlib import Path
+
+from trainspeed._io import check_writable_file, emit, new_run_dir, write_atomic
+from trainspeed.cli._common import add_json_option, console_for, positive_int
+from trainspeed.errors import UsageError
+from trainspeed.report.html import doctor_html
+from trainspeed.report.json import doctor_dict, dumps
+from trainspeed.report.text import doctor_view
+from trainspeed.watch.runner import check_script, run_target
+from trainspeed.watch.session import Watcher
+
+
+def non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {value}")
+    return value
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("doctor", help="watch a training script, split each step, name the bottleneck",
+                       description="Run SCRIPT (or -m MODULE) exactly as python would, watch every training "
+                                   "step, and report where the time goes and what to change.")
+    p.add_argument("--steps", type=positive_int, help="stop the script cleanly after N training steps")
+    p.add_argument("--warmup", type=non_negative_int, default=3, help="steps left out of the statistics (default 3)")
+    p.add_argument("--html", metavar="PATH", help="write a self-contained HTML report")
+    p.add_argument("--out", metavar="DIR", help="write doctor.json and report.html into a new folder under DIR")
+    p.add_argument("-m", dest="module", metavar="MODULE", help="run a module, like python -m")
+    add_json_option(p)
+    p.add_argument("script", nargs="?", metavar="SCRIPT", help="the training script")
+    p.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS", help="arguments for the script")
+    p.set_defaults(run=run)
+
+
+def _target(args: argparse.Namespace) -> tuple[str, list[str], bool]:
+    if args.module:
+        script_args = ([args.script] if args.script else []) + list(args.args)
+        if importlib.util.find_spec(args.module) is None:
+            raise UsageError(f"-m {args.module}: no such module")
+        return args.module, script_args, True
+    if not args.script:
+        raise UsageError("give a SCRIPT to run (or -m MODULE)")
+    script_args = list(args.args)
+    if script_args[:1] == ["--"]:
+        script_args = script_args[1:]
+    if args.script == "--":
+        if not script_args:
+            raise UsageError("give a SCRIPT to run after --")
+        args.script, script_args = script_args[0], script_args[1:]
+    return str(check_script(args.script)), script_args, False
+
+
+def run(args: argparse.Namespace) -> int:
+    target, script_args, module = _target(args)
+    for path in (args.json, args.html):
+        if path:
+            check_writable_file(path)
+    folder = new_run_dir(args.out, "doctor") if args.out else None
+
+    watcher = Watcher(warmup=args.warmup, steps=args.steps)
+    # with --json -, stdout carries the JSON: the script's own prints go to stderr meanwhile
+    redirect = contextlib.redirect_stdout(sys.stderr) if args.json == "-" else contextlib.nullcontext()
+    with redirect:
+        watcher.start()
+        try:
+            outcome = run_target(target, script_args, module)
+        finally:
+            watcher.stop()
+    report = dataclasses.replace(watcher.result(), script=(f"-m {target}" if module else target),
+                                 exit_code=outcome.exit_code, error=outcome.error)
+
+    payload = dumps(doctor_dict(report))
+    if folder is not None:
+        write_atomic(folder / "doctor.json", payload)
+        write_atomic(folder / "report.html", doctor_html(report))
+    if args.html:
+        write_atomic(args.html, doctor_html(report))
+    if args.json:
+        emit(args.json, payload)
+    console = console_for(args)
+    console.print(doctor_view(report))
+    if folder is not None:
+        console.print(f"Wrote {folder}", style="dim")
+    return outcome.exit_code

@@ -1,0 +1,64 @@
+"""A self-contained HTML report (jinja2; plots embedded as PNG data URIs)."""
+
+from __future__ import annotations
+
+import base64
+
+from jinja2 import Environment, select_autoescape
+
+from trainspeed.diagnose.report import DoctorReport
+from trainspeed.report.plots import doctor_histogram_png, doctor_phases_png, doctor_util_png
+
+_TEMPLATE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>trainspeed doctor: {{ title }}</title>
+<style>
+body { font-family: system-ui, sans-serif; max-width: 980px; margin: 2em auto; color: #222; }
+table { border-collapse: collapse; } td, th { padding: 3px 10px; border-bottom: 1px solid #ddd; text-align: right; }
+td:first-child, th:first-child { text-align: left; }
+.verdict { border-left: 4px solid #2a7ab0; padding: 4px 12px; margin: 10px 0; background: #f5f9fc; }
+.muted { color: #777; } code { background: #f2f2f2; padding: 1px 4px; }
+</style></head><body>
+<h1>trainspeed doctor</h1>
+<p><b>{{ title }}</b> on {{ w.device|upper }}{% if r.exit_code %} &mdash; the script exited with status {{ r.exit_code }}{% endif %}.
+{{ w.steps_seen }} steps seen, {{ w.steps_measured }} measured{% if w.median_ms is not none %}: median
+{{ "%.3f"|format(w.median_ms) }} ms, p90 {{ "%.3f"|format(w.p90_ms) }} ms per step{% endif %}.</p>
+<h2>Verdicts <span class="muted">(most important first; speed-ups are predictions)</span></h2>
+{% for v in r.verdicts %}<div class="verdict"><b>{{ loop.index }}. {{ v.id }}</b>{% if v.predicted_speedup %}
+&mdash; predicted {{ "%.2f"|format(v.predicted_speedup) }}x{% endif %}<br>
+<span class="muted">evidence</span> {{ v.evidence }}<br><span class="muted">action</span> {{ v.action }}</div>
+{% else %}<p>No rule found a problem worth a tenth of the step.</p>{% endfor %}
+<h2>Where a step's time goes</h2>
+<table><tr><th>phase</th><th>host ms</th><th>device ms</th><th>share</th></tr>
+{% for name, s in w.phases.items() %}<tr><td>{{ name }}</td><td>{{ "%.3f"|format(s.host_ms) }}</td>
+<td>{{ "%.3f"|format(s.device_ms) if s.device_ms is not none else "-" }}</td><td>{{ "%.1f"|format(100 * s.share) }}%</td></tr>
+{% endfor %}</table>
+<p>Per step: {{ "%.2f"|format(w.syncs_per_step) }} host reads, {{ "%.2f"|format(w.h2d_bytes_per_step / 1048576) }} MiB
+host&rarr;device, {{ "%.0f"|format(w.ops_per_step) if w.ops_per_step is not none else "?" }} aten ops{% if w.kernels_per_step is not none %},
+{{ "%.0f"|format(w.kernels_per_step) }} CUDA kernels{% endif %}.</p>
+{% for name, png in plots %}<p><img alt="{{ name }}" src="data:image/png;base64,{{ png }}"></p>{% endfor %}
+{% if w.sync_sites %}<h2>Host reads of device data</h2><table><tr><th>where</th><th>op</th><th>count</th><th>total ms</th></tr>
+{% for s in w.sync_sites[:20] %}<tr><td><code>{{ s.where }}</code></td><td>{{ s.op }}</td><td>{{ s.count }}</td><td>{{ "%.2f"|format(s.total_ms) }}</td></tr>{% endfor %}</table>{% endif %}
+{% if w.other_sites %}<h2>Time outside every phase ("other"), by line</h2><table><tr><th>where</th><th>code</th><th>share of samples</th></tr>
+{% for o in w.other_sites %}<tr><td><code>{{ o.where }}</code></td><td><code>{{ o.code }}</code></td><td>{{ "%.0f"|format(100 * o.share_of_other) }}%</td></tr>{% endfor %}</table>{% endif %}
+<h2>Hardware</h2><p>{{ r.hardware.cpu.model }} ({{ r.hardware.cpu.microarchitecture or "generation unknown" }}),
+{{ r.hardware.cpu.physical_cores }} cores / {{ r.hardware.cpu.logical_threads }} threads; torch {{ r.hardware.torch_version }}.
+{% for g in r.hardware.gpu.gpus %}<br>GPU {{ g.index }}: {{ g.name }}{% endfor %}
+<br>Measured here: one tiny op costs {{ "%.2f"|format(r.dispatch_us) }} us to dispatch; matmul runs at {{ "%.0f"|format(r.matmul_gflops) }} GFLOP/s.</p>
+{% for n in w.notes + r.notes %}<p class="muted">note: {{ n }}</p>{% endfor %}
+</body></html>
+"""
+
+
+def doctor_html(report: DoctorReport) -> str:
+    """Render the report as one HTML page with its plots inside."""
+    w = report.watch
+    plots = []
+    if w.step_samples:
+        plots.append(("per-step phases", base64.b64encode(doctor_phases_png(w)).decode()))
+    if w.step_times_ms:
+        plots.append(("step-time histogram", base64.b64encode(doctor_histogram_png(w)).decode()))
+    util = doctor_util_png(w)
+    if util is not None:
+        plots.append(("GPU utilisation", base64.b64encode(util).decode()))
+    env = Environment(autoescape=select_autoescape(default=True))
+    return env.from_string(_TEMPLATE).render(r=report, w=w, plots=plots, title=report.script or "watched loop")

@@ -1,0 +1,72 @@
+"""Run a user's script or module in this process exactly as `python SCRIPT ARGS` would."""
+
+from __future__ import annotations
+
+import os
+import runpy
+import sys
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+from trainspeed.errors import UsageError
+from trainspeed.watch.session import StopWatching
+
+
+@dataclass(frozen=True)
+class ScriptOutcome:
+    """How the script ended: its exit status, and its traceback if it raised."""
+
+    exit_code: int
+    error: str | None
+    stopped_early: bool
+    """True when --steps ended it, or Ctrl-C."""
+
+
+def check_script(path: str) -> Path:
+    """The script path, or a one-line UsageError for a missing file or a directory."""
+    p = Path(path)
+    if p.is_dir():
+        raise UsageError(f"{path} is a directory, not a script")
+    if not p.is_file():
+        raise UsageError(f"{path}: no such script")
+    return p
+
+
+def _exit_code(e: SystemExit) -> int:
+    if e.code is None:
+        return 0
+    if isinstance(e.code, int):
+        return e.code
+    print(e.code, file=sys.stderr)  # what Python itself does with sys.exit("message")
+    return 1
+
+
+def run_target(target: str, args: list[str], module: bool) -> ScriptOutcome:
+    """Run `target` (a path, or a module name if `module`) as __main__ with `args`."""
+    saved_argv, saved_path0 = sys.argv[:], sys.path[0] if sys.path else None
+    sys.argv = [target, *args]
+    if not sys.path:
+        sys.path.append("")
+    # python puts the script's folder (or, for -m, the current directory) first on sys.path
+    sys.path[0] = os.getcwd() if module else str(Path(target).resolve().parent)
+    try:
+        if module:
+            runpy.run_module(target, run_name="__main__", alter_sys=True)
+        else:
+            runpy.run_path(target, run_name="__main__")
+        return ScriptOutcome(0, None, False)
+    except StopWatching:
+        return ScriptOutcome(0, None, True)
+    except SystemExit as e:
+        return ScriptOutcome(_exit_code(e), None, False)
+    except KeyboardInterrupt:
+        return ScriptOutcome(130, None, True)
+    except BaseException:
+        text = traceback.format_exc()
+        sys.stderr.write(text)
+        return ScriptOutcome(1, text, False)
+    finally:
+        sys.argv = saved_argv
+        if saved_path0 is not None:
+            sys.path[0] = saved_path0
