@@ -150,13 +150,18 @@ def launch_bound(r: WatchResult, c: Context) -> Verdict | None:
         return None
     step = r.median_ms
     per_op = compute * 1e3 / r.ops_per_step
-    busy = _device_busy(r)
     if r.device == "cuda":
-        if busy is None or busy >= DEVICE_BUSY_LOW:
+        # how busy the GPU is while the host runs forward+backward+optimizer: waiting on data or
+        # on the disk leaves a GPU idle too, but that is not the launches' fault
+        dev = [r.phases[p].device_ms for p in ("forward", "backward", "optimizer")]
+        if any(d is None for d in dev):
+            return None
+        busy = sum(d or 0.0 for d in dev) / compute
+        if busy >= DEVICE_BUSY_LOW:
             return None
         kernels = f"{r.kernels_per_step:.0f} kernels" if r.kernels_per_step else "kernels"
         evidence = (f"{r.ops_per_step:.0f} ops and {kernels} per step, {per_op:.1f} us of host time each; the GPU "
-                    f"is busy only {busy:.0%} of the step: launching work costs more than doing it")
+                    f"is busy only {busy:.0%} of forward+backward+optimizer: launching work costs more than doing it")
         action = "capture the step as a CUDA graph or torch.compile it (mode='reduce-overhead'); raise the batch size"
         overhead = compute * (1 - busy)
     else:

@@ -79,6 +79,7 @@ class Watcher:
         self.pending: collections.deque[tuple[StepRecord, list[tuple[str, Any, Any]]]] = collections.deque(maxlen=256)
         self.device_ms = {p: Reservoir[float](seed=3) for p in DEVICE_PHASES}
         self.running = False
+        self.backward_boundary = False
         self.notes: list[str] = []
         self.model: weakref.ref[torch.nn.Module] | None = None
         self.input_spec: tuple[list[int], torch.dtype] | None = None
@@ -99,6 +100,10 @@ class Watcher:
         if not self.running:
             return
         self.running = False
+        if self.backward_boundary:  # the last step of a loop without an optimizer
+            self.backward_boundary = False
+            self.max_steps = None
+            self._end_step()
         self.window.close()
         self.hooks.uninstall()
         self.syncs.__exit__(None, None, None)
@@ -136,6 +141,9 @@ class Watcher:
             self.events.append((phase, start, end))
 
     def forward_pre(self, module: torch.nn.Module, args: tuple[Any, ...]) -> None:
+        if self.backward_boundary:  # no optimizer: the step that ended in backward closes here
+            self.backward_boundary = False
+            self._end_step()
         first = next((a for a in args if isinstance(a, torch.Tensor)), None)
         if first is None:
             return
@@ -154,6 +162,7 @@ class Watcher:
         pass
 
     def optimizer_post(self, optimizer: torch.optim.Optimizer) -> None:
+        self.backward_boundary = False
         if self.primary_optimizer is None:
             self.primary_optimizer = id(optimizer)
             self.optimizer_kind = type(optimizer).__name__.lower()
@@ -161,8 +170,12 @@ class Watcher:
             self._end_step()
 
     def backward_done(self) -> None:
+        """Without an optimizer, a backward ends a step - known only once the next forward (or
+        backward) starts without an optimizer step in between."""
         if self.primary_optimizer is None and "backward" not in self.clock.stack:
-            self._end_step()
+            if self.backward_boundary:
+                self._end_step()
+            self.backward_boundary = True
 
     def h2d(self, nbytes: int, pinned: bool, non_blocking: bool) -> None:
         self.step_h2d += nbytes

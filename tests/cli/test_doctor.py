@@ -1,0 +1,153 @@
+"""`trainspeed doctor` on real scripts: planted bottlenecks named first, the script's fate kept."""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from trainspeed.cli import main
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+DOCTOR_KEYS = {"schema", "hardware", "steps", "phases", "per_step", "sync_sites", "gpu_util", "verdicts"}
+
+
+def _doctor(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, dict]:  # type: ignore[type-arg]
+    code = main(["doctor", "--json", "-", *argv])
+    return code, json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize(("script", "args", "first"), [
+    ("seed_iris.py", ["--epochs", "1500"], "launch_bound"),
+    ("slow_dataloader.py", [], "input_bound"),
+    ("checkpoint_every_step.py", ["--steps", "60"], "checkpoint_heavy"),
+    ("log_every_step.py", ["--steps", "600"], "logging_heavy"),
+    ("wide_mlp.py", ["--steps", "25"], "compute_bound"),
+])
+def test_planted_bottleneck_is_named_first(script: str, args: list[str], first: str,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    extra = ["--steps", "60"] if script == "slow_dataloader.py" else []
+    code, data = _doctor([*extra, str(EXAMPLES / script), *args], capsys)
+    assert code == 0
+    assert data["verdicts"] and data["verdicts"][0]["id"] == first, data["verdicts"]
+
+
+def test_json_contract(capsys: pytest.CaptureFixture[str]) -> None:
+    code, data = _doctor([str(EXAMPLES / "seed_iris.py"), "--epochs", "300"], capsys)
+    assert code == 0 and DOCTOR_KEYS <= set(data) and data["schema"] == "trainspeed.doctor/1"
+    assert set(data["steps"]) >= {"seen", "measured", "median_ms", "p90_ms"} and data["steps"]["seen"] == 300
+    phases = data["phases"]
+    assert set(phases) == {"data", "h2d", "forward", "backward", "optimizer", "sync", "checkpoint", "other"}
+    assert all(set(p) >= {"host_ms", "device_ms", "share"} and p["device_ms"] is None for p in phases.values())
+    assert abs(sum(p["share"] for p in phases.values()) - 1) < 1e-6
+    assert set(data["per_step"]) >= {"syncs", "h2d_bytes", "ops", "kernels"}
+    assert set(data["sync_sites"][0]) == {"where", "op", "count", "total_ms"}
+    assert data["sync_sites"][0]["where"].endswith("seed_iris.py:70")
+    assert data["gpu_util"]["available"] is False
+    assert all(set(v) == {"id", "evidence", "action", "predicted_speedup"} for v in data["verdicts"])
+
+
+def _script(tmp_path: Path, body: str) -> str:
+    path = tmp_path / "train.py"
+    path.write_text(textwrap.dedent("""
+        import sys
+        import torch
+        model = torch.nn.Linear(4, 2)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        def step():
+            loss = model(torch.randn(8, 4)).pow(2).mean()
+            opt.zero_grad(); loss.backward(); opt.step()
+    """) + textwrap.dedent(body))
+    return str(path)
+
+
+def test_script_that_raises_gets_a_partial_report_and_its_status(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    path = _script(tmp_path, """
+        for i in range(20):
+            step()
+        raise ValueError("diverged")
+    """)
+    code, data = _doctor([path], capsys)
+    assert code == 1 and data["exit_code"] == 1 and "ValueError: diverged" in data["error"]
+    assert data["steps"]["seen"] == 20
+
+
+def test_system_exit_is_honoured(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _script(tmp_path, """
+        for i in range(10):
+            step()
+        sys.exit(3)
+    """)
+    code, data = _doctor([path], capsys)
+    assert code == 3 and data["exit_code"] == 3
+
+
+def test_steps_stop_the_script_cleanly_and_argv_path_are_the_scripts(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "helper_mod.py").write_text("VALUE = 7\n")
+    path = _script(tmp_path, """
+        import helper_mod
+        assert sys.argv[1:] == ["--flag", "x"], sys.argv
+        assert __name__ == "__main__"
+        while True:
+            step()
+    """)
+    code, data = _doctor(["--steps", "12", path, "--flag", "x"], capsys)
+    assert code == 0 and data["steps"]["seen"] == 12
+
+
+def test_module_mode_and_output_files(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    pkg = tmp_path / "mytrain"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "__main__.py").write_text(textwrap.dedent("""
+        import torch
+        m = torch.nn.Linear(3, 1); o = torch.optim.SGD(m.parameters(), lr=0.1)
+        for _ in range(15):
+            l = m(torch.randn(4, 3)).sum(); o.zero_grad(); l.backward(); o.step()
+    """))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    html = tmp_path / "r.html"
+    assert main(["doctor", "--out", str(tmp_path / "out"), "--html", str(html), "-m", "mytrain"]) == 0
+    (folder,) = (tmp_path / "out").iterdir()
+    assert json.loads((folder / "doctor.json").read_text())["steps"]["seen"] == 15
+    text = html.read_text()
+    assert text.startswith("<!doctype html>") and "data:image/png;base64," in text
+    assert "Verdicts" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["doctor", "no_such_script.py"], "no such script"),
+    (["doctor", "."], "is a directory"),
+    (["doctor", "--steps", "0", "x.py"], "positive integer"),
+    (["doctor", "--steps", "x", "x.py"], "positive integer"),
+    (["doctor", "--warmup", "-1", "x.py"], "whole number"),
+    (["doctor", "-m", "no_such_module_xyz"], "no such module"),
+    (["doctor"], "give a SCRIPT"),
+])
+def test_bad_input(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err and "Traceback" not in err
+
+
+def test_unwritable_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    script = _script(tmp_path, "step()\n")
+    assert main(["doctor", "--json", str(tmp_path / "missing" / "d.json"), script]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_script_stdout_moves_to_stderr_when_json_goes_to_stdout(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    script = _script(tmp_path, "for _ in range(5):\n    step()\nprint('hello from the script')\n")
+    assert main(["doctor", "--json", "-", script]) == 0
+    out, err = capsys.readouterr()
+    json.loads(out)
+    assert "hello from the script" in err
+    assert sys.stdout is not None

@@ -1,0 +1,108 @@
+"""Verdict rules on recorded measurements: GPU runs judged without a GPU."""
+
+from __future__ import annotations
+
+import pytest
+
+from trainspeed.diagnose.rules import Context, diagnose
+from trainspeed.watch.phases import PHASES
+from trainspeed.watch.result import GpuUtil, LoaderInfo, PhaseStat, SyncSite, WatchResult
+
+CTX = Context(dispatch_us=2.0, matmul_gflops=100.0, physical_cores=8, logical_threads=16)
+
+
+def recorded(step_ms: float, host: dict[str, float], device: dict[str, float] | None = None, *, dev: str = "cpu",
+             ops: float | None = 40, flops: float | None = None, syncs: float = 0.0, batch: int | None = 64,
+             loaders: list[LoaderInfo] | None = None, util: GpuUtil | None = None, threads: int = 8,
+             peak: int | None = None, capacity: int | None = None, h2d: float = 0.0) -> WatchResult:
+    """A WatchResult shaped like one the watcher records; `host` phases in ms, the rest is `other`."""
+    host = {**host, "other": step_ms - sum(host.values())}
+    phases = {p: PhaseStat(host.get(p, 0.0), (device or {}).get(p), host.get(p, 0.0) / step_ms) for p in PHASES}
+    return WatchResult(
+        steps_seen=100, steps_measured=94, median_ms=step_ms, p90_ms=step_ms * 1.1, phases=phases,
+        syncs_per_step=syncs, h2d_bytes_per_step=h2d, ops_per_step=ops, kernels_per_step=ops if dev == "cuda" else None,
+        flops_per_step=flops, sync_sites=[SyncSite("train.py:42", "item", 94, syncs * step_ms)] if syncs else [],
+        other_sites=[], gpu_util=util or GpuUtil(False, None, 0, False), device=dev, batch_size=batch,
+        loaders=loaders or [], torch_threads=threads, process_cpu_percent=None, peak_memory_bytes=peak,
+        memory_capacity_bytes=capacity, step_samples=[], step_times_ms=[],
+    )
+
+
+def ids(r: WatchResult, ctx: Context = CTX) -> list[str]:
+    return [v.id for v in diagnose(r, ctx)]
+
+
+def test_input_bound_with_sawtooth_evidence() -> None:
+    util = GpuUtil(True, 35.0, 400, True, "idle 60% / busy 35%")
+    r = recorded(20.0, {"data": 14.0, "forward": 2.0, "backward": 3.0, "optimizer": 0.5},
+                 {"forward": 1.8, "backward": 2.9, "optimizer": 0.4}, dev="cuda", flops=5e9,
+                 loaders=[LoaderInfo(0, False, 64, False)], util=util)
+    verdicts = diagnose(r, CTX)
+    assert verdicts[0].id == "input_bound"
+    assert "saw-tooth" in verdicts[0].evidence and "num_workers=0" in verdicts[0].evidence
+    assert "pin_memory=True" in verdicts[0].action
+    # 4 workers hide all but max(20 - 14, 14 / 4) = 6 ms: 20 / 6
+    assert verdicts[0].predicted_speedup == pytest.approx(3.33, abs=0.01)
+
+
+def test_sync_bound_on_gpu_predicts_host_and_device_overlapping() -> None:
+    # host: 1 ms of launches + 4 ms waiting in .item(); device busy 3 ms of the 5 ms step
+    r = recorded(5.0, {"forward": 0.4, "backward": 0.4, "optimizer": 0.2, "sync": 4.0},
+                 {"forward": 1.2, "backward": 1.5, "optimizer": 0.3}, dev="cuda", ops=60, flops=1e8, syncs=1.0)
+    verdicts = diagnose(r, CTX)
+    sync = next(v for v in verdicts if v.id == "sync_bound")
+    assert "train.py:42" in sync.evidence
+    # new step = max(5 - 4, 3) = 3 ms
+    assert sync.predicted_speedup == pytest.approx(5 / 3, abs=0.01)
+
+
+def test_tiny_gpu_model_is_launch_bound_and_cpu_faster() -> None:
+    # the seed's Iris on a GPU: 31 ops, each a few us of launch, the GPU almost idle, a sync per step
+    r = recorded(0.9, {"forward": 0.25, "backward": 0.3, "optimizer": 0.15, "sync": 0.15},
+                 {"forward": 0.03, "backward": 0.04, "optimizer": 0.02}, dev="cuda", ops=31, flops=4e4,
+                 syncs=1.0, batch=120)
+    found = ids(r, Context(dispatch_us=1.5, matmul_gflops=150, physical_cores=8, logical_threads=16))
+    assert {"launch_bound", "cpu_faster", "small_batch", "sync_bound"} <= set(found)
+    assert found[0] in ("cpu_faster", "launch_bound")
+
+
+def test_tiny_cpu_model_is_launch_bound() -> None:
+    r = recorded(0.48, {"forward": 0.14, "backward": 0.16, "optimizer": 0.08, "sync": 0.01}, ops=31, flops=4e4, batch=120)
+    found = diagnose(r, CTX)
+    assert found[0].id == "launch_bound" and found[0].predicted_speedup and found[0].predicted_speedup > 1.5
+    assert "small_batch" in [v.id for v in found] and "cpu_faster" not in [v.id for v in found]
+
+
+def test_big_matmuls_on_cpu_are_compute_bound() -> None:
+    # 10 GFLOP at 100 GFLOP/s is 100 ms of a 110 ms step
+    r = recorded(110.0, {"forward": 40.0, "backward": 65.0, "optimizer": 2.0}, ops=30, flops=1e10)
+    assert ids(r) == ["compute_bound"]
+
+
+def test_busy_gpu_is_compute_bound() -> None:
+    r = recorded(50.0, {"forward": 15.0, "backward": 30.0, "optimizer": 3.0},
+                 {"forward": 15.0, "backward": 30.0, "optimizer": 3.0}, dev="cuda", ops=300, flops=5e12)
+    assert ids(r) == ["compute_bound"]
+
+
+def test_checkpoint_logging_and_h2d() -> None:
+    r = recorded(30.0, {"forward": 5.0, "backward": 6.0, "optimizer": 1.0, "checkpoint": 17.0}, flops=1e9)
+    v = diagnose(r, CTX)[0]
+    assert v.id == "checkpoint_heavy" and "every" in v.action
+    r = recorded(10.0, {"forward": 2.0, "backward": 3.0, "optimizer": 0.5, "h2d": 4.0}, dev="cuda",
+                 device={"forward": 2.0, "backward": 3.0, "optimizer": 0.4, "h2d": 3.9}, flops=1e9, h2d=64 * 2**20)
+    assert diagnose(r, CTX)[0].id == "h2d_bound"
+
+
+def test_thread_oversubscription_and_memory_pressure() -> None:
+    r = recorded(110.0, {"forward": 40.0, "backward": 65.0, "optimizer": 2.0}, ops=30, flops=1e10, threads=32,
+                 loaders=[LoaderInfo(8, True, 64, True)], peak=15 * 2**30, capacity=16 * 2**30)
+    found = diagnose(r, Context(2.0, 100.0, 8, 16, largest_batch=48))
+    assert {"thread_oversubscription", "memory_pressure"} <= {v.id for v in found}
+    memory = next(v for v in found if v.id == "memory_pressure")
+    assert "48" in memory.action
+
+
+def test_predictions_are_capped() -> None:
+    r = recorded(100.0, {"data": 99.9}, ops=None)
+    assert diagnose(r, CTX)[0].predicted_speedup <= 10.0  # type: ignore[operator]

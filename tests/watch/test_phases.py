@@ -1,0 +1,33 @@
+"""PhaseClock: exclusive phase time with a fake clock."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from trainspeed.watch.phases import PHASES, PhaseClock
+
+
+def test_nested_phases_are_exclusive_and_other_is_the_rest() -> None:
+    ticks = iter([0.0, 1.0, 2.0, 2.5, 3.0, 4.0, 6.0])
+    clock = PhaseClock(now=lambda: next(ticks))  # t=0: step starts
+    clock.enter("forward")  # t=1: 1 s of other
+    clock.enter("sync")  # t=2: 1 s of forward
+    clock.exit("sync")  # t=2.5: 0.5 s of sync
+    clock.exit("forward")  # t=3: 0.5 s more forward
+    clock.enter("backward")  # t=4: 1 s other
+    wall, phases = clock.end_step()  # t=6: 2 s backward (still open)
+    assert wall == 6.0
+    assert phases["other"] == 2.0 and phases["forward"] == 1.5 and phases["sync"] == 0.5 and phases["backward"] == 2.0
+    assert sum(phases.values()) == pytest.approx(wall)
+    assert set(phases) == set(PHASES)
+
+
+def test_unbalanced_exit_unwinds_to_the_phase() -> None:
+    t = itertools.count()
+    clock = PhaseClock(now=lambda: float(next(t)))
+    clock.enter("forward")
+    clock.enter("sync")  # an exception skipped sync's exit
+    clock.exit("forward")
+    assert clock.active is None

@@ -1,0 +1,122 @@
+"""The watcher on real CPU loops: steps, phases, sync sites, no effect on results, bounded memory."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import tracemalloc
+from pathlib import Path
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+import trainspeed
+from trainspeed.watch import Watcher
+from trainspeed.workloads import load_iris_split, make_iris_mlp
+
+
+def _seed_loop(epochs: int) -> list[float]:
+    d = load_iris_split()
+    model = make_iris_mlp(seed=0)
+    criterion = nn.CrossEntropyLoss()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    losses = []
+    for _ in range(epochs):
+        loss = criterion(model(d.x_train), d.y_train)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return losses
+
+
+def test_watching_does_not_change_the_losses_bit_for_bit() -> None:
+    plain = _seed_loop(300)
+    with trainspeed.watch() as w:
+        watched = _seed_loop(300)
+    assert watched == plain
+    assert w.measurements().steps_seen == 300
+
+
+def test_steps_phases_and_sync_sites() -> None:
+    with Watcher(warmup=2, profile_steps=2) as w:
+        _seed_loop(50)
+    r = w.measurements()
+    assert r.steps_seen == 50 and r.steps_measured == 46  # warm-up and profiled steps left out
+    assert r.syncs_per_step == 1.0 and r.batch_size == 120 and r.device == "cpu"
+    assert r.ops_per_step and r.ops_per_step > 10 and r.flops_per_step and r.flops_per_step > 0
+    assert sum(p.share for p in r.phases.values()) == __import__("pytest").approx(1.0)
+    assert r.phases["forward"].host_ms > 0 and r.phases["backward"].host_ms > 0
+    site = r.sync_sites[0]
+    source = Path(__file__).read_text().splitlines()
+    line = next(i for i, text in enumerate(source, 1) if "losses.append(loss.item())" in text)
+    assert site.where == f"{__file__}:{line}" and site.op == "item" and site.count == 50
+
+
+def test_hooks_are_removed_afterwards() -> None:
+    before = (torch.Tensor.backward, torch.save, torch.Tensor.to, torch.Tensor.item, torch.optim.Optimizer.zero_grad)
+    with Watcher():
+        assert torch.save is not before[1]
+    after = (torch.Tensor.backward, torch.save, torch.Tensor.to, torch.Tensor.item, torch.optim.Optimizer.zero_grad)
+    assert before == after
+
+
+def test_no_optimizer_steps_are_backward_calls() -> None:
+    w = torch.ones(3, requires_grad=True)
+    with Watcher(warmup=0, profile_steps=0) as watcher:
+        for _ in range(7):
+            (w * 2).sum().backward()
+    assert watcher.measurements().steps_seen == 7
+
+
+def test_steps_limit_stops_the_loop_quietly() -> None:
+    with Watcher(steps=5) as w:
+        _seed_loop(100)
+    assert w.measurements().steps_seen == 5
+
+
+def test_dataloader_wait_and_checkpoints_are_phases() -> None:
+    data = TensorDataset(torch.randn(64, 8), torch.randint(0, 2, (64,)))
+    model = nn.Linear(8, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    with tempfile.TemporaryDirectory() as folder, Watcher(warmup=1, profile_steps=1) as w:
+        for x, y in DataLoader(data, batch_size=8):
+            loss = nn.functional.cross_entropy(model(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            torch.save(model.state_dict(), os.path.join(folder, "m.pt"))
+    r = w.measurements()
+    assert r.phases["data"].host_ms > 0 and r.phases["checkpoint"].host_ms > 0
+    assert r.loaders and r.loaders[0].num_workers == 0 and r.loaders[0].batch_size == 8
+
+
+def test_memory_stays_bounded_over_a_million_steps() -> None:
+    class FakeOptimizer:
+        pass
+
+    opt = FakeOptimizer()
+    w = Watcher(warmup=0, profile_steps=0, sample_hz=5)
+
+    def steps(n: int) -> None:
+        for _ in range(n):
+            w.enter("forward")
+            w.exit("forward")
+            w.optimizer_post(opt)  # type: ignore[arg-type]
+
+    w.start()
+    try:
+        steps(500_000)
+        tracemalloc.start()  # traced for a window late in the run: it must not grow there
+        before = tracemalloc.get_traced_memory()[0]
+        steps(50_000)
+        grown = tracemalloc.get_traced_memory()[0] - before
+        tracemalloc.stop()
+        steps(450_000)
+    finally:
+        w.stop()
+    r = w.measurements()
+    assert r.steps_seen == 1_000_000
+    assert len(w.measured.items) <= 4096 and len(w.plot_steps) <= 400 and len(w.pending) <= 256
+    assert grown < 256 * 1024  # 50 000 steps added under 256 KiB: no per-step growth
