@@ -12,8 +12,8 @@ from trainspeed.hardware import (  # noqa: E402
     parse_gpu_name,
 )
 from trainspeed.memory import MemoryEstimate, estimate_memory, measure_memory  # noqa: E402
+from trainspeed import watch  # noqa: E402  (a callable package: trainspeed.watch(...) starts watching)
 from trainspeed.watch import SyncCounter, Watcher  # noqa: E402
-from trainspeed.watch.session import watch  # noqa: E402  (the function shadows the subpackage, as DESIGN.md asks)
 
 __all__ = [
     "CpuInfo",

@@ -25,6 +25,7 @@ def test_demo_writes_json_plots_and_logs(tmp_path: Path, capsys: pytest.CaptureF
     assert all(RUN_KEYS <= set(r) for r in data["runs"])
     assert isinstance(data["explanation"], str) and data["explanation"]
     assert data["hardware"]["schema"] == "trainspeed.hw/1"
+    assert data["doctor"]["cpu"]["verdicts"][0]["id"] == "launch_bound"  # the closing section
     (folder,) = out.iterdir()
     names = {p.name for p in folder.iterdir()}
     assert {"demo.json", "loss_curves.png", "timing.png", "train-log-cpu-seed.txt"} <= names

@@ -151,3 +151,13 @@ def test_script_stdout_moves_to_stderr_when_json_goes_to_stdout(tmp_path: Path,
     json.loads(out)
     assert "hello from the script" in err
     assert sys.stdout is not None
+
+
+def test_ctrl_c_gives_a_partial_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _script(tmp_path, """
+        for i in range(8):
+            step()
+        raise KeyboardInterrupt
+    """)
+    code, data = _doctor([path], capsys)
+    assert code == 130 and data["steps"]["seen"] == 8

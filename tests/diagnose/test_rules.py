@@ -20,10 +20,11 @@ def recorded(step_ms: float, host: dict[str, float], device: dict[str, float] | 
     phases = {p: PhaseStat(host.get(p, 0.0), (device or {}).get(p), host.get(p, 0.0) / step_ms) for p in PHASES}
     return WatchResult(
         steps_seen=100, steps_measured=94, median_ms=step_ms, p90_ms=step_ms * 1.1, phases=phases,
-        syncs_per_step=syncs, h2d_bytes_per_step=h2d, ops_per_step=ops, kernels_per_step=ops if dev == "cuda" else None,
+        syncs_per_step=syncs, h2d_bytes_per_step=h2d, h2d_bytes_by_kind={"pageable": int(h2d * 94)} if h2d else {},
+        ops_per_step=ops, kernels_per_step=ops if dev == "cuda" else None,
         flops_per_step=flops, sync_sites=[SyncSite("train.py:42", "item", 94, syncs * step_ms)] if syncs else [],
         other_sites=[], gpu_util=util or GpuUtil(False, None, 0, False), device=dev, batch_size=batch,
-        loaders=loaders or [], torch_threads=threads, process_cpu_percent=None, peak_memory_bytes=peak,
+        loaders=loaders or [], torch_threads=threads, process_cpu_percent=None, process_threads=None, peak_memory_bytes=peak,
         memory_capacity_bytes=capacity, step_samples=[], step_times_ms=[],
     )
 

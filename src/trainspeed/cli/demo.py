@@ -11,6 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from trainspeed._io import check_writable_file, emit, new_run_dir, write_atomic
 from trainspeed.cli._common import add_json_option, console_for, positive_int
+from trainspeed.demo.doctor_section import DOCTOR_EPOCHS, doctor_on_seed
 from trainspeed.demo.result import DemoResult
 from trainspeed.demo.runner import SEED_EPOCHS, run_demo
 from trainspeed.demo.variants import VARIANTS
@@ -82,10 +83,11 @@ def run(args: argparse.Namespace) -> int:
 
         result = run_demo(devices, epochs=args.epochs, on_progress=on_progress)
 
-    payload = demo_dict(result, hardware)
+    doctor = {d: doctor_on_seed(d, min(args.epochs, DOCTOR_EPOCHS)) for d in devices}
+    payload = demo_dict(result, hardware, doctor=doctor)
     files = _write_outputs(folder, result, payload)
     if args.json:
         emit(args.json, dumps({**payload, "files": {k: str(folder / v) for k, v in files.items()}}))
-    console.print(demo_view(result, str(folder)))
+    console.print(demo_view(result, str(folder), doctor))
     return 0
 

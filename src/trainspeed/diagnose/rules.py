@@ -138,7 +138,9 @@ def h2d_bound(r: WatchResult, c: Context) -> Verdict | None:
         return None
     step, h2d = r.median_ms, _ms(r, "h2d")
     mib = r.h2d_bytes_per_step / 2**20
-    evidence = f"host-to-device copies of {mib:.1f} MiB per step take {h2d:.2f} ms of {step:.2f} ms ({share:.0%})"
+    kinds = ", ".join(f"{k} {v / 2**20:.0f} MiB" for k, v in r.h2d_bytes_by_kind.items())
+    evidence = (f"host-to-device copies of {mib:.1f} MiB per step take {h2d:.2f} ms of {step:.2f} ms ({share:.0%})"
+                + (f"; in all: {kinds}" if kinds else ""))
     action = ("keep a dataset that fits on the device there once; otherwise DataLoader(pin_memory=True) and "
               ".to(device, non_blocking=True) so copies overlap compute")
     return Verdict("h2d_bound", evidence, action, _speedup(step, step - h2d))

@@ -54,7 +54,7 @@ def hardware_dict(report: HardwareReport) -> dict[str, Any]:
 
 
 def demo_dict(result: DemoResult, hardware: HardwareReport | None = None,
-              files: dict[str, str] | None = None) -> dict[str, Any]:
+              files: dict[str, str] | None = None, doctor: dict[str, DoctorReport] | None = None) -> dict[str, Any]:
     """The `trainspeed demo --json` object (DESIGN.md "Demo JSON")."""
     runs = [
         {
@@ -76,6 +76,12 @@ def demo_dict(result: DemoResult, hardware: HardwareReport | None = None,
     }
     if hardware is not None:
         out["hardware"] = hardware_dict(hardware)
+    if doctor:
+        out["doctor"] = {
+            device: {"steps": {"seen": rep.watch.steps_seen, "median_ms": rep.watch.median_ms},
+                     "phases": _clean(rep.watch.phases), "verdicts": _clean(rep.verdicts)}
+            for device, rep in doctor.items()
+        }
     if files:
         out["files"] = files
     return out
@@ -142,6 +148,8 @@ def doctor_dict(report: DoctorReport) -> dict[str, Any]:
         "loaders": _clean(w.loaders),
         "torch_threads": w.torch_threads,
         "process_cpu_percent": w.process_cpu_percent,
+        "process_threads": w.process_threads,
+        "h2d_bytes_by_kind": w.h2d_bytes_by_kind,
         "peak_memory_bytes": w.peak_memory_bytes,
         "memory_capacity_bytes": w.memory_capacity_bytes,
         "probe": {"cpu_dispatch_us": report.dispatch_us, "cpu_matmul_gflops": report.matmul_gflops},

@@ -81,7 +81,7 @@ def hardware_view(report: HardwareReport) -> Group:
     return Group(*parts)
 
 
-def demo_view(result: DemoResult, folder: str | None = None) -> Group:
+def demo_view(result: DemoResult, folder: str | None = None, doctor: dict[str, DoctorReport] | None = None) -> Group:
     """The `trainspeed demo` screen: the runs' table, then what they show."""
     table = Table(title=f"The seed's Iris MLP, {result.epochs} full-batch epochs (torch threads: {result.torch_threads})",
                   box=box.SIMPLE_HEAD, pad_edge=False)
@@ -95,6 +95,13 @@ def demo_view(result: DemoResult, folder: str | None = None) -> Group:
         Text("What the numbers say (measured):", style="bold"),
     ]
     parts += [Text(f"- {line}") for line in result.explanation]
+    for device, rep in (doctor or {}).items():
+        step = f"{rep.watch.median_ms:.3f} ms" if rep.watch.median_ms is not None else "?"
+        parts.append(Text(f"The doctor on the seed's loop, {device.upper()} ({rep.watch.steps_seen} steps watched, "
+                          f"median {step} per step):", style="bold"))
+        for i, v in enumerate(rep.verdicts, 1):
+            gain = f" (predicted {v.predicted_speedup:.2f}x)" if v.predicted_speedup else ""
+            parts.append(Text(f"{i}. {v.id}{gain}: {v.evidence}. Action: {v.action}"))
     if folder:
         parts.append(Text(f"Wrote {folder}", style="dim"))
     return Group(*parts)

@@ -28,15 +28,22 @@ class PhaseClock:
 
     def enter(self, phase: str) -> None:
         t = self.now()
-        self._charge(t)
-        self.stack.append(phase)
+        stack = self.stack
+        self.totals[stack[-1] if stack else "other"] += t - self._since
+        self._since = t
+        stack.append(phase)
 
     def exit(self, phase: str) -> None:
         t = self.now()
-        self._charge(t)
-        # tolerate unbalanced exits (an exception unwound past a phase): pop down to `phase`
-        while self.stack:
-            if self.stack.pop() == phase:
+        stack = self.stack
+        self.totals[stack[-1] if stack else "other"] += t - self._since
+        self._since = t
+        if stack and stack[-1] == phase:
+            stack.pop()
+            return
+        # an exception unwound past an inner phase: pop down to `phase`
+        while stack:
+            if stack.pop() == phase:
                 break
 
     @property

@@ -65,7 +65,7 @@ class Verdict:
     """Predicted (not measured) step speed-up if the action is taken; None when no model predicts it."""
 
 
-@dataclass
+@dataclass(slots=True)
 class StepRecord:
     """One measured step (kept in bounded samples)."""
 
@@ -88,6 +88,8 @@ class WatchResult:
     phases: dict[str, PhaseStat]
     syncs_per_step: float
     h2d_bytes_per_step: float
+    h2d_bytes_by_kind: dict[str, int]
+    """Host-to-device bytes of the whole run by source memory and mode ("pinned, non_blocking", "pageable")."""
     ops_per_step: float | None
     kernels_per_step: float | None
     flops_per_step: float | None
@@ -101,6 +103,8 @@ class WatchResult:
     loaders: list[LoaderInfo]
     torch_threads: int
     process_cpu_percent: float | None
+    process_threads: int | None
+    """Most threads the process had at once (psutil, sampled each second)."""
     peak_memory_bytes: int | None
     memory_capacity_bytes: int | None
     step_samples: list[StepRecord] = field(repr=False)

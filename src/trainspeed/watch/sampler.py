@@ -61,6 +61,7 @@ class Sampler(threading.Thread):
         self.util_n = 0
         self.gpu_mem_peak: int | None = None
         self.cpu_percent: list[float] = []
+        self.threads: list[int] = []
         self.t0 = time.perf_counter()
         self.nvml: Any = None
         self.handle: Any = None
@@ -116,6 +117,7 @@ class Sampler(threading.Thread):
                 self._sample_gpu(now)
             if now - last_cpu >= 1.0 and len(self.cpu_percent) < 100_000:
                 self.cpu_percent.append(proc.cpu_percent(None))
+                self.threads.append(proc.num_threads())
                 last_cpu = now
 
     def stop(self) -> None:

@@ -65,10 +65,6 @@ class Watcher:
         self.measured = Reservoir[StepRecord](seed=1)
         self.warm = Reservoir[StepRecord](seed=2)
         self.plot_steps: list[StepRecord] = []
-        self.totals = dict.fromkeys(PHASES, 0.0)
-        self.total_wall = 0.0
-        self.total_syncs = 0
-        self.total_h2d = 0
         self.primary_optimizer: int | None = None
         self.device = "cpu"
         self.device_index = 0
@@ -79,6 +75,8 @@ class Watcher:
         self.pending: collections.deque[tuple[StepRecord, list[tuple[str, Any, Any]]]] = collections.deque(maxlen=256)
         self.device_ms = {p: Reservoir[float](seed=3) for p in DEVICE_PHASES}
         self.running = False
+        self.events_on = False
+        self.h2d_kinds: dict[str, int] = {}
         self.backward_boundary = False
         self.notes: list[str] = []
         self.model: weakref.ref[torch.nn.Module] | None = None
@@ -122,19 +120,16 @@ class Watcher:
         return exc_type is StopWatching  # --steps reached: end quietly
 
     # -- the listener interface the hooks call -------------------------------------------------
-    def _cuda_events(self) -> bool:
-        return self.device == "cuda" and torch.cuda.is_initialized()
-
     def enter(self, phase: str) -> None:
         self.clock.enter(phase)
-        if phase in DEVICE_PHASES and self._cuda_events():
+        if self.events_on and phase in DEVICE_PHASES:
             ev = torch.cuda.Event(enable_timing=True)
             ev.record()
             self.open_events.append((phase, ev))
 
     def exit(self, phase: str) -> None:
         self.clock.exit(phase)
-        if phase in DEVICE_PHASES and self.open_events and self.open_events[-1][0] == phase:
+        if self.open_events and self.open_events[-1][0] == phase:
             _, start = self.open_events.pop()
             end = torch.cuda.Event(enable_timing=True)
             end.record()
@@ -144,6 +139,8 @@ class Watcher:
         if self.backward_boundary:  # no optimizer: the step that ended in backward closes here
             self.backward_boundary = False
             self._end_step()
+        if self.model is not None and self.steps_seen > self.warmup:
+            return  # model, input and device are known by now: keep the hot path short
         first = next((a for a in args if isinstance(a, torch.Tensor)), None)
         if first is None:
             return
@@ -153,13 +150,11 @@ class Watcher:
             self.input_spec = (list(first.shape[1:]), first.dtype)
         if first.device.type == "cuda" and self.device != "cuda":
             self.device, self.device_index = "cuda", first.device.index or 0
+            self.events_on = True  # from now on, phase edges also get CUDA events
             if self.sampler is not None:
                 self.sampler.want_gpu(self.device_index)
         if self.batch_size is None and first.dim() > 0:
             self.batch_size = int(first.shape[0])
-
-    def forward_post(self) -> None:
-        pass
 
     def optimizer_post(self, optimizer: torch.optim.Optimizer) -> None:
         self.backward_boundary = False
@@ -179,6 +174,8 @@ class Watcher:
 
     def h2d(self, nbytes: int, pinned: bool, non_blocking: bool) -> None:
         self.step_h2d += nbytes
+        kind = ("pinned" if pinned else "pageable") + (", non_blocking" if non_blocking else "")
+        self.h2d_kinds[kind] = self.h2d_kinds.get(kind, 0) + nbytes
 
     def loader_seen(self, iterator: Any) -> None:
         key = id(getattr(iterator, "_dataset", iterator))
@@ -214,7 +211,8 @@ class Watcher:
         index = self.steps_seen
         self.steps_seen += 1
         record = StepRecord(index, wall, phases, self.step_syncs, self.step_h2d)
-        self.step_syncs = self.step_h2d = 0
+        self.step_syncs = 0
+        self.step_h2d = 0
         events, self.events = self.events, []
         profiled = self.window.on_step_end(index, self.warmup, self.device == "cuda")
         if profiled:
@@ -222,12 +220,7 @@ class Watcher:
         elif index < self.warmup:
             self.warm.add(record)
         else:
-            self.measured.add(record)
-            self.total_wall += wall
-            for p, v in phases.items():
-                self.totals[p] += v
-            self.total_syncs += record.syncs
-            self.total_h2d += record.h2d_bytes
+            self.measured.add(record)  # shares come from this uniform sample: no per-phase sums per step
             if len(self.plot_steps) < PLOT_STEPS:
                 self.plot_steps.append(record)
             if events:
@@ -259,14 +252,14 @@ class Watcher:
     def measurements(self) -> WatchResult:
         """The measurements so far (partial if the run stopped early)."""
         records = self.measured.items
-        totals, wall = self.totals, self.total_wall
         n = self.measured.seen
         if not records and self.warm.items:  # a run too short to leave its warm-up: use what there is
             records = self.warm.items
             n = len(records)
-            wall = sum(r.wall_s for r in records)
-            totals = {p: sum(r.phases[p] for r in records) for p in PHASES}
             self.notes.append(f"only {self.steps_seen} steps: warm-up steps were used for the statistics")
+        # exact up to RESERVOIR_SIZE measured steps; beyond, an unbiased estimate from the uniform sample
+        wall = sum(r.wall_s for r in records)
+        totals = {p: sum(r.phases[p] for r in records) for p in PHASES}
         phases = {}
         for p in PHASES:
             dev = median(self.device_ms[p].items) if p in self.device_ms and self.device_ms[p].items else None
@@ -286,6 +279,7 @@ class Watcher:
             device=self.device, batch_size=self.batch_size, loaders=list(self.loaders.values()),
             torch_threads=torch.get_num_threads(), process_cpu_percent=self._cpu(),
             peak_memory_bytes=self._peak_memory(), memory_capacity_bytes=self._capacity(),
+            h2d_bytes_by_kind=dict(self.h2d_kinds), process_threads=self._threads(),
             step_samples=sorted(self.plot_steps, key=lambda r: r.index),
             step_times_ms=step_ms, notes=self.notes + self.window.notes,
         )
@@ -316,6 +310,10 @@ class Watcher:
     def _cpu(self) -> float | None:
         s = self.sampler
         return (sum(s.cpu_percent) / len(s.cpu_percent)) if s and s.cpu_percent else None
+
+    def _threads(self) -> int | None:
+        s = self.sampler
+        return max(s.threads) if s and s.threads else None
 
     def _peak_memory(self) -> int | None:
         if self.device == "cuda" and torch.cuda.is_initialized():

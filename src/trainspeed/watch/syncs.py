@@ -23,14 +23,24 @@ _TORCH_DIR = os.path.dirname(torch.__file__)
 _OUR_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+_USER_CODE: dict[Any, bool] = {}  # code object -> is it the user's? (asked once per function)
+
+
+def _is_user(code: Any) -> bool:
+    user = _USER_CODE.get(code)
+    if user is None:
+        name = code.co_filename
+        user = _USER_CODE[code] = not name.startswith((_TORCH_DIR, _OUR_DIR, "<frozen"))
+    return user
+
+
 def user_site(depth: int = 2) -> str:
     """`file:line` of the innermost frame outside torch and trainspeed (where the user's code asked)."""
-    frame = sys._getframe(depth)
+    frame: Any = sys._getframe(depth)
     while frame is not None:
-        name = frame.f_code.co_filename
-        if not name.startswith((_TORCH_DIR, _OUR_DIR)) and not name.startswith("<frozen"):
-            return f"{name}:{frame.f_lineno}"
-        frame = frame.f_back  # type: ignore[assignment]
+        if _is_user(frame.f_code):
+            return f"{frame.f_code.co_filename}:{frame.f_lineno}"
+        frame = frame.f_back
     return "?"
 
 ReadCallback = Callable[[str, float, str], None]
@@ -133,16 +143,15 @@ class SyncCounter:
                  on_enter: Callable[[str], None] | None = None) -> None:
         self.count = 0
         self.by_op: Counter[str] = Counter()
-        self._lock = threading.Lock()
         self.on_read = on_read
         """Called after each read with (op, seconds, user file:line); None keeps counting cheap."""
         self.on_enter = on_enter or (lambda op: None)
         """Called before a timed read starts (a phase clock opens its `sync` phase here)."""
 
     def _record(self, name: str) -> None:
-        with self._lock:
-            self.count += 1
-            self.by_op[name] += 1
+        # reads that count happen on the thread that made them; DataLoader workers are processes
+        self.count += 1
+        self.by_op[name] += 1
 
     def __enter__(self) -> SyncCounter:
         _REGISTRY.add(self)

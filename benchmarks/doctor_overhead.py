@@ -1,0 +1,95 @@
+"""The figures behind BENCHMARKS.md's doctor-overhead table: watched vs unwatched vs torch.profiler.
+
+    python benchmarks/doctor_overhead.py
+
+Two loops: the seed's Iris step (tiny: the worst case for any per-step cost) and an MLP step of
+about 10 ms. Each arm runs the same number of steps, arms interleaved (ABCABC...) over several
+rounds so drift hits all of them; the table gives the median over rounds and the overhead
+relative to the plain loop.
+"""
+
+from __future__ import annotations
+
+import datetime
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+from torch import nn
+
+from trainspeed.hardware import detect_hardware
+from trainspeed.watch import Watcher
+from trainspeed.watch.profile_window import quiet_fd2
+from trainspeed.workloads import load_iris_split, make_iris_mlp
+
+
+def iris_loop(steps: int) -> None:
+    d = load_iris_split()
+    model = make_iris_mlp(seed=0)
+    criterion = nn.CrossEntropyLoss()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    losses = []
+    for _ in range(steps):
+        loss = criterion(model(d.x_train), d.y_train)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+
+
+def mlp_loop(steps: int) -> None:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(512, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(), nn.Linear(1024, 10))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = torch.randn(256, 512), torch.randint(0, 10, (256,))
+    for _ in range(steps):
+        loss = nn.functional.cross_entropy(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        loss.item()
+
+
+def timed(run: Callable[[], None]) -> float:
+    t0 = time.perf_counter()
+    run()
+    return time.perf_counter() - t0
+
+
+def arms(loop: Callable[[int], None], steps: int) -> dict[str, Callable[[], None]]:
+    def plain() -> None:
+        loop(steps)
+
+    def watched() -> None:
+        with Watcher():
+            loop(steps)
+
+    def profiled() -> None:
+        with quiet_fd2(), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
+            loop(steps)
+
+    return {"plain": plain, "trainspeed.watch": watched, "torch.profiler": profiled}
+
+
+def main() -> None:
+    hw = detect_hardware()
+    print(f"Measured {datetime.date.today()} on {hw.cpu.model} ({hw.cpu.microarchitecture}, "
+          f"{hw.cpu.logical_threads} threads), CPU; torch {hw.torch_version}.\n")
+    print("| loop | steps | arm | median s | per step | overhead vs plain |")
+    print("|---|---:|---|---:|---:|---:|")
+    for name, loop, steps, rounds in (("seed Iris MLP", iris_loop, 20_000, 3), ("MLP, ~10 ms step", mlp_loop, 600, 3)):
+        times: dict[str, list[float]] = {}
+        runs = arms(loop, steps)
+        timed(runs["plain"])  # warm-up
+        for _ in range(rounds):
+            for arm, run in runs.items():
+                times.setdefault(arm, []).append(timed(run))
+        base = statistics.median(times["plain"])
+        for arm, ts in times.items():
+            med = statistics.median(ts)
+            print(f"| {name} | {steps} | {arm} | {med:.3f} | {med / steps * 1e3:.3f} ms | {(med / base - 1) * 100:+.1f}% |")
+
+
+if __name__ == "__main__":
+    main()
