@@ -20,7 +20,7 @@ from torch import nn
 
 from trainspeed.hardware import detect_hardware
 from trainspeed.watch import Watcher
-from trainspeed.watch.profile_window import quiet_fd2
+from trainspeed._io import quiet_fd2
 from trainspeed.workloads import load_iris_split, make_iris_mlp
 
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from trainspeed.errors import UsageError
@@ -69,3 +71,24 @@ def new_run_dir(parent: str | os.PathLike[str], prefix: str) -> Path:
             raise UsageError(f"cannot create a folder in {root}: {e.strerror}") from None
         return candidate
     raise UsageError(f"could not find a new folder name under {root}")
+
+
+@contextlib.contextmanager
+def quiet_fd2() -> Iterator[None]:
+    """Silence file descriptor 2 for a moment: kineto (torch.profiler) writes start/stop lines
+    straight to it, past sys.stderr, and they do not belong on the user's terminal."""
+    try:
+        fd = sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):
+        yield
+        return
+    saved = os.dup(fd)
+    try:
+        with open(os.devnull, "w") as null:
+            sys.stderr.flush()
+            os.dup2(null.fileno(), fd)
+            yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, fd)
+        os.close(saved)

@@ -16,15 +16,24 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
-def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1."""
+def _int_at_least(text: str, minimum: int, what: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"expected {what}, got {value}")
     return value
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    return _int_at_least(text, 1, "a positive integer")
+
+
+def non_negative_int(text: str) -> int:
+    """argparse type: an integer >= 0."""
+    return _int_at_least(text, 0, "a whole number >= 0")
 
 
 def add_json_option(parser: argparse.ArgumentParser) -> None:

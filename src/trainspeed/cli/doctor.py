@@ -7,26 +7,15 @@ import contextlib
 import dataclasses
 import importlib.util
 import sys
-from pathlib import Path
 
 from trainspeed._io import check_writable_file, emit, new_run_dir, write_atomic
-from trainspeed.cli._common import add_json_option, console_for, positive_int
+from trainspeed.cli._common import add_json_option, console_for, non_negative_int, positive_int
 from trainspeed.errors import UsageError
 from trainspeed.report.html import doctor_html
 from trainspeed.report.json import doctor_dict, dumps
 from trainspeed.report.text import doctor_view
 from trainspeed.watch.runner import check_script, run_target
 from trainspeed.watch.session import Watcher
-
-
-def non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {value}")
-    return value
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import torch
-
 from trainspeed.demo.variants import make_loop
 from trainspeed.diagnose.report import DoctorReport
 from trainspeed.watch.session import Watcher

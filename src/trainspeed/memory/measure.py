@@ -9,16 +9,14 @@ buffers, optimizer state), which are counted storage by storage.
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import os
-import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch import nn
 
+from trainspeed._io import quiet_fd2
 from trainspeed.memory.checkpointing import apply_checkpointing
 from trainspeed.memory.estimate import (
     InputArg,
@@ -31,26 +29,6 @@ from trainspeed.memory.estimate import (
 )
 from trainspeed.memory.optimizers import OptimizerFactory, optimizer_factory
 from trainspeed.memory.result import MeasuredPeak
-
-
-@contextlib.contextmanager
-def _quiet_stderr() -> Iterator[None]:
-    """Kineto prints profiler start/stop lines on fd 2; keep them off the user's terminal."""
-    try:
-        fd = sys.stderr.fileno()
-    except (AttributeError, OSError, ValueError):
-        yield
-        return
-    saved = os.dup(fd)
-    try:
-        with open(os.devnull, "w") as null:
-            sys.stderr.flush()
-            os.dup2(null.fileno(), fd)
-            yield
-    finally:
-        sys.stderr.flush()
-        os.dup2(saved, fd)
-        os.close(saved)
 
 
 def _unique_bytes(tensors: list[torch.Tensor]) -> int:
@@ -106,7 +84,7 @@ def measure_step_peak(model: nn.Module, optimizer: torch.optim.Optimizer, setup:
         return MeasuredPeak(int(torch.cuda.max_memory_allocated(device)), str(device),
                             "torch.cuda.max_memory_allocated")
     before = _unique_bytes(list(model.parameters()) + list(model.buffers()) + _state_tensors(optimizer))
-    with _quiet_stderr(), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
+    with quiet_fd2(), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
                                                  profile_memory=True) as prof:
         training_step(model, optimizer, setup, batch, device)
     peak = before + allocation_peak(_profiler_allocations(prof))

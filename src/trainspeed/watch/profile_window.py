@@ -3,32 +3,11 @@
 from __future__ import annotations
 
 import contextlib
-import os
-import sys
-from collections.abc import Iterator
 from typing import Any
 
 import torch
 
-
-@contextlib.contextmanager
-def quiet_fd2() -> Iterator[None]:
-    """Kineto writes start/stop lines straight to fd 2; keep them out of the user's stderr."""
-    try:
-        fd = sys.stderr.fileno()
-    except (AttributeError, OSError, ValueError):
-        yield
-        return
-    saved = os.dup(fd)
-    try:
-        with open(os.devnull, "w") as null:
-            sys.stderr.flush()
-            os.dup2(null.fileno(), fd)
-            yield
-    finally:
-        sys.stderr.flush()
-        os.dup2(saved, fd)
-        os.close(saved)
+from trainspeed._io import quiet_fd2
 
 
 def count_ops_and_kernels(prof: Any) -> tuple[int, int]:
