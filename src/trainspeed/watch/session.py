@@ -10,6 +10,7 @@ have completed (event.query()): the watcher adds no synchronisation of its own.
 from __future__ import annotations
 
 import collections
+import functools
 import resource
 import sys
 import time
@@ -55,7 +56,11 @@ class Watcher:
         self.warmup, self.max_steps, self.sample_hz = warmup, steps, sample_hz
         self.clock = PhaseClock(now)
         self.hooks = Hooks(self)
-        self.syncs = SyncCounter(on_read=self._read_done, on_enter=self._read_enter)
+        # the hot path calls the clock directly (one Python frame per phase edge, not two);
+        # _use_events() swaps in the versions that also record CUDA events
+        self.enter = self.clock.enter
+        self.exit = self.clock.exit
+        self.syncs = SyncCounter(on_read=self._read_done, on_enter=functools.partial(self.clock.enter, "sync"))
         self.window = ProfileWindow(profile_steps)
         self.sampler: Sampler | None = None
         self.steps_seen = 0
@@ -120,20 +125,26 @@ class Watcher:
         return exc_type is StopWatching  # --steps reached: end quietly
 
     # -- the listener interface the hooks call -------------------------------------------------
-    def enter(self, phase: str) -> None:
+    def _enter_with_events(self, phase: str) -> None:
         self.clock.enter(phase)
-        if self.events_on and phase in DEVICE_PHASES:
+        if phase in DEVICE_PHASES:
             ev = torch.cuda.Event(enable_timing=True)
             ev.record()
             self.open_events.append((phase, ev))
 
-    def exit(self, phase: str) -> None:
+    def _exit_with_events(self, phase: str) -> None:
         self.clock.exit(phase)
         if self.open_events and self.open_events[-1][0] == phase:
             _, start = self.open_events.pop()
             end = torch.cuda.Event(enable_timing=True)
             end.record()
             self.events.append((phase, start, end))
+
+    def _use_events(self) -> None:
+        """From now on phase edges also record CUDA events (the hot path gets one call longer)."""
+        self.events_on = True
+        self.enter = self._enter_with_events  # type: ignore[method-assign]
+        self.exit = self._exit_with_events  # type: ignore[method-assign]
 
     def forward_pre(self, module: torch.nn.Module, args: tuple[Any, ...]) -> None:
         if self.backward_boundary:  # no optimizer: the step that ended in backward closes here
@@ -150,7 +161,7 @@ class Watcher:
             self.input_spec = (list(first.shape[1:]), first.dtype)
         if first.device.type == "cuda" and self.device != "cuda":
             self.device, self.device_index = "cuda", first.device.index or 0
-            self.events_on = True  # from now on, phase edges also get CUDA events
+            self._use_events()
             if self.sampler is not None:
                 self.sampler.want_gpu(self.device_index)
         if self.batch_size is None and first.dim() > 0:
@@ -191,9 +202,6 @@ class Watcher:
         from trainspeed.watch.syncs import user_site
 
         self._count_site("torch.cuda.synchronize", seconds, user_site(3))
-
-    def _read_enter(self, op: str) -> None:
-        self.clock.enter("sync")
 
     def _read_done(self, op: str, seconds: float, site: str) -> None:
         self.clock.exit("sync")

@@ -92,7 +92,7 @@ class _Registry:
             counters = list(self.active)
             timed = [c for c in counters if c.on_read is not None]
             for counter in timed:
-                counter.on_enter(name)
+                counter.on_enter()
             local.depth = 1
             t0 = time.perf_counter()
             try:
@@ -140,12 +140,12 @@ class SyncCounter:
     """Context manager counting host reads of tensor values; `count` and `by_op` hold the tally."""
 
     def __init__(self, on_read: ReadCallback | None = None,
-                 on_enter: Callable[[str], None] | None = None) -> None:
+                 on_enter: Callable[[], None] | None = None) -> None:
         self.count = 0
         self.by_op: Counter[str] = Counter()
         self.on_read = on_read
         """Called after each read with (op, seconds, user file:line); None keeps counting cheap."""
-        self.on_enter = on_enter or (lambda op: None)
+        self.on_enter = on_enter or (lambda: None)
         """Called before a timed read starts (a phase clock opens its `sync` phase here)."""
 
     def _record(self, name: str) -> None:
