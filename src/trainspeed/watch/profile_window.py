@@ -28,16 +28,13 @@ def count_ops_and_kernels(prof: Any) -> tuple[int, int]:
     return ops, kernels
 
 
-def cuda_used(prof: Any) -> bool:
-    return any(e.device_type() == torch.autograd.DeviceType.CUDA for e in prof.profiler.kineto_results.events())
-
-
 class ProfileWindow:
     """Opens torch.profiler at the end of warm-up, closes it `steps` steps later."""
 
     def __init__(self, steps: int) -> None:
         self.steps = steps
         self.prof: Any = None
+        self.cuda = False
         self.first = -1
         self.ops_per_step: float | None = None
         self.kernels_per_step: float | None = None
@@ -64,7 +61,7 @@ class ProfileWindow:
             with quiet_fd2():
                 self.prof = torch.profiler.profile(activities=activities, with_flops=True)
                 self.prof.__enter__()
-            self.first = first
+            self.first, self.cuda = first, cuda
         except Exception as e:  # another profiler is running, say: go on without counts
             self.prof = None
             self.notes.append(f"torch.profiler could not start ({type(e).__name__}): no op or kernel counts")
@@ -76,7 +73,7 @@ class ProfileWindow:
                 prof.__exit__(None, None, None)
             ops, kernels = count_ops_and_kernels(prof)
             self.ops_per_step = ops / steps
-            self.kernels_per_step = kernels / steps if cuda_used(prof) else None
+            self.kernels_per_step = kernels / steps if self.cuda else None  # kernels were traced only on CUDA
             self.flops_per_step = sum(e.flops or 0 for e in prof.events()) / steps
         except Exception as e:
             self.notes.append(f"torch.profiler window failed ({type(e).__name__}): no op or kernel counts")

@@ -36,7 +36,7 @@ from trainspeed.watch.result import (
 from trainspeed.watch.sampler import Sampler, source_of
 from trainspeed.watch.sawtooth import detect_sawtooth
 from trainspeed.watch.stats import Reservoir, median, quantile
-from trainspeed.watch.syncs import SyncCounter
+from trainspeed.watch.syncs import SyncCounter, user_site
 
 DEVICE_PHASES = ("h2d", "forward", "backward", "optimizer")
 """Phases whose device time is taken with CUDA events (the others do no device work of their own)."""
@@ -49,7 +49,8 @@ class StopWatching(BaseException):
 
 
 class Watcher:
-    """Context manager that watches a training loop; `result()` returns a WatchResult."""
+    """Context manager that watches a training loop; `measurements()` returns a WatchResult,
+    `result()` the doctor's DoctorReport (measurements, hardware, verdicts)."""
 
     def __init__(self, warmup: int = 3, steps: int | None = None, profile_steps: int = 3,
                  sample_hz: float = 100.0, now: Callable[[], float] = time.perf_counter) -> None:
@@ -80,7 +81,6 @@ class Watcher:
         self.pending: collections.deque[tuple[StepRecord, list[tuple[str, Any, Any]]]] = collections.deque(maxlen=256)
         self.device_ms = {p: Reservoir[float](seed=3) for p in DEVICE_PHASES}
         self.running = False
-        self.events_on = False
         self.h2d_kinds: dict[str, int] = {}
         self.backward_boundary = False
         self.notes: list[str] = []
@@ -142,7 +142,6 @@ class Watcher:
 
     def _use_events(self) -> None:
         """From now on phase edges also record CUDA events (the hot path gets one call longer)."""
-        self.events_on = True
         self.enter = self._enter_with_events  # type: ignore[method-assign]
         self.exit = self._exit_with_events  # type: ignore[method-assign]
 
@@ -199,8 +198,6 @@ class Watcher:
             )
 
     def device_sync(self, seconds: float) -> None:
-        from trainspeed.watch.syncs import user_site
-
         self._count_site("torch.cuda.synchronize", seconds, user_site(3))
 
     def _read_done(self, op: str, seconds: float, site: str) -> None:
@@ -223,11 +220,9 @@ class Watcher:
         self.step_h2d = 0
         events, self.events = self.events, []
         profiled = self.window.on_step_end(index, self.warmup, self.device == "cuda")
-        if profiled:
-            pass  # profiler overhead: left out of every statistic
-        elif index < self.warmup:
+        if index < self.warmup and not profiled:
             self.warm.add(record)
-        else:
+        elif not profiled:  # steps under the profiler are left out of every statistic
             self.measured.add(record)  # shares come from this uniform sample: no per-phase sums per step
             if len(self.plot_steps) < PLOT_STEPS:
                 self.plot_steps.append(record)
@@ -261,10 +256,11 @@ class Watcher:
         """The measurements so far (partial if the run stopped early)."""
         records = self.measured.items
         n = self.measured.seen
+        notes = self.notes + self.window.notes
         if not records and self.warm.items:  # a run too short to leave its warm-up: use what there is
             records = self.warm.items
             n = len(records)
-            self.notes.append(f"only {self.steps_seen} steps: warm-up steps were used for the statistics")
+            notes.append(f"only {self.steps_seen} steps: warm-up steps were used for the statistics")
         # exact up to RESERVOIR_SIZE measured steps; beyond, an unbiased estimate from the uniform sample
         wall = sum(r.wall_s for r in records)
         totals = {p: sum(r.phases[p] for r in records) for p in PHASES}
@@ -289,7 +285,7 @@ class Watcher:
             peak_memory_bytes=self._peak_memory(), memory_capacity_bytes=self._capacity(),
             h2d_bytes_by_kind=dict(self.h2d_kinds), process_threads=self._threads(),
             step_samples=sorted(self.plot_steps, key=lambda r: r.index),
-            step_times_ms=step_ms, notes=self.notes + self.window.notes,
+            step_times_ms=step_ms, notes=notes,
         )
 
     def _sync_sites(self) -> list[SyncSite]:
