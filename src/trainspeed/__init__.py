@@ -3,6 +3,7 @@
 __version__ = "0.1.0"
 
 from trainspeed.demo import DemoResult, DemoRun, run_demo  # noqa: E402
+from trainspeed.loop import FitResult, fit  # noqa: E402
 from trainspeed.hardware import (  # noqa: E402
     CpuInfo,
     GpuInfo,
@@ -19,6 +20,7 @@ __all__ = [
     "CpuInfo",
     "DemoResult",
     "DemoRun",
+    "FitResult",
     "GpuInfo",
     "GpuProduct",
     "HardwareReport",
@@ -28,6 +30,7 @@ __all__ = [
     "__version__",
     "detect_hardware",
     "estimate_memory",
+    "fit",
     "measure_memory",
     "parse_gpu_name",
     "run_demo",

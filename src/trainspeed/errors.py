@@ -3,3 +3,7 @@
 
 class UsageError(Exception):
     """Bad usage or bad input: the CLI prints the message on one line and exits 2."""
+
+
+class FitError(ValueError):
+    """Input that `trainspeed.fit` cannot train on; the message names the problem and the fix."""

@@ -21,7 +21,7 @@ def test_demo_writes_json_plots_and_logs(tmp_path: Path, capsys: pytest.CaptureF
     captured = capsys.readouterr()
     data = json.loads(captured.out)
     assert data["schema"] == "trainspeed.demo/1"
-    assert [r["variant"] for r in data["runs"]] == ["seed", "record_every_200", "no_record", "sync_free"]
+    assert [r["variant"] for r in data["runs"]] == ["seed", "record_every_200", "no_record", "sync_free", "fit"]
     assert all(RUN_KEYS <= set(r) for r in data["runs"])
     assert isinstance(data["explanation"], str) and data["explanation"]
     assert data["hardware"]["schema"] == "trainspeed.hw/1"

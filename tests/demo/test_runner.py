@@ -25,7 +25,7 @@ def test_every_variant_ran(result) -> None:  # type: ignore[no-untyped-def]
 def test_sync_counts(result) -> None:  # type: ignore[no-untyped-def]
     syncs = {r.variant: r.syncs for r in result.runs}
     # seed: item() every epoch + one in each print every 100; every 200: 1 record + 3 prints
-    assert syncs == {"seed": EPOCHS + 3, "record_every_200": 1 + 3, "no_record": 0, "sync_free": 1}
+    assert syncs == {"seed": EPOCHS + 3, "record_every_200": 1 + 3, "no_record": 0, "sync_free": 1, "fit": 1}
     assert result.run("cpu", "sync_free").syncs_by_op == {"tolist": 1}
 
 
@@ -34,6 +34,8 @@ def test_same_math_in_every_variant(result) -> None:  # type: ignore[no-untyped-
     assert len(finals) == 1
     seed, free, every200 = (result.run("cpu", v) for v in ("seed", "sync_free", "record_every_200"))
     assert seed.losses == free.losses and len(seed.losses) == EPOCHS
+    fast = result.run("cpu", "fit")
+    assert fast.losses == seed.losses and fast.strategy.startswith("cpu:")
     assert every200.recorded_epochs == [200] and every200.losses == [seed.losses[199]]
     assert seed.losses[-1] == seed.final_loss
     assert seed.losses[-1] < seed.losses[0]  # it trains

@@ -25,9 +25,10 @@ KNOWN_DEVICES = ("cpu", "cuda")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("demo", help="reproduce the seed lesson: Iris on CPU vs GPU, four ways of recording the loss",
+    p = sub.add_parser("demo", help="reproduce the seed lesson: Iris on CPU vs GPU, four ways of recording the loss, and trainspeed.fit",
                        description="Train the seed's Iris MLP on every device in four variants (seed, "
-                                   "record_every_200, no_record, sync_free), count host reads, explain the timings.")
+                                   "record_every_200, no_record, sync_free) and with trainspeed.fit, count host "
+                                   "reads, explain the timings.")
     p.add_argument("--epochs", type=positive_int, default=SEED_EPOCHS,
                    help=f"full-batch epochs per run (default {SEED_EPOCHS}, as in the seed)")
     p.add_argument("--devices", default=None,

@@ -37,7 +37,7 @@ def _device_comparison(runs: Sequence[DemoRun], devices: list[str]) -> list[str]
         return [f"Only the {only.upper()} was measured here, so the seed's claim (GPU slower than CPU "
                 "on Iris) cannot be checked on this machine; run the demo where CUDA is available."]
     lines = []
-    for variant in ("seed", "sync_free"):
+    for variant in ("seed", "sync_free", "fit"):
         timed = [r for r in runs if r.variant == variant]
         if len(timed) < 2:
             continue
@@ -125,6 +125,21 @@ def _agreement(device: str, v: dict[str, DemoRun]) -> list[str]:
     return [text + "."]
 
 
+def _fit(device: str, v: dict[str, DemoRun]) -> list[str]:
+    seed, fast = v.get("seed"), v.get("fit")
+    if seed is None or fast is None:
+        return []
+    noise = NOISE_SIGMAS * paired_spread(_diffs(seed, fast))
+    gap = abs(fast.final_loss - seed.final_loss)
+    same = "the same final loss bit for bit" if gap == 0 else f"a final loss {gap:.2g} from the seed's"
+    if abs(seed.seconds - fast.seconds) <= noise:
+        return [f"{device.upper()}: trainspeed.fit ({fast.strategy}) took {fast.seconds:.3f} s, no measurable "
+                f"difference from the seed's {seed.seconds:.3f} s, with {same}."]
+    return [f"{device.upper()}: trainspeed.fit ({fast.strategy}) took {fast.seconds:.3f} s against the seed's "
+            f"{seed.seconds:.3f} s ({seed.seconds / fast.seconds:.2f}x, capture and compile included), "
+            f"with {same}."]
+
+
 def explain(runs: Sequence[DemoRun]) -> list[str]:
     """Sentences that say what the measurements show: who won, what syncs cost, linearity."""
     devices = list(dict.fromkeys(r.device for r in runs))
@@ -132,4 +147,5 @@ def explain(runs: Sequence[DemoRun]) -> list[str]:
     for device in devices:
         v = _by_variant(runs, device)
         lines += _sync_cost(device, v) + _sync_free(device, v) + _linearity(device, v) + _agreement(device, v)
+        lines += _fit(device, v)
     return lines

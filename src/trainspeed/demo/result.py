@@ -27,6 +27,8 @@ class DemoRun:
     recorded_epochs: list[int] = field(repr=False)
     log_lines: list[str] = field(repr=False)
     """What the loop printed (kept off the terminal so the progress bar stays readable)."""
+    strategy: str = ""
+    """For the `fit` variant: what it chose (e.g. "cpu:replay")."""
 
     @property
     def records(self) -> int:

@@ -107,5 +107,5 @@ def _result(arm: _Arm, out: LoopOutput, epochs: int) -> DemoRun:
         us_per_epoch=seconds / epochs * 1e6, syncs=sum(arm.syncs.values()), syncs_by_op=dict(arm.syncs),
         final_loss=arm.loop.loss.item(), test_accuracy=accuracy,
         chunk_seconds=arm.chunks, losses=out.losses, recorded_epochs=out.recorded_epochs,
-        log_lines=out.log_lines,
+        log_lines=out.log_lines, strategy=getattr(arm.loop, "strategy", ""),
     )

@@ -1,6 +1,6 @@
-"""The seed's training loop in its four variants, written as plainly as the seed wrote it.
+"""The seed's training loop in its four variants, written as plainly as the seed wrote it, and `fit`.
 
-All four compute the same thing from the same initial weights; they differ only in how often
+The four seed variants compute the same thing from the same initial weights; they differ only in how often
 the host reads the loss (each read a device synchronisation on a GPU). Each loop runs a range
 of epochs at a time, so the runner can interleave the variants chunk by chunk (ABCDABCD...)
 and let drift on a shared machine hit all of them alike.
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn, optim
 
-VARIANTS = ("seed", "record_every_200", "no_record", "sync_free")
+VARIANTS = ("seed", "record_every_200", "no_record", "sync_free", "fit")
 LEARNING_RATE = 0.01  # the seed's SGD learning rate
 
 
@@ -91,8 +91,31 @@ class SyncFreeLoop(_Loop):
         return LoopOutput(losses, list(range(1, self.epochs + 1)), [])
 
 
+class FitLoop:
+    """`trainspeed.fit` on the same job: it measures its options and takes the fastest."""
+
+    def __init__(self, model: nn.Module, x: torch.Tensor, y: torch.Tensor, epochs: int) -> None:
+        from trainspeed.loop import FastLoop  # the demo needs the loop only for this variant
+
+        self.optimizer = optim.SGD(model.parameters(), lr=LEARNING_RATE)
+        self.fast = FastLoop(model, (x, y), nn.CrossEntropyLoss(), self.optimizer, epochs, device=x.device)
+        self.loss = torch.zeros((), device=x.device)
+        self.strategy = ""
+        self.explain: list[str] = []
+
+    def run(self, start: int, stop: int) -> None:
+        self.fast.run(stop - start)  # one optimizer step per epoch: the seed trains on one full batch
+
+    def finish(self) -> LoopOutput:
+        result = self.fast.finish()
+        self.loss = torch.tensor(result.losses[-1]) if result.losses else self.loss
+        self.strategy = result.strategy.name
+        self.explain = result.strategy.explain
+        return LoopOutput(result.losses, result.recorded_steps, [])
+
+
 def make_loop(variant: str, model: nn.Module, x: torch.Tensor, y: torch.Tensor,
-              epochs: int) -> RecordingLoop | SyncFreeLoop:
+              epochs: int) -> RecordingLoop | SyncFreeLoop | FitLoop:
     """The loop of one named variant."""
     if variant == "seed":
         return RecordingLoop(model, x, y, epochs, record_every=1, print_every=100)
@@ -102,4 +125,6 @@ def make_loop(variant: str, model: nn.Module, x: torch.Tensor, y: torch.Tensor,
         return RecordingLoop(model, x, y, epochs, record_every=0, print_every=0)
     if variant == "sync_free":
         return SyncFreeLoop(model, x, y, epochs)
+    if variant == "fit":
+        return FitLoop(model, x, y, epochs)
     raise ValueError(f"unknown demo variant {variant!r} (choose from {', '.join(VARIANTS)})")

@@ -62,6 +62,7 @@ def demo_dict(result: DemoResult, hardware: HardwareReport | None = None,
             "us_per_epoch": r.us_per_epoch, "syncs": r.syncs, "syncs_by_op": r.syncs_by_op,
             "final_loss": r.final_loss, "test_accuracy": r.test_accuracy, "records": r.records,
             "epochs": r.epochs, "chunk_seconds": r.chunk_seconds,
+            **({"strategy": r.strategy} if r.variant == "fit" else {}),
         }
         for r in result.runs
     ]
