@@ -164,7 +164,8 @@ def launch_bound(r: WatchResult, c: Context) -> Verdict | None:
         kernels = f"{r.kernels_per_step:.0f} kernels" if r.kernels_per_step else "kernels"
         evidence = (f"{r.ops_per_step:.0f} ops and {kernels} per step, {per_op:.1f} us of host time each; the GPU "
                     f"is busy only {busy:.0%} of forward+backward+optimizer: launching work costs more than doing it")
-        action = "capture the step as a CUDA graph or torch.compile it (mode='reduce-overhead'); raise the batch size"
+        action = ("capture the step as a CUDA graph (trainspeed.fit does it, and measures whether it pays) or "
+                  "torch.compile it (mode='reduce-overhead'); raise the batch size")
         overhead = compute * (1 - busy)
     else:
         arithmetic = _arithmetic_ms(r, c)
@@ -174,7 +175,8 @@ def launch_bound(r: WatchResult, c: Context) -> Verdict | None:
                     f"({r.flops_per_step / 1e6:.2f} MFLOP) needs {arithmetic * 1e3:.1f} us at this CPU's measured "
                     f"{c.matmul_gflops:.0f} GFLOP/s, {arithmetic / compute:.0%} of the {compute:.2f} ms of "
                     f"forward+backward+optimizer: per-op overhead fills the step")
-        action = "do more work per op: a larger batch, or a fused step (torch.compile); intra-op threads do not help ops this small"
+        action = ("do more work per op: a larger batch, or a captured or compiled step (trainspeed.fit replays "
+                  "the step's ops without Python and compiles long jobs); intra-op threads do not help ops this small")
         # what is left if each op cost only its bare dispatch plus its arithmetic
         overhead = compute - (arithmetic + r.ops_per_step * c.dispatch_us / 1e3)
     # upper bound: the step without its per-op overhead
