@@ -120,3 +120,23 @@ def test_memory_stays_bounded_over_a_million_steps() -> None:
     assert r.steps_seen == 1_000_000
     assert len(w.measured.items) <= 4096 and len(w.plot_steps) <= 400 and len(w.pending) <= 256
     assert grown < 256 * 1024  # 50 000 steps added under 256 KiB: no per-step growth
+
+
+def test_sampled_detail_watches_some_steps_in_full_and_every_step_at_its_edges() -> None:
+    call = torch.nn.Module.__call__
+    with Watcher(warmup=1, profile_steps=1, detail_every=4) as w:
+        watched = _seed_loop(600)
+        assert torch.nn.Module.__call__ in (call, w.hooks._per_call[1][3])
+    assert watched == _seed_loop(600)
+    assert torch.nn.Module.__call__ is call  # back as it was, paused or not when the run ended
+    records = w.measured.items
+    detailed = [r for r in records if r.detailed]
+    light = [r for r in records if not r.detailed]
+    assert len(detailed) >= 50 + 32 and light  # the first steps, then at least one more detailed run
+    assert all(r.phases["forward"] == 0 for r in light) and all(r.phases["forward"] > 0 for r in detailed)
+    assert all(r.syncs == 1 and r.phases["sync"] > 0 for r in records)  # reads are timed on every step
+    r = w.measurements()
+    assert r.steps_seen == 600 and r.syncs_per_step == 1.0 and r.sync_sites[0].count == 600
+    assert sum(p.share for p in r.phases.values()) == __import__("pytest").approx(1.0)
+    assert r.phases["forward"].share > 0.05 and r.phases["backward"].share > 0.05
+    assert all(s.detailed for s in r.step_samples)

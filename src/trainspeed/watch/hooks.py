@@ -15,6 +15,9 @@ import torch.utils.data.dataloader as dataloader_module
 
 
 class Listener(Protocol):
+    detailed: bool
+    """False while the per-call hooks (module calls, backward, zero_grad) are paused."""
+
     def enter(self, phase: str) -> None: ...
     def exit(self, phase: str) -> None: ...
     def forward_pre(self, module: torch.nn.Module, args: tuple[Any, ...]) -> None: ...
@@ -31,12 +34,20 @@ class Hooks:
     def __init__(self, listener: Listener) -> None:
         self.listener = listener
         self._undo: list[Callable[[], None]] = []
+        self._per_call: list[tuple[Any, str, Any, Any, bool]] = []
+        """(owner, name, original, wrapper, had_own) of the hooks that run on every call of a step's
+        work; `pause()` takes them out, `resume()` puts them back, so that a step watched only at
+        its edges pays nothing for them."""
+        self.paused = False
         self.depth = 0  # nesting of module calls: only the outermost one is the forward phase
 
-    def _patch(self, owner: Any, name: str, make: Callable[[Any], Any]) -> None:
+    def _patch(self, owner: Any, name: str, make: Callable[[Any], Any], per_call: bool = False) -> None:
         had_own = name in owner.__dict__
         original = owner.__dict__.get(name) if had_own else getattr(owner, name)
-        setattr(owner, name, make(original))
+        wrapper = make(original)
+        setattr(owner, name, wrapper)
+        if per_call:
+            self._per_call.append((owner, name, original, wrapper, had_own))
 
         def undo() -> None:
             if had_own:
@@ -45,6 +56,25 @@ class Hooks:
                 delattr(owner, name)
 
         self._undo.append(undo)
+
+    def pause(self) -> None:
+        """Take out the per-call hooks (until `resume()`); step edges, reads, data, h2d and saves stay."""
+        if self.paused:
+            return
+        for owner, name, original, _, had_own in self._per_call:
+            if had_own:
+                setattr(owner, name, original)
+            else:
+                delattr(owner, name)
+        self.paused = True
+        self.depth = 0
+
+    def resume(self) -> None:
+        if not self.paused:
+            return
+        for owner, name, _, wrapper, _ in self._per_call:
+            setattr(owner, name, wrapper)
+        self.paused = False
 
     def _phase(self, phase: str, original: Callable[..., Any]) -> Callable[..., Any]:
         listener = self.listener
@@ -64,15 +94,20 @@ class Hooks:
         from torch.optim import optimizer as optim_module
 
         # optimizer.step: PyTorch's global step hooks
-        h1 = optim_module.register_optimizer_step_pre_hook(lambda opt, a, k: L.enter("optimizer"))
+        def pre(opt: torch.optim.Optimizer, a: Any, k: Any) -> None:
+            if L.detailed:
+                L.enter("optimizer")
 
         def post(opt: torch.optim.Optimizer, a: Any, k: Any) -> None:
-            L.exit("optimizer")
+            if L.detailed:
+                L.exit("optimizer")
             L.optimizer_post(opt)
+
+        h1 = optim_module.register_optimizer_step_pre_hook(pre)
 
         h2 = optim_module.register_optimizer_step_post_hook(post)
         self._undo += [h1.remove, h2.remove]
-        self._patch(torch.optim.Optimizer, "zero_grad", lambda orig: self._phase("optimizer", orig))
+        self._patch(torch.optim.Optimizer, "zero_grad", lambda orig: self._phase("optimizer", orig), per_call=True)
 
         # forward: the outermost nn.Module call. PyTorch's global module hooks would send every
         # module call down its slow path (measured: +12% on the seed's step), so Module.__call__
@@ -96,7 +131,7 @@ class Hooks:
                     L.exit("forward")
             return wrapper
 
-        self._patch(torch.nn.Module, "__call__", call_wrap)
+        self._patch(torch.nn.Module, "__call__", call_wrap, per_call=True)
 
         # backward: no global hook exists for "backward started/finished", so wrap the entry points
         def backward_wrap(orig: Callable[..., Any]) -> Callable[..., Any]:
@@ -111,7 +146,7 @@ class Hooks:
             return wrapper
 
         # Tensor.backward calls torch.autograd.backward, so one wrapper sees both
-        self._patch(torch.autograd, "backward", backward_wrap)
+        self._patch(torch.autograd, "backward", backward_wrap, per_call=True)
 
         # data: waiting on a DataLoader iterator
         def next_wrap(orig: Callable[..., Any]) -> Callable[..., Any]:
@@ -176,5 +211,7 @@ class Hooks:
         self._patch(torch.cuda, "synchronize", sync_wrap)
 
     def uninstall(self) -> None:
+        self.resume()  # the undo list restores from the installed state
         while self._undo:
             self._undo.pop()()
+        self._per_call.clear()

@@ -75,6 +75,8 @@ class StepRecord:
     syncs: int
     h2d_bytes: int
     device_ms: dict[str, float] | None = None
+    detailed: bool = True
+    """Whether forward, backward and optimizer were timed apart on this step (else they are in other)."""
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import random
 import resource
 import sys
 import time
@@ -41,6 +42,16 @@ from trainspeed.watch.syncs import SyncCounter, user_site
 DEVICE_PHASES = ("h2d", "forward", "backward", "optimizer")
 """Phases whose device time is taken with CUDA events (the others do no device work of their own)."""
 PLOT_STEPS = 400
+EDGE_PHASES = ("data", "h2d", "sync", "checkpoint")
+"""Phases timed on every step: their hooks run a few times per step at most (and catch rare events
+such as a checkpoint every 1000 steps)."""
+CALL_PHASES = ("forward", "backward", "optimizer", "other")
+"""Phases split out only on detailed steps: their hooks run on every module call."""
+DETAILED_FIRST = 50
+"""Measured steps that are all detailed before sampling starts."""
+DETAIL_BLOCK = 32
+"""Detailed steps come in runs of this many: switching the per-call hooks in or out costs about a
+millisecond (Python re-specialises every call site that touched nn.Module), so it must be rare."""
 
 
 class StopWatching(BaseException):
@@ -53,8 +64,17 @@ class Watcher:
     `result()` the doctor's DoctorReport (measurements, hardware, verdicts)."""
 
     def __init__(self, warmup: int = 3, steps: int | None = None, profile_steps: int = 3,
-                 sample_hz: float = 100.0, now: Callable[[], float] = time.perf_counter) -> None:
+                 sample_hz: float = 50.0, now: Callable[[], float] = time.perf_counter,
+                 detail_every: int = 8) -> None:
         self.warmup, self.max_steps, self.sample_hz = warmup, steps, sample_hz
+        self.detail_every = detail_every
+        """After the first DETAILED_FIRST measured steps, about one step in `detail_every` is
+        detailed (every module call, backward and zero_grad timed): runs of DETAIL_BLOCK detailed
+        steps separated by runs of edges-only steps of random length, so that no periodic pattern
+        of the loop lines up with them. 1: every step detailed."""
+        self.detailed = True
+        self._detail_rng = random.Random(7)
+        self._mode_left = 0
         self.clock = PhaseClock(now)
         self.hooks = Hooks(self)
         # the hot path calls the clock directly (one Python frame per phase edge, not two);
@@ -93,7 +113,8 @@ class Watcher:
         self.syncs.__enter__()
         self.hooks.install()
         # sample 'other' only inside the loop (after the first step), never during setup
-        self.sampler = Sampler(lambda: self.steps_seen > 0 and not self.clock.stack, hz=self.sample_hz)
+        self.sampler = Sampler(lambda: self.steps_seen > 0 and self.detailed and not self.clock.stack,
+                               hz=self.sample_hz)
         self.sampler.start()
         self.clock.end_step()  # the first step starts now
         self.running = True
@@ -215,7 +236,7 @@ class Watcher:
         wall, phases = self.clock.end_step()
         index = self.steps_seen
         self.steps_seen += 1
-        record = StepRecord(index, wall, phases, self.step_syncs, self.step_h2d)
+        record = StepRecord(index, wall, phases, self.step_syncs, self.step_h2d, detailed=self.detailed)
         self.step_syncs = 0
         self.step_h2d = 0
         events, self.events = self.events, []
@@ -224,13 +245,33 @@ class Watcher:
             self.warm.add(record)
         elif not profiled:  # steps under the profiler are left out of every statistic
             self.measured.add(record)  # shares come from this uniform sample: no per-phase sums per step
-            if len(self.plot_steps) < PLOT_STEPS:
+            if record.detailed and len(self.plot_steps) < PLOT_STEPS:
                 self.plot_steps.append(record)
             if events:
                 self.pending.append((record, events))
         self._drain_events()
+        self._choose_detail(profiled)
         if self.max_steps is not None and self.steps_seen >= self.max_steps:
             raise StopWatching(f"stopped after {self.steps_seen} steps")
+
+    def _choose_detail(self, profiled: bool) -> None:
+        """Detailed or edges-only for the step that starts now."""
+        early = self.steps_seen < self.warmup + self.window.steps + DETAILED_FIRST
+        if early or profiled or self.window.prof is not None or self.primary_optimizer is None or self.detail_every <= 1:
+            detailed = True
+        else:
+            self._mode_left -= 1
+            if self._mode_left > 0:
+                return
+            detailed = not self.detailed
+            gap = DETAIL_BLOCK * (self.detail_every - 1)
+            self._mode_left = DETAIL_BLOCK if detailed else self._detail_rng.randint(gap // 2, gap + gap // 2)
+        if detailed != self.detailed:
+            self.detailed = detailed
+            if detailed:
+                self.hooks.resume()
+            else:
+                self.hooks.pause()
 
     def _drain_events(self) -> None:
         while self.pending and self.pending[0][1][-1][2].query():
@@ -262,14 +303,13 @@ class Watcher:
             n = len(records)
             notes.append(f"only {self.steps_seen} steps: warm-up steps were used for the statistics")
         # exact up to RESERVOIR_SIZE measured steps; beyond, an unbiased estimate from the uniform sample
-        wall = sum(r.wall_s for r in records)
-        totals = {p: sum(r.phases[p] for r in records) for p in PHASES}
+        shares, detailed = phase_shares(records)
         phases = {}
         for p in PHASES:
             dev = median(self.device_ms[p].items) if p in self.device_ms and self.device_ms[p].items else None
-            host = median(r.phases[p] for r in records) if records else None
-            phases[p] = PhaseStat(host_ms=(host or 0.0) * 1e3, device_ms=dev,
-                                  share=(totals[p] / wall) if wall > 0 else 0.0)
+            timed = records if p in EDGE_PHASES else detailed
+            host = median(r.phases[p] for r in timed) if timed else None
+            phases[p] = PhaseStat(host_ms=(host or 0.0) * 1e3, device_ms=dev, share=shares[p])
         step_ms = [r.wall_s * 1e3 for r in records]
         return WatchResult(
             steps_seen=self.steps_seen, steps_measured=n,
@@ -331,6 +371,30 @@ class Watcher:
         return int(psutil.virtual_memory().total)
 
 
-def watch(warmup: int = 3, steps: int | None = None, profile_steps: int = 3, sample_hz: float = 100.0) -> Watcher:
+def phase_shares(records: list[StepRecord]) -> tuple[dict[str, float], list[StepRecord]]:
+    """Each phase's share of the wall time, and the detailed records.
+
+    Edge phases (data, h2d, sync, checkpoint) are timed on every step: their shares come from all
+    records. What is left is split among forward, backward, optimizer and other in the
+    proportions the detailed steps measured. Shares sum to 1.
+    """
+    detailed = [r for r in records if r.detailed] or list(records)
+    wall = sum(r.wall_s for r in records)
+    shares = dict.fromkeys(PHASES, 0.0)
+    if wall <= 0:
+        return shares, detailed
+    for p in EDGE_PHASES:
+        shares[p] = sum(r.phases[p] for r in records) / wall
+    rest = max(0.0, 1.0 - sum(shares[p] for p in EDGE_PHASES))
+    split = {p: sum(r.phases[p] for r in detailed) for p in CALL_PHASES}
+    total = sum(split.values())
+    for p in CALL_PHASES:
+        shares[p] = rest * split[p] / total if total > 0 else (rest if p == "other" else 0.0)
+    return shares, detailed
+
+
+def watch(warmup: int = 3, steps: int | None = None, profile_steps: int = 3, sample_hz: float = 50.0,
+          detail_every: int = 8) -> Watcher:
     """Watch a training loop: `with trainspeed.watch() as w: ...` then `w.result()`."""
-    return Watcher(warmup=warmup, steps=steps, profile_steps=profile_steps, sample_hz=sample_hz)
+    return Watcher(warmup=warmup, steps=steps, profile_steps=profile_steps, sample_hz=sample_hz,
+                   detail_every=detail_every)
