@@ -5,13 +5,16 @@
 Two loops: the seed's Iris step (tiny: the worst case for any per-step cost) and an MLP step of
 about 10 ms. Each arm runs the same number of steps, arms interleaved (ABCABC...) over several
 rounds so drift hits all of them; the table gives the median over rounds and the overhead
-relative to the plain loop.
+relative to the plain loop. Every run is a fresh process: a torch.profiler session leaves the
+process slower for whatever runs after it, so arms sharing a process would not be compared fairly.
 """
 
 from __future__ import annotations
 
 import datetime
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 
@@ -72,23 +75,42 @@ def arms(loop: Callable[[int], None], steps: int) -> dict[str, Callable[[], None
     return {"plain": plain, "trainspeed.watch": watched, "torch.profiler": profiled}
 
 
+LOOPS = {"iris": iris_loop, "mlp": mlp_loop}
+
+
+def worker(loop_name: str, arm: str, steps: int) -> None:
+    """One run in this fresh process: a warm-up, then the timed arm; prints its seconds."""
+    loop = LOOPS[loop_name]
+    loop(max(1, steps // 10))  # first-call costs, untimed
+    print(timed(arms(loop, steps)[arm]))
+
+
+def run_fresh(loop_name: str, arm: str, steps: int) -> float:
+    out = subprocess.run([sys.executable, __file__, "--worker", loop_name, arm, str(steps)],
+                         check=True, capture_output=True, text=True).stdout
+    return float(out.strip().splitlines()[-1])
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["--worker"]:
+        worker(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+        return
     hw = detect_hardware()
     print(f"Measured {datetime.date.today()} on {hw.cpu.model} ({hw.cpu.microarchitecture}, "
           f"{hw.cpu.logical_threads} threads), CPU; torch {hw.torch_version}.\n")
-    print("| loop | steps | arm | median s | per step | overhead vs plain |")
-    print("|---|---:|---|---:|---:|---:|")
-    for name, loop, steps, rounds in (("seed Iris MLP", iris_loop, 20_000, 3), ("MLP, ~10 ms step", mlp_loop, 600, 3)):
+    print("| loop | steps | arm | median s | per step | overhead vs plain | each round (s) |")
+    print("|---|---:|---|---:|---:|---:|---|")
+    for name, loop, steps, rounds in (("seed Iris MLP", "iris", 20_000, 3), ("MLP, ~10 ms step", "mlp", 600, 3)):
         times: dict[str, list[float]] = {}
-        runs = arms(loop, steps)
-        timed(runs["plain"])  # warm-up
         for _ in range(rounds):
-            for arm, run in runs.items():
-                times.setdefault(arm, []).append(timed(run))
+            for arm in ("plain", "trainspeed.watch", "torch.profiler"):
+                times.setdefault(arm, []).append(run_fresh(loop, arm, steps))
         base = statistics.median(times["plain"])
         for arm, ts in times.items():
             med = statistics.median(ts)
-            print(f"| {name} | {steps} | {arm} | {med:.3f} | {med / steps * 1e3:.3f} ms | {(med / base - 1) * 100:+.1f}% |")
+            rounds_s = ", ".join(f"{t:.2f}" for t in ts)
+            print(f"| {name} | {steps} | {arm} | {med:.3f} | {med / steps * 1e3:.3f} ms | {(med / base - 1) * 100:+.1f}% "
+                  f"| {rounds_s} |")
 
 
 if __name__ == "__main__":

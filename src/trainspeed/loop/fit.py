@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import psutil
 import torch
 from torch import nn
 
@@ -43,6 +44,8 @@ THREAD_PROBE_ROUNDS = 3
 EAGER_TIMED_STEPS = 5
 REPLAY_TIMED_STEPS = 10
 COMPILED_TIMED_CALLS = 3
+SNAPSHOT_SHARE = 0.25
+"""The capture's safety copy of the state may take at most this share of the free host memory."""
 
 
 def _sync(device: torch.device) -> None:
@@ -468,6 +471,14 @@ class FastLoop:
             seen.setdefault(id(t), t)
         self.state = list(seen.values())
         # Capturing runs the step for real; should it fail part-way, put everything back as it was.
+        need = sum(t.numel() * t.element_size() for t in self.state)
+        free = psutil.virtual_memory().available
+        if need > SNAPSHOT_SHARE * free:
+            self.explain.append(f"no capture: a safety copy of the model and optimizer state ({need / 2**30:.1f} GiB) "
+                                f"would take more than {SNAPSHOT_SHARE:.0%} of the free memory; plain steps")
+            self.mode = "eager"
+            self._run_one("eager", group)
+            return
         snapshot = [t.detach().clone() for t in self.state]
         rng = torch.get_rng_state()
         start = self.now()
