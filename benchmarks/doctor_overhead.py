@@ -1,6 +1,7 @@
 """The figures behind BENCHMARKS.md's doctor-overhead table: watched vs unwatched vs torch.profiler.
 
     python benchmarks/doctor_overhead.py
+    python benchmarks/doctor_overhead.py --loops iris --rounds 7 --arms plain,trainspeed.watch
 
 Two loops: the seed's Iris step (tiny: the worst case for any per-step cost) and an MLP step of
 about 10 ms. Each arm runs the same number of steps, arms interleaved (ABCABC...) over several
@@ -95,22 +96,35 @@ def main() -> None:
     if sys.argv[1:2] == ["--worker"]:
         worker(sys.argv[2], sys.argv[3], int(sys.argv[4]))
         return
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--loops", default="iris,mlp")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--arms", default="plain,trainspeed.watch,torch.profiler")
+    args = parser.parse_args()
     hw = detect_hardware()
     print(f"Measured {datetime.date.today()} on {hw.cpu.model} ({hw.cpu.microarchitecture}, "
           f"{hw.cpu.logical_threads} threads), CPU; torch {hw.torch_version}.\n")
     print("| loop | steps | arm | median s | per step | overhead vs plain | each round (s) |")
     print("|---|---:|---|---:|---:|---:|---|")
-    for name, loop, steps, rounds in (("seed Iris MLP", "iris", 20_000, 3), ("MLP, ~10 ms step", "mlp", 600, 3)):
+    for name, loop, steps in (("seed Iris MLP", "iris", 20_000), ("MLP, ~10 ms step", "mlp", 600)):
+        if loop not in args.loops.split(","):
+            continue
         times: dict[str, list[float]] = {}
-        for _ in range(rounds):
-            for arm in ("plain", "trainspeed.watch", "torch.profiler"):
+        for _ in range(args.rounds):
+            for arm in args.arms.split(","):
                 times.setdefault(arm, []).append(run_fresh(loop, arm, steps))
         base = statistics.median(times["plain"])
+        pairs = [w / p - 1 for w, p in zip(times.get("trainspeed.watch", []), times["plain"])]
         for arm, ts in times.items():
             med = statistics.median(ts)
             rounds_s = ", ".join(f"{t:.2f}" for t in ts)
             print(f"| {name} | {steps} | {arm} | {med:.3f} | {med / steps * 1e3:.3f} ms | {(med / base - 1) * 100:+.1f}% "
                   f"| {rounds_s} |")
+        if pairs:
+            print(f"| {name} | | watched / plain, round by round | | | median {statistics.median(pairs) * 100:+.1f}% | "
+                  + ", ".join(f"{x * 100:+.1f}%" for x in pairs) + " |")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,11 @@
-"""A few steps under torch.profiler: aten ops and CUDA kernels per step (left out of the timings)."""
+"""A few steps counted op by op: aten ops, FLOPs and (on CUDA) kernels per step, left out of the timings.
+
+On CUDA the window is torch.profiler (kernels need CUPTI). On the CPU it is two dispatch modes,
+an op counter and torch's FlopCounterMode: torch.profiler's first start in a process costs about
+a second here (Kineto's initialisation), a large share of a short CPU job, while the modes cost
+nothing until they are entered. The modes see the ops that reach the dispatcher after autograd
+and after composite ops are decomposed (nn.Linear: t + addmm), each counted once.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +13,22 @@ import contextlib
 from typing import Any
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.flop_counter import FlopCounterMode
 
 from trainspeed._io import quiet_fd2
+
+
+class OpCounter(TorchDispatchMode):
+    """Counts the aten ops dispatched while it is active (the ops run unchanged)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops = 0
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        self.ops += 1
+        return func(*args, **(kwargs or {}))
 
 
 def count_ops_and_kernels(prof: Any) -> tuple[int, int]:
@@ -54,6 +75,13 @@ class ProfileWindow:
         return profiled
 
     def _open(self, cuda: bool, first: int) -> None:
+        if not cuda:
+            self.modes = (OpCounter(), FlopCounterMode(display=False))
+            for mode in self.modes:
+                mode.__enter__()
+            self.prof = self.modes
+            self.first, self.cuda = first, False
+            return
         activities = [torch.profiler.ProfilerActivity.CPU]
         if cuda:
             activities.append(torch.profiler.ProfilerActivity.CUDA)
@@ -68,6 +96,14 @@ class ProfileWindow:
 
     def _close(self, steps: int) -> None:
         prof, self.prof = self.prof, None
+        if isinstance(prof, tuple):  # the CPU's dispatch modes
+            counter, flops = prof
+            for mode in reversed(prof):
+                mode.__exit__(None, None, None)
+            self.ops_per_step = counter.ops / steps
+            self.kernels_per_step = None
+            self.flops_per_step = flops.get_total_flops() / steps
+            return
         try:
             with quiet_fd2():
                 prof.__exit__(None, None, None)
@@ -83,5 +119,6 @@ class ProfileWindow:
         if self.prof is not None:
             prof, self.prof = self.prof, None
             with contextlib.suppress(Exception), quiet_fd2():
-                prof.__exit__(None, None, None)
+                for mode in reversed(prof) if isinstance(prof, tuple) else (prof,):
+                    mode.__exit__(None, None, None)
             self.notes.append("the run ended inside the profiler window: no op or kernel counts")
