@@ -65,6 +65,12 @@ def _flat(group: Group) -> list[torch.Tensor]:
     return [t for inputs, target in group for t in (*inputs, target)]
 
 
+def _unflat(flat: list[torch.Tensor] | tuple[torch.Tensor, ...], micro_batches: int) -> Group:
+    """The inverse of _flat: `micro_batches` (inputs..., target) groups from one flat list."""
+    width = len(flat) // micro_batches
+    return [(tuple(flat[i * width:(i + 1) * width - 1]), flat[(i + 1) * width - 1]) for i in range(micro_batches)]
+
+
 def _signature(flat: list[torch.Tensor]) -> tuple:
     return tuple((t.shape, t.dtype, t.device) for t in flat)
 
@@ -210,10 +216,7 @@ class FastLoop:
 
     def _step_of_flat(self, *args: torch.Tensor) -> torch.Tensor:
         """The eager step with every tensor it touches as an argument (what capture needs)."""
-        flat = args[len(self.state):]
-        width = len(flat) // len(self.template)
-        group = [(tuple(flat[i * width:(i + 1) * width - 1]), flat[(i + 1) * width - 1]) for i in range(len(self.template))]
-        loss = self._eager(group)
+        loss = self._eager(_unflat(args[len(self.state):], len(self.template)))
         self._capture_loss = loss.detach()
         return loss
 
@@ -290,7 +293,7 @@ class FastLoop:
             self._time_eager(target)
         elif mode == "decide":
             self._decide_capture()
-        elif mode in ("capture", "replay", "time_replay", "compiled", "graph", "time_graph"):
+        elif mode in ("capture", "replay", "time_replay", "compiled", "graph"):
             self._captured_steps(target)
         else:  # eager
             for _ in range(target - self.done):
@@ -377,8 +380,8 @@ class FastLoop:
             group, full = next(self._groups)
             if self.mode == "capture":
                 self._capture(group, full)
-            elif self.mode in ("replay", "time_replay", "graph", "time_graph") or not full:
-                runner = "graph" if self.mode.endswith("graph") else "replay"
+            elif self.mode in ("replay", "time_replay", "graph") or not full:
+                runner = "graph" if self.mode == "graph" else "replay"
                 if not self._fits_capture(group, full):
                     runner = "eager"
                 elapsed = self._run_one(runner, group)
@@ -418,12 +421,12 @@ class FastLoop:
         calls = (target - self.done) // k
         args = [*self.state, *(_flat(self.template) * k)]
         first = self.done + 1
+        timed = min(calls, COMPILED_TIMED_CALLS - len(self.compile_calls))
+        for i in range(timed):
+            self._record(first + i * k, self._call_compiled(args))
         fn, add, every = self.k_steps, self.recorder.add, self.record_every
         start = self.now()
-        for i in range(calls):
-            if len(self.compile_calls) < COMPILED_TIMED_CALLS:
-                self._compiled_timed(args, first + i * k)
-                continue
+        for i in range(timed, calls):
             losses = fn(*args)
             if every == 1:
                 add(losses)
@@ -431,23 +434,23 @@ class FastLoop:
                 self._record(first + i * k, losses)
         self._spent("compiled", self.now() - start)
         if every == 1:
-            self.recorded_steps.extend(range(first, first + calls * k))
+            self.recorded_steps.extend(range(first + timed * k, first + calls * k))
         for _ in range(calls * k):
             next(self._groups)
         self.done += calls * k
         self.counts["compiled"] += calls * k
 
-    def _compiled_timed(self, args: list[torch.Tensor], first_step: int) -> None:
+    def _call_compiled(self, args: list[torch.Tensor]) -> torch.Tensor:
+        """One timed call of K compiled steps; the first few after the compile give the step time."""
         start = self.now()
         losses = self.k_steps(*args)
         elapsed = self.now() - start
-        self.compile_calls.append(elapsed / STEPS_PER_CALL)
-        if self.record_every == 1:
-            self.recorder.add(losses)
-        else:
-            self._record(first_step, losses)
-        if len(self.compile_calls) == COMPILED_TIMED_CALLS:
-            self._note_compiled()
+        self._spent("compiled", elapsed)
+        if len(self.compile_calls) < COMPILED_TIMED_CALLS:
+            self.compile_calls.append(elapsed / STEPS_PER_CALL)
+            if len(self.compile_calls) == COMPILED_TIMED_CALLS:
+                self._note_compiled()
+        return losses
 
     def _note_compiled(self) -> None:
         step_s = statistics.median(self.compile_calls)
@@ -505,12 +508,12 @@ class FastLoop:
         self.explain.append(f"captured the step: {self.captured.ops} aten ops per step, replayed without module "
                             f"calls, autograd or optimizer Python (capture {plan.ms(self.capture_s)}, measured)")
         self.mode = "time_replay"
-        self.samples["replay"] = []
+        self.replay_times: dict[int, list[float]] = {}
 
     def _replay_sample(self, elapsed: float) -> None:
         """Time the replay, alternating thread counts on a CPU whose count is ours to choose."""
         candidates = sorted({1, self.user_threads}) if self.probe_threads and self.device.type == "cpu" else [self.threads]
-        by_threads = self.replay_times = getattr(self, "replay_times", {})
+        by_threads = self.replay_times
         by_threads.setdefault(torch.get_num_threads(), []).append(elapsed)
         taken = sum(map(len, by_threads.values()))
         if taken < REPLAY_TIMED_STEPS * len(candidates):
@@ -570,18 +573,8 @@ class FastLoop:
             losses = self._compile_and_check(groups, args)
             if losses is None:
                 return
-        elif len(self.compile_calls) < COMPILED_TIMED_CALLS:
-            self._compiled_timed(args, first_step)
-            self._spent("compiled", self.compile_calls[-1] * k)
-            self.done += k
-            self.counts["compiled"] += k
-            if self.record_every == 1:
-                self.recorded_steps.extend(range(first_step, first_step + k))
-            return
         else:
-            start = self.now()
-            losses = self.k_steps(*args)
-            self._spent("compiled", self.now() - start)
+            losses = self._call_compiled(args)
         self.done += k
         self.counts["compiled"] = self.counts.get("compiled", 0) + k
         self._record(first_step, losses)
@@ -634,10 +627,8 @@ class FastLoop:
             return
         self._restore_capturable = make_capturable(self.optimizer)
         flat = _flat(group)
-        width = len(flat) // len(group)
         self.static = flat if self.data.full_batch else [t.clone() for t in flat]
-        static_group = [(tuple(self.static[i * width:(i + 1) * width - 1]), self.static[(i + 1) * width - 1])
-                        for i in range(len(group))]
+        static_group = _unflat(self.static, len(group))
 
         def feed_next() -> None:  # warm-up steps after the first train on the next batches, as replays will
             nxt, _ = next(self._groups)

@@ -76,10 +76,9 @@ class ProfileWindow:
 
     def _open(self, cuda: bool, first: int) -> None:
         if not cuda:
-            self.modes = (OpCounter(), FlopCounterMode(display=False))
-            for mode in self.modes:
+            self.prof = (OpCounter(), FlopCounterMode(display=False))
+            for mode in self.prof:
                 mode.__enter__()
-            self.prof = self.modes
             self.first, self.cuda = first, False
             return
         activities = [torch.profiler.ProfilerActivity.CPU]
