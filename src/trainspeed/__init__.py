@@ -13,6 +13,8 @@ from trainspeed.hardware import (  # noqa: E402
     parse_gpu_name,
 )
 from trainspeed.memory import MemoryEstimate, estimate_memory, measure_memory  # noqa: E402
+from trainspeed.sweep import SweepResult, run_sweep  # noqa: E402
+from trainspeed.workloads.workload import Workload  # noqa: E402
 from trainspeed import watch  # noqa: E402  (a callable package: trainspeed.watch(...) starts watching)
 from trainspeed.watch import SyncCounter, Watcher  # noqa: E402
 
@@ -25,8 +27,10 @@ __all__ = [
     "GpuProduct",
     "HardwareReport",
     "MemoryEstimate",
+    "SweepResult",
     "SyncCounter",
     "Watcher",
+    "Workload",
     "__version__",
     "detect_hardware",
     "estimate_memory",
@@ -34,5 +38,6 @@ __all__ = [
     "measure_memory",
     "parse_gpu_name",
     "run_demo",
+    "run_sweep",
     "watch",
 ]

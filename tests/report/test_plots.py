@@ -12,3 +12,21 @@ def test_demo_plots_are_png() -> None:
     result = run_demo(["cpu"], epochs=20)
     assert demo_loss_png(result)[:8] == PNG
     assert demo_timing_png(result)[:8] == PNG
+
+
+def test_sweep_plots_are_pngs() -> None:
+    from trainspeed.report.plots import sweep_png
+    from trainspeed.sweep.result import SweepPoint, SweepResult
+
+    pts = [SweepPoint(str(b), 0.1 * b, 0.09 * b, 0.11 * b, True, extras={"samples_per_s": 10 / 0.1}) for b in (1, 2, 4)]
+    r = SweepResult("batch-size", "mlp", "cpu", 10, 5, pts, findings={"knee": "2"})
+    assert sweep_png(r)[:4] == b"\x89PNG"
+    grid = {"widths": [16, 64], "batches": [8, 32], "cpu_ms": [[1.0, 2.0], [3.0, None]],
+            "cuda_ms": [[2.0, 1.0], [1.0, 1.0]], "cuda_predicted": True, "gpu": "RTX 3080"}
+    r = SweepResult("crossover", "mlp", "cpu", 10, 5, [], findings={"grid": grid})
+    assert sweep_png(r)[:4] == b"\x89PNG"
+    pts = [SweepPoint("1", 1.0, 0.9, 1.1, True, extras={"records": 10}),
+           SweepPoint("never", 0.9, 0.85, 0.95, True, extras={"records": 0}),
+           SweepPoint("cuda", 0.5, None, None, True, predicted=True)]
+    r = SweepResult("record-every", "iris", "cpu", 10, 5, pts, findings={"fit": {"a": 0.9, "b": 0.01, "r2": 1.0}})
+    assert sweep_png(r)[:4] == b"\x89PNG"

@@ -72,23 +72,30 @@ def build_real(model: ModelArg, device: torch.device, checkpointing: bool) -> nn
     return built
 
 
+def step_peak(run_step: Callable[[], Any], held: list[torch.Tensor], device: torch.device) -> MeasuredPeak:
+    """Measured peak bytes while `run_step()` runs once; `held` are the tensors alive before it
+    (parameters, buffers, optimizer state: counted storage by storage on the CPU)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        run_step()
+        torch.cuda.synchronize(device)
+        return MeasuredPeak(int(torch.cuda.max_memory_allocated(device)), str(device),
+                            "torch.cuda.max_memory_allocated")
+    before = _unique_bytes(held)
+    with quiet_fd2(), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
+                                                 profile_memory=True) as prof:
+        run_step()
+    return MeasuredPeak(before + allocation_peak(_profiler_allocations(prof)), str(device),
+                        "torch.profiler allocator events")
+
+
 def measure_step_peak(model: nn.Module, optimizer: torch.optim.Optimizer, setup: StepSetup, batch: int,
                       device: torch.device) -> MeasuredPeak:
     """Run one warm-up step (creates optimizer state), then measure the next one."""
     training_step(model, optimizer, setup, batch, device)
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-        torch.cuda.reset_peak_memory_stats(device)
-        training_step(model, optimizer, setup, batch, device)
-        torch.cuda.synchronize(device)
-        return MeasuredPeak(int(torch.cuda.max_memory_allocated(device)), str(device),
-                            "torch.cuda.max_memory_allocated")
-    before = _unique_bytes(list(model.parameters()) + list(model.buffers()) + _state_tensors(optimizer))
-    with quiet_fd2(), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
-                                                 profile_memory=True) as prof:
-        training_step(model, optimizer, setup, batch, device)
-    peak = before + allocation_peak(_profiler_allocations(prof))
-    return MeasuredPeak(peak, str(device), "torch.profiler allocator events")
+    held = list(model.parameters()) + list(model.buffers()) + _state_tensors(optimizer)
+    return step_peak(lambda: training_step(model, optimizer, setup, batch, device), held, device)
 
 
 def measure_memory(model: ModelArg, example_input: InputArg, batch_size: int,

@@ -11,11 +11,13 @@ from trainspeed.demo.result import DemoResult
 from trainspeed.diagnose.report import DoctorReport
 from trainspeed.hardware.report import HardwareReport
 from trainspeed.memory.result import MemoryReport
+from trainspeed.sweep.result import SweepResult
 
 HW_SCHEMA = "trainspeed.hw/1"
 MEMORY_SCHEMA = "trainspeed.memory/1"
 DOCTOR_SCHEMA = "trainspeed.doctor/1"
 DEMO_SCHEMA = "trainspeed.demo/1"
+SWEEP_SCHEMA = "trainspeed.sweep/1"
 
 
 def _clean(value: Any) -> Any:
@@ -156,6 +158,21 @@ def doctor_dict(report: DoctorReport) -> dict[str, Any]:
         "probe": {"cpu_dispatch_us": report.dispatch_us, "cpu_matmul_gflops": report.matmul_gflops},
         "notes": w.notes + report.notes,
     }
+
+
+def sweep_dict(result: SweepResult) -> dict[str, Any]:
+    """The `trainspeed sweep --json` object (DESIGN.md "Sweep JSON"): each point's knob-specific
+    numbers sit beside the contract keys; knob-level findings (`fit` for record-every, `knee`,
+    `grid`, ...) at the top level."""
+    points = []
+    for p in result.points:
+        points.append({"value": p.value, "median_s": p.median_s, "ci_low": p.ci_low, "ci_high": p.ci_high,
+                       "ok": p.ok, "error": p.error or None, "trials": p.trials, "predicted": p.predicted,
+                       **p.extras})
+    return _clean({"schema": SWEEP_SCHEMA, "knob": result.knob, "workload": result.workload, "device": result.device,
+                   "steps": result.steps, "repeats": result.repeats, "points": points, **result.findings,
+                   "best": result.best, "no_measurable_difference": result.same_as_best,
+                   "recommendation": result.recommendation, "notes": result.notes})
 
 
 def dumps(obj: dict[str, Any]) -> str:

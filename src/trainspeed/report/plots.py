@@ -8,6 +8,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from trainspeed.demo.result import DemoResult
+from trainspeed.sweep.result import SweepResult
 from trainspeed.watch.phases import PHASES
 from trainspeed.watch.result import WatchResult
 
@@ -102,4 +103,86 @@ def doctor_util_png(w: WatchResult) -> bytes | None:
     ax.set_xlabel("seconds")
     ax.set_ylabel("GPU utilisation % (NVML)")
     ax.set_title("GPU utilisation" + (" - saw-tooth" if w.gpu_util.sawtooth else ""))
+    return _png(fig)
+
+
+def _numeric(values: list[str]) -> list[float] | None:
+    try:
+        return [float(v) for v in values]
+    except ValueError:
+        return None
+
+
+def sweep_png(result: SweepResult) -> bytes:
+    """Median time per step with its 95% interval per value (throughput for batch-size); the
+    crossover grid as a heat map of CPU time / GPU time."""
+    grid = result.findings.get("grid")
+    if grid:
+        return _crossover_png(result, grid)
+    fig = Figure(figsize=(7, 4))
+    ax = fig.add_subplot()
+    points = [p for p in result.points if p.ok]
+    labels = [p.value for p in points]
+    if result.knob == "batch-size":
+        ys = [p.extras.get("samples_per_s", 0.0) for p in points]
+        low = [y - int(p.value) * result.steps / p.ci_high for y, p in zip(ys, points)]
+        high = [int(p.value) * result.steps / p.ci_low - y for y, p in zip(ys, points)]
+        ax.set_ylabel("samples / s (median, 95% interval)")
+    else:
+        ys = [p.median_s / result.steps * 1e3 for p in points]
+        low = [0.0 if p.predicted else y - p.ci_low / result.steps * 1e3 for y, p in zip(ys, points)]
+        high = [0.0 if p.predicted else p.ci_high / result.steps * 1e3 - y for y, p in zip(ys, points)]
+        ax.set_ylabel("ms per step (median, 95% interval)")
+    xs = _numeric(labels) if result.knob in ("batch-size", "threads") else None
+    if xs is None:
+        xs = list(range(len(labels)))
+        ax.set_xticks(xs, labels, rotation=30 if len(labels) > 6 else 0)
+    elif result.knob == "batch-size":
+        ax.set_xscale("log", base=2)
+    colours = ["#bbbbbb" if p.predicted else "#1f77b4" for p in points]
+    ax.errorbar(xs, ys, yerr=[low, high], fmt="none", ecolor="#444444", capsize=3)
+    ax.scatter(xs, ys, c=colours, zorder=3)
+    ax.plot(xs, ys, color="#1f77b4", alpha=0.4)
+    knee = result.findings.get("knee")
+    if knee in labels:
+        i = labels.index(knee)
+        ax.annotate("knee", (xs[i], ys[i]), textcoords="offset points", xytext=(0, 10), ha="center")
+    fit = result.findings.get("fit")
+    if fit:
+        secondary = ax.twiny()
+        secondary.set_xlim(ax.get_xlim())
+        secondary.set_xticks(xs, [str(int(p.extras.get("records", 0))) for p in points])
+        secondary.set_xlabel("records per trial")
+    ax.set_xlabel(result.knob)
+    ax.set_title(f"{result.knob} on {result.workload} ({result.device})" + (" - grey: predicted" if any(
+        p.predicted for p in points) else ""), fontsize=10)
+    ax.set_ylim(bottom=0)
+    return _png(fig)
+
+
+def _crossover_png(result: SweepResult, grid: dict) -> bytes:
+    import numpy as np
+    from matplotlib.colors import TwoSlopeNorm
+
+    ratio = np.full((len(grid["widths"]), len(grid["batches"])), np.nan)
+    for i in range(len(grid["widths"])):
+        for j in range(len(grid["batches"])):
+            c, d = grid["cpu_ms"][i][j], grid["cuda_ms"][i][j]
+            if c and d:
+                ratio[i, j] = np.log2(c / d)
+    fig = Figure(figsize=(6, 4.5))
+    ax = fig.add_subplot()
+    bound = max(1.0, float(np.nanmax(np.abs(ratio))) if np.isfinite(ratio).any() else 1.0)
+    im = ax.imshow(ratio, cmap="RdYlGn", norm=TwoSlopeNorm(0.0, -bound, bound), origin="lower", aspect="auto")
+    for i in range(ratio.shape[0]):
+        for j in range(ratio.shape[1]):
+            if np.isfinite(ratio[i, j]):
+                ax.text(j, i, f"{2 ** ratio[i, j]:.2g}x", ha="center", va="center", fontsize=8)
+    ax.set_xticks(range(len(grid["batches"])), [str(b) for b in grid["batches"]])
+    ax.set_yticks(range(len(grid["widths"])), [str(w) for w in grid["widths"]])
+    ax.set_xlabel("batch size")
+    ax.set_ylabel("model width")
+    label = f"predicted {grid['gpu']}" if grid["cuda_predicted"] else "measured GPU"
+    ax.set_title(f"CPU time / GPU time ({label}); green: the GPU wins", fontsize=10)
+    fig.colorbar(im, ax=ax, label="log2(CPU time / GPU time)")
     return _png(fig)

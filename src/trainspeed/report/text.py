@@ -13,6 +13,7 @@ from trainspeed.hardware.cpu import CpuInfo
 from trainspeed.hardware.gpu import GpuInfo
 from trainspeed.hardware.report import HardwareReport
 from trainspeed.memory.result import CATEGORIES, MemoryReport
+from trainspeed.sweep.result import SweepResult
 from trainspeed.units import gib, human_bytes
 
 _SOURCE_WORDS = {"model name": "from the model name", "cpuid": "from CPUID family/model",
@@ -199,4 +200,66 @@ def doctor_view(report: DoctorReport) -> Group:
         parts.append(Text(f"   evidence: {v.evidence}"))
         parts.append(Text(f"   action:   {v.action}"))
     parts += [Text(f"note: {n}", style="yellow") for n in w.notes + report.notes]
+    return Group(*parts)
+
+
+_SWEEP_EXTRAS = (("samples_per_s", "samples/s", "{:,.0f}"), ("peak_bytes", "peak", None),
+                 ("records", "records", "{:.0f}"), ("read_us", "us/read", "{:.1f}"),
+                 ("cost_per_record_us", "us/record", "{:.1f}"), ("saves", "saves", "{:.0f}"),
+                 ("ms_per_save", "ms/save", "{:.1f}"))
+
+
+def sweep_view(result: SweepResult) -> Group:
+    """The `trainspeed sweep` screen: one row per value, the findings, the advice."""
+    table = Table(title=f"{result.knob} on {result.workload} ({result.device}; {result.steps} steps per trial, "
+                        f"{result.repeats} repeats interleaved)", box=box.SIMPLE_HEAD, pad_edge=False)
+    extras = [e for e in _SWEEP_EXTRAS if any(e[0] in p.extras for p in result.points)]
+    for col in ["value", "ms/step", "95% interval"] + [e[1] for e in extras] + [""]:
+        table.add_column(col, justify="left" if col in ("value", "") else "right")
+    for p in result.points:
+        if not p.ok:
+            table.add_row(p.value, "-", "-", *(["-"] * len(extras)), Text(f"failed: {p.error}", style="red"))
+            continue
+        per = 1e3 / result.steps
+        interval = "predicted" if p.predicted else f"{p.ci_low * per:.3f}-{p.ci_high * per:.3f}"
+        cells = []
+        for key, _, fmt in extras:
+            v = p.extras.get(key)
+            cells.append("-" if v is None else human_bytes(v) if fmt is None else fmt.format(v))
+        mark = "best" if p.value == result.best else "~ best" if p.value in result.same_as_best else ""
+        style = "dim italic" if p.predicted else None
+        table.add_row(p.value, f"{p.median_s * per:.3f}", interval, *cells,
+                      mark, style=style)
+    parts: list[Table | Text] = [table]
+    if result.same_as_best:
+        parts.append(Text("~ best: its 95% interval overlaps the best one's (no measurable difference)", style="dim"))
+    fit = result.findings.get("fit")
+    if fit:
+        parts.append(Text(f"fit: seconds = {fit['a']:.4f} + {fit['b'] * 1e6:.2f} us x records (R^2 {fit['r2']:.3f})"))
+    if result.findings.get("why"):
+        parts.append(Text(result.findings["why"]))
+    if result.findings.get("knee"):
+        parts.append(Text(f"knee: {result.findings['knee']} (the first value within 10% of the best)"))
+    if "compile_s" in result.findings:
+        even = result.findings.get("break_even_steps")
+        parts.append(Text(f"compile time {result.findings['compile_s']:.2f} s (the first step, apart from the trials); "
+                          + (f"break-even after {even:,} steps" if even else "it never pays back here")))
+    grid = result.findings.get("grid")
+    if grid:
+        g = Table(title="step ms, cpu / cuda" + (" (cuda predicted)" if grid["cuda_predicted"] else ""),
+                  box=box.SIMPLE_HEAD, pad_edge=False)
+        g.add_column("width \\ batch")
+        for b in grid["batches"]:
+            g.add_column(str(b), justify="right")
+        for i, w in enumerate(grid["widths"]):
+            row = []
+            for j in range(len(grid["batches"])):
+                c, d = grid["cpu_ms"][i][j], grid["cuda_ms"][i][j]
+                cell = f"{c:.2f} / {d:.2f}" if c is not None and d is not None else "-"
+                row.append(Text(cell, style="green" if c and d and d < c else ""))
+            g.add_row(str(w), *row)
+        parts.append(g)
+    if result.recommendation:
+        parts.append(Text(f"Recommendation: {result.recommendation}", style="bold green"))
+    parts += [Text(f"note: {n}", style="yellow") for n in result.notes]
     return Group(*parts)

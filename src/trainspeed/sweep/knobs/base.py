@@ -1,0 +1,110 @@
+"""What every knob has: its values (parsed, or defaults for this machine), the arms it runs, and
+the analysis that turns the measured points into findings and one line of advice."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from trainspeed.errors import UsageError
+from trainspeed.sweep.arm import ArmConfig
+from trainspeed.sweep.runner import ArmSpec
+from trainspeed.sweep.result import SweepPoint, SweepResult
+from trainspeed.sweep.summary import by_time
+from trainspeed.workloads.workload import Workload
+
+
+@dataclass
+class SweepContext:
+    workload: Workload
+    spec: str
+    device: str
+    steps: int
+    cuda: bool
+    physical_cores: int
+    logical_threads: int
+    values: list[str] = field(default_factory=list)
+    """The values being swept (set once parsed)."""
+    save_every: int | None = None
+    batches: list[int] = field(default_factory=list)
+    gpu: str = "RTX 3080"
+    setups: dict[str, dict] = field(default_factory=dict)
+    """Per value, what building its arm measured (first step, peak bytes, ops, FLOPs)."""
+
+
+class Knob:
+    name = ""
+    summary = ""
+    needs_cuda = False
+    predicts_gpu = False
+    ranks = True
+    """False where values are not alternatives to one another (crossover's cells): no best is named."""
+    """Without CUDA the GPU side is predicted for the reference GPU (--gpu), checked up front."""
+
+    def score(self, p: SweepPoint, steps: int) -> tuple[float, float, float]:
+        """(score, low, high), higher better; by default the negated time of the trial."""
+        return by_time(p)
+
+    def parse(self, text: str, ctx: SweepContext) -> list[str]:
+        values = [v.strip() for v in text.split(",") if v.strip()]
+        if not values:
+            raise UsageError(f"--values for {self.name}: the list is empty")
+        seen: list[str] = []
+        for v in values:
+            norm = self.normalise(v, ctx)
+            if norm not in seen:
+                seen.append(norm)
+        return seen
+
+    def normalise(self, value: str, ctx: SweepContext) -> str:  # pragma: no cover - every knob overrides
+        raise NotImplementedError
+
+    def defaults(self, ctx: SweepContext) -> list[str]:  # pragma: no cover - every knob overrides
+        raise NotImplementedError
+
+    def config(self, value: str, ctx: SweepContext) -> ArmConfig:  # pragma: no cover - every knob overrides
+        raise NotImplementedError
+
+    def arms(self, values: list[str], ctx: SweepContext) -> list[ArmSpec]:
+        return [ArmSpec(v, ctx.workload, self.config(v, ctx)) for v in values]
+
+    def analyse(self, result: SweepResult, ctx: SweepContext) -> None:
+        """Add knob-specific extras, findings and the recommendation to `result` (in place)."""
+
+
+ON_OFF = {"on": "on", "off": "off", "true": "on", "false": "off", "1": "on", "0": "off", "yes": "on", "no": "off"}
+
+
+class OnOffKnob(Knob):
+    """A knob that is either off (the plain loop) or on."""
+
+    def normalise(self, value: str, ctx: SweepContext) -> str:
+        return choice(self.name, value, ON_OFF)
+
+    def defaults(self, ctx: SweepContext) -> list[str]:
+        return ["off", "on"]
+
+
+def positive_int(knob: str, text: str, what: str = "a positive integer") -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise UsageError(f"{knob}: expected {what}, got {text!r}") from None
+    if value < 1:
+        raise UsageError(f"{knob}: expected {what}, got {text!r}")
+    return value
+
+
+def choice(knob: str, text: str, allowed: dict[str, str]) -> str:
+    """`allowed` maps every accepted spelling to its canonical value."""
+    key = text.lower()
+    if key not in allowed:
+        raise UsageError(f"{knob}: expected one of {', '.join(dict.fromkeys(allowed.values()))}, got {text!r}")
+    return allowed[key]
+
+
+def base_config(ctx: SweepContext, **changes: object) -> ArmConfig:
+    return ArmConfig(device=ctx.device, **changes)  # type: ignore[arg-type]
+
+
+def ms(seconds: float | None, steps: int) -> float | None:
+    return None if seconds is None else seconds / steps * 1e3
