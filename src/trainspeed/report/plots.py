@@ -155,7 +155,7 @@ def sweep_png(result: SweepResult) -> bytes:
         secondary.set_xlabel("records per trial")
     ax.set_xlabel(result.knob)
     ax.set_title(f"{result.knob} on {result.workload} ({result.device})" + (" - grey: predicted" if any(
-        p.predicted for p in points) else ""), fontsize=10)
+        p.predicted for p in points) else ""), fontsize=10, pad=32 if fit else 6)
     ax.set_ylim(bottom=0)
     return _png(fig)
 
