@@ -240,6 +240,10 @@ def sweep_view(result: SweepResult) -> Group:
         parts.append(Text(result.findings["why"]))
     if result.findings.get("knee"):
         parts.append(Text(f"knee: {result.findings['knee']} (the first value within 10% of the best)"))
+    fit_batch = result.findings.get("largest_fit")
+    if fit_batch and fit_batch.get("batch"):
+        parts.append(Text(f"largest batch predicted to fit in {human_bytes(fit_batch['budget_bytes'])} with a 10% margin: "
+                          f"{fit_batch['batch']:,} (trainspeed memory's estimate)"))
     if "compile_s" in result.findings:
         even = result.findings.get("break_even_steps")
         parts.append(Text(f"compile time {result.findings['compile_s']:.2f} s (the first step, apart from the trials); "
