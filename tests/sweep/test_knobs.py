@@ -91,7 +91,7 @@ def test_record_every_says_when_it_is_not_linear():
 def test_batch_size_knee_and_throughput(monkeypatch):
     import trainspeed.sweep.knobs.batch_size as bs
 
-    monkeypatch.setattr(bs, "largest_fit", lambda wl, device: (3000, 2**30, ""))
+    monkeypatch.setattr(bs, "largest_fit", lambda wl, device, data: (3000, 2**30, ""))
     k, ctx = plan("batch-size", "mlp", "16,64,256,1024", steps=10)
     # step time: 1 ms fixed + 1 us per sample -> throughput saturates
     pts = [point(str(b), 10 * (1e-3 + b * 1e-6)) for b in (16, 64, 256, 1024)]

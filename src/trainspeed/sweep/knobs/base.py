@@ -4,6 +4,7 @@ the analysis that turns the measured points into findings and one line of advice
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from trainspeed.errors import UsageError
 from trainspeed.sweep.arm import ArmConfig
@@ -29,6 +30,15 @@ class SweepContext:
     gpu: str = "RTX 3080"
     setups: dict[str, dict] = field(default_factory=dict)
     """Per value, what building its arm measured (first step, peak bytes, ops, FLOPs)."""
+    largest_fit: tuple[int | None, int, str] | None = None
+    """batch-size: (largest batch predicted to fit, budget, note), estimated once."""
+    _data: Any = None
+
+    def data(self) -> Any:
+        """The workload's data, built once here (a Dataset may decode files to build itself)."""
+        if self._data is None:
+            self._data = self.workload.data()
+        return self._data
 
 
 class Knob:

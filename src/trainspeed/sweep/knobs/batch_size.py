@@ -21,13 +21,13 @@ def _sample(data: Any) -> tuple[torch.Tensor, ...]:
     return tuple(t[0] for t in data)
 
 
-def largest_fit(workload: Workload, device: str) -> tuple[int | None, int, str]:
+def largest_fit(workload: Workload, device: str, data: Any) -> tuple[int | None, int, str]:
     """(largest batch predicted to fit with a 10% margin, budget bytes, note) by the memory estimator."""
     from trainspeed.memory.estimate import EstimateError, Estimator
     from trainspeed.memory.maxbatch import search_max_batch
 
     budget = (int(torch.cuda.mem_get_info()[0]) if device == "cuda" else int(psutil.virtual_memory().available))
-    *inputs, _ = _sample(workload.data())
+    *inputs, _ = _sample(data)
 
     def make(b: int) -> tuple[torch.Tensor, ...]:
         return tuple(t.unsqueeze(0).expand(b, *t.shape).clone() for t in inputs)
@@ -38,6 +38,13 @@ def largest_fit(workload: Workload, device: str) -> tuple[int | None, int, str]:
     except (EstimateError, RuntimeError, TypeError, ValueError) as e:
         return None, budget, f"largest batch not estimated: {e}"
     return search.max_batch, budget, ""
+
+
+def fit_for(ctx: SweepContext) -> tuple[int | None, int, str]:
+    """largest_fit for the sweep's workload, estimated once per sweep."""
+    if ctx.largest_fit is None:
+        ctx.largest_fit = largest_fit(ctx.workload, ctx.device, ctx.data())
+    return ctx.largest_fit
 
 
 def throughput(p: SweepPoint, steps: int) -> tuple[float, float, float]:
@@ -57,13 +64,13 @@ class BatchSize(Knob):
         return str(positive_int(self.name, value))
 
     def defaults(self, ctx: SweepContext) -> list[str]:
-        own = ctx.workload.batch_size or data_length(ctx.workload.data())
+        own = ctx.workload.batch_size or data_length(ctx.data())
         top = own * 16
-        fit, _, _ = largest_fit(ctx.workload, ctx.device)
+        fit, _, _ = fit_for(ctx)
         if fit is not None:
             top = min(top, fit)
-        if isinstance(ctx.workload.data(), Dataset):
-            top = min(top, data_length(ctx.workload.data()))
+        if isinstance(ctx.data(), Dataset):
+            top = min(top, data_length(ctx.data()))
         values, b = [], max(1, own // 16)
         while b <= top:
             values.append(b)
@@ -83,7 +90,7 @@ class BatchSize(Knob):
             peak = ctx.setups.get(p.value, {}).get("peak_bytes")
             if peak is not None:
                 p.extras["peak_bytes"] = peak
-        fit, budget, note = largest_fit(ctx.workload, ctx.device)
+        fit, budget, note = fit_for(ctx)
         result.findings["largest_fit"] = {"batch": fit, "budget_bytes": budget, "predicted": True}
         if note:
             result.notes.append(note)

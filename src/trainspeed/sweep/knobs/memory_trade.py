@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import nn
 
@@ -21,10 +23,9 @@ def _peaks(result: SweepResult, ctx: SweepContext) -> None:
                 p.extras["peak_bytes"] = peak
 
 
-def accumulated_gradients_differ(workload: Workload, batch: int, k: int) -> float:
+def accumulated_gradients_differ(workload: Workload, data: Any, batch: int, k: int) -> float:
     """Largest |difference| between the gradients of one batch and of the same batch in k
     micro-batches (each loss divided by k), relative to the largest gradient entry. On the CPU, fp32."""
-    data = workload.data()
     if not isinstance(data, tuple):
         items = [data[i] for i in range(batch)]
         data = tuple(torch.stack([torch.as_tensor(it[j]) for it in items]) for j in range(len(items[0])))
@@ -54,7 +55,7 @@ class Accumulate(Knob):
     summary = "gradient accumulation: the batch split into K micro-batches per optimizer step"
 
     def _batch(self, ctx: SweepContext) -> int:
-        return ctx.workload.batch_size or data_length(ctx.workload.data())
+        return ctx.workload.batch_size or data_length(ctx.data())
 
     def normalise(self, value: str, ctx: SweepContext) -> str:
         k = positive_int(self.name, value)
@@ -73,7 +74,7 @@ class Accumulate(Knob):
     def analyse(self, result: SweepResult, ctx: SweepContext) -> None:
         _peaks(result, ctx)
         b = self._batch(ctx)
-        diffs = {p.value: accumulated_gradients_differ(ctx.workload, b, int(p.value))
+        diffs = {p.value: accumulated_gradients_differ(ctx.workload, ctx.data(), b, int(p.value))
                  for p in result.points if p.value != "1"}
         result.findings["gradient_rel_diff"] = diffs
         if diffs and _has_batchnorm(ctx.workload):

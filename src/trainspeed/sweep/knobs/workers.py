@@ -50,7 +50,7 @@ class NumWorkers(Knob):
         return base_config(ctx, loader=True, num_workers=n, pin_memory=pin, persistent_workers=persistent)
 
     def analyse(self, result: SweepResult, ctx: SweepContext) -> None:
-        if not isinstance(ctx.workload.data(), Dataset):
+        if not isinstance(ctx.data(), Dataset):
             result.notes.append(f"{ctx.workload.name} keeps its data as tensors: workers only slice them, so this "
                                 "measures their overhead; digits-aug (or your own Dataset) does per-item work")
         plain = sorted((p for p in result.points if p.ok and "+" not in p.value), key=lambda p: int(p.value))
