@@ -31,3 +31,13 @@ def test_unbalanced_exit_unwinds_to_the_phase() -> None:
     clock.enter("sync")  # an exception skipped sync's exit
     clock.exit("forward")
     assert clock.active is None
+
+
+def test_span_charges_before_to_the_open_phase_and_the_span_to_its_phase() -> None:
+    ticks = iter([0.0, 1.0, 10.0])
+    clock = PhaseClock(now=lambda: next(ticks))  # t=0: step starts
+    clock.enter("forward")  # t=1
+    clock.span("sync", 3.0, 7.0)  # forward 1..3, sync 3..7
+    wall, phases = clock.end_step()  # t=10: forward 7..10
+    assert wall == 10.0
+    assert phases["forward"] == 5.0 and phases["sync"] == 4.0 and phases["other"] == 1.0

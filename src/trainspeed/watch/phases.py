@@ -5,7 +5,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-PHASES = ("data", "h2d", "forward", "backward", "optimizer", "sync", "checkpoint", "other")
+PHASES = ("data", "h2d", "forward", "backward", "optimizer", "sync", "checkpoint", "comm", "other")
+"""`comm`: DDP's gradient all-reduce where backward could not hide it (see watch/comm.py); the
+phase clock itself never opens it: the watcher moves that time out of backward (or other) per step."""
 
 
 class PhaseClock:
@@ -45,6 +47,15 @@ class PhaseClock:
         while stack:
             if stack.pop() == phase:
                 break
+
+    def span(self, phase: str, t0: float, t1: float) -> None:
+        """`phase` ran from t0 to t1 (both after the last edge): the time before t0 goes to the
+        open phase, t0..t1 to `phase`. One call where enter + exit would take two."""
+        totals = self.totals
+        stack = self.stack
+        totals[stack[-1] if stack else "other"] += t0 - self._since
+        totals[phase] += t1 - t0
+        self._since = t1
 
     @property
     def active(self) -> str | None:

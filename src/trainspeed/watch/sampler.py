@@ -2,7 +2,10 @@
 
 Stack samples are taken only while no named phase is open, and name the innermost line of the
 user's code: that is how time in "other" gets a file:line (a log record flushed to disk each
-step shows up as the line that logs). GPU utilisation and memory come from NVML; the process's
+step shows up as the line that logs). On steps watched only at their edges the per-call hooks
+are out, so the phase clock cannot say "inside forward"; the stack itself says it there: a
+sample with a module call, autograd, an optimizer, a DataLoader or torch.save on the stack
+belongs to a named phase and is skipped. GPU utilisation and memory come from NVML; the process's
 CPU use and thread count from psutil. All buffers are bounded.
 """
 
@@ -23,16 +26,29 @@ import torch
 _SKIP = (os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
          os.path.dirname(os.__file__), "<frozen")
 TIMELINE_MAX = 20_000
+_TORCH = os.path.dirname(torch.__file__)
+PHASE_FILES = tuple(os.path.join(_TORCH, *parts) for parts in (
+    ("nn", "modules", "module.py"),  # forward: every module call goes through Module._call_impl
+    ("autograd",),  # backward
+    ("optim",),  # optimizer step and zero_grad
+    ("utils", "data"),  # data
+    ("serialization.py",),  # checkpoint
+))
+"""Source files whose frames on the main thread's stack mean a named phase is running."""
 
 
-def innermost_user_line(frame: Any) -> str | None:
-    """file:line of the innermost frame outside torch, trainspeed and the standard library."""
+def other_site(frame: Any) -> str | None:
+    """The user's file:line a stack sample in "other" charges, or None when the stack shows a
+    named phase (PHASE_FILES) or no user code."""
+    site = None
     while frame is not None:
         name = frame.f_code.co_filename
-        if not name.startswith(_SKIP) and "site-packages" not in name and not name.startswith("<"):
-            return f"{name}:{frame.f_lineno}"
+        if name.startswith(PHASE_FILES):
+            return None
+        if site is None and not name.startswith(_SKIP) and "site-packages" not in name and not name.startswith("<"):
+            site = f"{name}:{frame.f_lineno}"
         frame = frame.f_back
-    return None
+    return site
 
 
 def source_of(site: str) -> str:
@@ -109,7 +125,7 @@ class Sampler(threading.Thread):
             now = time.perf_counter()
             if self.in_other():
                 frame = sys._current_frames().get(self.main_id)
-                site = innermost_user_line(frame)
+                site = other_site(frame)
                 if site is not None:
                     self.other_samples[site] += 1
                     self.other_total += 1

@@ -36,15 +36,28 @@ def _is_user(code: Any) -> bool:
 
 def user_site(depth: int = 2) -> str:
     """`file:line` of the innermost frame outside torch and trainspeed (where the user's code asked)."""
-    frame: Any = sys._getframe(depth)
+    return _site_of(sys._getframe(depth))
+
+
+_SITES: dict[tuple[Any, int], str] = {}  # (code, line) of a user frame -> "file:line" (formatted once)
+
+
+def _site_of(frame: Any) -> str:
     while frame is not None:
-        if _is_user(frame.f_code):
-            return f"{frame.f_code.co_filename}:{frame.f_lineno}"
+        code = frame.f_code
+        if _is_user(code):
+            key = (code, frame.f_lineno)
+            site = _SITES.get(key)
+            if site is None:
+                site = _SITES[key] = f"{code.co_filename}:{key[1]}"
+            return site
         frame = frame.f_back
     return "?"
 
-ReadCallback = Callable[[str, float, str], None]
-"""on_read(op, seconds, site): called after each counted host read."""
+
+ReadCallback = Callable[[str, float, float, str], None]
+"""on_read(op, t0, t1, site): called after each counted host read, which ran from t0 to t1
+(time.perf_counter seconds) at the user's `file:line` site."""
 
 # Tensor methods that hand tensor values to the host.
 HOST_READ_METHODS = (
@@ -74,37 +87,44 @@ class _Registry:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.active: list[SyncCounter] = []
+        self.active: tuple[SyncCounter, ...] = ()
+        self.timed: tuple[SyncCounter, ...] = ()
+        """The active counters that time each read (tuples, replaced whole, so a wrapper
+        iterating one is never disturbed by a counter entering or leaving)."""
         self.saved: dict[str, tuple[bool, Any]] = {}
         self.local = threading.local()
+        self.reading = False
+        """True while a counted read runs (a stack sampler on another thread skips those moments)."""
 
     def _wrap(self, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
         local = self.local
+        reads_always = name not in ("cpu", "to")  # the others hand values to the host on every call
+        getframe, clock = sys._getframe, time.perf_counter
 
         def wrapper(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
             depth = getattr(local, "depth", 0)
-            if depth != 0 or not _moves_to_host(name, tensor, args, kwargs):
+            if depth != 0 or not (reads_always or _moves_to_host(name, tensor, args, kwargs)):
                 local.depth = depth + 1
                 try:
                     return original(tensor, *args, **kwargs)
                 finally:
                     local.depth = depth
-            counters = list(self.active)
-            timed = [c for c in counters if c.on_read is not None]
-            for counter in timed:
-                counter.on_enter()
             local.depth = 1
-            t0 = time.perf_counter()
+            self.reading = True
+            t0 = clock()
             try:
                 return original(tensor, *args, **kwargs)
             finally:
-                seconds = time.perf_counter() - t0
+                t1 = clock()
                 local.depth = 0
-                site = user_site(2) if timed else ""
-                for counter in counters:
+                self.reading = False
+                for counter in self.active:
                     counter._record(name)
-                for counter in timed:
-                    counter.on_read(name, seconds, site)  # type: ignore[misc]
+                timed = self.timed
+                if timed:
+                    site = _site_of(getframe(1))
+                    for counter in timed:
+                        counter.on_read(name, t0, t1, site)  # type: ignore[misc]
 
         wrapper.__name__ = getattr(original, "__name__", name)
         wrapper.__doc__ = getattr(original, "__doc__", None)
@@ -119,11 +139,13 @@ class _Registry:
                     original = getattr(torch.Tensor, name)
                     self.saved[name] = (own, torch.Tensor.__dict__.get(name))
                     setattr(torch.Tensor, name, self._wrap(name, original))
-            self.active.append(counter)
+            self.active += (counter,)
+            self.timed = tuple(c for c in self.active if c.on_read is not None)
 
     def remove(self, counter: SyncCounter) -> None:
         with self.lock:
-            self.active.remove(counter)
+            self.active = tuple(c for c in self.active if c is not counter)
+            self.timed = tuple(c for c in self.active if c.on_read is not None)
             if not self.active:
                 for name, (own, value) in self.saved.items():
                     if own:
@@ -136,17 +158,19 @@ class _Registry:
 _REGISTRY = _Registry()
 
 
+def reading() -> bool:
+    """Whether a counted host read is running right now (on whichever thread)."""
+    return _REGISTRY.reading
+
+
 class SyncCounter:
     """Context manager counting host reads of tensor values; `count` and `by_op` hold the tally."""
 
-    def __init__(self, on_read: ReadCallback | None = None,
-                 on_enter: Callable[[], None] | None = None) -> None:
+    def __init__(self, on_read: ReadCallback | None = None) -> None:
         self.count = 0
         self.by_op: Counter[str] = Counter()
         self.on_read = on_read
-        """Called after each read with (op, seconds, user file:line); None keeps counting cheap."""
-        self.on_enter = on_enter or (lambda: None)
-        """Called before a timed read starts (a phase clock opens its `sync` phase here)."""
+        """Called after each read with (op, t0, t1, user file:line); None keeps counting cheap."""
 
     def _record(self, name: str) -> None:
         # reads that count happen on the thread that made them; DataLoader workers are processes

@@ -1,0 +1,61 @@
+"""The stack sampler charges "other" only to user lines outside every named phase."""
+
+from __future__ import annotations
+
+import sys
+
+import torch
+
+from trainspeed.watch.sampler import other_site
+from trainspeed.watch.syncs import SyncCounter, reading
+
+
+def _here() -> str:
+    frame = sys._getframe(1)
+    return f"{frame.f_code.co_filename}:{frame.f_lineno}"
+
+
+def test_a_user_line_outside_torch_is_other() -> None:
+    site, expected = other_site(sys._getframe()), _here()
+    assert site == expected
+
+
+def test_a_stack_inside_a_module_call_is_not_other() -> None:
+    seen: list[str | None] = []
+
+    class Probe(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            seen.append(other_site(sys._getframe()))  # user code, but under Module.__call__
+            return x
+
+    Probe()(torch.zeros(1))
+    assert seen == [None]
+
+
+def test_a_stack_inside_backward_or_an_optimizer_is_not_other() -> None:
+    seen: list[str | None] = []
+    w = torch.nn.Parameter(torch.ones(2))
+    w.register_hook(lambda g: seen.append(other_site(sys._getframe())))
+    (w * 2).sum().backward()
+    opt = torch.optim.SGD([w], lr=0.1)
+    opt.register_step_pre_hook(lambda *a: seen.append(other_site(sys._getframe())))
+    opt.step()
+    assert seen == [None, None]
+
+
+def test_reading_is_true_only_while_a_counted_read_runs() -> None:
+    during: list[bool] = []
+
+    class Probe(torch.Tensor):  # runs Python inside the read itself
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            if getattr(func, "__name__", "") == "item":
+                during.append(reading())
+            return super().__torch_function__(func, types, args, kwargs or {})
+
+    x = torch.tensor(1.0).as_subclass(Probe)
+    after: list[bool] = []
+    with SyncCounter(on_read=lambda *a: after.append(reading())):
+        assert not reading()
+        x.item()
+    assert during == [True] and after == [False]
