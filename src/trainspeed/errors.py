@@ -7,3 +7,7 @@ class UsageError(Exception):
 
 class FitError(ValueError):
     """Input that `trainspeed.fit` cannot train on; the message names the problem and the fix."""
+
+
+class DistError(FitError):
+    """A distributed launch that cannot work (no rendezvous, too few devices, ranks that disagree)."""

@@ -40,7 +40,7 @@ def test_json_contract(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0 and DOCTOR_KEYS <= set(data) and data["schema"] == "trainspeed.doctor/1"
     assert set(data["steps"]) >= {"seen", "measured", "median_ms", "p90_ms"} and data["steps"]["seen"] == 300
     phases = data["phases"]
-    assert set(phases) == {"data", "h2d", "forward", "backward", "optimizer", "sync", "checkpoint", "other"}
+    assert set(phases) == {"data", "h2d", "forward", "backward", "optimizer", "sync", "checkpoint", "comm", "other"}
     assert all(set(p) >= {"host_ms", "device_ms", "share"} and p["device_ms"] is None for p in phases.values())
     assert abs(sum(p["share"] for p in phases.values()) - 1) < 1e-6
     assert set(data["per_step"]) >= {"syncs", "h2d_bytes", "ops", "kernels"}

@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import dataclasses
 import importlib.util
+import os
 import sys
 
 from trainspeed._io import check_writable_file, emit, new_run_dir, write_atomic
@@ -51,12 +52,20 @@ def _target(args: argparse.Namespace) -> tuple[str, list[str], bool]:
     return str(check_script(args.script)), script_args, False
 
 
+def _launch_rank() -> int:
+    """This process's RANK under torchrun (0 otherwise)."""
+    try:
+        return int(os.environ.get("RANK", "0")) if "WORLD_SIZE" in os.environ else 0
+    except ValueError:
+        return 0
+
+
 def run(args: argparse.Namespace) -> int:
     target, script_args, module = _target(args)
     for path in (args.json, args.html):
         if path:
             check_writable_file(path)
-    folder = new_run_dir(args.out, "doctor") if args.out else None
+    folder = new_run_dir(args.out, "doctor") if args.out and not _launch_rank() else None
 
     watcher = Watcher(warmup=args.warmup, steps=args.steps)
     # with --json -, stdout carries the JSON: the script's own prints go to stderr meanwhile
@@ -67,6 +76,10 @@ def run(args: argparse.Namespace) -> int:
             outcome = run_target(target, script_args, module)
         finally:
             watcher.stop()
+    rank = _launch_rank()
+    if rank:  # under torchrun every rank watches itself; rank 0 gathers them and reports for all
+        print(f"trainspeed doctor: rank {rank} watched its steps; rank 0 reports for every rank", file=sys.stderr)
+        return outcome.exit_code
     report = dataclasses.replace(watcher.result(), script=(f"-m {target}" if module else target),
                                  exit_code=outcome.exit_code, error=outcome.error)
 

@@ -39,6 +39,11 @@ class TrainData:
     batch_size: int
     shuffle: bool
     device: torch.device
+    generator: torch.Generator | None = None
+    """Draws each epoch's shuffle (every rank of a data-parallel job draws the same order); None: torch's."""
+    sampler: object = None
+    """A DistributedSampler under torchrun: told each epoch's number so its shuffle changes."""
+    epochs_started: int = 0
 
     @property
     def batches_per_epoch(self) -> int:
@@ -53,7 +58,10 @@ class TrainData:
 
     def epoch(self) -> Iterator[tuple[Batch, bool]]:
         """This epoch's batches, each with whether it has the full batch size."""
+        self.epochs_started += 1
         if self.loader is not None:
+            if hasattr(self.sampler, "set_epoch"):
+                self.sampler.set_epoch(self.epochs_started - 1)  # type: ignore[union-attr]
             for item in self.loader:
                 batch = _split(item)
                 moved = tuple(t.to(self.device, non_blocking=True) for t in (*batch[0], batch[1]))
@@ -63,7 +71,7 @@ class TrainData:
         if self.full_batch:
             yield (self.tensors[:-1], self.tensors[-1]), True
             return
-        order = torch.randperm(self.rows, device=self.device) if self.shuffle else None
+        order = torch.randperm(self.rows, device=self.device, generator=self.generator) if self.shuffle else None
         for start in range(0, self.rows, self.batch_size):
             stop = min(start + self.batch_size, self.rows)
             if order is None:

@@ -34,6 +34,7 @@ from trainspeed.loop.checks import AMP_DTYPES, check_loss, check_parts, positive
 from trainspeed.loop.compiled import STEPS_PER_CALL, build_k_steps, default_cache_dir, load_times, save_times, step_key
 from trainspeed.loop.cuda_graph import WARMUP_STEPS, capture_graph, make_capturable
 from trainspeed.loop.data import Batch, TrainData, resolve_data
+from trainspeed.loop.ddp import DataParallel
 from trainspeed.loop.recorder import LossRecorder
 from trainspeed.loop.result import FitResult, FitTimings, Strategy
 
@@ -83,7 +84,7 @@ class FastLoop:
                  device: str | torch.device = "auto", record_every: int | None = 1, *, accumulate: int = 1,
                  shuffle: bool | None = None, amp: str | None = None, threads: int | str = "auto",
                  capture: bool | str = "auto", compile: bool | str = "auto",
-                 cache_dir: str | os.PathLike[str] | None = None,
+                 cache_dir: str | os.PathLike[str] | None = None, distributed: bool | str = "auto",
                  now: Callable[[], float] = time.perf_counter) -> None:
         self.now = now
         start = now()
@@ -105,10 +106,21 @@ class FastLoop:
         self.threads = self.user_threads if threads == "auto" else int(threads)
         self.probe_threads = threads == "auto"
 
-        chosen = resolve_device(device, model, _data_device(data))
-        self.device = chosen if chosen is not None else self._choose_device(data, batch_size)
-        self._move_model()
+        self.dist = DataParallel.detect(distributed)
+        self.net: nn.Module = model
+        """What the step calls: the model, or its DDP wrapper under torchrun."""
+        if self.dist is not None:
+            self.device = self.dist.device_for(device, model)
+            self._move_model()
+            self.net = self.dist.start(model, self.explain)
+            self.probe_threads = False
+        else:
+            chosen = resolve_device(device, model, _data_device(data))
+            self.device = chosen if chosen is not None else self._choose_device(data, batch_size)
+            self._move_model()
         self.data: TrainData = resolve_data(data, batch_size, shuffle, self.device, pin=self.device.type == "cuda")
+        if self.dist is not None:
+            self.data = self.dist.shard_data(self.data)
         self.explain.append(self._describe_data())
         self.autocast = (torch.autocast(self.device.type, dtype=AMP_DTYPES[amp]) if amp else contextlib.nullcontext())
         self.scaler = torch.amp.GradScaler(self.device.type) if amp == "fp16" else None
@@ -171,6 +183,14 @@ class FastLoop:
                     state[key] = value.to(p.device)
 
     def _describe_data(self) -> str:
+        text = self._describe_layout()
+        if self.dist is not None:
+            k = self.dist.env.world_size
+            text += (f"; this rank takes its 1/{k} of every batch" if self.data.loader is None
+                     else f"; a DistributedSampler gives each of the {k} ranks its own batches")
+        return text
+
+    def _describe_layout(self) -> str:
         d = self.data
         if d.loader is not None:
             return (f"data from a DataLoader ({d.batches_per_epoch} batches of {d.batch_size}), copied to "
@@ -198,13 +218,20 @@ class FastLoop:
         k = len(group)
         total: torch.Tensor | None = None
         for inputs, target in group:
+            weight = share = 1.0
+            if self.dist is not None and self.data.loader is None:  # resident data: this rank's rows of the batch
+                inputs, target, weight, share = self.dist.rows(inputs, target)
             with self.autocast:
-                loss = self.loss_fn(self.model(*inputs), target)
+                loss = self.loss_fn(self.net(*inputs), target)
             if self.mode == "first":
                 check_loss(loss)
             scaled = loss / k if k > 1 else loss
+            if weight != 1.0:
+                scaled = scaled * weight
             (self.scaler.scale(scaled) if self.scaler else scaled).backward()
             part = loss.detach().float()
+            if self.dist is not None:
+                part = part * (share if self.data.loader is None else 1.0 / self.dist.env.world_size)
             total = part if total is None else total + part
         if self.scaler:
             self.scaler.step(self.optimizer)
@@ -273,6 +300,8 @@ class FastLoop:
                 self._advance(target)
             _sync(self.device)
         except RuntimeError as e:
+            if self.dist is not None:
+                self.dist.failed(e)
             if "same device" in str(e) or "Expected all tensors" in str(e):
                 raise FitError(f"a tensor used by the model or loss_fn is on another device than {self.device}: "
                                f"{str(e).splitlines()[0]}") from None
@@ -286,6 +315,11 @@ class FastLoop:
         if mode == "first":
             group, _ = next(self._groups)
             self._run_one("eager", group)
+            if self.dist is not None:  # DDP's all-reduce runs in autograd hooks: a captured step would skip it
+                self.explain.append("plain steps under DDP: no capture or compile (DDP all-reduces gradients from "
+                                    "autograd hooks, which a captured step would leave out)")
+                self.mode = "eager"
+                return
             self.mode = "threads" if self._will_probe_threads() else "time_eager"
         elif mode == "threads":
             self._probe_threads(target)
@@ -662,10 +696,15 @@ class FastLoop:
         _sync(self.device)
         for group in self._restore_capturable:
             group["capturable"] = False
-        losses = self.recorder.values()
+        if self.dist is not None:
+            losses = self.recorder.values(reduce=self.dist.sum_losses)  # one all-reduce for the whole history
+            self.net = self.model
+            self.dist.finish()
+        else:
+            losses = self.recorder.values()
         runners = {k: v for k, v in self.counts.items() if v}
         main = max((r for r in runners if r != "capture"), key=runners.__getitem__, default="eager")
-        name = f"{self.device.type}:{main}"
+        name = f"{self.device.type}:{main}" if self.dist is None else f"{self.device.type}:ddp{self.dist.env.world_size}:{main}"
         timings = FitTimings(
             total_s=self.setup_s + self.run_s, setup_s=self.setup_s, capture_s=self.capture_s,
             compile_s=self.compile_s, steps=self.done, steps_by_runner=runners,
@@ -695,7 +734,8 @@ def fit(model: nn.Module, data: object, loss_fn: Callable[..., torch.Tensor], op
     `optimizer.step()`, exactly as a plain loop would. Options: `accumulate=K` (K micro-batches
     of `batch_size` per optimizer step, their mean loss's gradients), `shuffle`, `amp` ("bf16" or
     "fp16"; default fp32), `threads` ("auto" or a count), `capture` and `compile` ("auto", True,
-    False), `cache_dir` (where compile times are remembered).
+    False), `cache_dir` (where compile times are remembered), `distributed` ("auto": data-parallel
+    with DDP when launched by torchrun, each rank on 1/K of every batch; False: ignore the launch).
     """
     loop = FastLoop(model, data, loss_fn, optimizer, epochs, batch_size, device, record_every, **options)  # type: ignore[arg-type]
     loop.run()

@@ -8,6 +8,8 @@ host reads it only once the event says it is complete. No step ever waits for th
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 
@@ -43,8 +45,16 @@ class LossRecorder:
         else:
             self._flushed.append((block, None))
 
-    def values(self) -> list[float]:
-        """Every recorded loss, in order (waits only for copies still in flight)."""
+    def values(self, reduce: Callable[[torch.Tensor], None] | None = None) -> list[float]:
+        """Every recorded loss, in order (waits only for copies still in flight).
+
+        `reduce`, if given, is applied in place to the whole history on the device first (under
+        torchrun: one all-reduce summing every rank's share of each loss)."""
+        if reduce is not None:
+            blocks = [b.to(self.device) for b, _ in self._flushed] + [t.reshape(-1) for t in self._pending]
+            history = torch.cat(blocks) if blocks else torch.zeros(0, device=self.device)
+            reduce(history)
+            return history.tolist()
         self._flush()
         for _, event in self._flushed:
             if event is not None:

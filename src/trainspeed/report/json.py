@@ -157,6 +157,7 @@ def doctor_dict(report: DoctorReport) -> dict[str, Any]:
         "memory_capacity_bytes": w.memory_capacity_bytes,
         "probe": {"cpu_dispatch_us": report.dispatch_us, "cpu_matmul_gflops": report.matmul_gflops},
         "notes": w.notes + report.notes,
+        "distributed": _clean(w.distributed) if w.distributed is not None else None,
     }
 
 

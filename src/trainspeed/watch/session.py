@@ -10,7 +10,7 @@ have completed (event.query()): the watcher adds no synchronisation of its own.
 from __future__ import annotations
 
 import collections
-import functools
+import dataclasses
 import random
 import resource
 import sys
@@ -22,14 +22,20 @@ from typing import Any
 import psutil
 import torch
 
+from trainspeed.diagnose.scaling import bus_bandwidth_gbs, predict
+from trainspeed.watch.comm import CommStep, CommTimer
+from trainspeed.watch.gather import gather, rank_stat, this_rank
 from trainspeed.watch.hooks import Hooks
 from trainspeed.watch.phases import PHASES, PhaseClock
 from trainspeed.watch.profile_window import ProfileWindow
 from trainspeed.watch.result import (
     GpuUtil,
     LoaderInfo,
+    DistRun,
     OtherSite,
     PhaseStat,
+    RankStat,
+    ScalePoint,
     StepRecord,
     SyncSite,
     WatchResult,
@@ -37,12 +43,12 @@ from trainspeed.watch.result import (
 from trainspeed.watch.sampler import Sampler, source_of
 from trainspeed.watch.sawtooth import detect_sawtooth
 from trainspeed.watch.stats import Reservoir, median, quantile
-from trainspeed.watch.syncs import SyncCounter, user_site
+from trainspeed.watch.syncs import SyncCounter, reading, user_site
 
 DEVICE_PHASES = ("h2d", "forward", "backward", "optimizer")
 """Phases whose device time is taken with CUDA events (the others do no device work of their own)."""
 PLOT_STEPS = 400
-EDGE_PHASES = ("data", "h2d", "sync", "checkpoint")
+EDGE_PHASES = ("data", "h2d", "sync", "checkpoint", "comm")
 """Phases timed on every step: their hooks run a few times per step at most (and catch rare events
 such as a checkpoint every 1000 steps)."""
 CALL_PHASES = ("forward", "backward", "optimizer", "other")
@@ -65,7 +71,7 @@ class Watcher:
 
     def __init__(self, warmup: int = 3, steps: int | None = None, profile_steps: int = 3,
                  sample_hz: float = 50.0, now: Callable[[], float] = time.perf_counter,
-                 detail_every: int = 8) -> None:
+                 detail_every: int = 16) -> None:
         self.warmup, self.max_steps, self.sample_hz = warmup, steps, sample_hz
         self.detail_every = detail_every
         """After the first DETAILED_FIRST measured steps, about one step in `detail_every` is
@@ -81,7 +87,7 @@ class Watcher:
         # _use_events() swaps in the versions that also record CUDA events
         self.enter = self.clock.enter
         self.exit = self.clock.exit
-        self.syncs = SyncCounter(on_read=self._read_done, on_enter=functools.partial(self.clock.enter, "sync"))
+        self.syncs = SyncCounter(on_read=self._read_done)
         self.window = ProfileWindow(profile_steps)
         self.sampler: Sampler | None = None
         self.steps_seen = 0
@@ -107,13 +113,22 @@ class Watcher:
         self.model: weakref.ref[torch.nn.Module] | None = None
         self.input_spec: tuple[list[int], torch.dtype] | None = None
         self.optimizer_kind: str | None = None
+        self.comm = CommTimer()
+        self.gathered: list[RankStat] | None = None
+        self._gather_done = False
+        self._undo_destroy: Callable[[], None] | None = None
+        self.comm_steps = Reservoir[CommStep](seed=4)
+        self.comm_device_ms = Reservoir[float](seed=5)
 
     # -- lifecycle --------------------------------------------------------------------------
     def start(self) -> Watcher:
         self.syncs.__enter__()
         self.hooks.install()
-        # sample 'other' only inside the loop (after the first step), never during setup
-        self.sampler = Sampler(lambda: self.steps_seen > 0 and self.detailed and not self.clock.stack,
+        self.comm.install()
+        self._watch_destroy()
+        # sample 'other' only inside the loop (after the first step), never during setup; on steps
+        # watched at their edges only, the sampler reads the phase from the stack (sampler.PHASE_FILES)
+        self.sampler = Sampler(lambda: self.steps_seen > 0 and not self.clock.stack and not reading(),
                                hz=self.sample_hz)
         self.sampler.start()
         self.clock.end_step()  # the first step starts now
@@ -130,6 +145,12 @@ class Watcher:
             self._end_step()
         self.window.close()
         self.hooks.uninstall()
+        self.comm.uninstall()
+        if not self._gather_done and this_rank() is not None:
+            self._gather()
+        if self._undo_destroy is not None:
+            self._undo_destroy()
+            self._undo_destroy = None
         self.syncs.__exit__(None, None, None)
         if self.sampler is not None:
             self.sampler.stop()
@@ -221,9 +242,14 @@ class Watcher:
     def device_sync(self, seconds: float) -> None:
         self._count_site("torch.cuda.synchronize", seconds, user_site(3))
 
-    def _read_done(self, op: str, seconds: float, site: str) -> None:
-        self.clock.exit("sync")
-        self._count_site(op, seconds, site)
+    def _read_done(self, op: str, t0: float, t1: float, site: str) -> None:
+        self.clock.span("sync", t0, t1)
+        self.step_syncs += 1
+        entry = self.sites.get((site, op))
+        if entry is None:
+            entry = self.sites[(site, op)] = [0, 0.0]
+        entry[0] += 1
+        entry[1] += t1 - t0
 
     def _count_site(self, op: str, seconds: float, site: str) -> None:
         self.step_syncs += 1
@@ -234,6 +260,8 @@ class Watcher:
     # -- steps ------------------------------------------------------------------------------
     def _end_step(self) -> None:
         wall, phases = self.clock.end_step()
+        if self.comm.spans or self.comm.events:
+            self._comm_step(phases)
         index = self.steps_seen
         self.steps_seen += 1
         record = StepRecord(index, wall, phases, self.step_syncs, self.step_h2d, detailed=self.detailed)
@@ -253,6 +281,97 @@ class Watcher:
         self._choose_detail(profiled)
         if self.max_steps is not None and self.steps_seen >= self.max_steps:
             raise StopWatching(f"stopped after {self.steps_seen} steps")
+
+    # -- torchrun ---------------------------------------------------------------------------------
+    def _watch_destroy(self) -> None:
+        """Gather every rank's summary just before the script tears its process group down."""
+        try:
+            import torch.distributed as dist
+        except ImportError:
+            return
+        if not dist.is_available():
+            return
+        original = dist.destroy_process_group
+
+        def destroy(group: Any = None) -> None:
+            if group is None and not self._gather_done and this_rank() is not None:
+                self._gather()
+            original(group)
+
+        dist.destroy_process_group = destroy
+
+        def undo() -> None:
+            dist.destroy_process_group = original
+
+        self._undo_destroy = undo
+
+    def _comm_medians(self) -> tuple[float | None, float | None, float | None]:
+        steps = self.comm_steps.items
+        if not steps:
+            return None, None, None
+        return (median(s.comm_s * 1e3 for s in steps), median(s.exposed_s * 1e3 for s in steps),
+                median(float(s.nbytes) for s in steps))
+
+    def _gather(self) -> None:
+        from trainspeed.distributed.env import timeout_s
+
+        self._gather_done = True
+        place = this_rank()
+        if place is None:
+            return
+        stat = rank_stat(place[0], self.measurements(gathering=True), self._comm_medians())
+        try:
+            seconds = min(timeout_s(), 120.0)
+        except ValueError:
+            seconds = 120.0
+        self.gathered, note = gather(stat, seconds)
+        if note:
+            self.notes.append(note)
+
+    def _dist_run(self, measured: WatchResult) -> DistRun | None:
+        place = this_rank()
+        if place is None and self.comm.world_size <= 1 and not self.comm_steps.items and self.gathered is None:
+            return None
+        rank, world = place if place is not None else (0, self.comm.world_size)
+        world = max(world, self.comm.world_size)
+        comm_ms, exposed_ms, nbytes = self._comm_medians()
+        ranks = self.gathered or [rank_stat(rank, measured, (comm_ms, exposed_ms, nbytes))]
+        notes: list[str] = []
+        overlap = (1.0 - exposed_ms / comm_ms) if comm_ms and exposed_ms is not None and comm_ms > 0 else None
+        # A rank that waits for a slower one sees that wait as all-reduce time: the transfer itself is
+        # what the least-waiting rank measured, and a balanced job's compute the ranks' median busy time.
+        timed = [r for r in ranks if r.comm_ms is not None and r.exposed_ms is not None and r.median_ms]
+        bus = scaling_comm = scaling_exposed = compute = None
+        if timed:
+            least = min(timed, key=lambda r: r.exposed_ms or 0.0)
+            scaling_comm, scaling_exposed = least.comm_ms, least.exposed_ms
+            bus = bus_bandwidth_gbs(least.comm_bytes or 0.0, (least.comm_ms or 0.0) / 1e3, world)
+            busy = sorted((r.median_ms or 0.0) - (r.exposed_ms or 0.0) for r in timed)
+            compute = busy[len(busy) // 2]
+        scaling: list[ScalePoint] = []
+        if bus and compute and scaling_comm is not None and scaling_exposed is not None and measured.median_ms:
+            backward = measured.phases["backward"].share * measured.median_ms
+            scaling = predict(compute, backward, float(self.comm.grad_bytes or nbytes or 0), bus,
+                              hidden_ms=scaling_comm - scaling_exposed)
+        elif world < 2:
+            notes.append("one rank: no all-reduce bandwidth to measure, so no scaling prediction; run with "
+                         "--nproc-per-node 2 or more")
+        return DistRun(world, self.comm.backend, rank, self.comm.grad_bytes, comm_ms, exposed_ms, overlap, bus,
+                       ranks, scaling, notes)
+
+    def _comm_step(self, phases: dict[str, float]) -> None:
+        """Move this step's exposed all-reduce wait out of the phase the clock charged it to."""
+        for ms, _ in self.comm.take_device():
+            self.comm_device_ms.add(ms)
+        step = self.comm.take()
+        if step is None:
+            return
+        if self.steps_seen >= self.warmup:
+            self.comm_steps.add(step)
+        inside = "backward" if self.detailed else "other"  # on edges-only steps backward is not split out
+        moved = min(step.exposed_s, phases[inside])
+        phases[inside] -= moved
+        phases["comm"] += moved
 
     def _choose_detail(self, profiled: bool) -> None:
         """Detailed or edges-only for the step that starts now."""
@@ -293,7 +412,7 @@ class Watcher:
 
         return diagnose_run(self.measurements(), watcher=self)
 
-    def measurements(self) -> WatchResult:
+    def measurements(self, gathering: bool = False) -> WatchResult:
         """The measurements so far (partial if the run stopped early)."""
         records = self.measured.items
         n = self.measured.seen
@@ -311,7 +430,7 @@ class Watcher:
             host = median(r.phases[p] for r in timed) if timed else None
             phases[p] = PhaseStat(host_ms=(host or 0.0) * 1e3, device_ms=dev, share=shares[p])
         step_ms = [r.wall_s * 1e3 for r in records]
-        return WatchResult(
+        result = WatchResult(
             steps_seen=self.steps_seen, steps_measured=n,
             median_ms=median(step_ms), p90_ms=quantile(step_ms, 0.9),
             phases=phases,
@@ -327,6 +446,9 @@ class Watcher:
             step_samples=sorted(self.plot_steps, key=lambda r: r.index),
             step_times_ms=step_ms, notes=notes,
         )
+        if gathering:
+            return result
+        return dataclasses.replace(result, distributed=self._dist_run(result))
 
     def _sync_sites(self) -> list[SyncSite]:
         sites = [SyncSite(where, op, int(c), t * 1e3) for (where, op), (c, t) in self.sites.items()]
@@ -394,7 +516,7 @@ def phase_shares(records: list[StepRecord]) -> tuple[dict[str, float], list[Step
 
 
 def watch(warmup: int = 3, steps: int | None = None, profile_steps: int = 3, sample_hz: float = 50.0,
-          detail_every: int = 8) -> Watcher:
+          detail_every: int = 16) -> Watcher:
     """Watch a training loop: `with trainspeed.watch() as w: ...` then `w.result()`."""
     return Watcher(warmup=warmup, steps=steps, profile_steps=profile_steps, sample_hz=sample_hz,
                    detail_every=detail_every)

@@ -1,0 +1,175 @@
+"""DDP's gradient all-reduce, timed from DDP's own communication-hook interface.
+
+While watching, every `DistributedDataParallel` gets a comm hook at its first forward that does
+exactly what DDP's built-in reduction does - scale each gradient bucket by 1/world (the same
+multiply, or division for bucket views, so the gradients are bit for bit the same) and all-reduce
+the sum - and notes, per bucket, when it was handed over (its gradients were ready) and when the
+reduction finished. A hook the script registers itself is wrapped with the same timing instead.
+
+Per step that gives the communication time (the union of the bucket spans), and how much of it
+was exposed: the wait after the last bucket was ready, which the host spends inside backward
+until the reducer has every result. On CUDA the spans come from CUDA events read back lazily.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+
+@dataclass(frozen=True)
+class CommStep:
+    """One step's all-reduces."""
+
+    comm_s: float
+    """Union of the bucket spans: time some all-reduce was in flight."""
+    exposed_s: float
+    """From the last bucket ready to the last all-reduce done: communication backward could not hide."""
+    nbytes: int
+    buckets: int
+
+
+def summarise(spans: list[tuple[float, float, int]]) -> CommStep | None:
+    """(ready, done, bytes) per bucket -> the step's CommStep (None without buckets)."""
+    if not spans:
+        return None
+    union, end = 0.0, float("-inf")
+    for ready, done, _ in sorted(spans):
+        if done > end:
+            union += done - max(ready, end)
+            end = done
+    last_ready = max(s[0] for s in spans)
+    exposed = max(0.0, max(s[1] for s in spans) - last_ready)
+    return CommStep(union, exposed, sum(s[2] for s in spans), len(spans))
+
+
+def _annotated(hook: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    """DDP checks a comm hook's annotations against the real classes (not this module's strings)."""
+    import torch.distributed as dist
+
+    hook.__annotations__ = {"state": object, "bucket": dist.GradBucket, "return": torch.futures.Future[torch.Tensor]}
+    return hook
+
+
+class CommTimer:
+    """Times DDP's all-reduces while installed; `take()` hands over the finished spans."""
+
+    def __init__(self, now: Callable[[], float] = time.perf_counter) -> None:
+        self.now = now
+        self.spans: list[tuple[float, float, int]] = []
+        self.events: list[tuple[Any, Any, int]] = []
+        self.world_size = 1
+        self.backend: str | None = None
+        self.grad_bytes = 0
+        self._undo: list[Callable[[], None]] = []
+
+    # -- the hook ------------------------------------------------------------------------------
+    def wrap(self, hook: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+        timer = self
+
+        def timed(state: Any, bucket: Any) -> Any:
+            buffer = bucket.buffer()
+            nbytes = buffer.numel() * buffer.element_size()
+            if buffer.is_cuda:
+                start = torch.cuda.Event(enable_timing=True)
+                start.record()
+                fut = hook(state, bucket)
+
+                def done_cuda(f: Any) -> Any:
+                    end = torch.cuda.Event(enable_timing=True)
+                    end.record()
+                    timer.events.append((start, end, nbytes))
+                    return f.value()
+
+                return fut.then(done_cuda)
+            ready = timer.now()
+            fut = hook(state, bucket)
+
+            def done(f: Any) -> Any:
+                timer.spans.append((ready, timer.now(), nbytes))  # list.append: safe from the comm thread
+                return f.value()
+
+            return fut.then(done)
+
+        return _annotated(timed)
+
+    def builtin(self, ddp: Any) -> Callable[[Any, Any], Any]:
+        """DDP's default reduction, as a hook: bucket x (1/world) (÷ world for bucket views), all-reduce sum."""
+        import torch.distributed as dist
+
+        group = ddp.process_group
+        world = dist.get_world_size(group)
+        as_view = bool(getattr(ddp, "gradient_as_bucket_view", False))
+
+        def allreduce(state: Any, bucket: Any) -> Any:
+            buffer = bucket.buffer()
+            if as_view:
+                buffer.div_(world)
+            else:
+                buffer.mul_(1.0 / world)
+            work = dist.all_reduce(buffer, group=group, async_op=True)
+            return work.get_future().then(lambda f: f.value()[0])
+
+        return _annotated(allreduce)
+
+    # -- installing ----------------------------------------------------------------------------
+    def install(self) -> None:
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        timer = self
+        original_init = DDP.__init__
+        original_register = DDP.register_comm_hook
+
+        def init(ddp: Any, *args: Any, **kwargs: Any) -> None:
+            original_init(ddp, *args, **kwargs)
+            import torch.distributed as dist
+
+            timer.world_size = dist.get_world_size(ddp.process_group)
+            timer.backend = str(dist.get_backend(ddp.process_group))
+            timer.grad_bytes = sum(p.numel() * p.element_size() for p in ddp.module.parameters() if p.requires_grad)
+            ddp._trainspeed_hooked = False
+
+            def first_forward(module: Any, args: Any) -> None:
+                handle.remove()
+                if not module._trainspeed_hooked:  # the script registered no hook of its own
+                    module._trainspeed_hooked = True
+                    original_register(module, None, timer.wrap(timer.builtin(module)))
+
+            handle = ddp.register_forward_pre_hook(first_forward)
+
+        def register(ddp: Any, state: Any, hook: Callable[..., Any]) -> Any:
+            ddp._trainspeed_hooked = True
+            return original_register(ddp, state, timer.wrap(hook))
+
+        DDP.__init__ = init  # type: ignore[method-assign]
+        DDP.register_comm_hook = register  # type: ignore[method-assign]
+
+        def undo() -> None:
+            DDP.__init__ = original_init  # type: ignore[method-assign]
+            DDP.register_comm_hook = original_register  # type: ignore[method-assign]
+
+        self._undo.append(undo)
+
+    def uninstall(self) -> None:
+        while self._undo:
+            self._undo.pop()()
+
+    # -- reading ---------------------------------------------------------------------------------
+    def take(self) -> CommStep | None:
+        """The spans finished since the last call (host clock), as one step's CommStep."""
+        if not self.spans:
+            return None
+        spans, self.spans = self.spans, []
+        return summarise(spans)
+
+    def take_device(self) -> list[tuple[float, int]]:
+        """CUDA: (milliseconds, bytes) of the all-reduces whose events have completed."""
+        done = []
+        while self.events and self.events[0][1].query():
+            start, end, nbytes = self.events.pop(0)
+            done.append((start.elapsed_time(end), nbytes))
+        return done

@@ -1,0 +1,34 @@
+"""The doctor under a 2-rank launch: every rank watched, rank 0 reports all, the losses untouched."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from launch import launch
+
+
+def test_watching_ddp_changes_no_loss_and_rank_0_reports_every_rank(tmp_path: Path) -> None:
+    plain = launch(["losses", str(tmp_path / "plain.json"), "40"])
+    assert [r.code for r in plain] == [0, 0], plain[0].out + plain[1].out
+    report = tmp_path / "doctor.json"
+    watched = launch(["losses", str(tmp_path / "watched.json"), "40"], doctor=["--json", str(report)])
+    assert [r.code for r in watched] == [0, 0], watched[0].out + watched[1].out
+    # DDP's reduction replaced by the timed hook: the same gradients, so the same losses bit for bit
+    assert json.loads((tmp_path / "watched.json").read_text()) == json.loads((tmp_path / "plain.json").read_text())
+    assert "rank 1 watched its steps; rank 0 reports for every rank" in watched[1].out
+    d = json.loads(report.read_text())
+    dist = d["distributed"]
+    assert dist["world_size"] == 2 and dist["backend"] == "gloo" and [r["rank"] for r in dist["ranks"]] == [0, 1]
+    assert dist["comm_ms"] > 0 and dist["grad_bytes"] == 4 * (4 * 64 + 64 + 64 * 3 + 3)
+    assert "comm" in d["phases"] and abs(sum(p["share"] for p in d["phases"].values()) - 1) < 1e-6
+    assert all(r["comm_bytes"] == dist["grad_bytes"] for r in dist["ranks"])
+
+
+def test_a_planted_straggler_is_named(tmp_path: Path) -> None:
+    report = tmp_path / "doctor.json"
+    ranks = launch(["losses", str(tmp_path / "w.json"), "60", "1"], doctor=["--json", str(report)])
+    assert [r.code for r in ranks] == [0, 0], ranks[0].out + ranks[1].out
+    verdicts = json.loads(report.read_text())["verdicts"]
+    assert verdicts[0]["id"] == "straggler", verdicts
+    assert verdicts[0]["evidence"].startswith("rank 1 ") and "its other phase" in verdicts[0]["evidence"]
