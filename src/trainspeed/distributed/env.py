@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from trainspeed.errors import DistError
+from trainspeed.errors import DistError, first_line
 
 DEFAULT_TIMEOUT_S = 300.0
 TIMEOUT_ENV = "TRAINSPEED_DIST_TIMEOUT"
@@ -106,7 +106,7 @@ def init_group(env: DistEnv, device: torch.device, timeout: float | None = None)
         dist.init_process_group(backend, init_method=f"tcp://{env.endpoint}", rank=env.rank,
                                 world_size=env.world_size, timeout=datetime.timedelta(seconds=seconds))
     except Exception as e:  # noqa: BLE001 - torch raises several types here, all meaning "no rendezvous"
-        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+        first = first_line(e)
         raise DistError(f"rank {env.rank} of {env.world_size} could not form the process group at {env.endpoint} "
                         f"within {seconds:g} s ({backend}): {first}. Is rank 0 running, the address reachable and the "
                         "port free?") from None

@@ -22,7 +22,7 @@ from torch.utils.data.distributed import DistributedSampler
 from trainspeed.distributed.checks import check_same_model
 from trainspeed.distributed.env import DistEnv, destroy_group, detect, device_for, init_group
 from trainspeed.distributed.shard import loss_weight, shard_rows
-from trainspeed.errors import DistError, FitError
+from trainspeed.errors import DistError, FitError, first_line
 from trainspeed.loop.checks import resolve_device
 from trainspeed.loop.data import TrainData
 
@@ -116,7 +116,7 @@ class DataParallel:
 
     def failed(self, error: BaseException) -> None:
         """A collective failed mid-run: one clear line (the group is torn down so nothing waits on it)."""
-        first = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
+        first = first_line(error)
         self.finish(barrier=False)
         raise DistError(f"rank {self.env.rank} of {self.env.world_size}: a collective with the other ranks failed "
                         f"(did another rank crash or stop?): {first}") from None

@@ -11,6 +11,7 @@ import datetime
 import socket
 from typing import Any
 
+from trainspeed.errors import first_line
 from trainspeed.watch.result import RankStat
 
 
@@ -44,6 +45,6 @@ def gather(stat: RankStat, timeout_s: float) -> tuple[list[RankStat] | None, str
         dist.gather_object(stat, out, dst=0, group=group)
         dist.destroy_process_group(group)
     except Exception as e:  # noqa: BLE001 - a dead peer or a torn-down group: report what this rank has
-        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:160]
+        first = first_line(e, 160)
         return None, f"could not gather the other ranks' measurements: {first}"
     return (list(out) if out is not None else None), None

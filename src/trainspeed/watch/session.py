@@ -244,12 +244,7 @@ class Watcher:
 
     def _read_done(self, op: str, t0: float, t1: float, site: str) -> None:
         self.clock.span("sync", t0, t1)
-        self.step_syncs += 1
-        entry = self.sites.get((site, op))
-        if entry is None:
-            entry = self.sites[(site, op)] = [0, 0.0]
-        entry[0] += 1
-        entry[1] += t1 - t0
+        self._count_site(op, t1 - t0, site)
 
     def _count_site(self, op: str, seconds: float, site: str) -> None:
         self.step_syncs += 1
