@@ -61,6 +61,7 @@ def main():
                     pass
         if rank == 0:
             print(f"epoch {epoch}: loss {loss.item():.4f}")
+    dist.barrier()  # every rank done before the group goes
     dist.destroy_process_group()
 
 

@@ -37,6 +37,13 @@ def write(path: str, result: dict) -> None:
             json.dump(result, f)
 
 
+def close() -> None:
+    """Tear the group down as fit does, once every rank is here (gloo can abort with "terminate called
+    without an active exception" when one rank destroys it under another). Callers drop DDP first."""
+    dist.barrier()
+    dist.destroy_process_group()
+
+
 def run_fit(out: str, batch_size: int | None, epochs: int) -> None:
     m = model()
     x, y = data()
@@ -65,7 +72,8 @@ def run_grads(out: str, rows: int) -> None:
     param_diff = max((a - b).abs().max().item() for a, b in zip(m.parameters(), whole.parameters()))
     grad_size = max(b.grad.abs().max().item() for b in whole.parameters())
     write(out, {"grad_diff": grad_diff, "param_diff": param_diff, "grad_size": grad_size, "world": world})
-    dist.destroy_process_group()
+    del ddp  # its reducer goes before the group
+    close()
 
 
 def run_crash(out: str) -> None:
@@ -112,7 +120,8 @@ def run_losses(out: str, steps: int, slow_rank: int | None) -> None:
             while time.perf_counter() < end:
                 pass
     write(out, {"losses": losses})
-    dist.destroy_process_group()
+    del m  # the DDP wrapper and its reducer go before the group
+    close()
 
 
 if __name__ == "__main__":
