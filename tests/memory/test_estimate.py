@@ -32,11 +32,12 @@ def test_prediction_matches_the_measured_peak(name: str, opt: str, amp: str | No
     assert est.total_bytes == pytest.approx(real.peak_bytes, rel=0.01)
 
 
-@pytest.mark.parametrize("batch", [1, 64])
-def test_fp32_convolutions_within_five_percent(batch: int) -> None:
-    est = estimate_memory(ZOO["resnet-cnn"].factory, _inputs("resnet-cnn"), batch, optimizer="sgd")
-    real = measure_memory(ZOO["resnet-cnn"].factory, _inputs("resnet-cnn"), batch, optimizer="sgd")
-    assert est.total_bytes == pytest.approx(real.peak_bytes, rel=0.05)
+@pytest.mark.parametrize(("name", "batch"), [("resnet-cnn", 1), ("resnet-cnn", 64), ("digits-cnn", 8)])
+def test_fp32_onednn_convolutions_are_exact(name: str, batch: int) -> None:
+    # oneDNN's reorder buffers around an fp32 convolution come from asking the real kernel
+    est = estimate_memory(ZOO[name].factory, _inputs(name), batch, optimizer="sgd")
+    real = measure_memory(ZOO[name].factory, _inputs(name), batch, optimizer="sgd")
+    assert est.total_bytes == pytest.approx(real.peak_bytes, rel=0.01)
 
 
 def test_checkpointing_saves_activations_and_stays_exact() -> None:
@@ -120,7 +121,20 @@ def test_a_forward_that_needs_values_names_the_failing_op() -> None:
         estimate_memory(ReadsValues, (4,), 2)
 
 
-def test_lstm_on_cpu_is_flagged_as_not_fully_seen() -> None:
+@pytest.mark.parametrize("batch, opt", [(8, "sgd"), (64, "adam")])
+def test_lstm_workspace_is_sized_by_the_real_kernel(batch: int, opt: str) -> None:
+    # oneDNN's LSTM keeps a training workspace the meta function reports as empty (half the peak here)
+    est = estimate_memory(ZOO["rnn"].factory, (32, 16), batch, optimizer=opt)
+    real = measure_memory(ZOO["rnn"].factory, (32, 16), batch, optimizer=opt)
+    assert est.total_bytes == pytest.approx(real.peak_bytes, rel=0.01)
+    assert not any("oneDNN" in n for n in est.notes)
+
+
+def test_lstm_workspace_that_cannot_be_probed_is_flagged(monkeypatch: pytest.MonkeyPatch) -> None:
+    from trainspeed.memory import kernel_probe
+
+    monkeypatch.setattr(kernel_probe, "PROBE_LIMIT_BYTES", 0)
+    monkeypatch.setattr(kernel_probe, "_probed", {})
     est = estimate_memory(ZOO["rnn"].factory, (32, 16), 2, optimizer="sgd")
     assert any("oneDNN" in n for n in est.notes)
 

@@ -25,7 +25,8 @@ from trainspeed.memory.layers import LayerRecorder
 from trainspeed.memory.optimizers import OptimizerFactory, optimizer_factory
 from trainspeed.memory.result import CATEGORIES, LayerMemory, MemoryEstimate
 from trainspeed.memory.tracker import Block, LiveBytes, storage_key
-from trainspeed.memory.workspace import MATMUL_OPS, cublas_workspace_bytes, unseen_notes, workspace_bytes
+from trainspeed.memory.workspace import (MATMUL_OPS, cublas_workspace_bytes, hidden_outputs, unseen_notes,
+                                         workspace_bytes)
 
 CUDA_ALLOCATION_QUANTUM = 512
 """The CUDA caching allocator rounds every block up to 512 bytes (kMinBlockSize in
@@ -158,7 +159,8 @@ class _Replay:
 
     def step(self, batch: int, record_layers: bool) -> tuple[LiveBytes, dict[str, Any], list[LayerMemory]]:
         # the scratch rules describe CPU kernels; a CUDA target is replayed without them
-        tracker = LiveBytes(self.quantum, workspace_bytes if self.quantum == 1 else None)
+        cpu = self.quantum == 1
+        tracker = LiveBytes(self.quantum, workspace_bytes if cpu else None, hidden_outputs if cpu else None)
         tracker.adopt(list(self.model.parameters()) + list(self.model.buffers()), "params")
         tracker.adopt(_state_tensors(self.optimizer), "optimizer-state")
         if self.library_workspace:
@@ -236,7 +238,7 @@ class Estimator:
         breakdown, peak_phase = _breakdown(tracker, _grad_blocks(tracker, seen))
         notes = list(self.notes)
         if self.fake_device.type == "cpu":
-            notes += unseen_notes(tracker.ops)
+            notes += unseen_notes(tracker.unmodelled)
         total = tracker.peak
         per_sample = (self.peak(batch_size * 2) - total) / batch_size
         fixed = total - batch_size * per_sample

@@ -43,7 +43,9 @@ def storage_key(t: torch.Tensor) -> int:
 class LiveBytes(TorchDispatchMode):
     """Dispatch mode that keeps a live-bytes timeline of storages and remembers its peak."""
 
-    def __init__(self, quantum: int = 1, workspace: Callable[[str, tuple[Any, ...], Any], int] | None = None) -> None:
+    def __init__(self, quantum: int = 1, workspace: Callable[[str, tuple[Any, ...], Any], int] | None = None,
+                 hidden: Callable[[str, tuple[Any, ...], Any], list[tuple[torch.Tensor, int]] | None] | None = None
+                 ) -> None:
         super().__init__()
         self.quantum = quantum
         """Allocation granularity: 512 models the CUDA caching allocator's rounding."""
@@ -58,6 +60,10 @@ class LiveBytes(TorchDispatchMode):
         self.ops: set[str] = set()
         self.workspace = workspace
         """op name, args, output -> bytes the real kernel holds only during the op."""
+        self.hidden = hidden
+        """op name, args, output -> (output, real bytes) for outputs bigger than their fake storage;
+        None where the op has one but its size is unknown (the op lands in `unmodelled`)."""
+        self.unmodelled: set[str] = set()
 
     def _born(self, storage: torch.UntypedStorage, phase: str) -> None:
         key = id(storage)
@@ -112,11 +118,26 @@ class LiveBytes(TorchDispatchMode):
                         self.peak, self.peak_at = self.live, self.clock
             elif key not in inputs:
                 self._born(storage, self.phase)
+        if self.hidden is not None:
+            self._grow_hidden(self.hidden(self.last_op, tuple(args), out))
         if self.workspace is not None:
             scratch = self.workspace(self.last_op, tuple(args), out)
             if scratch:
                 self._scratch(round_up(scratch, self.quantum))
         return out
+
+    def _grow_hidden(self, found: list[tuple[torch.Tensor, int]] | None) -> None:
+        if found is None:
+            self.unmodelled.add(self.last_op or "")
+            return
+        for t, real in found:
+            block = self.blocks.get(storage_key(t))
+            grown = round_up(real, self.quantum) - block.nbytes if block is not None else 0
+            if block is not None and grown > 0:
+                block.nbytes += grown
+                self.live += grown
+                if self.live > self.peak:
+                    self.peak, self.peak_at = self.live, self.clock
 
     def _scratch(self, nbytes: int) -> None:
         """A buffer live only while the op runs, beside its outputs."""

@@ -15,6 +15,8 @@ import re
 
 import torch
 
+from trainspeed.memory import kernel_probe
+
 
 def _mkldnn_dtype_ok(dtype: torch.dtype) -> bool:
     if dtype == torch.bfloat16:
@@ -77,9 +79,9 @@ def _conv_forward(args: tuple[Any, ...], out: Any) -> int:
     if _slow_conv2d(x, weight, stride, padding, dilation, transposed, groups):
         return _columns_bytes(x, weight, (out.shape[-2], out.shape[-1]), stride, padding)
     if _mkldnn_conv2d(x, weight, stride, dilation, transposed, groups) and x.dtype == torch.float32:
-        # oneDNN reorders weight, input and output to its blocked layouts around the kernel
-        # (measured: three output-sized buffers and one weight-sized per call on AVX2 CPUs)
-        return _nbytes(weight) + _nbytes(x) + _nbytes(out)
+        # oneDNN reorders weight, input and output to its blocked layouts around the kernel: ask it
+        found = kernel_probe.probe(kernel_probe.CONV, args)
+        return found.scratch_bytes if found is not None else _nbytes(weight) + _nbytes(x) + _nbytes(out)
     return 0
 
 
@@ -89,7 +91,8 @@ def _conv_backward(args: tuple[Any, ...], out: Any) -> int:
         # _slow_conv2d_backward_out_cpu rebuilds the columns once for the weight gradient
         return _columns_bytes(x, weight, (grad_out.shape[-2], grad_out.shape[-1]), stride, padding)
     if _mkldnn_conv2d(x, weight, stride, dilation, transposed, groups) and x.dtype == torch.float32:
-        return _nbytes(grad_out) + _nbytes(x) + _nbytes(weight)
+        found = kernel_probe.probe(kernel_probe.CONV_BACKWARD, args)
+        return found.scratch_bytes if found is not None else _nbytes(grad_out) + _nbytes(x) + _nbytes(weight)
     return 0
 
 
@@ -105,12 +108,32 @@ def workspace_bytes(op: str, args: tuple[Any, ...], out: Any) -> int:
     return rule(args, out) if rule is not None else 0
 
 
-# Ops whose real CPU kernel keeps memory the replay cannot see, and what to tell the user.
+def hidden_outputs(op: str, args: tuple[Any, ...], out: Any) -> list[tuple[torch.Tensor, int]] | None:
+    """(output, its real bytes) for outputs the meta function makes smaller than the real kernel
+    (oneDNN's LSTM workspace); None when the op has such an output but its size could not be found."""
+    if op != kernel_probe.FORWARD:
+        return []
+    found = kernel_probe.probe(op, args)
+    return None if found is None else [(out[3], found.workspace_bytes)]
+
+
+def _rnn_scratch(op: str) -> Callable[[tuple[Any, ...], Any], int]:
+    def rule(args: tuple[Any, ...], out: Any) -> int:
+        found = kernel_probe.probe(op, args)
+        return found.scratch_bytes if found is not None else 0
+    return rule
+
+
+RULES[kernel_probe.FORWARD] = _rnn_scratch(kernel_probe.FORWARD)
+RULES[kernel_probe.BACKWARD] = _rnn_scratch(kernel_probe.BACKWARD)
+
+
+# Ops whose real CPU kernel keeps memory the replay could not size, and what to tell the user.
 UNSEEN = {
     "aten.mkldnn_rnn_layer.default": (
-        "nn.LSTM on the CPU runs oneDNN, whose training workspace (about 15 x T x N x H x 4 bytes "
-        "per layer, kept for backward) the replay does not see: expect the real peak above this "
-        "estimate; --measure gives the real number"
+        "nn.LSTM on the CPU runs oneDNN, whose training workspace (kept for backward) could not be "
+        "sized by running the real kernel here: expect the real peak above this estimate; --measure "
+        "gives the real number"
     ),
 }
 

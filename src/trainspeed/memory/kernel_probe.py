@@ -1,0 +1,113 @@
+"""Ask the real CPU kernel what it allocates that the meta function does not show.
+
+oneDNN's kernels size their buffers from its layout for this CPU and build (page-aligned parts,
+padded and blocked leading dimensions, reorders around a convolution), which no formula here
+could follow across versions. So for those ops the replay asks the real kernel: one call on zeros
+laid out like the replay's tensors (same shapes and strides: a kernel that copies a
+non-contiguous input counts that copy), under the profiler's allocator events, cached per shape.
+What it returns beyond the meta outputs is its scratch (peak minus what it kept) and, for
+`aten.mkldnn_rnn_layer`, the training workspace it returns (every time step's gates and states,
+kept for backward) that its meta function makes empty. Nothing of the model is allocated; a probe
+holds one call's inputs (one layer's weights and activations) and is skipped above
+PROBE_LIMIT_BYTES.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+FORWARD = "aten.mkldnn_rnn_layer.default"
+BACKWARD = "aten.mkldnn_rnn_layer_backward.default"
+CONV = "aten.convolution.default"
+CONV_BACKWARD = "aten.convolution_backward.default"
+PROBE_LIMIT_BYTES = 256 * 2**20
+
+
+@dataclass(frozen=True)
+class Probe:
+    workspace_bytes: int
+    """The forward's workspace output (0 for the backward)."""
+    scratch_bytes: int
+    """Peak bytes the call allocated beyond what it returned (freed before it returned)."""
+
+
+_probed: dict[tuple[Any, ...], Probe | None] = {}
+
+
+def _shape_key(op: str, args: tuple[Any, ...]) -> tuple[Any, ...]:
+    return (op,) + tuple((tuple(a.shape), a.stride(), a.dtype) if isinstance(a, torch.Tensor) else
+                         tuple(a) if isinstance(a, list) else a for a in args)
+
+
+def _zeros(a: Any) -> Any:
+    """Zeros laid out like `a` (same strides: a kernel copies a non-contiguous input, and that counts)."""
+    if not isinstance(a, torch.Tensor):
+        return a
+    return torch.empty_strided(tuple(a.shape), a.stride(), dtype=a.dtype).zero_()
+
+
+def _scratch_of(call: Any) -> tuple[Any, int]:
+    """Run `call()` under the allocator events; its result and its peak minus what it kept."""
+    from trainspeed.memory.measure import _profiler_allocations, quiet_fd2
+
+    with quiet_fd2(), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
+                                             profile_memory=True) as prof:
+        out = call()
+    live = peak = 0
+    for _, delta in sorted(_profiler_allocations(prof)):
+        live += delta
+        peak = max(peak, live)
+    return out, max(peak - live, 0)
+
+
+def _forward(real: tuple[Any, ...]) -> Any:
+    return torch.ops.aten.mkldnn_rnn_layer.default(*real)
+
+
+def _run(op: str, args: tuple[Any, ...]) -> Probe:
+    real = tuple(_zeros(a) for a in args)
+    if op in (CONV, CONV_BACKWARD):
+        kernel = torch.ops.aten.convolution.default if op == CONV else torch.ops.aten.convolution_backward.default
+        _, scratch = _scratch_of(lambda: kernel(*real))
+        return Probe(0, scratch)
+    if op == FORWARD:
+        out, scratch = _scratch_of(lambda: _forward(real))
+        ws = out[3]
+        if not isinstance(ws, torch.Tensor):
+            raise RuntimeError("the kernel returned no workspace")
+        return Probe(ws.numel() * ws.element_size(), scratch)
+    # backward: a real forward first, for the output, states and workspace it consumes
+    (inp, w1, w2, w3, w4, hx, cx, _out, _hy, _cy, g_out, g_hy, g_cy, reverse, mode, hidden, layers, biases, train,
+     bidir, sizes, batch_first, _ws) = real
+    output, hy, cy, ws = _forward((inp, w1, w2, w3, w4, hx, cx, reverse, sizes, mode, hidden, layers, biases, bidir,
+                                   batch_first, train))
+    back = (inp, w1, w2, w3, w4, hx, cx, output, hy, cy, g_out, g_hy, g_cy, reverse, mode, hidden, layers, biases,
+            train, bidir, sizes, batch_first, ws)
+    _, scratch = _scratch_of(lambda: torch.ops.aten.mkldnn_rnn_layer_backward.default(*back))
+    return Probe(0, scratch)
+
+
+def probe(op: str, args: tuple[Any, ...]) -> Probe | None:
+    """What the real CPU kernel of this call (one of FORWARD, BACKWARD, CONV, CONV_BACKWARD) uses
+    beyond its meta outputs; None where it cannot be asked (the kernel fails on this CPU, as a bf16
+    LSTM without AVX-512 does, or the probe is too large)."""
+    key = _shape_key(op, args)
+    if key in _probed:
+        return _probed[key]
+    result: Probe | None = None
+    size = sum(a.numel() * a.element_size() for a in args if isinstance(a, torch.Tensor))
+    if size <= PROBE_LIMIT_BYTES:
+        from torch.utils._python_dispatch import _disable_current_modes
+
+        # real tensors, outside the replay; grad mode on (backward runs without it, and the
+        # forward kernel returns no workspace then)
+        with _disable_current_modes(), torch.enable_grad():
+            try:
+                result = _run(op, args)
+            except Exception:  # noqa: BLE001 - the real step fails the same way; the estimate says so
+                result = None
+    _probed[key] = result
+    return result
