@@ -36,6 +36,8 @@ def analysed(knob, ctx, points):
     ("checkpoint-save", "iris", "often", "expected one of none, sync, thread"),
     ("threads", "mlp:width=0", None, "width must be a positive integer"),
     ("threads", "mlp:height=3", None, "unknown parameter 'height'"),
+    ("world-size", "iris", "9999", "9999 ranks cannot run here"),
+    ("world-size", "iris", "two", "expected a number of ranks"),
 ])
 def test_bad_values_are_one_line_usage_errors(knob, workload, values, message):
     with pytest.raises(UsageError, match=message.replace("(", r"\(").replace(")", r"\)")):
@@ -156,4 +158,5 @@ def test_crossover_grid_with_predicted_gpu(monkeypatch):
 
 def test_every_knob_is_listed():
     assert set(KNOBS) == {"record-every", "batch-size", "num-workers", "threads", "device", "crossover", "amp",
-                          "compile", "cuda-graphs", "accumulate", "activation-checkpointing", "checkpoint-save"}
+                          "compile", "cuda-graphs", "accumulate", "activation-checkpointing", "checkpoint-save",
+                          "world-size"}

@@ -233,7 +233,9 @@ def _distributed_lines(d: DistRun) -> list[Table | Text]:
 _SWEEP_EXTRAS = (("samples_per_s", "samples/s", "{:,.0f}"), ("peak_bytes", "peak", None),
                  ("records", "records", "{:.0f}"), ("read_us", "us/read", "{:.1f}"),
                  ("cost_per_record_us", "us/record", "{:.1f}"), ("saves", "saves", "{:.0f}"),
-                 ("ms_per_save", "ms/save", "{:.1f}"))
+                 ("ms_per_save", "ms/save", "{:.1f}"),
+                 ("speedup", "x one rank", "{:.2f}"), ("efficiency", "efficiency", "{:.0%}"),
+                 ("allreduce_ms", "all-reduce ms", "{:.3f}"), ("bus_gbs", "bus GB/s", "{:.2f}"))
 
 
 def sweep_view(result: SweepResult) -> Group:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import gc
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import torch
 
@@ -25,6 +26,8 @@ class ArmSpec:
     value: str
     workload: Workload
     config: ArmConfig
+    make: Callable[[], Any] | None = None
+    """Builds an arm of another kind (same build/run/close) instead of sweep.arm.Arm."""
 
 
 @dataclass
@@ -78,7 +81,8 @@ def run_arms(specs: list[ArmSpec], steps: int, repeats: int, warmup: int, journa
                 try:
                     arm = arms.get(spec.value)
                     if arm is None:
-                        arm = arms[spec.value] = make_arm(spec.workload, spec.config)
+                        made = spec.make() if spec.make else make_arm(spec.workload, spec.config)
+                        arm = arms[spec.value] = made
                         setup = asdict(arm.build(warmup))
                         if spec.value not in setups:
                             setups[spec.value] = setup

@@ -51,7 +51,8 @@ def plan(knob: str, workload: str | Workload, values: str | list[str] | None = N
     wl = workload if isinstance(workload, Workload) else resolve_workload(workload)
     ctx = SweepContext(wl, workload if isinstance(workload, str) else wl.name, dev, steps, cuda,
                        psutil.cpu_count(logical=False) or 1, psutil.cpu_count(logical=True) or 1,
-                       save_every=save_every, batches=list(batches or DEFAULT_BATCHES), gpu=gpu)
+                       save_every=save_every, batches=list(batches or DEFAULT_BATCHES), gpu=gpu,
+                       from_spec=isinstance(workload, str))
     if isinstance(values, str):
         ctx.values = k.parse(values, ctx)
     elif values is not None:
@@ -98,7 +99,8 @@ def run_sweep(knob: str, workload: str | Workload, values: str | list[str] | Non
 
     Args:
         knob: one of trainspeed.sweep.KNOBS (record-every, batch-size, num-workers, threads, device,
-            crossover, amp, compile, cuda-graphs, accumulate, activation-checkpointing, checkpoint-save).
+            crossover, amp, compile, cuda-graphs, accumulate, activation-checkpointing, checkpoint-save,
+            world-size).
         workload: a built-in name (iris, digits-cnn, digits-aug, mlp, cnn, transformer; sized as
             "mlp:width=1024,batch=256"), FILE.py:FACTORY returning a Workload, or a Workload.
         values: comma-separated values (or a list); None: the knob's defaults for this machine.

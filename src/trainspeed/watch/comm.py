@@ -8,7 +8,10 @@ reduction finished. A hook the script registers itself is wrapped with the same 
 
 Per step that gives the communication time (the union of the bucket spans), and how much of it
 was exposed: the wait after the last bucket was ready, which the host spends inside backward
-until the reducer has every result. On CUDA the spans come from CUDA events read back lazily.
+until the reducer has every result. On CUDA (NCCL) the host does not wait for the all-reduce, so
+the spans come from CUDA events recorded on the stream at the same two points (hand-over, result)
+and read back lazily, a step at a time once all of its events have completed: no synchronisation
+of ours.
 """
 
 from __future__ import annotations
@@ -61,7 +64,9 @@ class CommTimer:
     def __init__(self, now: Callable[[], float] = time.perf_counter) -> None:
         self.now = now
         self.spans: list[tuple[float, float, int]] = []
-        self.events: list[tuple[Any, Any, int]] = []
+        self.events: list[tuple[int, Any, Any, int]] = []
+        """CUDA: (step, start event, end event, bytes) per bucket, oldest first."""
+        self.step = 0
         self.world_size = 1
         self.backend: str | None = None
         self.grad_bytes = 0
@@ -75,6 +80,7 @@ class CommTimer:
             buffer = bucket.buffer()
             nbytes = buffer.numel() * buffer.element_size()
             if buffer.is_cuda:
+                step = timer.step
                 start = torch.cuda.Event(enable_timing=True)
                 start.record()
                 fut = hook(state, bucket)
@@ -82,7 +88,7 @@ class CommTimer:
                 def done_cuda(f: Any) -> Any:
                     end = torch.cuda.Event(enable_timing=True)
                     end.record()
-                    timer.events.append((start, end, nbytes))
+                    timer.events.append((step, start, end, nbytes))
                     return f.value()
 
                 return fut.then(done_cuda)
@@ -166,10 +172,22 @@ class CommTimer:
         spans, self.spans = self.spans, []
         return summarise(spans)
 
-    def take_device(self) -> list[tuple[float, int]]:
-        """CUDA: (milliseconds, bytes) of the all-reduces whose events have completed."""
-        done = []
-        while self.events and self.events[0][1].query():
-            start, end, nbytes = self.events.pop(0)
-            done.append((start.elapsed_time(end), nbytes))
-        return done
+    def end_step(self) -> None:
+        self.step += 1
+
+    def take_device(self) -> list[CommStep]:
+        """CUDA: the CommStep of every ended step whose all-reduces have all completed on the device,
+        from the events' elapsed times (relative to the step's first hand-over)."""
+        steps: list[CommStep] = []
+        while self.events and self.events[0][0] < self.step:
+            index = self.events[0][0]
+            mine = [e for e in self.events if e[0] == index]
+            if not all(end.query() for _, _, end, _ in mine):
+                break
+            del self.events[:len(mine)]
+            ref = mine[0][1]
+            spans = [(ref.elapsed_time(start) / 1e3, ref.elapsed_time(end) / 1e3, n) for _, start, end, n in mine]
+            step = summarise(spans)
+            if step is not None:
+                steps.append(step)
+        return steps

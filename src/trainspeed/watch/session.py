@@ -118,7 +118,6 @@ class Watcher:
         self._gather_done = False
         self._undo_destroy: Callable[[], None] | None = None
         self.comm_steps = Reservoir[CommStep](seed=4)
-        self.comm_device_ms = Reservoir[float](seed=5)
 
     # -- lifecycle --------------------------------------------------------------------------
     def start(self) -> Watcher:
@@ -355,9 +354,12 @@ class Watcher:
                        ranks, scaling, notes)
 
     def _comm_step(self, phases: dict[str, float]) -> None:
-        """Move this step's exposed all-reduce wait out of the phase the clock charged it to."""
-        for ms, _ in self.comm.take_device():
-            self.comm_device_ms.add(ms)
+        """Move this step's exposed all-reduce wait out of the phase the clock charged it to (host
+        spans); on CUDA keep the steps whose device events have completed (the host did not wait)."""
+        self.comm.end_step()
+        if self.steps_seen >= self.warmup:
+            for done in self.comm.take_device():
+                self.comm_steps.add(done)
         step = self.comm.take()
         if step is None:
             return

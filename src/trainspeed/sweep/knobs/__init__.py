@@ -8,9 +8,10 @@ from trainspeed.sweep.knobs.record_every import RecordEvery
 from trainspeed.sweep.knobs.saving import CheckpointSave
 from trainspeed.sweep.knobs.simple import Amp, Compile, CudaGraphs, Threads
 from trainspeed.sweep.knobs.workers import NumWorkers
+from trainspeed.sweep.knobs.world_size import WorldSize
 
 KNOBS: dict[str, type[Knob]] = {k.name: k for k in (
     RecordEvery, BatchSize, NumWorkers, Threads, Device, Crossover, Amp, Compile, CudaGraphs, Accumulate,
-    ActivationCheckpointing, CheckpointSave)}
+    ActivationCheckpointing, CheckpointSave, WorldSize)}
 
 __all__ = ["KNOBS", "Knob", "SweepContext"]

@@ -28,6 +28,8 @@ class SweepContext:
     save_every: int | None = None
     batches: list[int] = field(default_factory=list)
     gpu: str = "RTX 3080"
+    from_spec: bool = True
+    """The workload came as a spec (a name or FILE.py:FACTORY) that other processes can resolve."""
     setups: dict[str, dict] = field(default_factory=dict)
     """Per value, what building its arm measured (first step, peak bytes, ops, FLOPs)."""
     largest_fit: tuple[int | None, int, str] | None = None
