@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from launch import JOB, free_port, launch
+from launch import JOB, launch
 
 
 

@@ -84,8 +84,8 @@ class RankArm(Arm):
         start, stop = self._rows
         return tuple(t[start:stop] for t in batch)
 
-    def grad_numel(self) -> int:
-        return sum(p.numel() for p in self.model.parameters() if p.requires_grad)
+    def grad_bytes(self) -> int:
+        return sum(p.numel() * p.element_size() for p in self.model.parameters() if p.requires_grad)
 
 
 def _every_rank(seconds: float, device: torch.device) -> list[float]:
@@ -151,20 +151,17 @@ def run(args: argparse.Namespace) -> dict[str, Any] | None:
             dist.barrier()
             seconds = time.perf_counter() - t0
             rank_s = _every_rank(own, device)
-        numel = arm.grad_numel()
-        # the gradient's size, and one value: its time is the ring's latency, the rest its bandwidth
-        allreduce_s = time_allreduce(numel, device) if args.steps else None
+        grad_bytes = arm.grad_bytes()
+        # the gradient's size (as fp32 values), and one value: its time is the ring's latency, the rest its bandwidth
+        allreduce_s = time_allreduce(-(-grad_bytes // 4), device) if args.steps else None
         latency_s = time_allreduce(1, device) if args.steps else None
         arm.close()
         split = {}
         if args.split_steps and env.world_size == 1:
             split = per_rank_steps(arm.workload, device, arm.batch, args.split_steps, args.warmup)
-        out = {"world_size": env.world_size, "backend": dist.get_backend(), "threads": torch.get_num_threads(),
-               "batch": arm.batch, "rows_per_rank": [b - a for a, b in (shard_rows(arm.batch, r, env.world_size)
-                                                                        for r in range(env.world_size))],
-               "first_step_s": setup.first_step_s, "warmup_step_s": setup.warmup_step_s,
-               "seconds": seconds, "rank_seconds": rank_s, "grad_bytes": numel * 4, "allreduce_s": allreduce_s,
-               "allreduce_one_s": latency_s, "per_rank_ms": split}
+        out = {"threads": torch.get_num_threads(), "batch": arm.batch, "first_step_s": setup.first_step_s,
+               "warmup_step_s": setup.warmup_step_s, "seconds": seconds, "rank_seconds": rank_s,
+               "grad_bytes": grad_bytes, "allreduce_s": allreduce_s, "allreduce_one_s": latency_s, "per_rank_ms": split}
         dist.barrier()
         return out if env.rank == 0 else None
     finally:
