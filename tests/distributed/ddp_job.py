@@ -18,6 +18,7 @@ import torch.distributed as dist
 from torch import nn
 
 import trainspeed
+from trainspeed.distributed.env import destroy_group
 from trainspeed.distributed.shard import loss_weight, shard_rows
 
 
@@ -38,10 +39,8 @@ def write(path: str, result: dict) -> None:
 
 
 def close() -> None:
-    """Tear the group down as fit does, once every rank is here (gloo can abort with "terminate called
-    without an active exception" when one rank destroys it under another). Callers drop DDP first."""
-    dist.barrier()
-    dist.destroy_process_group()
+    """Tear the group down as fit does (callers drop DDP first)."""
+    destroy_group(barrier=True)
 
 
 def run_fit(out: str, batch_size: int | None, epochs: int) -> None:

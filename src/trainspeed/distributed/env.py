@@ -9,6 +9,7 @@ or a peer that died ends in one clear error instead of a hang.
 from __future__ import annotations
 
 import datetime
+import gc
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -113,6 +114,13 @@ def init_group(env: DistEnv, device: torch.device, timeout: float | None = None)
     return True
 
 
-def destroy_group() -> None:
+def destroy_group(barrier: bool = False) -> None:
+    """Tear the default group down. Callers let go of their DDP models first; the collection here
+    frees a DDP caught in a reference cycle (its reducer must go before the group, or gloo can abort
+    the process at exit with "terminate called without an active exception"), and `barrier` waits
+    for every rank so that none destroys the group under another."""
+    gc.collect()
     if dist.is_initialized():
+        if barrier:
+            dist.barrier()
         dist.destroy_process_group()

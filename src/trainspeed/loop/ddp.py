@@ -125,9 +125,8 @@ class DataParallel:
         """Let go of DDP (its reducer's hooks leave the model's parameters with it), then of the group
         if `fit` formed it - after a barrier, so that no rank tears it down under another."""
         self.ddp = None
-        gc.collect()
         if self.created:
             self.created = False
-            if barrier:
-                dist.barrier()
-            destroy_group()
+            destroy_group(barrier)
+        else:
+            gc.collect()  # the user's group stays; DDP's reducer goes now

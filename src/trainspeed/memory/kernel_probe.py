@@ -19,6 +19,8 @@ from typing import Any
 
 import torch
 
+from trainspeed._io import quiet_fd2
+
 FORWARD = "aten.mkldnn_rnn_layer.default"
 BACKWARD = "aten.mkldnn_rnn_layer_backward.default"
 CONV = "aten.convolution.default"
@@ -51,16 +53,14 @@ def _zeros(a: Any) -> Any:
 
 def _scratch_of(call: Any) -> tuple[Any, int]:
     """Run `call()` under the allocator events; its result and its peak minus what it kept."""
-    from trainspeed.memory.measure import _profiler_allocations, quiet_fd2
+    from trainspeed.memory.measure import _profiler_allocations, allocation_peak
 
     with quiet_fd2(), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
                                              profile_memory=True) as prof:
         out = call()
-    live = peak = 0
-    for _, delta in sorted(_profiler_allocations(prof)):
-        live += delta
-        peak = max(peak, live)
-    return out, max(peak - live, 0)
+    events = _profiler_allocations(prof)
+    kept = sum(delta for _, delta in events)
+    return out, max(allocation_peak(events) - kept, 0)
 
 
 def _forward(real: tuple[Any, ...]) -> Any:

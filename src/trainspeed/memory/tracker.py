@@ -110,12 +110,7 @@ class LiveBytes(TorchDispatchMode):
             key = id(storage)
             block = self.blocks.get(key)
             if block is not None:  # an existing storage grown in place (resize_, out= with a new size)
-                grown = round_up(storage.nbytes(), self.quantum) - block.nbytes
-                if grown > 0:
-                    block.nbytes += grown
-                    self.live += grown
-                    if self.live > self.peak:
-                        self.peak, self.peak_at = self.live, self.clock
+                self._grow(block, storage.nbytes())
             elif key not in inputs:
                 self._born(storage, self.phase)
         if self.hidden is not None:
@@ -132,12 +127,17 @@ class LiveBytes(TorchDispatchMode):
             return
         for t, real in found:
             block = self.blocks.get(storage_key(t))
-            grown = round_up(real, self.quantum) - block.nbytes if block is not None else 0
-            if block is not None and grown > 0:
-                block.nbytes += grown
-                self.live += grown
-                if self.live > self.peak:
-                    self.peak, self.peak_at = self.live, self.clock
+            if block is not None:
+                self._grow(block, real)
+
+    def _grow(self, block: Block, nbytes: int) -> None:
+        """A tracked storage is really `nbytes` (rounded): count what it has beyond its block."""
+        grown = round_up(nbytes, self.quantum) - block.nbytes
+        if grown > 0:
+            block.nbytes += grown
+            self.live += grown
+            if self.live > self.peak:
+                self.peak, self.peak_at = self.live, self.clock
 
     def _scratch(self, nbytes: int) -> None:
         """A buffer live only while the op runs, beside its outputs."""

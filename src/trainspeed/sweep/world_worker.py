@@ -16,7 +16,6 @@ starting with `trainspeed-world-worker:` on stderr and exits 1.
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import os
 import sys
@@ -28,6 +27,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, DistributedSampler
 
+from trainspeed._io import write_atomic
 from trainspeed.diagnose.scaling import WORLD_SIZES
 from trainspeed.distributed.env import destroy_group, detect, device_for, init_group
 from trainspeed.distributed.shard import loss_weight, shard_rows
@@ -162,20 +162,12 @@ def run(args: argparse.Namespace) -> dict[str, Any] | None:
         out = {"threads": torch.get_num_threads(), "batch": arm.batch, "first_step_s": setup.first_step_s,
                "warmup_step_s": setup.warmup_step_s, "seconds": seconds, "rank_seconds": rank_s,
                "grad_bytes": grad_bytes, "allreduce_s": allreduce_s, "allreduce_one_s": latency_s, "per_rank_ms": split}
-        dist.barrier()
+        dist.barrier()  # every rank done (a failed rank skips it: the others must not wait for it)
         return out if env.rank == 0 else None
     finally:
-        arm = None  # let DDP's reducer go before the group: destroying it under a live one can abort
-        gc.collect()
+        arm = None  # DDP goes before the group (destroy_group collects it)
         if formed:
             destroy_group()
-
-
-def write_atomic(path: str, data: dict[str, Any]) -> None:
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w") as f:
-        json.dump(data, f)
-    os.replace(tmp, path)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -196,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{TAG} rank {rank}: {type(e).__name__}: {first_line(e)}", file=sys.stderr, flush=True)
         return 1
     if out is not None:
-        write_atomic(args.out, out)
+        write_atomic(args.out, json.dumps(out))
     return 0
 
 

@@ -357,13 +357,14 @@ class Watcher:
         """Move this step's exposed all-reduce wait out of the phase the clock charged it to (host
         spans); on CUDA keep the steps whose device events have completed (the host did not wait)."""
         self.comm.end_step()
-        if self.steps_seen >= self.warmup:
+        counted = self.steps_seen >= self.warmup
+        if counted:
             for done in self.comm.take_device():
                 self.comm_steps.add(done)
         step = self.comm.take()
         if step is None:
             return
-        if self.steps_seen >= self.warmup:
+        if counted:
             self.comm_steps.add(step)
         inside = "backward" if self.detailed else "other"  # on edges-only steps backward is not split out
         moved = min(step.exposed_s, phases[inside])
