@@ -7,7 +7,7 @@ import sys
 import torch
 
 from trainspeed.watch.sampler import other_site
-from trainspeed.watch.syncs import SyncCounter, reading
+from trainspeed.watch.syncs import SyncCounter
 
 
 def _here() -> str:
@@ -43,19 +43,19 @@ def test_a_stack_inside_backward_or_an_optimizer_is_not_other() -> None:
     assert seen == [None, None]
 
 
-def test_reading_is_true_only_while_a_counted_read_runs() -> None:
-    during: list[bool] = []
+def test_a_stack_inside_a_counted_read_is_the_sync_phase_not_other() -> None:
+    during: list[str | None] = []
 
     class Probe(torch.Tensor):  # runs Python inside the read itself
         @classmethod
         def __torch_function__(cls, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
             if getattr(func, "__name__", "") == "item":
-                during.append(reading())
+                during.append(other_site(sys._getframe()))
             return super().__torch_function__(func, types, args, kwargs or {})
 
     x = torch.tensor(1.0).as_subclass(Probe)
-    after: list[bool] = []
-    with SyncCounter(on_read=lambda *a: after.append(reading())):
-        assert not reading()
+    with SyncCounter(on_read=lambda *a: None):
         x.item()
-    assert during == [True] and after == [False]
+    assert during == [None]
+    x.item()  # no counter: no wrapper on the stack, the line is other
+    assert during[-1] is not None and __file__ in during[-1]

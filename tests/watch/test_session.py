@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 import tracemalloc
 from pathlib import Path
 
 import torch
 from torch import nn
+from torch.optim import optimizer as optimizer_module
 from torch.utils.data import DataLoader, TensorDataset
 
 import trainspeed
@@ -60,6 +62,29 @@ def test_hooks_are_removed_afterwards() -> None:
         assert torch.save is not before[1]
     after = (torch.Tensor.backward, torch.save, torch.Tensor.to, torch.Tensor.item, torch.optim.Optimizer.zero_grad)
     assert before == after
+    assert not optimizer_module._global_optimizer_pre_hooks and not optimizer_module._global_optimizer_post_hooks
+
+
+def test_edges_only_steps_keep_one_optimizer_hook_the_step_edge_itself() -> None:
+    model = make_iris_mlp(seed=0)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    x = torch.randn(8, 4)
+
+    def step() -> None:
+        model(x).sum().backward()
+        optimizer.step()
+
+    with Watcher(warmup=0, profile_steps=0) as w:
+        step()
+        assert len(optimizer_module._global_optimizer_pre_hooks) == 1  # detailed: the optimizer phase
+        w.hooks.pause()
+        assert not optimizer_module._global_optimizer_pre_hooks
+        assert list(optimizer_module._global_optimizer_post_hooks.values()) == [w.optimizer_post]
+        step()
+        w.hooks.resume()
+        step()
+    assert w.steps_seen == 3
+    assert not optimizer_module._global_optimizer_pre_hooks and not optimizer_module._global_optimizer_post_hooks
 
 
 def test_no_optimizer_steps_are_backward_calls() -> None:
@@ -126,7 +151,8 @@ def test_sampled_detail_watches_some_steps_in_full_and_every_step_at_its_edges()
     call = torch.nn.Module.__call__
     with Watcher(warmup=1, profile_steps=1, detail_every=4) as w:
         watched = _seed_loop(600)
-        assert torch.nn.Module.__call__ in (call, w.hooks._per_call[1][3])
+        now = torch.nn.Module.__call__
+        assert now is call or getattr(now, "__wrapped__", None) is call
     assert watched == _seed_loop(600)
     assert torch.nn.Module.__call__ is call  # back as it was, paused or not when the run ended
     records = w.measured.items
@@ -140,3 +166,21 @@ def test_sampled_detail_watches_some_steps_in_full_and_every_step_at_its_edges()
     assert sum(p.share for p in r.phases.values()) == __import__("pytest").approx(1.0)
     assert r.phases["forward"].share > 0.05 and r.phases["backward"].share > 0.05
     assert all(s.detailed for s in r.step_samples)
+
+
+def test_an_explicit_device_synchronize_is_a_sync_at_its_line(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    waited: list[int] = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: waited.append(1))  # the GPU's wait, faked
+    model = make_iris_mlp(seed=0)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    x = torch.randn(8, 4)
+    with Watcher(warmup=0, profile_steps=0) as w:
+        for _ in range(5):
+            model(x).sum().backward()
+            torch.cuda.synchronize(); line = sys._getframe().f_lineno  # noqa: E702
+            optimizer.step()
+    assert len(waited) == 5
+    r = w.measurements()
+    assert r.syncs_per_step == 1.0 and r.phases["sync"].share > 0
+    [site] = r.sync_sites
+    assert (site.op, site.count, site.where) == ("torch.cuda.synchronize", 5, f"{__file__}:{line}")

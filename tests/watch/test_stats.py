@@ -13,6 +13,25 @@ def test_reservoir_is_bounded_and_uniform_enough() -> None:
     assert 30_000 < sum(r.items) / len(r.items) < 70_000
 
 
+def test_reservoir_says_in_advance_which_items_it_keeps_and_stays_uniform() -> None:
+    size, n, trials = 20, 400, 1500
+    kept_by_quarter = [0, 0, 0, 0]
+    for seed in range(trials):
+        r = Reservoir[int](size=size, seed=seed)
+        for i in range(n):
+            if r.wants():
+                before = list(r.items)
+                r.add(i)
+                assert i in r.items and len(set(before) - set(r.items)) <= 1
+            else:
+                r.skip()
+        assert r.seen == n and len(r.items) == size == len(set(r.items))
+        for x in r.items:
+            kept_by_quarter[x * 4 // n] += 1
+    expected = trials * size / 4
+    assert all(abs(k / expected - 1) < 0.05 for k in kept_by_quarter), kept_by_quarter
+
+
 def test_quantiles() -> None:
     assert quantile([], 0.5) is None and quantile([3.0], 0.9) == 3.0
     assert quantile([1.0, 2.0, 3.0, 4.0, 5.0], 0.9) == 4.6

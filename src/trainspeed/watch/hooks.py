@@ -7,6 +7,8 @@ computes is untouched; `uninstall()` puts every original back, in reverse order.
 from __future__ import annotations
 
 import functools
+import sys
+import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -21,11 +23,11 @@ class Listener(Protocol):
     def enter(self, phase: str) -> None: ...
     def exit(self, phase: str) -> None: ...
     def forward_pre(self, module: torch.nn.Module, args: tuple[Any, ...]) -> None: ...
-    def optimizer_post(self, optimizer: torch.optim.Optimizer) -> None: ...
+    def optimizer_post(self, optimizer: torch.optim.Optimizer, *hook_args: Any) -> None: ...
     def backward_done(self) -> None: ...
     def h2d(self, nbytes: int, pinned: bool, non_blocking: bool) -> None: ...
     def loader_seen(self, iterator: Any) -> None: ...
-    def device_sync(self, seconds: float) -> None: ...
+    def host_read(self, op: str, t0: float, t1: float, frame: Any) -> None: ...
 
 
 class Hooks:
@@ -34,10 +36,10 @@ class Hooks:
     def __init__(self, listener: Listener) -> None:
         self.listener = listener
         self._undo: list[Callable[[], None]] = []
-        self._per_call: list[tuple[Any, str, Any, Any, bool]] = []
-        """(owner, name, original, wrapper, had_own) of the hooks that run on every call of a step's
-        work; `pause()` takes them out, `resume()` puts them back, so that a step watched only at
-        its edges pays nothing for them."""
+        self._per_call: list[tuple[Callable[[], None], Callable[[], None]]] = []
+        """(put in, take out) of the hooks that run on every call of a step's work; `pause()` takes
+        them out, `resume()` puts them back, so that a step watched only at its edges pays nothing
+        for them."""
         self.paused = False
         self.depth = 0  # nesting of module calls: only the outermost one is the forward phase
 
@@ -46,8 +48,6 @@ class Hooks:
         original = owner.__dict__.get(name) if had_own else getattr(owner, name)
         wrapper = make(original)
         setattr(owner, name, wrapper)
-        if per_call:
-            self._per_call.append((owner, name, original, wrapper, had_own))
 
         def undo() -> None:
             if had_own:
@@ -55,25 +55,24 @@ class Hooks:
             else:
                 delattr(owner, name)
 
+        if per_call:
+            self._per_call.append((lambda: setattr(owner, name, wrapper), undo))
         self._undo.append(undo)
 
     def pause(self) -> None:
         """Take out the per-call hooks (until `resume()`); step edges, reads, data, h2d and saves stay."""
         if self.paused:
             return
-        for owner, name, original, _, had_own in self._per_call:
-            if had_own:
-                setattr(owner, name, original)
-            else:
-                delattr(owner, name)
+        for _, take_out in self._per_call:
+            take_out()
         self.paused = True
         self.depth = 0
 
     def resume(self) -> None:
         if not self.paused:
             return
-        for owner, name, _, wrapper, _ in self._per_call:
-            setattr(owner, name, wrapper)
+        for put_in, _ in self._per_call:
+            put_in()
         self.paused = False
 
     def _phase(self, phase: str, original: Callable[..., Any]) -> Callable[..., Any]:
@@ -93,20 +92,36 @@ class Hooks:
         L = self.listener
         from torch.optim import optimizer as optim_module
 
-        # optimizer.step: PyTorch's global step hooks
+        # optimizer.step: PyTorch's global step hooks. The step edge (the listener's own method, no
+        # frame between) is always in; the optimizer phase around it only with the per-call hooks.
         def pre(opt: torch.optim.Optimizer, a: Any, k: Any) -> None:
-            if L.detailed:
-                L.enter("optimizer")
+            L.enter("optimizer")
 
         def post(opt: torch.optim.Optimizer, a: Any, k: Any) -> None:
-            if L.detailed:
-                L.exit("optimizer")
+            L.exit("optimizer")
             L.optimizer_post(opt)
 
-        h1 = optim_module.register_optimizer_step_pre_hook(pre)
+        handles: list[Any] = []
 
-        h2 = optim_module.register_optimizer_step_post_hook(post)
-        self._undo += [h1.remove, h2.remove]
+        def edge_only() -> None:
+            while handles:
+                handles.pop().remove()
+            handles.append(optim_module.register_optimizer_step_post_hook(L.optimizer_post))
+
+        def with_phase() -> None:
+            while handles:
+                handles.pop().remove()
+            handles.append(optim_module.register_optimizer_step_pre_hook(pre))
+            handles.append(optim_module.register_optimizer_step_post_hook(post))
+
+        with_phase()
+        self._per_call.append((with_phase, edge_only))
+
+        def remove() -> None:
+            while handles:
+                handles.pop().remove()
+
+        self._undo.append(remove)
         self._patch(torch.optim.Optimizer, "zero_grad", lambda orig: self._phase("optimizer", orig), per_call=True)
 
         # forward: the outermost nn.Module call. PyTorch's global module hooks would send every
@@ -193,19 +208,15 @@ class Hooks:
         # checkpoint: torch.save
         self._patch(torch, "save", lambda orig: self._phase("checkpoint", orig))
 
-        # sync: an explicit device synchronisation
+        # sync: an explicit device synchronisation, a host read like any other
         def sync_wrap(orig: Callable[..., Any]) -> Callable[..., Any]:
             @functools.wraps(orig)
             def wrapper(*args: Any, **kwargs: Any) -> Any:
-                import time
-
-                L.enter("sync")
                 t0 = time.perf_counter()
                 try:
                     return orig(*args, **kwargs)
                 finally:
-                    L.exit("sync")
-                    L.device_sync(time.perf_counter() - t0)
+                    L.host_read("torch.cuda.synchronize", t0, time.perf_counter(), sys._getframe(1))
             return wrapper
 
         self._patch(torch.cuda, "synchronize", sync_wrap)

@@ -23,11 +23,6 @@ class PhaseClock:
         self._since = now()
         self.step_started = self._since
 
-    def _charge(self, t: float) -> None:
-        phase = self.stack[-1] if self.stack else "other"
-        self.totals[phase] += t - self._since
-        self._since = t
-
     def enter(self, phase: str) -> None:
         t = self.now()
         stack = self.stack
@@ -64,9 +59,10 @@ class PhaseClock:
     def end_step(self) -> tuple[float, dict[str, float]]:
         """Close the current step: (its wall seconds, seconds per phase); open the next one."""
         t = self.now()
-        self._charge(t)
-        wall = t - self.step_started
         totals = self.totals
+        totals[self.stack[-1] if self.stack else "other"] += t - self._since
+        self._since = t
+        wall = t - self.step_started
         self.totals = dict.fromkeys(PHASES, 0.0)
         self.step_started = t
         return wall, totals

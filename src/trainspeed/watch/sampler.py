@@ -23,6 +23,8 @@ from typing import Any
 import psutil
 import torch
 
+from trainspeed.watch.syncs import READ_CODE
+
 _SKIP = (os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
          os.path.dirname(os.__file__), "<frozen")
 TIMELINE_MAX = 20_000
@@ -39,11 +41,12 @@ PHASE_FILES = tuple(os.path.join(_TORCH, *parts) for parts in (
 
 def other_site(frame: Any) -> str | None:
     """The user's file:line a stack sample in "other" charges, or None when the stack shows a
-    named phase (PHASE_FILES) or no user code."""
+    named phase (PHASE_FILES), a counted host read (the sync phase) or no user code."""
     site = None
     while frame is not None:
-        name = frame.f_code.co_filename
-        if name.startswith(PHASE_FILES):
+        code = frame.f_code
+        name = code.co_filename
+        if code is READ_CODE or name.startswith(PHASE_FILES):
             return None
         if site is None and not name.startswith(_SKIP) and "site-packages" not in name and not name.startswith("<"):
             site = f"{name}:{frame.f_lineno}"

@@ -43,7 +43,7 @@ from trainspeed.watch.result import (
 from trainspeed.watch.sampler import Sampler, source_of
 from trainspeed.watch.sawtooth import detect_sawtooth
 from trainspeed.watch.stats import Reservoir, median, quantile
-from trainspeed.watch.syncs import SyncCounter, reading, user_site
+from trainspeed.watch.syncs import SyncCounter, is_user_code, site_of
 
 DEVICE_PHASES = ("h2d", "forward", "backward", "optimizer")
 """Phases whose device time is taken with CUDA events (the others do no device work of their own)."""
@@ -55,7 +55,7 @@ CALL_PHASES = ("forward", "backward", "optimizer", "other")
 """Phases split out only on detailed steps: their hooks run on every module call."""
 DETAILED_FIRST = 50
 """Measured steps that are all detailed before sampling starts."""
-DETAIL_BLOCK = 32
+DETAIL_BLOCK = 64
 """Detailed steps come in runs of this many: switching the per-call hooks in or out costs about a
 millisecond (Python re-specialises every call site that touched nn.Module), so it must be rare."""
 
@@ -87,13 +87,17 @@ class Watcher:
         # _use_events() swaps in the versions that also record CUDA events
         self.enter = self.clock.enter
         self.exit = self.clock.exit
-        self.syncs = SyncCounter(on_read=self._read_done)
+        self.syncs = SyncCounter(on_read=self.host_read, tally=False)
         self.window = ProfileWindow(profile_steps)
+        self.settled_at = max(warmup, 1) + profile_steps if profile_steps > 0 else warmup
+        """The first step that is neither warm-up nor under the profiler window."""
         self.sampler: Sampler | None = None
         self.steps_seen = 0
         self.step_syncs = 0
         self.step_h2d = 0
-        self.sites: dict[tuple[str, str], list[float]] = {}
+        self.sites: dict[tuple[Any, ...], list[Any]] = {}
+        """[file:line, op, count, seconds] per place that read: keyed (code, instruction, op) when the
+        read was made from the user's own code (no site to work out on the hot path), else (site, op)."""
         self.measured = Reservoir[StepRecord](seed=1)
         self.warm = Reservoir[StepRecord](seed=2)
         self.plot_steps: list[StepRecord] = []
@@ -127,7 +131,7 @@ class Watcher:
         self._watch_destroy()
         # sample 'other' only inside the loop (after the first step), never during setup; on steps
         # watched at their edges only, the sampler reads the phase from the stack (sampler.PHASE_FILES)
-        self.sampler = Sampler(lambda: self.steps_seen > 0 and not self.clock.stack and not reading(),
+        self.sampler = Sampler(lambda: self.steps_seen > 0 and not self.clock.stack,
                                hz=self.sample_hz)
         self.sampler.start()
         self.clock.end_step()  # the first step starts now
@@ -207,13 +211,16 @@ class Watcher:
         if self.batch_size is None and first.dim() > 0:
             self.batch_size = int(first.shape[0])
 
-    def optimizer_post(self, optimizer: torch.optim.Optimizer) -> None:
+    def optimizer_post(self, optimizer: torch.optim.Optimizer, *hook_args: Any) -> None:
+        """An optimizer step ended (torch's global post hook calls this directly, with the step's
+        args and kwargs); the first optimizer seen delimits the steps."""
         self.backward_boundary = False
-        if self.primary_optimizer is None:
+        if id(optimizer) != self.primary_optimizer:
+            if self.primary_optimizer is not None:
+                return
             self.primary_optimizer = id(optimizer)
             self.optimizer_kind = type(optimizer).__name__.lower()
-        if id(optimizer) == self.primary_optimizer:
-            self._end_step()
+        self._end_step()
 
     def backward_done(self) -> None:
         """Without an optimizer, a backward ends a step - known only once the next forward (or
@@ -238,32 +245,47 @@ class Watcher:
                 persistent_workers=bool(getattr(iterator, "_persistent_workers", False)),
             )
 
-    def device_sync(self, seconds: float) -> None:
-        self._count_site("torch.cuda.synchronize", seconds, user_site(3))
-
-    def _read_done(self, op: str, t0: float, t1: float, site: str) -> None:
+    def host_read(self, op: str, t0: float, t1: float, frame: Any) -> None:
+        """A host read (or torch.cuda.synchronize) ran from t0 to t1, made by `frame`; on every step,
+        so kept to one Python call."""
         self.clock.span("sync", t0, t1)
-        self._count_site(op, t1 - t0, site)
-
-    def _count_site(self, op: str, seconds: float, site: str) -> None:
         self.step_syncs += 1
-        entry = self.sites.setdefault((site, op), [0, 0.0])
-        entry[0] += 1
-        entry[1] += seconds
+        code = frame.f_code
+        key = (code, frame.f_lasti, op) if is_user_code(code) else (site_of(frame), op)
+        entry = self.sites.get(key)
+        if entry is None:
+            entry = self.sites[key] = [site_of(frame), op, 0, 0.0]
+        entry[2] += 1
+        entry[3] += t1 - t0
 
     # -- steps ------------------------------------------------------------------------------
     def _end_step(self) -> None:
+        # runs once per step, between the user's torch work: as little Python as it can be
         wall, phases = self.clock.end_step()
-        if self.comm.spans or self.comm.events:
+        comm = self.comm
+        if comm.spans or comm.events:
             self._comm_step(phases)
         index = self.steps_seen
-        self.steps_seen += 1
-        record = StepRecord(index, wall, phases, self.step_syncs, self.step_h2d, detailed=self.detailed)
-        self.step_syncs = 0
-        self.step_h2d = 0
+        self.steps_seen = index + 1
+        syncs, self.step_syncs = self.step_syncs, 0
+        h2d, self.step_h2d = self.step_h2d, 0
+        if (index >= self.settled_at and not self.events and not self.measured.wants()
+                and not (self.detailed and len(self.plot_steps) < PLOT_STEPS)):
+            self.measured.skip()  # a settled step the uniform sample passes over: nothing to build
+        else:
+            self._keep_step(StepRecord(index, wall, phases, syncs, h2d, detailed=self.detailed))
+        if self.pending:
+            self._drain_events()
+        self._mode_left -= 1
+        if self._mode_left <= 0:
+            self._choose_detail()
+        if self.max_steps is not None and self.steps_seen >= self.max_steps:
+            raise StopWatching(f"stopped after {self.steps_seen} steps")
+
+    def _keep_step(self, record: StepRecord) -> None:
         events, self.events = self.events, []
-        profiled = self.window.on_step_end(index, self.warmup, self.device == "cuda")
-        if index < self.warmup and not profiled:
+        profiled = self.window.on_step_end(record.index, self.warmup, self.device == "cuda")
+        if record.index < self.warmup and not profiled:
             self.warm.add(record)
         elif not profiled:  # steps under the profiler are left out of every statistic
             self.measured.add(record)  # shares come from this uniform sample: no per-phase sums per step
@@ -271,10 +293,6 @@ class Watcher:
                 self.plot_steps.append(record)
             if events:
                 self.pending.append((record, events))
-        self._drain_events()
-        self._choose_detail(profiled)
-        if self.max_steps is not None and self.steps_seen >= self.max_steps:
-            raise StopWatching(f"stopped after {self.steps_seen} steps")
 
     # -- torchrun ---------------------------------------------------------------------------------
     def _watch_destroy(self) -> None:
@@ -371,15 +389,13 @@ class Watcher:
         phases[inside] -= moved
         phases["comm"] += moved
 
-    def _choose_detail(self, profiled: bool) -> None:
-        """Detailed or edges-only for the step that starts now."""
-        early = self.steps_seen < self.warmup + self.window.steps + DETAILED_FIRST
-        if early or profiled or self.window.prof is not None or self.primary_optimizer is None or self.detail_every <= 1:
+    def _choose_detail(self) -> None:
+        """Detailed or edges-only for the step that starts now, and for how many steps (`_mode_left`)."""
+        early = self.warmup + self.window.steps + DETAILED_FIRST - self.steps_seen
+        if early > 0 or self.window.prof is not None or self.primary_optimizer is None or self.detail_every <= 1:
             detailed = True
+            self._mode_left = early if early > 0 and self.primary_optimizer is not None else 1
         else:
-            self._mode_left -= 1
-            if self._mode_left > 0:
-                return
             detailed = not self.detailed
             gap = DETAIL_BLOCK * (self.detail_every - 1)
             self._mode_left = DETAIL_BLOCK if detailed else self._detail_rng.randint(gap // 2, gap + gap // 2)
@@ -449,7 +465,12 @@ class Watcher:
         return dataclasses.replace(result, distributed=self._dist_run(result))
 
     def _sync_sites(self) -> list[SyncSite]:
-        sites = [SyncSite(where, op, int(c), t * 1e3) for (where, op), (c, t) in self.sites.items()]
+        merged: dict[tuple[str, str], list[float]] = {}
+        for where, op, count, seconds in self.sites.values():  # several instructions of one line merge
+            entry = merged.setdefault((where, op), [0, 0.0])
+            entry[0] += count
+            entry[1] += seconds
+        sites = [SyncSite(where, op, int(c), t * 1e3) for (where, op), (c, t) in merged.items()]
         return sorted(sites, key=lambda s: s.total_ms, reverse=True)
 
     def _other_sites(self) -> list[OtherSite]:

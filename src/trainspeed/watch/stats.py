@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 import statistics
 from collections.abc import Iterable
@@ -13,22 +14,45 @@ RESERVOIR_SIZE = 4096
 
 
 class Reservoir(Generic[T]):
-    """A uniform sample of at most `size` items from a stream (Vitter's Algorithm R), plus the count."""
+    """A uniform sample of at most `size` items from a stream, plus the count.
+
+    Li's Algorithm L: once the sample is full, the index of the next item to keep is drawn in
+    advance, so `wants()` tells a caller whether the next item will be kept before it builds it,
+    and an item that is not kept costs one comparison (`skip()`).
+    """
 
     def __init__(self, size: int = RESERVOIR_SIZE, seed: int = 0) -> None:
         self.size = size
         self.seen = 0
         self.items: list[T] = []
         self._rng = random.Random(seed)  # our own RNG: the user's random state is never touched
+        self._w = 1.0
+        self._next = size  # index of the next item kept once the sample is full
+
+    def wants(self) -> bool:
+        """Whether the next item offered will be kept."""
+        return self.seen < self.size or self.seen == self._next
+
+    def skip(self) -> None:
+        """Count an item that `wants()` said would not be kept."""
+        self.seen += 1
 
     def add(self, item: T) -> None:
-        self.seen += 1
-        if len(self.items) < self.size:
+        if self.seen < self.size:
             self.items.append(item)
-        else:
-            j = self._rng.randrange(self.seen)
-            if j < self.size:
-                self.items[j] = item
+            if len(self.items) == self.size:
+                self._draw_next()
+        elif self.seen == self._next:
+            self.items[self._rng.randrange(self.size)] = item
+            self._draw_next()
+        self.seen += 1
+
+    def _draw_next(self) -> None:
+        """After keeping item number `seen`: draw how many items to pass over before the next kept one."""
+        rng = self._rng
+        self._w *= math.exp(math.log(1.0 - rng.random()) / self.size)
+        gap = math.floor(math.log(1.0 - rng.random()) / math.log1p(-self._w)) if self._w < 1.0 else 0
+        self._next = self.seen + gap + 1
 
 
 def quantile(values: Iterable[float], q: float) -> float | None:

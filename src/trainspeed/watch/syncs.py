@@ -26,7 +26,8 @@ _OUR_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _USER_CODE: dict[Any, bool] = {}  # code object -> is it the user's? (asked once per function)
 
 
-def _is_user(code: Any) -> bool:
+def is_user_code(code: Any) -> bool:
+    """Whether a code object is the user's (not torch's, trainspeed's or frozen); asked once per code."""
     user = _USER_CODE.get(code)
     if user is None:
         name = code.co_filename
@@ -34,30 +35,29 @@ def _is_user(code: Any) -> bool:
     return user
 
 
-def user_site(depth: int = 2) -> str:
-    """`file:line` of the innermost frame outside torch and trainspeed (where the user's code asked)."""
-    return _site_of(sys._getframe(depth))
+_SITES: dict[tuple[Any, int], str] = {}
+"""(code, instruction offset) of a user frame -> "file:line", formatted once (a frame's line number
+is decoded from its code's line table on every ask; its instruction offset is at hand)."""
 
 
-_SITES: dict[tuple[Any, int], str] = {}  # (code, line) of a user frame -> "file:line" (formatted once)
-
-
-def _site_of(frame: Any) -> str:
+def site_of(frame: Any) -> str:
+    """`file:line` of `frame` or, if it is torch's or trainspeed's, of the innermost user frame above it."""
     while frame is not None:
         code = frame.f_code
-        if _is_user(code):
-            key = (code, frame.f_lineno)
+        if is_user_code(code):
+            key = (code, frame.f_lasti)
             site = _SITES.get(key)
             if site is None:
-                site = _SITES[key] = f"{code.co_filename}:{key[1]}"
+                site = _SITES[key] = f"{code.co_filename}:{frame.f_lineno}"
             return site
         frame = frame.f_back
     return "?"
 
 
-ReadCallback = Callable[[str, float, float, str], None]
-"""on_read(op, t0, t1, site): called after each counted host read, which ran from t0 to t1
-(time.perf_counter seconds) at the user's `file:line` site."""
+ReadCallback = Callable[[str, float, float, Any], None]
+"""on_read(op, t0, t1, frame): called after each counted host read, which ran from t0 to t1
+(time.perf_counter seconds) and was made by `frame` (`site_of(frame)` names the user's line; the
+callback resolves it only if it needs it)."""
 
 # Tensor methods that hand tensor values to the host.
 HOST_READ_METHODS = (
@@ -82,54 +82,57 @@ def _moves_to_host(name: str, tensor: torch.Tensor, args: tuple[Any, ...], kwarg
     return True
 
 
+class _Depth(threading.local):
+    depth = 0
+    """Nesting of wrapped reads on this thread: a read made inside another counts once."""
+
+
 class _Registry:
     """The wrappers are installed once, while at least one counter is active."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.active: tuple[SyncCounter, ...] = ()
-        self.timed: tuple[SyncCounter, ...] = ()
-        """The active counters that time each read (tuples, replaced whole, so a wrapper
-        iterating one is never disturbed by a counter entering or leaving)."""
+        self.tallying: tuple[SyncCounter, ...] = ()
+        self.timed: tuple[ReadCallback, ...] = ()
+        """The active counters that tally reads, and the callbacks of those that time them (tuples,
+        replaced whole, so a wrapper iterating one is never disturbed by a counter entering or leaving)."""
         self.saved: dict[str, tuple[bool, Any]] = {}
-        self.local = threading.local()
-        self.reading = False
-        """True while a counted read runs (a stack sampler on another thread skips those moments)."""
+        self.local = _Depth()
 
     def _wrap(self, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+        # the wrapper runs on every read of a training step: one Python frame, locals bound here
         local = self.local
         reads_always = name not in ("cpu", "to")  # the others hand values to the host on every call
         getframe, clock = sys._getframe, time.perf_counter
 
         def wrapper(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-            depth = getattr(local, "depth", 0)
-            if depth != 0 or not (reads_always or _moves_to_host(name, tensor, args, kwargs)):
-                local.depth = depth + 1
+            if local.depth or not (reads_always or _moves_to_host(name, tensor, args, kwargs)):
+                local.depth += 1
                 try:
                     return original(tensor, *args, **kwargs)
                 finally:
-                    local.depth = depth
+                    local.depth -= 1
             local.depth = 1
-            self.reading = True
             t0 = clock()
             try:
                 return original(tensor, *args, **kwargs)
             finally:
                 t1 = clock()
                 local.depth = 0
-                self.reading = False
-                for counter in self.active:
+                for counter in self.tallying:
                     counter._record(name)
-                timed = self.timed
-                if timed:
-                    site = _site_of(getframe(1))
-                    for counter in timed:
-                        counter.on_read(name, t0, t1, site)  # type: ignore[misc]
+                for on_read in self.timed:
+                    on_read(name, t0, t1, getframe(1))
 
         wrapper.__name__ = getattr(original, "__name__", name)
         wrapper.__doc__ = getattr(original, "__doc__", None)
         wrapper.__wrapped__ = original  # type: ignore[attr-defined]
         return wrapper
+
+    def _regroup(self) -> None:
+        self.tallying = tuple(c for c in self.active if c.tally)
+        self.timed = tuple(c.on_read for c in self.active if c.on_read is not None)
 
     def add(self, counter: SyncCounter) -> None:
         with self.lock:
@@ -140,12 +143,12 @@ class _Registry:
                     self.saved[name] = (own, torch.Tensor.__dict__.get(name))
                     setattr(torch.Tensor, name, self._wrap(name, original))
             self.active += (counter,)
-            self.timed = tuple(c for c in self.active if c.on_read is not None)
+            self._regroup()
 
     def remove(self, counter: SyncCounter) -> None:
         with self.lock:
             self.active = tuple(c for c in self.active if c is not counter)
-            self.timed = tuple(c for c in self.active if c.on_read is not None)
+            self._regroup()
             if not self.active:
                 for name, (own, value) in self.saved.items():
                     if own:
@@ -156,21 +159,21 @@ class _Registry:
 
 
 _REGISTRY = _Registry()
-
-
-def reading() -> bool:
-    """Whether a counted host read is running right now (on whichever thread)."""
-    return _REGISTRY.reading
+READ_CODE = _REGISTRY._wrap("item", torch.Tensor.item).__code__
+"""The code of every read wrapper: a stack with a frame of it is inside a counted host read (how a
+sampler on another thread tells, at no cost to the read itself)."""
 
 
 class SyncCounter:
     """Context manager counting host reads of tensor values; `count` and `by_op` hold the tally."""
 
-    def __init__(self, on_read: ReadCallback | None = None) -> None:
+    def __init__(self, on_read: ReadCallback | None = None, tally: bool = True) -> None:
         self.count = 0
         self.by_op: Counter[str] = Counter()
         self.on_read = on_read
-        """Called after each read with (op, t0, t1, user file:line); None keeps counting cheap."""
+        """Called after each read with (op, t0, t1, frame); None keeps counting cheap."""
+        self.tally = tally
+        """False: keep no `count`/`by_op` (a caller that keeps its own, through `on_read`)."""
 
     def _record(self, name: str) -> None:
         # reads that count happen on the thread that made them; DataLoader workers are processes
