@@ -103,24 +103,21 @@ class Hooks:
 
         handles: list[Any] = []
 
-        def edge_only() -> None:
+        def remove() -> None:
             while handles:
                 handles.pop().remove()
+
+        def edge_only() -> None:
+            remove()
             handles.append(optim_module.register_optimizer_step_post_hook(L.optimizer_post))
 
         def with_phase() -> None:
-            while handles:
-                handles.pop().remove()
+            remove()
             handles.append(optim_module.register_optimizer_step_pre_hook(pre))
             handles.append(optim_module.register_optimizer_step_post_hook(post))
 
         with_phase()
         self._per_call.append((with_phase, edge_only))
-
-        def remove() -> None:
-            while handles:
-                handles.pop().remove()
-
         self._undo.append(remove)
         self._patch(torch.optim.Optimizer, "zero_grad", lambda orig: self._phase("optimizer", orig), per_call=True)
 
