@@ -18,9 +18,6 @@ import time
 from collections.abc import Callable
 
 import torch
-from torch import nn
-
-from trainspeed.workloads import load_iris_split, make_iris_mlp
 
 EDGES = {"detail_every": 10**9}
 QUIET = {"detail_every": 10**9, "sample_hz": 1e-4}
@@ -55,8 +52,6 @@ def _hooks_only(loop: Loop) -> None:
     from trainspeed.watch.hooks import Hooks
 
     class Silent:  # every listener method does nothing
-        detailed = False
-
         def __getattr__(self, name: str) -> Callable[..., None]:
             return lambda *a, **k: None
 
@@ -98,20 +93,9 @@ ARMS: dict[str, tuple[str, Callable[[Loop], None] | None]] = {
 
 
 def worker(arm: str, steps: int) -> None:
-    d = load_iris_split()
-    model = make_iris_mlp(seed=0)
-    criterion = nn.CrossEntropyLoss()
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-    losses = []
+    from doctor_overhead import iris_stepper  # this folder is on sys.path: the script runs from it
 
-    def loop(n: int) -> None:
-        for _ in range(n):
-            loss = criterion(model(d.x_train), d.y_train)
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            losses.append(loss.item())
-
+    loop = iris_stepper()
     start = ARMS[arm][1]
     if start is not None:
         start(loop)

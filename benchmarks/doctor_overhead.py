@@ -28,18 +28,28 @@ from trainspeed._io import quiet_fd2
 from trainspeed.workloads import load_iris_split, make_iris_mlp
 
 
-def iris_loop(steps: int) -> None:
+def iris_stepper() -> Callable[[int], None]:
+    """The seed's Iris loop around one model and optimizer: call it with a number of steps, as often
+    as needed."""
     d = load_iris_split()
     model = make_iris_mlp(seed=0)
     criterion = nn.CrossEntropyLoss()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     losses = []
-    for _ in range(steps):
-        loss = criterion(model(d.x_train), d.y_train)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
+
+    def loop(steps: int) -> None:
+        for _ in range(steps):
+            loss = criterion(model(d.x_train), d.y_train)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+
+    return loop
+
+
+def iris_loop(steps: int) -> None:
+    iris_stepper()(steps)
 
 
 def mlp_loop(steps: int) -> None:

@@ -17,9 +17,6 @@ import torch.utils.data.dataloader as dataloader_module
 
 
 class Listener(Protocol):
-    detailed: bool
-    """False while the per-call hooks (module calls, backward, zero_grad) are paused."""
-
     def enter(self, phase: str) -> None: ...
     def exit(self, phase: str) -> None: ...
     def forward_pre(self, module: torch.nn.Module, args: tuple[Any, ...]) -> None: ...

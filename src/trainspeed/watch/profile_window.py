@@ -63,6 +63,15 @@ class ProfileWindow:
         """Multiply-add FLOPs of the ops PyTorch has formulas for (matmul, conv, ...), per step."""
         self.notes: list[str] = []
 
+    @staticmethod
+    def opens_at(warmup: int) -> int:
+        """The first step the window profiles: the first after the warm-up (never step 0)."""
+        return max(warmup, 1)
+
+    def settled_from(self, warmup: int) -> int:
+        """The first step that is neither warm-up nor under the window."""
+        return self.opens_at(warmup) + self.steps if self.steps > 0 else warmup
+
     def on_step_end(self, index: int, warmup: int, cuda: bool) -> bool:
         """Called as step `index` ends; True if that step ran under the profiler."""
         if self.steps <= 0:
@@ -70,7 +79,7 @@ class ProfileWindow:
         profiled = self.prof is not None  # this step ran under the profiler
         if profiled and index >= self.first + self.steps - 1:
             self._close(self.steps)
-        elif not profiled and self.first < 0 and index == max(warmup, 1) - 1:
+        elif not profiled and self.first < 0 and index == self.opens_at(warmup) - 1:
             self._open(cuda, index + 1)
         return profiled
 

@@ -89,8 +89,7 @@ class Watcher:
         self.exit = self.clock.exit
         self.syncs = SyncCounter(on_read=self.host_read, tally=False)
         self.window = ProfileWindow(profile_steps)
-        self.settled_at = max(warmup, 1) + profile_steps if profile_steps > 0 else warmup
-        """The first step that is neither warm-up nor under the profiler window."""
+        self.settled_at = self.window.settled_from(warmup)
         self.sampler: Sampler | None = None
         self.steps_seen = 0
         self.step_syncs = 0
@@ -251,10 +250,11 @@ class Watcher:
         self.clock.span("sync", t0, t1)
         self.step_syncs += 1
         code = frame.f_code
-        key = (code, frame.f_lasti, op) if is_user_code(code) else (site_of(frame), op)
+        site = None if is_user_code(code) else site_of(frame)  # the user's line above torch's or ours
+        key = (code, frame.f_lasti, op) if site is None else (site, op)
         entry = self.sites.get(key)
         if entry is None:
-            entry = self.sites[key] = [site_of(frame), op, 0, 0.0]
+            entry = self.sites[key] = [site or site_of(frame), op, 0, 0.0]
         entry[2] += 1
         entry[3] += t1 - t0
 
