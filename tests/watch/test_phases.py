@@ -41,3 +41,17 @@ def test_span_charges_before_to_the_open_phase_and_the_span_to_its_phase() -> No
     wall, phases = clock.end_step()  # t=10: forward 7..10
     assert wall == 10.0
     assert phases["forward"] == 5.0 and phases["sync"] == 4.0 and phases["other"] == 1.0
+
+
+def test_a_dropped_step_leaves_nothing_to_the_next_one() -> None:
+    ticks = iter([0.0, 1.0, 3.0, 4.0, 9.0])
+    clock = PhaseClock(now=lambda: next(ticks))  # t=0: step starts
+    clock.enter("backward")  # t=1
+    clock.span("sync", 1.5, 2.0)
+    clock.drop_step()  # t=3: nobody keeps this step; backward is still open
+    clock.span("sync", 3.5, 3.75)
+    clock.exit("backward")  # t=4
+    wall, phases = clock.end_step()  # t=9
+    assert wall == 6.0  # from the drop on
+    assert phases["backward"] == pytest.approx(0.75) and phases["sync"] == 0.25 and phases["other"] == 5.0
+    assert sum(phases.values()) == pytest.approx(wall)

@@ -79,7 +79,7 @@ def test_edges_only_steps_keep_one_optimizer_hook_the_step_edge_itself() -> None
         assert len(optimizer_module._global_optimizer_pre_hooks) == 1  # detailed: the optimizer phase
         w.hooks.pause()
         assert not optimizer_module._global_optimizer_pre_hooks
-        assert list(optimizer_module._global_optimizer_post_hooks.values()) == [w.optimizer_post]
+        assert list(optimizer_module._global_optimizer_post_hooks.values()) == [w.step_ended]
         step()
         w.hooks.resume()
         step()
@@ -128,7 +128,7 @@ def test_memory_stays_bounded_over_a_million_steps() -> None:
         for _ in range(n):
             w.enter("forward")
             w.exit("forward")
-            w.optimizer_post(opt)  # type: ignore[arg-type]
+            w.step_ended(opt)  # type: ignore[arg-type]
 
     w.start()
     try:
@@ -184,3 +184,22 @@ def test_an_explicit_device_synchronize_is_a_sync_at_its_line(monkeypatch) -> No
     assert r.syncs_per_step == 1.0 and r.phases["sync"].share > 0
     [site] = r.sync_sites
     assert (site.op, site.count, site.where) == ("torch.cuda.synchronize", 5, f"{__file__}:{line}")
+
+
+def test_a_read_made_inside_torch_is_charged_to_the_users_line_that_called_it() -> None:
+    # a function whose code lives in torch's directory, as torch's own helpers that read do
+    inside = {}
+    exec(compile("def norm(t):\n    return t.norm().item()\n", os.path.join(os.path.dirname(torch.__file__), "fake_helper.py"),
+                 "exec"), inside)
+    norm = inside["norm"]
+    model = make_iris_mlp(seed=0)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    x = torch.randn(8, 4)
+    with Watcher(warmup=0, profile_steps=0) as w:
+        for _ in range(4):
+            model(x).sum().backward()
+            norm(x); first = sys._getframe().f_lineno  # noqa: E702
+            norm(x); second = sys._getframe().f_lineno  # noqa: E702
+            optimizer.step()
+    sites = {s.where: s.count for s in w.measurements().sync_sites}
+    assert sites == {f"{__file__}:{first}": 4, f"{__file__}:{second}": 4}  # one torch line, two callers

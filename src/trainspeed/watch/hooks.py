@@ -20,7 +20,7 @@ class Listener(Protocol):
     def enter(self, phase: str) -> None: ...
     def exit(self, phase: str) -> None: ...
     def forward_pre(self, module: torch.nn.Module, args: tuple[Any, ...]) -> None: ...
-    def optimizer_post(self, optimizer: torch.optim.Optimizer, *hook_args: Any) -> None: ...
+    def step_ended(self, optimizer: torch.optim.Optimizer | None = None, *hook_args: Any) -> None: ...
     def backward_done(self) -> None: ...
     def h2d(self, nbytes: int, pinned: bool, non_blocking: bool) -> None: ...
     def loader_seen(self, iterator: Any) -> None: ...
@@ -96,7 +96,7 @@ class Hooks:
 
         def post(opt: torch.optim.Optimizer, a: Any, k: Any) -> None:
             L.exit("optimizer")
-            L.optimizer_post(opt)
+            L.step_ended(opt)
 
         handles: list[Any] = []
 
@@ -106,7 +106,7 @@ class Hooks:
 
         def edge_only() -> None:
             remove()
-            handles.append(optim_module.register_optimizer_step_post_hook(L.optimizer_post))
+            handles.append(optim_module.register_optimizer_step_post_hook(L.step_ended))
 
         def with_phase() -> None:
             remove()

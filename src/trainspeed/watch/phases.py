@@ -10,6 +10,9 @@ PHASES = ("data", "h2d", "forward", "backward", "optimizer", "sync", "checkpoint
 phase clock itself never opens it: the watcher moves that time out of backward (or other) per step."""
 
 
+_ZERO = dict.fromkeys(PHASES, 0.0)
+
+
 class PhaseClock:
     """A stack of open phases; time goes to the innermost one. `other` is what no phase claims.
 
@@ -55,6 +58,12 @@ class PhaseClock:
     @property
     def active(self) -> str | None:
         return self.stack[-1] if self.stack else None
+
+    def drop_step(self) -> None:
+        """Close the current step without keeping its times (a step nobody will read): the next one
+        starts now, in the same totals, zeroed (nothing to allocate)."""
+        self._since = self.step_started = self.now()
+        self.totals.update(_ZERO)
 
     def end_step(self) -> tuple[float, dict[str, float]]:
         """Close the current step: (its wall seconds, seconds per phase); open the next one."""

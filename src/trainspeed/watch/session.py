@@ -95,8 +95,9 @@ class Watcher:
         self.step_syncs = 0
         self.step_h2d = 0
         self.sites: dict[tuple[Any, ...], list[Any]] = {}
-        """[file:line, op, count, seconds] per place that read: keyed (code, instruction, op) when the
-        read was made from the user's own code (no site to work out on the hot path), else (site, op)."""
+        """[file:line, op, count, seconds, code] per place that read: keyed (id(code), instruction, op)
+        when the read was made from the user's own code (no site to work out, no code object to hash
+        on the hot path; the entry keeps the code alive, so its id is not reused), else (site, op)."""
         self.measured = Reservoir[StepRecord](seed=1)
         self.warm = Reservoir[StepRecord](seed=2)
         self.plot_steps: list[StepRecord] = []
@@ -144,7 +145,7 @@ class Watcher:
         if self.backward_boundary:  # the last step of a loop without an optimizer
             self.backward_boundary = False
             self.max_steps = None
-            self._end_step()
+            self.step_ended()
         self.window.close()
         self.hooks.uninstall()
         self.comm.uninstall()
@@ -192,7 +193,7 @@ class Watcher:
     def forward_pre(self, module: torch.nn.Module, args: tuple[Any, ...]) -> None:
         if self.backward_boundary:  # no optimizer: the step that ended in backward closes here
             self.backward_boundary = False
-            self._end_step()
+            self.step_ended()
         if self.model is not None and self.steps_seen > self.warmup:
             return  # model, input and device are known by now: keep the hot path short
         first = next((a for a in args if isinstance(a, torch.Tensor)), None)
@@ -210,23 +211,20 @@ class Watcher:
         if self.batch_size is None and first.dim() > 0:
             self.batch_size = int(first.shape[0])
 
-    def optimizer_post(self, optimizer: torch.optim.Optimizer, *hook_args: Any) -> None:
-        """An optimizer step ended (torch's global post hook calls this directly, with the step's
-        args and kwargs); the first optimizer seen delimits the steps."""
-        self.backward_boundary = False
-        if id(optimizer) != self.primary_optimizer:
-            if self.primary_optimizer is not None:
-                return
+    def _is_primary(self, optimizer: torch.optim.Optimizer) -> bool:
+        """Whether `optimizer` is the one whose steps delimit the watched steps: the first one seen."""
+        if self.primary_optimizer is None:
             self.primary_optimizer = id(optimizer)
             self.optimizer_kind = type(optimizer).__name__.lower()
-        self._end_step()
+            self.backward_boundary = False  # steps were delimited by backward calls until now
+        return id(optimizer) == self.primary_optimizer
 
     def backward_done(self) -> None:
         """Without an optimizer, a backward ends a step - known only once the next forward (or
         backward) starts without an optimizer step in between."""
         if self.primary_optimizer is None and "backward" not in self.clock.stack:
             if self.backward_boundary:
-                self._end_step()
+                self.step_ended()
             self.backward_boundary = True
 
     def h2d(self, nbytes: int, pinned: bool, non_blocking: bool) -> None:
@@ -246,33 +244,52 @@ class Watcher:
 
     def host_read(self, op: str, t0: float, t1: float, frame: Any) -> None:
         """A host read (or torch.cuda.synchronize) ran from t0 to t1, made by `frame`; on every step,
-        so kept to one Python call."""
+        so a read from a place seen before is one dict lookup away from its tally."""
         self.clock.span("sync", t0, t1)
         self.step_syncs += 1
-        code = frame.f_code
-        site = None if is_user_code(code) else site_of(frame)  # the user's line above torch's or ours
-        key = (code, frame.f_lasti, op) if site is None else (site, op)
-        entry = self.sites.get(key)
+        entry = self.sites.get((id(frame.f_code), frame.f_lasti, op))
         if entry is None:
-            entry = self.sites[key] = [site or site_of(frame), op, 0, 0.0]
+            entry = self._site_entry(frame, op)
         entry[2] += 1
         entry[3] += t1 - t0
 
+    def _site_entry(self, frame: Any, op: str) -> list[Any]:
+        """The tally of a read's place, made on first sight. A read from the user's own code is kept
+        under (id of its code, instruction, op); one made inside torch (or ours) under the user's line above
+        it, worked out on every such read, since the same torch line is reached from many places."""
+        code = frame.f_code
+        if is_user_code(code):
+            entry = self.sites[(id(code), frame.f_lasti, op)] = [site_of(frame), op, 0, 0.0, code]
+            return entry
+        where = site_of(frame)
+        return self.sites.setdefault((where, op), [where, op, 0, 0.0, None])
+
     # -- steps ------------------------------------------------------------------------------
-    def _end_step(self) -> None:
-        # runs once per step, between the user's torch work: as little Python as it can be
-        wall, phases = self.clock.end_step()
-        comm = self.comm
-        if comm.spans or comm.events:
-            self._comm_step(phases)
+    def step_ended(self, optimizer: torch.optim.Optimizer | None = None, *hook_args: Any) -> None:
+        """A step ended. torch's global optimizer post hook calls this directly (with the optimizer,
+        the step's args and kwargs): the first optimizer seen delimits the steps. Without an
+        optimizer, the backward path calls it with none.
+
+        Runs once per step, between the user's torch work, where its code and data have gone cold:
+        each Python frame it opens costs more than its instructions, so a settled step the uniform
+        sample passes over runs this frame and the clock's, nothing else."""
+        if optimizer is not None and id(optimizer) != self.primary_optimizer and not self._is_primary(optimizer):
+            return
         index = self.steps_seen
         self.steps_seen = index + 1
-        syncs, self.step_syncs = self.step_syncs, 0
-        h2d, self.step_h2d = self.step_h2d, 0
-        if (index >= self.settled_at and not self.events and not self.measured.wants()
-                and not (self.detailed and len(self.plot_steps) < PLOT_STEPS)):
-            self.measured.skip()  # a settled step the uniform sample passes over: nothing to build
+        sample = self.measured
+        comm = self.comm
+        if (sample.seen != sample.next_kept and index >= self.settled_at and not self.events
+                and not (self.detailed and len(self.plot_steps) < PLOT_STEPS) and not (comm.spans or comm.events)):
+            sample.seen += 1  # Reservoir.skip(), inline
+            self.clock.drop_step()
+            self.step_syncs = self.step_h2d = 0
         else:
+            wall, phases = self.clock.end_step()
+            if comm.spans or comm.events:
+                self._comm_step(phases)
+            syncs, self.step_syncs = self.step_syncs, 0
+            h2d, self.step_h2d = self.step_h2d, 0
             self._keep_step(StepRecord(index, wall, phases, syncs, h2d, detailed=self.detailed))
         if self.pending:
             self._drain_events()
@@ -283,16 +300,20 @@ class Watcher:
             raise StopWatching(f"stopped after {self.steps_seen} steps")
 
     def _keep_step(self, record: StepRecord) -> None:
-        events, self.events = self.events, []
-        profiled = self.window.on_step_end(record.index, self.warmup, self.device == "cuda")
-        if record.index < self.warmup and not profiled:
+        events = self.events
+        if events:
+            self.events = []
+        index = record.index
+        if index < self.settled_at and self.window.on_step_end(index, self.warmup, self.device == "cuda"):
+            return  # steps under the profiler are left out of every statistic
+        if index < self.warmup:
             self.warm.add(record)
-        elif not profiled:  # steps under the profiler are left out of every statistic
-            self.measured.add(record)  # shares come from this uniform sample: no per-phase sums per step
-            if record.detailed and len(self.plot_steps) < PLOT_STEPS:
-                self.plot_steps.append(record)
-            if events:
-                self.pending.append((record, events))
+            return
+        self.measured.add(record)  # shares come from this uniform sample: no per-phase sums per step
+        if record.detailed and len(self.plot_steps) < PLOT_STEPS:
+            self.plot_steps.append(record)
+        if events:
+            self.pending.append((record, events))
 
     # -- torchrun ---------------------------------------------------------------------------------
     def _watch_destroy(self) -> None:
@@ -466,7 +487,7 @@ class Watcher:
 
     def _sync_sites(self) -> list[SyncSite]:
         merged: dict[tuple[str, str], list[float]] = {}
-        for where, op, count, seconds in self.sites.values():  # several instructions of one line merge
+        for where, op, count, seconds, _ in self.sites.values():  # several instructions of one line merge
             entry = merged.setdefault((where, op), [0, 0.0])
             entry[0] += count
             entry[1] += seconds

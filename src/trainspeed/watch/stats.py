@@ -17,8 +17,8 @@ class Reservoir(Generic[T]):
     """A uniform sample of at most `size` items from a stream, plus the count.
 
     Li's Algorithm L: once the sample is full, the index of the next item to keep is drawn in
-    advance, so `wants()` tells a caller whether the next item will be kept before it builds it,
-    and an item that is not kept costs one comparison (`skip()`).
+    advance (`next_kept`), so `wants()` tells a caller whether the next item will be kept before it
+    builds it, and an item that is not kept costs one comparison (`skip()`: `seen += 1`).
     """
 
     def __init__(self, size: int = RESERVOIR_SIZE, seed: int = 0) -> None:
@@ -27,11 +27,12 @@ class Reservoir(Generic[T]):
         self.items: list[T] = []
         self._rng = random.Random(seed)  # our own RNG: the user's random state is never touched
         self._w = 1.0
-        self._next = size  # index of the next item kept once the sample is full
+        self.next_kept = 0
+        """Index (in the stream) of the next item the sample keeps: `seen` until the sample is full."""
 
     def wants(self) -> bool:
         """Whether the next item offered will be kept."""
-        return self.seen < self.size or self.seen == self._next
+        return self.seen == self.next_kept
 
     def skip(self) -> None:
         """Count an item that `wants()` said would not be kept."""
@@ -42,7 +43,9 @@ class Reservoir(Generic[T]):
             self.items.append(item)
             if len(self.items) == self.size:
                 self._draw_next()
-        elif self.seen == self._next:
+            else:
+                self.next_kept = self.seen + 1
+        elif self.seen == self.next_kept:
             self.items[self._rng.randrange(self.size)] = item
             self._draw_next()
         self.seen += 1
@@ -52,7 +55,7 @@ class Reservoir(Generic[T]):
         rng = self._rng
         self._w *= math.exp(math.log(1.0 - rng.random()) / self.size)
         gap = math.floor(math.log(1.0 - rng.random()) / math.log1p(-self._w)) if self._w < 1.0 else 0
-        self._next = self.seen + gap + 1
+        self.next_kept = self.seen + gap + 1
 
 
 def quantile(values: Iterable[float], q: float) -> float | None:

@@ -23,21 +23,25 @@ _TORCH_DIR = os.path.dirname(torch.__file__)
 _OUR_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-_USER_CODE: dict[Any, bool] = {}  # code object -> is it the user's? (asked once per function)
+_USER_CODE: dict[int, tuple[bool, Any]] = {}
+"""id(code) -> (is it the user's?, the code, kept alive so that its id is not reused while here).
+Keyed by id: hashing a code object hashes its constants and names every time, recursively through
+every function it defines (a microsecond for a small script's module code, tens for a large one)."""
 
 
 def is_user_code(code: Any) -> bool:
     """Whether a code object is the user's (not torch's, trainspeed's or frozen); asked once per code."""
-    user = _USER_CODE.get(code)
-    if user is None:
+    known = _USER_CODE.get(id(code))
+    if known is None:
         name = code.co_filename
-        user = _USER_CODE[code] = not name.startswith((_TORCH_DIR, _OUR_DIR, "<frozen"))
-    return user
+        known = _USER_CODE[id(code)] = (not name.startswith((_TORCH_DIR, _OUR_DIR, "<frozen")), code)
+    return known[0]
 
 
-_SITES: dict[tuple[Any, int], str] = {}
-"""(code, instruction offset) of a user frame -> "file:line", formatted once (a frame's line number
-is decoded from its code's line table on every ask; its instruction offset is at hand)."""
+_SITES: dict[tuple[int, int], tuple[str, Any]] = {}
+"""(id of a user frame's code, instruction offset) -> ("file:line", the code), formatted once (a
+frame's line number is decoded from its code's line table on every ask; its instruction offset is
+at hand)."""
 
 
 def site_of(frame: Any) -> str:
@@ -45,11 +49,11 @@ def site_of(frame: Any) -> str:
     while frame is not None:
         code = frame.f_code
         if is_user_code(code):
-            key = (code, frame.f_lasti)
-            site = _SITES.get(key)
-            if site is None:
-                site = _SITES[key] = f"{code.co_filename}:{frame.f_lineno}"
-            return site
+            key = (id(code), frame.f_lasti)
+            known = _SITES.get(key)
+            if known is None:
+                known = _SITES[key] = (f"{code.co_filename}:{frame.f_lineno}", code)
+            return known[0]
         frame = frame.f_back
     return "?"
 

@@ -1,0 +1,74 @@
+"""The doctor's steady per-step cost on the seed loop, plain and watched blocks alternating in one process.
+
+    python benchmarks/doctor_interleaved.py
+    python benchmarks/doctor_interleaved.py --rounds 60 --block 300 --sample-hz 50
+
+Fresh-process runs (doctor_overhead.py) compare whole runs seconds apart, and on a shared 2-vCPU
+VM their spread (±5%) hides differences of a few percent. Here one process alternates a plain
+block and a watched block of the same loop, `--rounds` times, so slow drifts of the machine hit
+both arms alike; the table gives each arm's median µs per step and the watched/plain ratio pair by
+pair (median and quartiles).
+
+A watched block is a fresh `Watcher(warmup=0, profile_steps=0, detail_every=10**9)`: its first 50
+steps (all detailed, then the switch to edges-only) run untimed, then `--block` edges-only steps are
+timed. Every timed step is kept in the step sample (it is not full yet): the dearer of the step
+edge's two paths. Not in these figures: the detailed runs (one step in sixteen), the op/FLOP window
+and the start-up, which doctor_overhead.py includes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import statistics
+import time
+from pathlib import Path
+import sys
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from doctor_overhead import iris_stepper  # noqa: E402
+
+from trainspeed.hardware import detect_hardware  # noqa: E402
+from trainspeed.watch import Watcher  # noqa: E402
+from trainspeed.watch.session import DETAILED_FIRST  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=40)
+    parser.add_argument("--block", type=int, default=300, help="timed steps per block")
+    parser.add_argument("--sample-hz", type=float, default=50.0, help="stack sampler rate (1e-4: off)")
+    args = parser.parse_args()
+    loop = iris_stepper()
+    loop(1000)  # first-call costs
+
+    def timed(steps: int) -> float:
+        t0 = time.perf_counter()
+        loop(steps)
+        return (time.perf_counter() - t0) / steps * 1e6
+
+    plain: list[float] = []
+    watched: list[float] = []
+    for _ in range(args.rounds):
+        loop(DETAILED_FIRST + 10)
+        plain.append(timed(args.block))
+        with Watcher(warmup=0, profile_steps=0, detail_every=10**9, sample_hz=args.sample_hz):
+            loop(DETAILED_FIRST + 10)  # the detailed first steps and the switch to edges-only, untimed
+            watched.append(timed(args.block))
+    ratios = sorted(w / p - 1 for p, w in zip(plain, watched))
+    quart = statistics.quantiles(ratios, n=4)
+    hw = detect_hardware()
+    print(f"Measured {datetime.date.today()} on {hw.cpu.model} ({hw.cpu.microarchitecture}, "
+          f"{hw.cpu.logical_threads} threads), CPU; torch {hw.torch_version}; {args.rounds} rounds of "
+          f"{args.block} steps, sampler {args.sample_hz:g} Hz.\n")
+    p, w = statistics.median(plain), statistics.median(watched)
+    print("| arm | median µs per step | watched − plain | pair by pair: median [quartiles] |")
+    print("|---|---:|---:|---|")
+    print(f"| plain | {p:.1f} | | |")
+    print(f"| watched, edges only | {w:.1f} | {w - p:+.1f} µs ({(w / p - 1) * 100:+.1f}%) | "
+          f"{statistics.median(ratios) * 100:+.1f}% [{quart[0] * 100:+.1f}%, {quart[2] * 100:+.1f}%] |")
+
+
+if __name__ == "__main__":
+    main()
