@@ -33,6 +33,12 @@ def _seed_loop(epochs: int) -> list[float]:
     return losses
 
 
+def _tiny_step() -> tuple[nn.Module, torch.optim.Optimizer, torch.Tensor]:
+    """The Iris MLP, its SGD optimizer and a batch of 8 random inputs."""
+    model = make_iris_mlp(seed=0)
+    return model, torch.optim.SGD(model.parameters(), lr=0.01), torch.randn(8, 4)
+
+
 def test_watching_does_not_change_the_losses_bit_for_bit() -> None:
     plain = _seed_loop(300)
     with trainspeed.watch() as w:
@@ -66,9 +72,7 @@ def test_hooks_are_removed_afterwards() -> None:
 
 
 def test_edges_only_steps_keep_one_optimizer_hook_the_step_edge_itself() -> None:
-    model = make_iris_mlp(seed=0)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-    x = torch.randn(8, 4)
+    model, optimizer, x = _tiny_step()
 
     def step() -> None:
         model(x).sum().backward()
@@ -171,9 +175,7 @@ def test_sampled_detail_watches_some_steps_in_full_and_every_step_at_its_edges()
 def test_an_explicit_device_synchronize_is_a_sync_at_its_line(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     waited: list[int] = []
     monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: waited.append(1))  # the GPU's wait, faked
-    model = make_iris_mlp(seed=0)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-    x = torch.randn(8, 4)
+    model, optimizer, x = _tiny_step()
     with Watcher(warmup=0, profile_steps=0) as w:
         for _ in range(5):
             model(x).sum().backward()
@@ -192,9 +194,7 @@ def test_a_read_made_inside_torch_is_charged_to_the_users_line_that_called_it() 
     exec(compile("def norm(t):\n    return t.norm().item()\n", os.path.join(os.path.dirname(torch.__file__), "fake_helper.py"),
                  "exec"), inside)
     norm = inside["norm"]
-    model = make_iris_mlp(seed=0)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-    x = torch.randn(8, 4)
+    model, optimizer, x = _tiny_step()
     with Watcher(warmup=0, profile_steps=0) as w:
         for _ in range(4):
             model(x).sum().backward()

@@ -271,22 +271,21 @@ class Watcher:
         optimizer, the backward path calls it with none.
 
         Runs once per step, between the user's torch work, where its code and data have gone cold:
-        each Python frame it opens costs more than its instructions, so a settled step the uniform
-        sample passes over runs this frame and the clock's, nothing else."""
+        a settled step the uniform sample passes over builds nothing and allocates nothing."""
         if optimizer is not None and id(optimizer) != self.primary_optimizer and not self._is_primary(optimizer):
             return
         index = self.steps_seen
         self.steps_seen = index + 1
-        sample = self.measured
         comm = self.comm
-        if (sample.seen != sample.next_kept and index >= self.settled_at and not self.events
-                and not (self.detailed and len(self.plot_steps) < PLOT_STEPS) and not (comm.spans or comm.events)):
-            sample.seen += 1  # Reservoir.skip(), inline
+        comm_busy = comm.spans or comm.events
+        if (index >= self.settled_at and not self.events and not comm_busy and not self.measured.wants()
+                and not (self.detailed and len(self.plot_steps) < PLOT_STEPS)):
+            self.measured.skip()
             self.clock.drop_step()
             self.step_syncs = self.step_h2d = 0
         else:
             wall, phases = self.clock.end_step()
-            if comm.spans or comm.events:
+            if comm_busy:
                 self._comm_step(phases)
             syncs, self.step_syncs = self.step_syncs, 0
             h2d, self.step_h2d = self.step_h2d, 0

@@ -18,7 +18,7 @@ class Reservoir(Generic[T]):
 
     Li's Algorithm L: once the sample is full, the index of the next item to keep is drawn in
     advance (`next_kept`), so `wants()` tells a caller whether the next item will be kept before it
-    builds it, and an item that is not kept costs one comparison (`skip()`: `seen += 1`).
+    builds it, and an item that is not kept costs one comparison (`skip()`).
     """
 
     def __init__(self, size: int = RESERVOIR_SIZE, seed: int = 0) -> None:
