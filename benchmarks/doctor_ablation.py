@@ -20,7 +20,6 @@ from collections.abc import Callable
 import torch
 
 EDGES = {"detail_every": 10**9}
-QUIET = {"detail_every": 10**9, "sample_hz": 1e-4}
 
 
 Loop = Callable[[int], None]
@@ -83,7 +82,7 @@ ARMS: dict[str, tuple[str, Callable[[Loop], None] | None]] = {
     "default": ("default watcher (edges + detailed runs, 50 Hz sampler)", _watch()),
     "edges": ("edges only (no detailed runs)", _watch(**EDGES)),
     "edges-nosampler": ("edges only, sampler off", _watch(**EDGES, sample_hz=1e-4)),
-    "edges-quiet": ("edges only, sampler and profiler window off", _watch(**QUIET, profile_steps=0)),
+    "edges-bare": ("edges only, sampler and profiler window off", _watch(**EDGES, sample_hz=1e-4, profile_steps=0)),
     "hooks-only": ("every hook installed, listener methods empty", _hooks_only),
     "wrappers-only": ("every read wrapper installed, no callback", _wrappers_only),
     "thread": ("an idle second Python thread", _idle_thread),

@@ -2,6 +2,7 @@
 
     python benchmarks/doctor_interleaved.py
     python benchmarks/doctor_interleaved.py --rounds 60 --block 300 --sample-hz 50
+    python benchmarks/doctor_interleaved.py --sampled 100000
 
 Fresh-process runs (doctor_overhead.py) compare whole runs seconds apart, and on a shared 2-vCPU
 VM their spread (±5%) hides differences of a few percent. Here one process alternates a plain
@@ -11,8 +12,10 @@ pair (median and quartiles).
 
 A watched block is a fresh `Watcher(warmup=0, profile_steps=0, detail_every=10**9)`: its first 50
 steps (all detailed, then the switch to edges-only) run untimed, then `--block` edges-only steps are
-timed. Every timed step is kept in the step sample (it is not full yet): the dearer of the step
-edge's two paths. Not in these figures: the detailed runs (one step in sixteen), the op/FLOP window
+timed. By default every timed step is kept in the step sample (it is not full yet): the dearest of
+the step edge's paths. `--sampled P` first brings the sample to where it stands after P measured
+steps: it then keeps about 4 096 / P of the timed steps, and most of the others run quiet (their
+end only counts them), as late in a long run. Not in these figures: the detailed runs (one step in sixteen), the op/FLOP window
 and the start-up, which doctor_overhead.py includes.
 """
 
@@ -31,7 +34,19 @@ from doctor_overhead import iris_stepper  # noqa: E402
 
 from trainspeed.hardware import detect_hardware  # noqa: E402
 from trainspeed.watch import Watcher  # noqa: E402
+from trainspeed.watch.result import StepRecord  # noqa: E402
 from trainspeed.watch.session import DETAILED_FIRST  # noqa: E402
+from trainspeed.watch.stats import Reservoir  # noqa: E402
+
+
+def advance(sample: Reservoir[StepRecord], measured: int) -> None:
+    """Offer the sample copies of its first item until it has seen `measured` items, as a run of that
+    many measured steps would have."""
+    while sample.seen < measured:  # one item at a time (wants/add/skip): earlier watchers run it too
+        if sample.wants():
+            sample.add(sample.items[0])
+        else:
+            sample.skip()
 
 
 def main() -> None:
@@ -39,6 +54,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=40)
     parser.add_argument("--block", type=int, default=300, help="timed steps per block")
     parser.add_argument("--sample-hz", type=float, default=50.0, help="stack sampler rate (1e-4: off)")
+    parser.add_argument("--sampled", type=int, default=0,
+                        help="start the timed steps where the step sample stands after this many measured steps")
     args = parser.parse_args()
     loop = iris_stepper()
     loop(1000)  # first-call costs
@@ -53,15 +70,17 @@ def main() -> None:
     for _ in range(args.rounds):
         loop(DETAILED_FIRST + 10)
         plain.append(timed(args.block))
-        with Watcher(warmup=0, profile_steps=0, detail_every=10**9, sample_hz=args.sample_hz):
+        with Watcher(warmup=0, profile_steps=0, detail_every=10**9, sample_hz=args.sample_hz) as w:
             loop(DETAILED_FIRST + 10)  # the detailed first steps and the switch to edges-only, untimed
+            advance(w.measured, args.sampled)
+            loop(2)  # a step edge that sees the advanced sample (and may start a quiet run)
             watched.append(timed(args.block))
     ratios = sorted(w / p - 1 for p, w in zip(plain, watched))
     quart = statistics.quantiles(ratios, n=4)
     hw = detect_hardware()
     print(f"Measured {datetime.date.today()} on {hw.cpu.model} ({hw.cpu.microarchitecture}, "
           f"{hw.cpu.logical_threads} threads), CPU; torch {hw.torch_version}; {args.rounds} rounds of "
-          f"{args.block} steps, sampler {args.sample_hz:g} Hz.\n")
+          f"{args.block} steps, sampler {args.sample_hz:g} Hz, step sample advanced to {args.sampled} steps.\n")
     p, w = statistics.median(plain), statistics.median(watched)
     print("| arm | median µs per step | watched − plain | pair by pair: median [quartiles] |")
     print("|---|---:|---:|---|")

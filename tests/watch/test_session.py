@@ -15,6 +15,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 import trainspeed
 from trainspeed.watch import Watcher
+from trainspeed.watch.stats import Reservoir
 from trainspeed.workloads import load_iris_split, make_iris_mlp
 
 
@@ -203,3 +204,74 @@ def test_a_read_made_inside_torch_is_charged_to_the_users_line_that_called_it() 
             optimizer.step()
     sites = {s.where: s.count for s in w.measurements().sync_sites}
     assert sites == {f"{__file__}:{first}": 4, f"{__file__}:{second}": 4}  # one torch line, two callers
+
+
+_OPTIMIZER = object()
+
+
+def _fake_clock_run(w: Watcher, clock: list[float], steps: int) -> int:
+    """`steps` steps of exactly 1 s on the fake clock `clock`: 0.75 s forward, then a 0.1 s host read
+    and 0.15 s of other work, ended by one optimizer's step; returns how many of them ran quiet."""
+    frame, quiet = sys._getframe(), 0
+    for _ in range(steps):
+        quiet += w.steps_seen < w.quiet_until
+        w.enter("forward")
+        clock[0] += 0.75
+        w.exit("forward")
+        w.host_read("item", clock[0], clock[0] + 0.1, frame)
+        clock[0] += 0.25
+        w.step_ended(_OPTIMIZER)  # type: ignore[arg-type]
+    return quiet
+
+
+def test_quiet_steps_count_exactly_and_every_kept_step_times_only_itself() -> None:
+    """Once the step sample is full, the steps it will pass over run quiet (their end only counts
+    them): the sample keeps the very steps it would keep otherwise, each timed alone, and every
+    count (steps, reads) stays exact, also when asked mid-run."""
+    clock = [0.0]
+    w = Watcher(warmup=2, profile_steps=0, sample_hz=5, now=lambda: clock[0], detail_every=4)
+    w.measured = Reservoir(size=32, seed=1)
+    w.start()
+    try:
+        quiet = _fake_clock_run(w, clock, 3000)
+        assert w.measurements().steps_measured == 3000 - w.settled_at  # mid-run: quiet steps counted
+        quiet += _fake_clock_run(w, clock, 2000)
+    finally:
+        w.stop()
+    r = w.measurements()
+    assert quiet > 3000 and r.steps_seen == 5000 and r.steps_measured == 5000 - w.settled_at
+    same = Reservoir[int](size=32, seed=1)  # the sample's choice, offered every measured step in turn
+    for i in range(r.steps_measured):
+        same.add(i) if same.wants() else same.skip()
+    assert sorted(rec.index - w.settled_at for rec in w.measured.items) == sorted(same.items)
+    assert all(rec.wall_s == 1.0 and rec.syncs == 1 and rec.phases["forward"] == 0.75
+               and abs(rec.phases["sync"] - 0.1) < 1e-9 for rec in w.measured.items)
+    (site,) = r.sync_sites
+    assert site.count == 5000 and abs(site.total_ms - 5000 * 100.0) < 1e-3
+
+
+def test_steps_limit_is_exact_across_quiet_steps() -> None:
+    clock = [0.0]
+    w = Watcher(warmup=0, profile_steps=0, sample_hz=5, now=lambda: clock[0], steps=2345)
+    w.measured = Reservoir(size=16, seed=1)
+    with w:
+        _fake_clock_run(w, clock, 10_000)
+    assert w.steps_seen == 2345 and w.measurements().steps_measured == 2345 - w.settled_at
+
+
+def test_an_all_reduce_turning_up_in_a_quiet_run_is_not_taken_for_one_steps() -> None:
+    """A DDP made in the middle of a quiet run: the first all-reduce spans come in a step whose clock
+    started with the quiet steps; that step is passed over, and the later steps are timed alone."""
+    clock = [0.0]
+    w = Watcher(warmup=0, profile_steps=0, sample_hz=5, now=lambda: clock[0], detail_every=10**9)
+    w.measured = Reservoir(size=16, seed=1)
+    with w:
+        _fake_clock_run(w, clock, 2000)
+        while w.steps_seen + 1 >= w.quiet_until:  # run on to a step well inside a quiet run
+            _fake_clock_run(w, clock, 1)
+        w.comm.backend = "gloo"  # what CommTimer notes when a DDP is made
+        w.comm.spans.append((clock[0], clock[0] + 0.2, 1024))
+        kept_before = w.measured.items[:]
+        _fake_clock_run(w, clock, 1000)
+    assert w.quiet_until == 0 and not w.comm.spans and not w.comm_steps.items
+    assert all(rec.wall_s == 1.0 for rec in w.measured.items) and w.measured.items != kept_before

@@ -36,3 +36,24 @@ def test_quantiles() -> None:
     assert quantile([], 0.5) is None and quantile([3.0], 0.9) == 3.0
     assert quantile([1.0, 2.0, 3.0, 4.0, 5.0], 0.9) == 4.6
     assert median([3.0, 1.0, 2.0]) == 2.0
+
+
+def test_a_full_reservoir_says_how_many_items_in_a_row_it_passes_over() -> None:
+    r = Reservoir[int](size=10, seed=3)
+    for i in range(10):
+        assert r.passes_over() == 0  # filling: every item is kept
+        r.add(i)
+    checked = 0
+    while r.seen < 5000:
+        gap = r.passes_over()
+        for _ in range(gap):
+            assert not r.wants()
+            r.skip()
+        assert r.wants()
+        r.add(r.seen)
+        checked += gap
+    bulk = Reservoir[int](size=10, seed=3)  # the same stream, the passed-over items skipped in one go
+    while bulk.seen < 5000:
+        bulk.skip(bulk.passes_over())
+        bulk.add(bulk.seen)
+    assert checked > 4000 and bulk.items == r.items and bulk.seen == r.seen

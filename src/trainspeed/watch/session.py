@@ -81,6 +81,9 @@ class Watcher:
         self.detailed = True
         self._detail_rng = random.Random(7)
         self._mode_left = 0
+        self.quiet_until = 0
+        """Steps with a lower index are quiet: their end only counts them (0: none)."""
+        self._quiet_from = 0
         self.clock = PhaseClock(now)
         self.hooks = Hooks(self)
         # the hot path calls the clock directly (one Python frame per phase edge, not two);
@@ -142,6 +145,7 @@ class Watcher:
         if not self.running:
             return
         self.running = False
+        self._catch_up(self.steps_seen)
         if self.backward_boundary:  # the last step of a loop without an optimizer
             self.backward_boundary = False
             self.max_steps = None
@@ -245,8 +249,9 @@ class Watcher:
     def host_read(self, op: str, t0: float, t1: float, frame: Any) -> None:
         """A host read (or torch.cuda.synchronize) ran from t0 to t1, made by `frame`; on every step,
         so a read from a place seen before is one dict lookup away from its tally."""
-        self.clock.span("sync", t0, t1)
-        self.step_syncs += 1
+        if self.steps_seen >= self.quiet_until:  # a quiet step's own times are not kept
+            self.clock.span("sync", t0, t1)
+            self.step_syncs += 1
         entry = self.sites.get((id(frame.f_code), frame.f_lasti, op))
         if entry is None:
             entry = self._site_entry(frame, op)
@@ -271,15 +276,23 @@ class Watcher:
         optimizer, the backward path calls it with none.
 
         Runs once per step, between the user's torch work, where its code and data have gone cold:
-        a settled step the uniform sample passes over builds nothing and allocates nothing."""
+        a settled step the uniform sample passes over builds nothing and allocates nothing, and a
+        step of a quiet run (`_go_quiet`) only counts itself."""
         if optimizer is not None and id(optimizer) != self.primary_optimizer and not self._is_primary(optimizer):
             return
         index = self.steps_seen
         self.steps_seen = index + 1
+        if index < self.quiet_until:
+            return
         comm = self.comm
         comm_busy = comm.spans or comm.events
-        if (index >= self.settled_at and not self.events and not comm_busy and not self.measured.wants()
-                and not (self.detailed and len(self.plot_steps) < PLOT_STEPS)):
+        woke = self.quiet_until != 0
+        if woke:  # this step's clock started with the quiet run's: passed over too
+            self._catch_up(index)
+            if comm_busy:
+                comm.take()  # all-reduces of a DDP made during the quiet run: several steps' worth
+        if woke or (index >= self.settled_at and not self.events and not comm_busy and not self.measured.wants()
+                    and not self._plotting()):
             self.measured.skip()
             self.clock.drop_step()
             self.step_syncs = self.step_h2d = 0
@@ -295,8 +308,35 @@ class Watcher:
         self._mode_left -= 1
         if self._mode_left <= 0:
             self._choose_detail()
+        if index >= self.settled_at and self.device != "cuda" and comm.backend is None and not self._plotting():
+            self._go_quiet(index)
         if self.max_steps is not None and self.steps_seen >= self.max_steps:
             raise StopWatching(f"stopped after {self.steps_seen} steps")
+
+    def _plotting(self) -> bool:
+        """Whether the step that starts now is kept for the per-step plots."""
+        return self.detailed and len(self.plot_steps) < PLOT_STEPS
+
+    def _go_quiet(self, index: int) -> None:
+        """After step `index`: the steps from the next one that nothing will be asked of at their end -
+        the sample passes over them, the detail mode stays, --steps is not reached - run quiet:
+        their end only counts them (the step before the next kept one closes the clock as usual).
+
+        Only off CUDA and without DDP: there no CUDA events or all-reduce spans come with a step,
+        so nothing can turn up during a quiet step that would have to be kept."""
+        until = index + min(self.measured.passes_over(), self._mode_left)
+        if self.max_steps is not None:
+            until = min(until, self.max_steps - 1)
+        if until > index + 1:
+            self.quiet_until, self._quiet_from = until, index + 1
+
+    def _catch_up(self, upto: int) -> None:
+        """Count the quiet steps ended before step `upto` into the sample and the detail mode."""
+        if self.quiet_until:
+            quiet = upto - self._quiet_from
+            self.measured.skip(quiet)
+            self._mode_left -= quiet
+            self.quiet_until = 0
 
     def _keep_step(self, record: StepRecord) -> None:
         events = self.events
@@ -448,6 +488,7 @@ class Watcher:
 
     def measurements(self, gathering: bool = False) -> WatchResult:
         """The measurements so far (partial if the run stopped early)."""
+        self._catch_up(self.steps_seen)  # asked mid-run (a rank's summary): count the quiet steps so far
         records = self.measured.items
         n = self.measured.seen
         notes = self.notes + self.window.notes

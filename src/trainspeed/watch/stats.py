@@ -34,9 +34,14 @@ class Reservoir(Generic[T]):
         """Whether the next item offered will be kept."""
         return self.seen == self.next_kept
 
-    def skip(self) -> None:
-        """Count an item that `wants()` said would not be kept."""
-        self.seen += 1
+    def skip(self, count: int = 1) -> None:
+        """Count `count` items that the sample passes over (`wants()` said no; at most
+        `passes_over()` in a row)."""
+        self.seen += count
+
+    def passes_over(self) -> int:
+        """How many items in a row, from the next one, the sample will not keep (0 while it fills)."""
+        return self.next_kept - self.seen
 
     def add(self, item: T) -> None:
         if self.seen < self.size:
@@ -46,7 +51,8 @@ class Reservoir(Generic[T]):
             else:
                 self.next_kept = self.seen + 1
         elif self.seen == self.next_kept:
-            self.items[self._rng.randrange(self.size)] = item
+            # which item to replace: random() is one C call where randrange() is three Python frames
+            self.items[int(self._rng.random() * self.size)] = item
             self._draw_next()
         self.seen += 1
 
