@@ -55,3 +55,24 @@ def test_a_dropped_step_leaves_nothing_to_the_next_one() -> None:
     assert wall == 6.0  # from the drop on
     assert phases["backward"] == pytest.approx(0.75) and phases["sync"] == 0.25 and phases["other"] == 5.0
     assert sum(phases.values()) == pytest.approx(wall)
+
+
+def test_sums_take_every_closed_step_kept_or_dropped_from_start_sums_on() -> None:
+    ticks = iter([0.0, 1.0, 2.0, 3.0, 5.0, 6.0, 8.0])
+    clock = PhaseClock(now=lambda: next(ticks))  # t=0: step starts
+    clock.span("sync", 0.5, 0.75)
+    clock.end_step()  # t=1: before the sums start
+    assert clock.summed() is None
+    clock.start_sums()
+    assert clock.summed() is None  # no step closed since
+    clock.enter("data")  # t=2
+    clock.exit("data")  # t=3: 1 s data
+    clock.span("sync", 3.5, 4.0)
+    clock.drop_step()  # t=5: a dropped step still counts
+    clock.enter("checkpoint")  # t=6
+    clock.span("sync", 6.0, 6.5)  # inside the checkpoint: sync, not checkpoint
+    _, phases = clock.end_step()  # t=8: checkpoint 0..0 + 6.5..8
+    seconds, wall = clock.summed() or ({}, 0.0)
+    assert wall == 7.0  # t=1..8
+    assert seconds == {"data": 1.0, "h2d": 0.0, "sync": 1.0, "checkpoint": 1.5}
+    assert phases["checkpoint"] == 1.5 and phases["sync"] == 0.5

@@ -15,7 +15,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 import trainspeed
 from trainspeed.watch import Watcher
-from trainspeed.watch.stats import Reservoir
+from trainspeed.watch.stats import RESERVOIR_SIZE, Reservoir
 from trainspeed.workloads import load_iris_split, make_iris_mlp
 
 
@@ -148,7 +148,7 @@ def test_memory_stays_bounded_over_a_million_steps() -> None:
         w.stop()
     r = w.measurements()
     assert r.steps_seen == 1_000_000
-    assert len(w.measured.items) <= 4096 and len(w.plot_steps) <= 400 and len(w.pending) <= 256
+    assert len(w.measured.items) <= RESERVOIR_SIZE and len(w.plot_steps) <= 400 and len(w.pending) <= 256
     assert grown < 256 * 1024  # 50 000 steps added under 256 KiB: no per-step growth
 
 
@@ -275,3 +275,32 @@ def test_an_all_reduce_turning_up_in_a_quiet_run_is_not_taken_for_one_steps() ->
         _fake_clock_run(w, clock, 1000)
     assert w.quiet_until == 0 and not w.comm.spans and not w.comm_steps.items
     assert all(rec.wall_s == 1.0 for rec in w.measured.items) and w.measured.items != kept_before
+
+
+def test_a_rare_checkpoint_gets_its_exact_share_whichever_steps_the_sample_keeps() -> None:
+    """A 5 s checkpoint every 100th step of a 1 s loop: a sample of 16 steps of 5 000 holds one
+    checkpoint step or none, but the checkpoint and sync shares come from sums over every measured
+    step, quiet ones included (those the script ends inside a quiet run aside)."""
+    clock = [0.0]
+    w = Watcher(warmup=2, profile_steps=0, sample_hz=5, now=lambda: clock[0], detail_every=10**9)
+    w.measured = Reservoir(size=16, seed=1)
+    frame = sys._getframe()
+    with w:
+        for i in range(5000):
+            clock[0] += 0.75
+            w.host_read("item", clock[0], clock[0] + 0.1, frame)
+            clock[0] += 0.25
+            if i % 100 == 99:
+                w.enter("checkpoint")
+                clock[0] += 5.0
+                w.exit("checkpoint")
+            w.step_ended(_OPTIMIZER)  # type: ignore[arg-type]
+    seconds, wall = w.clock.summed() or ({}, 0.0)
+    steps = round(seconds["sync"] / 0.1)  # one 0.1 s read per step: how many steps the sums hold
+    checkpoints = sum(1 for i in range(w.settled_at, w.settled_at + steps) if i % 100 == 99)
+    assert steps > 4900 and abs(seconds["sync"] - 0.1 * steps) < 1e-6
+    assert abs(seconds["checkpoint"] - 5.0 * checkpoints) < 1e-6 and abs(wall - steps - 5.0 * checkpoints) < 1e-6
+    assert sum(rec.phases["checkpoint"] > 0 for rec in w.measured.items) <= 1  # the sample alone would miss it
+    r = w.measurements()
+    assert abs(r.phases["checkpoint"].share - seconds["checkpoint"] / wall) < 1e-9
+    assert abs(r.phases["sync"].share - seconds["sync"] / wall) < 1e-9

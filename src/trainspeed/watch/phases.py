@@ -12,6 +12,11 @@ phase clock itself never opens it: the watcher moves that time out of backward (
 
 _ZERO = dict.fromkeys(PHASES, 0.0)
 
+SUMMED = ("data", "h2d", "sync", "checkpoint")
+"""Phases the clock also keeps running sums of, once `start_sums()` is called: they are timed on
+every step by hooks that run a few times per step at most, and a rare one (a checkpoint every 1000
+steps) must not depend on whether a sample of steps happens to hold it."""
+
 
 class PhaseClock:
     """A stack of open phases; time goes to the innermost one. `other` is what no phase claims.
@@ -25,6 +30,29 @@ class PhaseClock:
         self.totals: dict[str, float] = dict.fromkeys(PHASES, 0.0)
         self._since = now()
         self.step_started = self._since
+        self.sums: dict[str, float] | None = None
+        """Seconds in each of SUMMED over the steps closed since `start_sums()` (None before)."""
+        self.sums_from = 0.0
+        """When the first summed step started; the sums cover up to `step_started`."""
+
+    def start_sums(self) -> None:
+        """Sum SUMMED over every step closed from now on (the one that starts now is the first)."""
+        self.sums = dict.fromkeys(SUMMED, 0.0)
+        self.sums_from = self.step_started
+
+    def _fold(self, totals: dict[str, float]) -> None:
+        sums = self.sums
+        if sums is not None:  # SUMMED, unrolled: this runs on every closed step
+            sums["data"] += totals["data"]
+            sums["h2d"] += totals["h2d"]
+            sums["sync"] += totals["sync"]
+            sums["checkpoint"] += totals["checkpoint"]
+
+    def summed(self) -> tuple[dict[str, float], float] | None:
+        """(seconds per SUMMED phase, wall seconds) over the steps summed so far; None before any."""
+        if self.sums is None or self.step_started <= self.sums_from:
+            return None
+        return dict(self.sums), self.step_started - self.sums_from
 
     def enter(self, phase: str) -> None:
         t = self.now()
@@ -60,9 +88,10 @@ class PhaseClock:
         return self.stack[-1] if self.stack else None
 
     def drop_step(self) -> None:
-        """Close the current step without keeping its times (a step nobody will read): the next one
-        starts now, in the same totals, zeroed (nothing to allocate)."""
+        """Close the current step without keeping its times (a step nobody will read; they still go
+        into the sums): the next one starts now, in the same totals, zeroed (nothing to allocate)."""
         self._since = self.step_started = self.now()
+        self._fold(self.totals)
         self.totals.update(_ZERO)
 
     def end_step(self) -> tuple[float, dict[str, float]]:
@@ -72,6 +101,7 @@ class PhaseClock:
         totals[self.stack[-1] if self.stack else "other"] += t - self._since
         self._since = t
         wall = t - self.step_started
-        self.totals = dict.fromkeys(PHASES, 0.0)
+        self._fold(totals)
+        self.totals = _ZERO.copy()
         self.step_started = t
         return wall, totals

@@ -58,6 +58,9 @@ DETAILED_FIRST = 50
 DETAIL_BLOCK = 64
 """Detailed steps come in runs of this many: switching the per-call hooks in or out costs about a
 millisecond (Python re-specialises every call site that touched nn.Module), so it must be rare."""
+QUIET_MAX = 64
+"""A quiet run lasts at most this many steps: the step that ends it adds the run's data, h2d, sync
+and checkpoint seconds to the clock's sums, and a run the script ends inside is left out of them."""
 
 
 class StopWatching(BaseException):
@@ -83,7 +86,11 @@ class Watcher:
         self._mode_left = 0
         self.quiet_until = 0
         """Steps with a lower index are quiet: their end only counts them (0: none)."""
+        self.timed_from = 0
+        """Host reads made from this step on go into the phase clock (quiet_until + 1 in a quiet run:
+        the step that ends it is passed over too)."""
         self._quiet_from = 0
+        self._quiet_read_s = 0.0
         self.clock = PhaseClock(now)
         self.hooks = Hooks(self)
         # the hot path calls the clock directly (one Python frame per phase edge, not two);
@@ -138,6 +145,8 @@ class Watcher:
                                hz=self.sample_hz)
         self.sampler.start()
         self.clock.end_step()  # the first step starts now
+        if self.settled_at == 0:
+            self.clock.start_sums()
         self.running = True
         return self
 
@@ -145,11 +154,11 @@ class Watcher:
         if not self.running:
             return
         self.running = False
-        self._catch_up(self.steps_seen)
         if self.backward_boundary:  # the last step of a loop without an optimizer
             self.backward_boundary = False
             self.max_steps = None
             self.step_ended()
+        self._catch_up(self.steps_seen)
         self.window.close()
         self.hooks.uninstall()
         self.comm.uninstall()
@@ -249,7 +258,7 @@ class Watcher:
     def host_read(self, op: str, t0: float, t1: float, frame: Any) -> None:
         """A host read (or torch.cuda.synchronize) ran from t0 to t1, made by `frame`; on every step,
         so a read from a place seen before is one dict lookup away from its tally."""
-        if self.steps_seen >= self.quiet_until:  # a quiet step's own times are not kept
+        if self.steps_seen >= self.timed_from:  # a quiet run's reads only go to their line's tally
             self.clock.span("sync", t0, t1)
             self.step_syncs += 1
         entry = self.sites.get((id(frame.f_code), frame.f_lasti, op))
@@ -289,6 +298,7 @@ class Watcher:
         woke = self.quiet_until != 0
         if woke:  # this step's clock started with the quiet run's: passed over too
             self._catch_up(index)
+            self.clock.totals["sync"] += self._read_seconds() - self._quiet_read_s  # for the sums
             if comm_busy:
                 comm.take()  # all-reduces of a DDP made during the quiet run: several steps' worth
         if woke or (index >= self.settled_at and not self.events and not comm_busy and not self.measured.wants()
@@ -308,6 +318,8 @@ class Watcher:
         self._mode_left -= 1
         if self._mode_left <= 0:
             self._choose_detail()
+        if index + 1 == self.settled_at:  # the steps from the next one are measured
+            self.clock.start_sums()
         if index >= self.settled_at and self.device != "cuda" and comm.backend is None and not self._plotting():
             self._go_quiet(index)
         if self.max_steps is not None and self.steps_seen >= self.max_steps:
@@ -319,24 +331,37 @@ class Watcher:
 
     def _go_quiet(self, index: int) -> None:
         """After step `index`: the steps from the next one that nothing will be asked of at their end -
-        the sample passes over them, the detail mode stays, --steps is not reached - run quiet:
-        their end only counts them (the step before the next kept one closes the clock as usual).
+        the sample passes over them, the detail mode stays, --steps is not reached - run quiet, up
+        to QUIET_MAX of them: their end only counts them, and their host reads only go to the
+        tally of their line. The step after a quiet run is passed over too (its reads are tallied
+        the same way), and its end adds the whole run's data, h2d, sync (from the tallies) and
+        checkpoint seconds to the clock's sums.
 
         Only off CUDA and without DDP: there no CUDA events or all-reduce spans come with a step,
         so nothing can turn up during a quiet step that would have to be kept."""
-        until = index + min(self.measured.passes_over(), self._mode_left)
+        until = index + min(self.measured.passes_over(), self._mode_left, QUIET_MAX)
         if self.max_steps is not None:
             until = min(until, self.max_steps - 1)
         if until > index + 1:
-            self.quiet_until, self._quiet_from = until, index + 1
+            self.quiet_until, self._quiet_from, self.timed_from = until, index + 1, until + 1
+            self._quiet_read_s = self._read_seconds()
 
     def _catch_up(self, upto: int) -> None:
-        """Count the quiet steps ended before step `upto` into the sample and the detail mode."""
+        """Count the quiet steps ended before step `upto` into the sample and the detail mode (at the
+        step that ends the quiet run, or at stop())."""
         if self.quiet_until:
             quiet = upto - self._quiet_from
             self.measured.skip(quiet)
             self._mode_left -= quiet
-            self.quiet_until = 0
+            self.quiet_until = self.timed_from = 0
+
+    def _read_seconds(self) -> float:
+        """Seconds of every host read so far (the tallies by line: a few entries)."""
+        return sum(entry[3] for entry in self.sites.values())
+
+    def _quiet_so_far(self) -> int:
+        """Steps of the current quiet run ended so far (not yet counted into the sample)."""
+        return self.steps_seen - self._quiet_from if self.quiet_until else 0
 
     def _keep_step(self, record: StepRecord) -> None:
         events = self.events
@@ -488,16 +513,16 @@ class Watcher:
 
     def measurements(self, gathering: bool = False) -> WatchResult:
         """The measurements so far (partial if the run stopped early)."""
-        self._catch_up(self.steps_seen)  # asked mid-run (a rank's summary): count the quiet steps so far
         records = self.measured.items
-        n = self.measured.seen
+        n = self.measured.seen + self._quiet_so_far()  # asked mid-run (a rank's summary): quiet steps too
         notes = self.notes + self.window.notes
         if not records and self.warm.items:  # a run too short to leave its warm-up: use what there is
             records = self.warm.items
             n = len(records)
             notes.append(f"only {self.steps_seen} steps: warm-up steps were used for the statistics")
-        # exact up to RESERVOIR_SIZE measured steps; beyond, an unbiased estimate from the uniform sample
-        shares, detailed = phase_shares(records)
+        # data, h2d, sync and checkpoint from the clock's sums over every measured step; the rest exact
+        # up to RESERVOIR_SIZE measured steps, beyond that an unbiased estimate from the uniform sample
+        shares, detailed = phase_shares(records, self.clock.summed() if records is self.measured.items else None)
         phases = {}
         for p in PHASES:
             dev = median(self.device_ms[p].items) if p in self.device_ms and self.device_ms[p].items else None
@@ -573,12 +598,15 @@ class Watcher:
         return int(psutil.virtual_memory().total)
 
 
-def phase_shares(records: list[StepRecord]) -> tuple[dict[str, float], list[StepRecord]]:
+def phase_shares(records: list[StepRecord], sums: tuple[dict[str, float], float] | None = None
+                 ) -> tuple[dict[str, float], list[StepRecord]]:
     """Each phase's share of the wall time, and the detailed records.
 
-    Edge phases (data, h2d, sync, checkpoint) are timed on every step: their shares come from all
-    records. What is left is split among forward, backward, optimizer and other in the
-    proportions the detailed steps measured. Shares sum to 1.
+    Edge phases (data, h2d, sync, checkpoint, comm) are timed on every step: their shares come from
+    all records, or, for the phases in `sums` ((seconds per phase, wall seconds) summed over every
+    measured step, as PhaseClock.summed() gives them), from those sums. What is left is split
+    among forward, backward, optimizer and other in the proportions the detailed steps measured.
+    Shares sum to 1.
     """
     detailed = [r for r in records if r.detailed] or list(records)
     wall = sum(r.wall_s for r in records)
@@ -587,6 +615,10 @@ def phase_shares(records: list[StepRecord]) -> tuple[dict[str, float], list[Step
         return shares, detailed
     for p in EDGE_PHASES:
         shares[p] = sum(r.phases[p] for r in records) / wall
+    if sums is not None and sums[1] > 0:
+        seconds, summed_wall = sums
+        for p, s in seconds.items():
+            shares[p] = s / summed_wall
     rest = max(0.0, 1.0 - sum(shares[p] for p in EDGE_PHASES))
     split = {p: sum(r.phases[p] for r in detailed) for p in CALL_PHASES}
     total = sum(split.values())

@@ -10,7 +10,7 @@ from typing import Generic, TypeVar
 
 T = TypeVar("T")
 
-RESERVOIR_SIZE = 4096
+RESERVOIR_SIZE = 1024
 
 
 class Reservoir(Generic[T]):

@@ -87,8 +87,10 @@ def _moves_to_host(name: str, tensor: torch.Tensor, args: tuple[Any, ...], kwarg
 
 
 class _Depth(threading.local):
-    depth = 0
-    """Nesting of wrapped reads on this thread: a read made inside another counts once."""
+    def __init__(self) -> None:  # runs once per thread, on its first read
+        self.cell = [0]
+        """[nesting of wrapped reads on this thread]: a read made inside another counts once. A list,
+        so that a read looks the thread-local up once, not three times."""
 
 
 class _Registry:
@@ -110,20 +112,23 @@ class _Registry:
         reads_always = name not in ("cpu", "to")  # the others hand values to the host on every call
         getframe, clock = sys._getframe, time.perf_counter
 
-        def wrapper(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-            if local.depth or not (reads_always or _moves_to_host(name, tensor, args, kwargs)):
-                local.depth += 1
+        # (*args, **kwargs) with the tensor in args: the call below passes that tuple on as it is, where
+        # (tensor, *args) would build a list and a tuple, and **kwargs a new dict, on every read
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            depth = local.cell
+            if depth[0] or not (reads_always or (args and _moves_to_host(name, args[0], args[1:], kwargs))):
+                depth[0] += 1
                 try:
-                    return original(tensor, *args, **kwargs)
+                    return original(*args, **kwargs)
                 finally:
-                    local.depth -= 1
-            local.depth = 1
+                    depth[0] -= 1
+            depth[0] = 1
             t0 = clock()
             try:
-                return original(tensor, *args, **kwargs)
+                return original(*args, **kwargs) if kwargs else original(*args)
             finally:
                 t1 = clock()
-                local.depth = 0
+                depth[0] = 0
                 for counter in self.tallying:
                     counter._record(name)
                 for on_read in self.timed:
