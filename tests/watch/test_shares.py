@@ -36,3 +36,15 @@ def test_without_detailed_steps_every_step_counts_as_detailed() -> None:
     records = [_record(1.0, False, forward=0.5)]
     shares, detailed = phase_shares(records)
     assert detailed == records and shares["forward"] == pytest.approx(0.5)
+
+
+def test_sums_over_every_step_replace_the_sample_for_their_phases() -> None:
+    """The sample holds no checkpoint step, the sums over every step do: the checkpoint and sync
+    shares come from the sums, the rest is split as the detailed records say."""
+    records = [_record(1.0, True, sync=0.1, forward=0.6), _record(1.0, True, sync=0.1, forward=0.6)]
+    sums = ({"data": 0.0, "h2d": 0.0, "sync": 10.0, "checkpoint": 20.0}, 200.0)
+    shares, _ = phase_shares(records, sums)
+    assert shares["checkpoint"] == pytest.approx(0.1) and shares["sync"] == pytest.approx(0.05)
+    rest = 1 - 0.15
+    assert shares["forward"] == pytest.approx(rest * 0.6 / 0.9) and shares["other"] == pytest.approx(rest * 0.3 / 0.9)
+    assert sum(shares.values()) == pytest.approx(1.0)

@@ -59,8 +59,8 @@ DETAIL_BLOCK = 64
 """Detailed steps come in runs of this many: switching the per-call hooks in or out costs about a
 millisecond (Python re-specialises every call site that touched nn.Module), so it must be rare."""
 QUIET_MAX = 64
-"""A quiet run lasts at most this many steps: the step that ends it adds the run's data, h2d, sync
-and checkpoint seconds to the clock's sums, and a run the script ends inside is left out of them."""
+"""A quiet run lasts at most this many steps: the step after it adds the run's data, h2d, sync and
+checkpoint seconds to the clock's sums, and a run the script ends inside is left out of them."""
 
 
 class StopWatching(BaseException):
