@@ -209,9 +209,10 @@ def test_a_read_made_inside_torch_is_charged_to_the_users_line_that_called_it() 
 _OPTIMIZER = object()
 
 
-def _fake_clock_run(w: Watcher, clock: list[float], steps: int) -> int:
+def _fake_clock_run(w: Watcher, clock: list[float], steps: int, checkpoint_every: int = 0) -> int:
     """`steps` steps of exactly 1 s on the fake clock `clock`: 0.75 s forward, then a 0.1 s host read
-    and 0.15 s of other work, ended by one optimizer's step; returns how many of them ran quiet."""
+    and 0.15 s of other work, ended by one optimizer's step; returns how many of them ran quiet.
+    With `checkpoint_every` N, every step whose index is N-1 modulo N also saves for 5 s."""
     frame, quiet = sys._getframe(), 0
     for _ in range(steps):
         quiet += w.steps_seen < w.quiet_until
@@ -220,6 +221,10 @@ def _fake_clock_run(w: Watcher, clock: list[float], steps: int) -> int:
         w.exit("forward")
         w.host_read("item", clock[0], clock[0] + 0.1, frame)
         clock[0] += 0.25
+        if checkpoint_every and w.steps_seen % checkpoint_every == checkpoint_every - 1:
+            w.enter("checkpoint")
+            clock[0] += 5.0
+            w.exit("checkpoint")
         w.step_ended(_OPTIMIZER)  # type: ignore[arg-type]
     return quiet
 
@@ -284,17 +289,8 @@ def test_a_rare_checkpoint_gets_its_exact_share_whichever_steps_the_sample_keeps
     clock = [0.0]
     w = Watcher(warmup=2, profile_steps=0, sample_hz=5, now=lambda: clock[0], detail_every=10**9)
     w.measured = Reservoir(size=16, seed=1)
-    frame = sys._getframe()
     with w:
-        for i in range(5000):
-            clock[0] += 0.75
-            w.host_read("item", clock[0], clock[0] + 0.1, frame)
-            clock[0] += 0.25
-            if i % 100 == 99:
-                w.enter("checkpoint")
-                clock[0] += 5.0
-                w.exit("checkpoint")
-            w.step_ended(_OPTIMIZER)  # type: ignore[arg-type]
+        _fake_clock_run(w, clock, 5000, checkpoint_every=100)
     seconds, wall = w.clock.summed() or ({}, 0.0)
     steps = round(seconds["sync"] / 0.1)  # one 0.1 s read per step: how many steps the sums hold
     checkpoints = sum(1 for i in range(w.settled_at, w.settled_at + steps) if i % 100 == 99)
