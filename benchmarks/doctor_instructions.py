@@ -64,6 +64,12 @@ def worker(arm: str, steps: int, helper: str) -> None:
     region.region_stop()
 
 
+def fail(message: str) -> None:
+    """Bad input or a missing tool: one line, exit status 2."""
+    print(f"doctor_instructions: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
 def totals(path: Path) -> dict[str, int]:
     events: list[str] = []
     for line in path.read_text().splitlines():
@@ -84,9 +90,11 @@ def main() -> None:
     args = parser.parse_args()
     arms = [a for a in args.arms.split(",") if a]
     if unknown := [a for a in arms if a not in ARMS]:
-        sys.exit(f"doctor_instructions: unknown arm {unknown[0]!r} (choose from {', '.join(ARMS)})")
+        fail(f"unknown arm {unknown[0]!r} (choose from {', '.join(ARMS)})")
+    if args.steps < 1:
+        fail(f"--steps must be at least 1, got {args.steps}")
     if not shutil.which("valgrind") or not shutil.which("gcc"):
-        sys.exit("doctor_instructions: needs valgrind and gcc on PATH")
+        fail("needs valgrind and gcc on PATH")
     if "plain" not in arms:
         arms.insert(0, "plain")
     with tempfile.TemporaryDirectory() as tmp:
@@ -94,7 +102,7 @@ def main() -> None:
         source = os.path.join(tmp, "region.c")
         Path(source).write_text(HELPER)
         if subprocess.run(["gcc", "-shared", "-fPIC", "-O2", "-o", helper, source]).returncode != 0:
-            sys.exit("doctor_instructions: could not build the helper (valgrind's headers: Debian valgrind)")
+            fail("could not build the helper (valgrind's headers: Debian valgrind)")
         per_step: dict[str, dict[str, float]] = {}
         for arm in arms:
             out = Path(tmp) / f"cg.{arm}"
