@@ -14,18 +14,26 @@ CTX = Context(dispatch_us=2.0, matmul_gflops=100.0, physical_cores=8, logical_th
 def recorded(step_ms: float, host: dict[str, float], device: dict[str, float] | None = None, *, dev: str = "cpu",
              ops: float | None = 40, flops: float | None = None, syncs: float = 0.0, batch: int | None = 64,
              loaders: list[LoaderInfo] | None = None, util: GpuUtil | None = None, threads: int = 8,
-             peak: int | None = None, capacity: int | None = None, h2d: float = 0.0) -> WatchResult:
-    """A WatchResult shaped like one the watcher records; `host` phases in ms, the rest is `other`."""
+             peak: int | None = None, capacity: int | None = None, h2d: float = 0.0,
+             busy: float | None = None, kernels: float | None = None,
+             shares: dict[str, float] | None = None) -> WatchResult:
+    """A WatchResult shaped like one the watcher records; `host` phases in ms (medians), the rest is
+    `other`; `device` the phases' event spans, `busy` the GPU's own work per step (the profiler
+    window's); `shares` of the run's time where they differ from median over step (bursts)."""
     host = {**host, "other": step_ms - sum(host.values())}
-    phases = {p: PhaseStat(host.get(p, 0.0), (device or {}).get(p), host.get(p, 0.0) / step_ms) for p in PHASES}
+    share = {p: host.get(p, 0.0) / step_ms for p in PHASES}
+    if shares:
+        share.update(shares)
+        share["other"] = 1 - sum(v for p, v in share.items() if p != "other")
+    phases = {p: PhaseStat(host.get(p, 0.0), (device or {}).get(p), share[p]) for p in PHASES}
     return WatchResult(
         steps_seen=100, steps_measured=94, median_ms=step_ms, p90_ms=step_ms * 1.1, phases=phases,
         syncs_per_step=syncs, h2d_bytes_per_step=h2d, h2d_bytes_by_kind={"pageable": int(h2d * 94)} if h2d else {},
-        ops_per_step=ops, kernels_per_step=ops if dev == "cuda" else None,
+        ops_per_step=ops, kernels_per_step=(kernels or ops) if dev == "cuda" else None,
         flops_per_step=flops, sync_sites=[SyncSite("train.py:42", "item", 94, syncs * step_ms)] if syncs else [],
         other_sites=[], gpu_util=util or GpuUtil(False, None, 0, False), device=dev, batch_size=batch,
         loaders=loaders or [], torch_threads=threads, process_cpu_percent=None, process_threads=None, peak_memory_bytes=peak,
-        memory_capacity_bytes=capacity, step_samples=[], step_times_ms=[],
+        memory_capacity_bytes=capacity, step_samples=[], step_times_ms=[], gpu_busy_ms_per_step=busy,
     )
 
 
@@ -37,7 +45,7 @@ def test_input_bound_with_sawtooth_evidence() -> None:
     util = GpuUtil(True, 35.0, 400, True, "idle 60% / busy 35%")
     r = recorded(20.0, {"data": 14.0, "forward": 2.0, "backward": 3.0, "optimizer": 0.5},
                  {"forward": 1.8, "backward": 2.9, "optimizer": 0.4}, dev="cuda", flops=5e9,
-                 loaders=[LoaderInfo(0, False, 64, False)], util=util)
+                 loaders=[LoaderInfo(0, False, 64, False)], util=util, busy=5.0)
     verdicts = diagnose(r, CTX)
     assert verdicts[0].id == "input_bound"
     assert "saw-tooth" in verdicts[0].evidence and "num_workers=0" in verdicts[0].evidence
@@ -49,7 +57,8 @@ def test_input_bound_with_sawtooth_evidence() -> None:
 def test_sync_bound_on_gpu_predicts_host_and_device_overlapping() -> None:
     # host: 1 ms of launches + 4 ms waiting in .item(); device busy 3 ms of the 5 ms step
     r = recorded(5.0, {"forward": 0.4, "backward": 0.4, "optimizer": 0.2, "sync": 4.0},
-                 {"forward": 1.2, "backward": 1.5, "optimizer": 0.3}, dev="cuda", ops=60, flops=1e8, syncs=1.0)
+                 {"forward": 1.2, "backward": 1.5, "optimizer": 0.3}, dev="cuda", ops=60, flops=1e8, syncs=1.0,
+                 busy=3.0)
     verdicts = diagnose(r, CTX)
     sync = next(v for v in verdicts if v.id == "sync_bound")
     assert "train.py:42" in sync.evidence
@@ -58,13 +67,52 @@ def test_sync_bound_on_gpu_predicts_host_and_device_overlapping() -> None:
 
 
 def test_tiny_gpu_model_is_launch_bound_and_cpu_faster() -> None:
-    # the seed's Iris on a GPU: 31 ops, each a few us of launch, the GPU almost idle, a sync per step
+    # a tiny model on a GPU: 31 ops, each a few us of launch, the GPU almost idle, a sync per step
     r = recorded(0.9, {"forward": 0.25, "backward": 0.3, "optimizer": 0.15, "sync": 0.15},
-                 {"forward": 0.03, "backward": 0.04, "optimizer": 0.02}, dev="cuda", ops=31, flops=4e4,
-                 syncs=1.0, batch=120)
-    found = ids(r, Context(dispatch_us=1.5, matmul_gflops=150, physical_cores=8, logical_threads=16))
+                 {"forward": 0.26, "backward": 0.31, "optimizer": 0.16}, dev="cuda", ops=31, flops=4e4,
+                 syncs=1.0, batch=120, busy=0.09)
+    ctx = Context(dispatch_us=1.5, matmul_gflops=150, physical_cores=8, logical_threads=16, cuda_op_us=9.5)
+    verdicts = diagnose(r, ctx)
+    found = [v.id for v in verdicts]
     assert {"launch_bound", "cpu_faster", "small_batch", "sync_bound"} <= set(found)
     assert found[0] in ("cpu_faster", "launch_bound")
+    # CPU step = 0.9 - 0.15 (sync) - 31 launches x (9.5 - 1.5) us + 4e4 FLOP at 150 GFLOP/s = 0.50227 ms
+    cpu = next(v for v in verdicts if v.id == "cpu_faster")
+    assert cpu.predicted_speedup == pytest.approx(0.9 / 0.50227, abs=0.01)
+    # launch: the step without forward+backward+optimizer's 0.7 ms less the GPU's 0.09 ms of work
+    launch = next(v for v in verdicts if v.id == "launch_bound")
+    assert launch.predicted_speedup == pytest.approx(0.9 / (0.9 - 0.61), abs=0.01)
+    assert "from its kernels' own times" in launch.evidence
+
+
+def test_gpu_edge_spans_are_not_taken_for_gpu_work() -> None:
+    # the seed's Iris on an H100 as the doctor recorded it (2026-11-22, before the profiler window
+    # measured the GPU's work): the events at the phase edges span about the host's time, since the
+    # GPU idles between launches; NVML saw the GPU busy 7.8% of the time
+    host = {"forward": 0.3615, "backward": 0.5338, "optimizer": 0.2119, "sync": 0.0352}
+    device = {"forward": 0.3716, "backward": 0.5771, "optimizer": 0.2191}
+    util = GpuUtil(True, 7.8, 587, False, "idle 88% / busy 0% of 587 samples")
+    r = recorded(1.1034, host, device, dev="cuda", ops=28, kernels=22, flops=40800, syncs=1.01, batch=120,
+                 util=util)
+    ctx = Context(dispatch_us=1.50, matmul_gflops=663, physical_cores=16, logical_threads=16, cuda_op_us=9.5)
+    verdicts = diagnose(r, ctx)
+    found = [v.id for v in verdicts]
+    assert "compute_bound" not in found
+    assert {"launch_bound", "cpu_faster", "small_batch"} <= set(found)
+    assert "NVML utilisation" in next(v for v in verdicts if v.id == "launch_bound").evidence
+
+
+def test_cpu_faster_needs_the_measured_launch_cost() -> None:
+    r = recorded(0.9, {"forward": 0.25, "backward": 0.3, "optimizer": 0.15}, dev="cuda", ops=31, busy=0.09)
+    found = ids(r, Context(dispatch_us=1.5, matmul_gflops=150, physical_cores=8, logical_threads=16))
+    assert "launch_bound" in found and "cpu_faster" not in found
+
+
+def test_a_sync_waiting_for_the_gpus_own_work_is_not_sync_bound() -> None:
+    # the GPU works 9.6 of a 10 ms step; the host launches in 1 ms and waits 8.8 ms in .item()
+    r = recorded(10.0, {"forward": 0.4, "backward": 0.4, "optimizer": 0.2, "sync": 8.8}, dev="cuda", ops=60,
+                 flops=1e12, syncs=1.0, busy=9.6)
+    assert ids(r) == ["compute_bound"]
 
 
 def test_tiny_cpu_model_is_launch_bound() -> None:
@@ -82,7 +130,7 @@ def test_big_matmuls_on_cpu_are_compute_bound() -> None:
 
 def test_busy_gpu_is_compute_bound() -> None:
     r = recorded(50.0, {"forward": 15.0, "backward": 30.0, "optimizer": 3.0},
-                 {"forward": 15.0, "backward": 30.0, "optimizer": 3.0}, dev="cuda", ops=300, flops=5e12)
+                 {"forward": 15.0, "backward": 30.0, "optimizer": 3.0}, dev="cuda", ops=300, flops=5e12, busy=46.0)
     assert ids(r) == ["compute_bound"]
 
 
@@ -91,7 +139,8 @@ def test_checkpoint_logging_and_h2d() -> None:
     v = diagnose(r, CTX)[0]
     assert v.id == "checkpoint_heavy" and "every" in v.action
     r = recorded(10.0, {"forward": 2.0, "backward": 3.0, "optimizer": 0.5, "h2d": 4.0}, dev="cuda",
-                 device={"forward": 2.0, "backward": 3.0, "optimizer": 0.4, "h2d": 3.9}, flops=1e9, h2d=64 * 2**20)
+                 device={"forward": 2.0, "backward": 3.0, "optimizer": 0.4, "h2d": 3.9}, flops=1e9, h2d=64 * 2**20,
+                 busy=5.0)
     assert diagnose(r, CTX)[0].id == "h2d_bound"
 
 
@@ -107,3 +156,29 @@ def test_thread_oversubscription_and_memory_pressure() -> None:
 def test_predictions_are_capped() -> None:
     r = recorded(100.0, {"data": 99.9}, ops=None)
     assert diagnose(r, CTX)[0].predicted_speedup <= 10.0  # type: ignore[operator]
+
+
+def test_bursts_of_waiting_are_judged_by_their_share_of_the_run() -> None:
+    # the DataLoader-fed CNN on an H100 as the doctor recorded it (2026-11-22): the median step waits
+    # 0.11 ms for data, but the waits add up to 22% of the run
+    host = {"data": 0.1114, "h2d": 0.2753, "forward": 1.8283, "backward": 2.7851, "optimizer": 0.4863}
+    device = {"h2d": 0.2336, "forward": 1.8698, "backward": 2.9945, "optimizer": 0.4179}
+    r = recorded(6.844, host, device, dev="cuda", ops=81, kernels=105, flops=7.475e9, syncs=0.055, batch=128,
+                 loaders=[LoaderInfo(2, True, 128, True)], busy=1.8748,
+                 shares={"data": 0.2175, "h2d": 0.0312, "forward": 0.0932, "backward": 0.1335, "optimizer": 0.0254})
+    ctx = Context(dispatch_us=2.48, matmul_gflops=128, physical_cores=16, logical_threads=16, cuda_op_us=12.15)
+    verdicts = diagnose(r, ctx)
+    data = next(v for v in verdicts if v.id == "input_bound")
+    assert "22% of the run's time, in bursts" in data.evidence and "0.11 ms" in data.evidence
+    # 4 workers instead of 2 halve the wait: 1 / max(1 - 0.2175, 0.2175 * 2 / 4)
+    assert data.predicted_speedup == pytest.approx(1 / 0.7825, abs=0.01)
+    assert verdicts[0].id == "launch_bound" and "compute_bound" not in [v.id for v in verdicts]
+
+
+def test_a_checkpoint_every_hundred_steps_is_judged_by_its_share() -> None:
+    r = recorded(10.0, {"forward": 3.0, "backward": 4.0, "optimizer": 1.0}, flops=1e10,
+                 shares={"checkpoint": 0.3, "forward": 0.21, "backward": 0.28, "optimizer": 0.07})
+    v = diagnose(r, CTX)[0]
+    assert v.id == "checkpoint_heavy" and "in bursts" in v.evidence
+    assert v.action.startswith("save 30 times less often")
+    assert v.predicted_speedup == pytest.approx(1 / (1 - 0.3 * (1 - 1 / 30)), abs=0.01)

@@ -21,7 +21,7 @@ def test_hw_lists_the_gpu() -> None:
 def test_demo_on_cuda_counts_syncs_and_agrees() -> None:
     result = run_demo(["cuda"], epochs=300)
     syncs = {r.variant: r.syncs for r in result.runs}
-    assert syncs == {"seed": 303, "record_every_200": 4, "no_record": 0, "sync_free": 1}
+    assert syncs == {"seed": 303, "record_every_200": 4, "no_record": 0, "sync_free": 1, "fit": 1}
     assert len({r.final_loss for r in result.runs}) == 1
     seed, free = result.run("cuda", "seed"), result.run("cuda", "sync_free")
     assert seed.losses == free.losses

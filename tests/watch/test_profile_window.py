@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from trainspeed.watch.profile_window import OpCounter, ProfileWindow
+from trainspeed.watch.profile_window import OpCounter, ProfileWindow, busy_ns
 
 
 def test_op_counter_counts_dispatched_ops_and_leaves_results_alone() -> None:
@@ -25,3 +25,10 @@ def test_cpu_window_counts_per_step_without_the_profiler() -> None:
     assert profiled == [False, True, True, False, False]
     assert window.ops_per_step == 2 and window.kernels_per_step is None
     assert window.flops_per_step == 2 * 8 * 16 * 4
+
+
+def test_gpu_busy_time_counts_overlapping_work_once() -> None:
+    # two streams overlapping 5-8, a gap 12-20, a kernel inside another
+    assert busy_ns([(20, 30), (0, 8), (5, 12), (22, 25)]) == 22
+    assert busy_ns([]) == 0
+    assert busy_ns([(3, 4), (4, 6)]) == 3

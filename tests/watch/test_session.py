@@ -122,6 +122,66 @@ def test_dataloader_wait_and_checkpoints_are_phases() -> None:
     assert r.loaders and r.loaders[0].num_workers == 0 and r.loaders[0].batch_size == 8
 
 
+def test_the_profiler_windows_own_synchronize_is_not_the_scripts(monkeypatch) -> None:
+    # torch.profiler synchronises the device as it stops; torch.cuda.synchronize is a no-op stand-in here
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+    model, optimizer, x = _tiny_step()
+    with Watcher(warmup=1, profile_steps=2) as w:
+        close = w.window.on_step_end
+
+        def on_step_end(index: int, warmup: int, cuda: bool) -> bool:
+            torch.cuda.synchronize()  # as torch.profiler's stop() does
+            return close(index, warmup, cuda)
+
+        w.window.on_step_end = on_step_end  # type: ignore[method-assign]
+        for _ in range(6):
+            model(x).sum().backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            torch.cuda.synchronize()  # the script's own
+    sites = [s for s in w.measurements().sync_sites if s.op == "torch.cuda.synchronize"]
+    assert [s.count for s in sites] == [6] and sites[0].where.endswith(f"test_session.py:{_line_of('the script')}")
+
+
+def test_cuda_events_are_recorded_on_detailed_steps_only(monkeypatch) -> None:
+    # each event is a CUDA call or two: dear next to a tiny GPU step; a copy to the device (h2d) is
+    # timed at the step's edges on every step, its device span only on the detailed ones
+    made = []
+
+    class FakeEvent:  # torch.cuda.Event's interface, on a CPU-only machine
+        def __init__(self, enable_timing: bool = False) -> None:
+            made.append(self)
+
+        def record(self) -> None: ...
+        def query(self) -> bool: return True
+        def synchronize(self) -> None: ...
+        def elapsed_time(self, end: "FakeEvent") -> float: return 0.5
+
+    monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
+    model, optimizer, x = _tiny_step()
+    with Watcher(warmup=1, profile_steps=0, detail_every=4) as w:
+        w.device = "cuda"  # as if the model's first input had been on a GPU
+        w._set_edges()
+        made_by_kind = {True: 0, False: 0}
+        for _ in range(2000):
+            detailed, before = w.detailed, len(made)  # a step runs from one optimizer step to the next
+            optimizer.zero_grad()
+            w.enter("h2d")  # what the hook on Tensor.to does around a copy to the GPU, on every step
+            w.exit("h2d")
+            model(x).sum().backward()
+            optimizer.step()
+            made_by_kind[detailed] += len(made) - before
+    records = w.measured.items
+    assert {r.detailed for r in records} == {True, False}
+    assert all((r.device_ms is not None) == r.detailed for r in records)
+    assert made_by_kind[True] > 0 and made_by_kind[False] == 0
+
+
+def _line_of(marker: str) -> int:
+    lines = Path(__file__).read_text().splitlines()
+    return next(i for i, line in enumerate(lines, 1) if marker in line and "_line_of" not in line)
+
+
 def test_memory_stays_bounded_over_a_million_steps() -> None:
     class FakeOptimizer:
         pass

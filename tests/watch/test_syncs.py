@@ -61,3 +61,21 @@ def test_a_training_step_makes_no_host_read() -> None:
         loss.backward()
         opt.step()
     assert c.count == 0
+
+
+def test_a_counter_for_a_gpu_run_leaves_cpu_tensors_reads_out() -> None:
+    # on a GPU run, reading a CPU tensor (a DataLoader sampler's randperm(n).tolist()) waits for nothing
+    t = torch.arange(4)
+    with SyncCounter() as gpu_run:
+        gpu_run.count_device_reads_only()
+        t.tolist()
+        t.sum().item()
+        f"{t[0]}"
+    assert gpu_run.count == 0
+    with SyncCounter() as gpu_run, SyncCounter() as cpu_run:  # a counter that counts them all wins
+        gpu_run.count_device_reads_only()
+        t.sum().item()
+    assert cpu_run.count == 1 and gpu_run.count == 1
+    with SyncCounter() as again:  # the setting belongs to its counter, not to the process
+        t.sum().item()
+    assert again.count == 1

@@ -18,6 +18,7 @@ CHECKPOINT_SHARE = 0.10
 OTHER_SHARE = 0.15
 LOG_SITE_SHARE = 0.30  # the logging line must hold this much of the unexplained time
 SYNC_SHARE = 0.10
+SYNC_GAIN = 0.05  # a sync whose removal is predicted to save less than this share of the step is not the cause
 H2D_SHARE = 0.15
 ARITHMETIC_LOW = 0.25  # arithmetic under a quarter of the compute phases: overhead dominates
 ARITHMETIC_HIGH = 0.50  # arithmetic over half of them: the step is doing real work
@@ -46,6 +47,8 @@ class Context:
     logical_threads: int
     largest_batch: int | None = None
     """From the memory estimator, when memory pressure was found and an estimate could be made."""
+    cuda_op_us: float | None = None
+    """Measured cost of one tiny CUDA op (probe.cuda_op_us): dispatch plus a kernel launch. None without CUDA."""
 
 
 def _ms(r: WatchResult, phase: str) -> float:
@@ -67,40 +70,63 @@ def _arithmetic_ms(r: WatchResult, c: Context) -> float | None:
     return r.flops_per_step / (c.matmul_gflops * 1e9) * 1e3
 
 
-def _device_busy(r: WatchResult) -> float | None:
-    dev = [r.phases[p].device_ms for p in ("h2d", "forward", "backward", "optimizer")]
-    if r.device != "cuda" or not r.median_ms or all(d is None for d in dev):
+def _gpu_busy_ms(r: WatchResult) -> float | None:
+    """Milliseconds per step during which the GPU ran work: its kernels' own times from the profiler
+    window, else NVML's utilisation (the share of time some kernel ran) times the step. Not the
+    phases' device_ms: an event pair spans the GPU's idle gaps between launches as well."""
+    if r.device != "cuda" or not r.median_ms:
         return None
-    return sum(d or 0.0 for d in dev) / r.median_ms
+    if r.gpu_busy_ms_per_step is not None:
+        return r.gpu_busy_ms_per_step
+    if r.gpu_util.available and r.gpu_util.mean is not None:
+        return r.gpu_util.mean / 100 * r.median_ms
+    return None
+
+
+def _busy_source(r: WatchResult) -> str:
+    return "its kernels' own times" if r.gpu_busy_ms_per_step is not None else "NVML utilisation"
+
+
+def _burst_note(r: WatchResult, phase: str) -> str:
+    """How a phase's time is spread: a median step far under its share means waits in bursts."""
+    typical = _ms(r, phase)
+    share_ms = r.phases[phase].share * (r.median_ms or 0.0)
+    if typical >= 0.5 * share_ms:
+        return f"{typical:.2f} ms of a {r.median_ms:.2f} ms step"
+    return (f"{r.phases[phase].share:.0%} of the run's time, in bursts: the median step spends {typical:.2f} ms "
+            f"of {r.median_ms:.2f} ms there")
 
 
 def input_bound(r: WatchResult, c: Context) -> Verdict | None:
     share = r.phases["data"].share
     if share < DATA_SHARE or not r.median_ms:
         return None
-    step, data = r.median_ms, _ms(r, "data")
     workers = max((ld.num_workers for ld in r.loaders), default=0)
     suggest = max(workers * 2, min(4, max(1, c.physical_cores)))
-    evidence = f"waiting on the DataLoader took {data:.2f} ms of a {step:.2f} ms step ({share:.0%}); num_workers={workers}"
+    evidence = f"waiting on the DataLoader took {_burst_note(r, 'data')} ({share:.0%}); num_workers={workers}"
     if r.gpu_util.sawtooth:
         evidence += f"; GPU utilisation is a saw-tooth ({r.gpu_util.why})"
     pin = ", pin_memory=True" if r.device == "cuda" else ""
     action = (f"DataLoader(..., num_workers={suggest}, persistent_workers=True{pin}); if that is not enough, "
               "make __getitem__ cheaper (precompute, cache) or move the augmentation to the device")
-    # workers load in parallel with the step: the wait shrinks to what `suggest` workers cannot hide
-    new = max(step - data, data / suggest)
-    return Verdict("input_bound", evidence, action, _speedup(step, new))
+    # in shares of the run's time (exact sums, bursts included): workers load in parallel with the step,
+    # so the wait shrinks by the workers added, down to nothing but what they cannot hide
+    new = max(1 - share, share * max(workers, 1) / suggest)
+    return Verdict("input_bound", evidence, action, _speedup(1.0, new))
 
 
 def checkpoint_heavy(r: WatchResult, c: Context) -> Verdict | None:
     share = r.phases["checkpoint"].share
     if share < CHECKPOINT_SHARE or not r.median_ms:
         return None
-    step, ckpt = r.median_ms, _ms(r, "checkpoint")
-    every = max(2, math.ceil(share / 0.01))  # saving every N steps brings it under 1% of the time
-    evidence = f"torch.save took {ckpt:.2f} ms of a {step:.2f} ms step ({share:.0%})"
-    action = f"save every {every} steps instead of every step, or hand the state_dict copy to a background thread"
-    return Verdict("checkpoint_heavy", evidence, action, _speedup(step, step - ckpt * (1 - 1 / every)))
+    evidence = f"torch.save took {_burst_note(r, 'checkpoint')} ({share:.0%})"
+    # saving `factor` times less often brings it under 1% of the run's time
+    factor = max(2, math.ceil(share / 0.01))
+    if _ms(r, "checkpoint") > 0:  # the median step saves: the script saves every step (or nearly)
+        action = f"save every {factor} steps instead of every step, or hand the state_dict copy to a background thread"
+    else:
+        action = f"save {factor} times less often, or hand the state_dict copy to a background thread"
+    return Verdict("checkpoint_heavy", evidence, action, _speedup(1.0, 1 - share * (1 - 1 / factor)))
 
 
 def logging_heavy(r: WatchResult, c: Context) -> Verdict | None:
@@ -130,9 +156,9 @@ def sync_bound(r: WatchResult, c: Context) -> Verdict | None:
     action = ("keep per-step values on the device (e.g. write the loss into a preallocated tensor) and read "
               "them every N steps; avoid .item()/print(tensor)/float(tensor) inside the step")
     # without the sync the host runs ahead: step time becomes max(host work, device work) instead of their sum
-    busy = _device_busy(r)
-    device_ms = (busy or 0.0) * step
-    new = max(step - sync, device_ms)
+    new = max(step - sync, _gpu_busy_ms(r) or 0.0)
+    if new >= step * (1 - SYNC_GAIN):
+        return None  # the reads wait for the GPU's own work: without them the step would wait elsewhere
     return Verdict("sync_bound", evidence, action, _speedup(step, new))
 
 
@@ -157,20 +183,18 @@ def launch_bound(r: WatchResult, c: Context) -> Verdict | None:
     step = r.median_ms
     per_op = compute * 1e3 / r.ops_per_step
     if r.device == "cuda":
-        # how busy the GPU is while the host runs forward+backward+optimizer: waiting on data or
+        # the GPU's work against the host's time in forward+backward+optimizer: waiting on data or
         # on the disk leaves a GPU idle too, but that is not the launches' fault
-        dev = [r.phases[p].device_ms for p in ("forward", "backward", "optimizer")]
-        if any(d is None for d in dev):
-            return None
-        busy = sum(d or 0.0 for d in dev) / compute
-        if busy >= DEVICE_BUSY_LOW:
+        busy_ms = _gpu_busy_ms(r)
+        if busy_ms is None or busy_ms / compute >= DEVICE_BUSY_LOW:
             return None
         kernels = f"{r.kernels_per_step:.0f} kernels" if r.kernels_per_step else "kernels"
         evidence = (f"{r.ops_per_step:.0f} ops and {kernels} per step, {per_op:.1f} us of host time each; the GPU "
-                    f"is busy only {busy:.0%} of forward+backward+optimizer: launching work costs more than doing it")
+                    f"works {busy_ms * 1e3:.0f} us of the {compute:.2f} ms the host spends in forward+backward+optimizer "
+                    f"({busy_ms / compute:.0%}, from {_busy_source(r)}): launching work costs more than doing it")
         action = ("capture the step as a CUDA graph (trainspeed.fit does it, and measures whether it pays) or "
                   "torch.compile it (mode='reduce-overhead'); raise the batch size")
-        overhead = compute * (1 - busy)
+        overhead = compute - busy_ms  # kernels back to back
     else:
         arithmetic = _arithmetic_ms(r, c)
         if arithmetic is None or arithmetic / compute >= ARITHMETIC_LOW:
@@ -225,27 +249,39 @@ def memory_pressure(r: WatchResult, c: Context) -> Verdict | None:
 
 
 def cpu_faster(r: WatchResult, c: Context, launch: Verdict | None) -> Verdict | None:
-    if r.device != "cuda" or launch is None or not r.ops_per_step or not r.median_ms:
+    if r.device != "cuda" or launch is None or not r.kernels_per_step or not r.median_ms or c.cuda_op_us is None:
         return None
-    cpu_step = r.ops_per_step * c.dispatch_us / 1e3  # tiny ops: their CPU cost is their dispatch cost
-    if cpu_step >= r.median_ms:
+    # the same step on the CPU: the host work stays (Python, autograd, dispatch), each kernel launch
+    # becomes a CPU op's dispatch, the waits for the GPU (reads) and the copies to it go, and the
+    # arithmetic runs at the CPU's measured rate
+    step = r.median_ms
+    launch_ms = r.kernels_per_step * max(0.0, c.cuda_op_us - c.dispatch_us) / 1e3
+    cpu_step = step - _ms(r, "sync") - _ms(r, "h2d") - launch_ms + (_arithmetic_ms(r, c) or 0.0)
+    if cpu_step >= step:
         return None
-    evidence = (f"predicted CPU step {cpu_step:.2f} ms ({r.ops_per_step:.0f} ops x {c.dispatch_us:.1f} us) "
-                f"against {r.median_ms:.2f} ms measured on the GPU")
+    evidence = (f"predicted CPU step {cpu_step:.2f} ms against {step:.2f} ms measured on the GPU: the GPU step "
+                f"less its reads and copies ({_ms(r, 'sync') + _ms(r, 'h2d'):.2f} ms) and {r.kernels_per_step:.0f} "
+                f"launches at {c.cuda_op_us - c.dispatch_us:.1f} us each (a tiny CUDA op measured {c.cuda_op_us:.1f} us "
+                f"here, a CPU op {c.dispatch_us:.1f} us), plus the arithmetic at this CPU's measured "
+                f"{c.matmul_gflops:.0f} GFLOP/s")
     action = "for a model this small, train on the CPU (or make the GPU step bigger: batch, CUDA graphs)"
-    return Verdict("cpu_faster", evidence, action, _speedup(r.median_ms, cpu_step))
+    return Verdict("cpu_faster", evidence, action, _speedup(step, cpu_step))
 
 
 def compute_bound(r: WatchResult, c: Context) -> Verdict | None:
     compute = _compute_ms(r)
-    if not r.median_ms or compute / r.median_ms < 0.6:
+    if not r.median_ms:
         return None
-    busy = _device_busy(r)
     if r.device == "cuda":
-        if busy is None or busy < DEVICE_BUSY_HIGH:
+        # the host may wait anywhere (a read, the allocator): what counts is whether the GPU is working
+        busy_ms = _gpu_busy_ms(r)
+        if busy_ms is None or busy_ms / r.median_ms < DEVICE_BUSY_HIGH:
             return None
-        evidence = f"the GPU is busy {busy:.0%} of the step; forward+backward+optimizer are {compute / r.median_ms:.0%} of it"
+        evidence = (f"the GPU works {busy_ms:.2f} ms of the {r.median_ms:.2f} ms step ({busy_ms / r.median_ms:.0%}, "
+                    f"from {_busy_source(r)})")
     else:
+        if compute / r.median_ms < 0.6:
+            return None
         arithmetic = _arithmetic_ms(r, c)
         if arithmetic is None or arithmetic / compute < ARITHMETIC_HIGH:
             return None

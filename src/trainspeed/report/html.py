@@ -34,7 +34,8 @@ td:first-child, th:first-child { text-align: left; }
 {% endfor %}</table>
 <p>Per step: {{ "%.2f"|format(w.syncs_per_step) }} host reads, {{ "%.2f"|format(w.h2d_bytes_per_step / 1048576) }} MiB
 host&rarr;device, {{ "%.0f"|format(w.ops_per_step) if w.ops_per_step is not none else "?" }} aten ops{% if w.kernels_per_step is not none %},
-{{ "%.0f"|format(w.kernels_per_step) }} CUDA kernels{% endif %}.</p>
+{{ "%.0f"|format(w.kernels_per_step) }} CUDA kernels{% endif %}{% if w.gpu_busy_ms_per_step is not none and w.median_ms %}
+(the GPU works {{ "%.3f"|format(w.gpu_busy_ms_per_step) }} ms of the step, {{ "%.0f"|format(100 * w.gpu_busy_ms_per_step / w.median_ms) }}%){% endif %}.</p>
 {% for name, png in plots %}<p><img alt="{{ name }}" src="data:image/png;base64,{{ png }}"></p>{% endfor %}
 {% if w.sync_sites %}<h2>Host reads of device data</h2><table><tr><th>where</th><th>op</th><th>count</th><th>total ms</th></tr>
 {% for s in w.sync_sites[:20] %}<tr><td><code>{{ s.where }}</code></td><td>{{ s.op }}</td><td>{{ s.count }}</td><td>{{ "%.2f"|format(s.total_ms) }}</td></tr>{% endfor %}</table>{% endif %}
@@ -43,7 +44,8 @@ host&rarr;device, {{ "%.0f"|format(w.ops_per_step) if w.ops_per_step is not none
 <h2>Hardware</h2><p>{{ r.hardware.cpu.model }} ({{ r.hardware.cpu.microarchitecture or "generation unknown" }}),
 {{ r.hardware.cpu.physical_cores }} cores / {{ r.hardware.cpu.logical_threads }} threads; torch {{ r.hardware.torch_version }}.
 {% for g in r.hardware.gpu.gpus %}<br>GPU {{ g.index }}: {{ g.name }}{% endfor %}
-<br>Measured here: one tiny op costs {{ "%.2f"|format(r.dispatch_us) }} us to dispatch; matmul runs at {{ "%.0f"|format(r.matmul_gflops) }} GFLOP/s.</p>
+<br>Measured here: one tiny op costs {{ "%.2f"|format(r.dispatch_us) }} us to dispatch{% if r.cuda_op_us is not none %}
+({{ "%.2f"|format(r.cuda_op_us) }} us on CUDA, a kernel launch included){% endif %}; matmul runs at {{ "%.0f"|format(r.matmul_gflops) }} GFLOP/s.</p>
 {% for n in w.notes + r.notes %}<p class="muted">note: {{ n }}</p>{% endfor %}
 </body></html>
 """

@@ -141,7 +141,7 @@ def doctor_dict(report: DoctorReport) -> dict[str, Any]:
         "steps": {"seen": w.steps_seen, "measured": w.steps_measured, "median_ms": w.median_ms, "p90_ms": w.p90_ms},
         "phases": _clean(w.phases),
         "per_step": {"syncs": w.syncs_per_step, "h2d_bytes": w.h2d_bytes_per_step, "ops": w.ops_per_step,
-                     "kernels": w.kernels_per_step, "flops": w.flops_per_step},
+                     "kernels": w.kernels_per_step, "flops": w.flops_per_step, "gpu_busy_ms": w.gpu_busy_ms_per_step},
         "sync_sites": _clean(w.sync_sites),
         "other_sites": _clean(w.other_sites),
         "gpu_util": {"available": w.gpu_util.available, "mean": w.gpu_util.mean, "samples": w.gpu_util.samples,
@@ -155,7 +155,8 @@ def doctor_dict(report: DoctorReport) -> dict[str, Any]:
         "h2d_bytes_by_kind": w.h2d_bytes_by_kind,
         "peak_memory_bytes": w.peak_memory_bytes,
         "memory_capacity_bytes": w.memory_capacity_bytes,
-        "probe": {"cpu_dispatch_us": report.dispatch_us, "cpu_matmul_gflops": report.matmul_gflops},
+        "probe": {"cpu_dispatch_us": report.dispatch_us, "cpu_matmul_gflops": report.matmul_gflops,
+                  "cuda_op_us": report.cuda_op_us},
         "notes": w.notes + report.notes,
         "distributed": _clean(w.distributed) if w.distributed is not None else None,
     }

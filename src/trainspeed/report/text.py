@@ -180,6 +180,9 @@ def doctor_view(report: DoctorReport) -> Group:
         parts.append(table)
         ops = f"{w.ops_per_step:.0f}" if w.ops_per_step is not None else "?"
         kernels = f", {w.kernels_per_step:.0f} CUDA kernels" if w.kernels_per_step is not None else ""
+        if w.gpu_busy_ms_per_step is not None and w.median_ms:
+            kernels += (f" (the GPU works {w.gpu_busy_ms_per_step:.3f} ms of the step, "
+                        f"{w.gpu_busy_ms_per_step / w.median_ms:.0%})")
         parts.append(Text(f"per step: {w.syncs_per_step:.2f} host reads (syncs), {w.h2d_bytes_per_step / 2**20:.2f} MiB "
                           f"host->device, {ops} aten ops{kernels}; batch {w.batch_size or '?'}"))
     for s in w.sync_sites[:3]:

@@ -17,6 +17,9 @@ import torch.utils.data.dataloader as dataloader_module
 
 
 class Listener(Protocol):
+    opening_window: bool
+    """True while the watcher's own profiler window opens or closes: its syncs are not the script's."""
+
     def enter(self, phase: str) -> None: ...
     def exit(self, phase: str) -> None: ...
     def forward_pre(self, module: torch.nn.Module, args: tuple[Any, ...]) -> None: ...
@@ -210,7 +213,8 @@ class Hooks:
                 try:
                     return orig(*args, **kwargs)
                 finally:
-                    L.host_read("torch.cuda.synchronize", t0, time.perf_counter(), sys._getframe(1))
+                    if not L.opening_window:
+                        L.host_read("torch.cuda.synchronize", t0, time.perf_counter(), sys._getframe(1))
             return wrapper
 
         self._patch(torch.cuda, "synchronize", sync_wrap)

@@ -1,5 +1,10 @@
 """A few steps counted op by op: aten ops, FLOPs and (on CUDA) kernels per step, left out of the timings.
 
+On CUDA the window also gives the GPU's busy time per step: how long some kernel, copy or memset
+ran (CUPTI's timestamps, overlaps counted once). That is the GPU's own work. CUDA events at the
+phase edges cannot give it: an event pair spans the time between two points of the stream, and
+that span includes the gaps where the GPU waits for the host to launch the next kernel.
+
 On CUDA the window is torch.profiler (kernels need CUPTI). On the CPU it is two dispatch modes,
 an op counter and torch's FlopCounterMode: torch.profiler's first start in a process costs about
 a second here (Kineto's initialisation), a large share of a short CPU job, while the modes cost
@@ -31,8 +36,30 @@ class OpCounter(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def count_ops_and_kernels(prof: Any) -> tuple[int, int]:
-    """(aten ops called from outside any other aten op, GPU kernels) in a finished profile."""
+def _is_annotation(e: Any) -> bool:
+    ask = getattr(e, "is_user_annotation", None)  # torch >= 2.4
+    return bool(ask()) if ask is not None else e.name().startswith("ProfilerStep")
+
+
+def busy_ns(intervals: list[tuple[int, int]]) -> int:
+    """Length of the union of [start, end) intervals: time during which at least one of them ran."""
+    total, reach = 0, None
+    for start, end in sorted(intervals):
+        if reach is None or start > reach:
+            total += end - start
+            reach = end
+        elif end > reach:
+            total += end - reach
+            reach = end
+    return total
+
+
+def count_ops_and_kernels(prof: Any) -> tuple[int, int, int]:
+    """(aten ops called from outside any other aten op, GPU kernels, GPU busy ns) in a finished profile.
+
+    GPU busy ns: the union of every kernel's, copy's and memset's time on the device (user
+    annotations that torch.profiler also puts on the GPU's timeline are not work, and left out).
+    """
     from torch._C._profiler import _EventType
 
     ops = kernels = 0
@@ -43,10 +70,14 @@ def count_ops_and_kernels(prof: Any) -> tuple[int, int]:
         if is_aten and not inside_aten:
             ops += 1
         stack.extend((c, inside_aten or is_aten) for c in ev.children)
+    work: list[tuple[int, int]] = []
     for e in prof.profiler.kineto_results.events():
-        if e.device_type() == torch.autograd.DeviceType.CUDA and not e.name().startswith(("Memcpy", "Memset")):
+        if e.device_type() != torch.autograd.DeviceType.CUDA or _is_annotation(e):
+            continue
+        work.append((e.start_ns(), e.end_ns()))
+        if not e.name().startswith(("Memcpy", "Memset")):
             kernels += 1
-    return ops, kernels
+    return ops, kernels, busy_ns(work)
 
 
 class ProfileWindow:
@@ -59,6 +90,8 @@ class ProfileWindow:
         self.first = -1
         self.ops_per_step: float | None = None
         self.kernels_per_step: float | None = None
+        self.gpu_busy_ms_per_step: float | None = None
+        """Milliseconds per step during which the GPU ran a kernel, copy or memset (CUDA only)."""
         self.flops_per_step: float | None = None
         """Multiply-add FLOPs of the ops PyTorch has formulas for (matmul, conv, ...), per step."""
         self.notes: list[str] = []
@@ -115,9 +148,11 @@ class ProfileWindow:
         try:
             with quiet_fd2():
                 prof.__exit__(None, None, None)
-            ops, kernels = count_ops_and_kernels(prof)
+            ops, kernels, busy = count_ops_and_kernels(prof)
             self.ops_per_step = ops / steps
-            self.kernels_per_step = kernels / steps if self.cuda else None  # kernels were traced only on CUDA
+            if self.cuda:  # kernels were traced only on CUDA
+                self.kernels_per_step = kernels / steps
+                self.gpu_busy_ms_per_step = busy / steps / 1e6
             self.flops_per_step = sum(e.flops or 0 for e in prof.events()) / steps
         except Exception as e:
             self.notes.append(f"torch.profiler window failed ({type(e).__name__}): no op or kernel counts")

@@ -166,3 +166,7 @@ class WatchResult:
     notes: list[str] = field(default_factory=list)
     distributed: DistRun | None = None
     """Under torchrun: communication, every rank (on rank 0) and the scaling prediction."""
+    gpu_busy_ms_per_step: float | None = None
+    """CUDA: milliseconds per step during which the GPU ran a kernel, copy or memset (the profiler
+    window's CUPTI timestamps). Unlike the phases' device_ms, which span the stream between two
+    edges, this leaves out the GPU's idle gaps."""

@@ -94,7 +94,7 @@ class Watcher:
         self.clock = PhaseClock(now)
         self.hooks = Hooks(self)
         # the hot path calls the clock directly (one Python frame per phase edge, not two);
-        # _use_events() swaps in the versions that also record CUDA events
+        # _set_edges() swaps in the versions that also record CUDA events
         self.enter = self.clock.enter
         self.exit = self.clock.exit
         self.syncs = SyncCounter(on_read=self.host_read, tally=False)
@@ -113,6 +113,8 @@ class Watcher:
         self.plot_steps: list[StepRecord] = []
         self.primary_optimizer: int | None = None
         self.device = "cpu"
+        self.opening_window = False
+        """True while the profiler window opens or closes (torch.profiler synchronises the device then)."""
         self.device_index = 0
         self.batch_size: int | None = None
         self.loaders: dict[int, LoaderInfo] = {}
@@ -198,10 +200,17 @@ class Watcher:
             end.record()
             self.events.append((phase, start, end))
 
-    def _use_events(self) -> None:
-        """From now on phase edges also record CUDA events (the hot path gets one call longer)."""
-        self.enter = self._enter_with_events  # type: ignore[method-assign]
-        self.exit = self._exit_with_events  # type: ignore[method-assign]
+    def _set_edges(self) -> None:
+        """Phase edges also record CUDA events on the detailed steps of a CUDA run, and only there. On the
+        other steps only the copies to the device (h2d) have edges among the device phases; an event
+        is a CUDA call or two, dear next to a tiny step, and the detailed steps (about one in sixteen,
+        in runs placed at random) sample the copies' device spans well enough."""
+        if self.device == "cuda" and self.detailed:
+            self.enter = self._enter_with_events  # type: ignore[method-assign]
+            self.exit = self._exit_with_events  # type: ignore[method-assign]
+        else:
+            self.enter = self.clock.enter  # type: ignore[method-assign]
+            self.exit = self.clock.exit  # type: ignore[method-assign]
 
     def forward_pre(self, module: torch.nn.Module, args: tuple[Any, ...]) -> None:
         if self.backward_boundary:  # no optimizer: the step that ended in backward closes here
@@ -218,7 +227,8 @@ class Watcher:
             self.input_spec = (list(first.shape[1:]), first.dtype)
         if first.device.type == "cuda" and self.device != "cuda":
             self.device, self.device_index = "cuda", first.device.index or 0
-            self._use_events()
+            self.syncs.count_device_reads_only()
+            self._set_edges()
             if self.sampler is not None:
                 self.sampler.want_gpu(self.device_index)
         if self.batch_size is None and first.dim() > 0:
@@ -368,8 +378,14 @@ class Watcher:
         if events:
             self.events = []
         index = record.index
-        if index < self.settled_at and self.window.on_step_end(index, self.warmup, self.device == "cuda"):
-            return  # steps under the profiler are left out of every statistic
+        if index < self.settled_at:
+            self.opening_window = True  # torch.profiler's own synchronize is not the script's
+            try:
+                profiled = self.window.on_step_end(index, self.warmup, self.device == "cuda")
+            finally:
+                self.opening_window = False
+            if profiled:
+                return  # steps under the profiler are left out of every statistic
         if index < self.warmup:
             self.warm.add(record)
             return
@@ -490,6 +506,7 @@ class Watcher:
                 self.hooks.resume()
             else:
                 self.hooks.pause()
+            self._set_edges()
 
     def _drain_events(self) -> None:
         while self.pending and self.pending[0][1][-1][2].query():
@@ -544,7 +561,7 @@ class Watcher:
             peak_memory_bytes=self._peak_memory(), memory_capacity_bytes=self._capacity(),
             h2d_bytes_by_kind=dict(self.h2d_kinds), process_threads=self._threads(),
             step_samples=sorted(self.plot_steps, key=lambda r: r.index),
-            step_times_ms=step_ms, notes=notes,
+            step_times_ms=step_ms, notes=notes, gpu_busy_ms_per_step=self.window.gpu_busy_ms_per_step,
         )
         if gathering:
             return result

@@ -105,6 +105,8 @@ class _Registry:
         replaced whole, so a wrapper iterating one is never disturbed by a counter entering or leaving)."""
         self.saved: dict[str, tuple[bool, Any]] = {}
         self.local = _Depth()
+        self.device_only = False
+        """Every active counter counts reads of accelerator tensors only: a CPU tensor's read is not a sync."""
 
     def _wrap(self, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
         # the wrapper runs on every read of a training step: one Python frame, locals bound here
@@ -116,7 +118,8 @@ class _Registry:
         # (tensor, *args) would build a list and a tuple, and **kwargs a new dict, on every read
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             depth = local.cell
-            if depth[0] or not (reads_always or (args and _moves_to_host(name, args[0], args[1:], kwargs))):
+            if depth[0] or not (reads_always or (args and _moves_to_host(name, args[0], args[1:], kwargs))) or \
+                    (self.device_only and args and args[0].device.type == "cpu"):
                 depth[0] += 1
                 try:
                     return original(*args, **kwargs)
@@ -142,6 +145,7 @@ class _Registry:
     def _regroup(self) -> None:
         self.tallying = tuple(c for c in self.active if c.tally)
         self.timed = tuple(c.on_read for c in self.active if c.on_read is not None)
+        self.device_only = bool(self.active) and all(c.device_only for c in self.active)
 
     def add(self, counter: SyncCounter) -> None:
         with self.lock:
@@ -183,6 +187,15 @@ class SyncCounter:
         """Called after each read with (op, t0, t1, frame); None keeps counting cheap."""
         self.tally = tally
         """False: keep no `count`/`by_op` (a caller that keeps its own, through `on_read`)."""
+        self.device_only = False
+        """True: count reads of accelerator tensors only (a run on a GPU, where reading a CPU tensor,
+        a DataLoader sampler's `randperm(n).tolist()` say, waits for nothing)."""
+
+    def count_device_reads_only(self) -> None:
+        """From now on, reads of CPU tensors are not counted (while every active counter agrees)."""
+        with _REGISTRY.lock:
+            self.device_only = True
+            _REGISTRY._regroup()
 
     def _record(self, name: str) -> None:
         # reads that count happen on the thread that made them; DataLoader workers are processes
