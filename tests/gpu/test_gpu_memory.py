@@ -23,3 +23,10 @@ def test_estimate_matches_max_memory_allocated(name: str) -> None:
     est = estimate_memory(e.factory, make, 16, optimizer="adam", device="cuda")
     real = measure_memory(e.factory, make, 16, optimizer="adam", device="cuda")
     assert est.total_bytes == pytest.approx(real.peak_bytes, rel=0.05)
+
+
+def test_workspaces_are_read_off_the_device() -> None:
+    from trainspeed.memory.cuda_workspaces import measure_workspaces
+
+    ws = measure_workspaces(torch.device("cuda"))
+    assert ws.host_thread > 0 and ws.engine_thread > 0 and ws.source.startswith("measured on")

@@ -50,11 +50,3 @@ def test_other_ops_have_no_scratch() -> None:
     assert workspace_bytes("aten.mm.default", (), None) == 0
     assert unseen_notes({"aten.mm.default"}) == []
 
-
-def test_cublas_workspace_follows_pytorch_defaults_and_the_env() -> None:
-    from trainspeed.memory.workspace import cublas_workspace_bytes
-
-    assert cublas_workspace_bytes((9, 0), config="") == 32 * 2**20
-    assert cublas_workspace_bytes((8, 0), config="") == 8 * 2**20 + 128 * 2**10
-    assert cublas_workspace_bytes(None, config=":4096:8") == 32 * 2**20
-    assert cublas_workspace_bytes(None, config=":16:8") == 128 * 2**10

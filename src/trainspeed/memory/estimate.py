@@ -25,8 +25,8 @@ from trainspeed.memory.layers import LayerRecorder
 from trainspeed.memory.optimizers import OptimizerFactory, optimizer_factory
 from trainspeed.memory.result import CATEGORIES, LayerMemory, MemoryEstimate
 from trainspeed.memory.tracker import Block, LiveBytes, storage_key
-from trainspeed.memory.workspace import (MATMUL_OPS, cublas_workspace_bytes, hidden_outputs, unseen_notes,
-                                         workspace_bytes)
+from trainspeed.memory.cuda_workspaces import step_workspaces
+from trainspeed.memory.workspace import hidden_outputs, unseen_notes, workspace_bytes
 
 CUDA_ALLOCATION_QUANTUM = 512
 """The CUDA caching allocator rounds every block up to 512 bytes (kMinBlockSize in
@@ -154,8 +154,9 @@ class _Replay:
             self.optimizer = optimizer(self.model.parameters())
             self.library_workspace = 0
             warm, _, _ = self.step(warm_batch, record_layers=False)  # creates the optimizer state
-            if quantum > 1 and warm.ops & MATMUL_OPS:
-                self.library_workspace = cublas_workspace_bytes(_capability(device))
+        if quantum > 1:  # a CUDA target: the cuBLAS workspaces its matmuls leave allocated (read off a real
+            # device where there is one, so outside the fake mode)
+            self.library_workspace = step_workspaces(device, _capability(device)).for_step(warm.ops_by_phase)
 
     def step(self, batch: int, record_layers: bool) -> tuple[LiveBytes, dict[str, Any], list[LayerMemory]]:
         # the scratch rules describe CPU kernels; a CUDA target is replayed without them
@@ -216,8 +217,8 @@ class Estimator:
         if self.target.type == "cuda" and not torch.cuda.is_available():
             fake_device = torch.device("cpu")
             self.notes.append("no CUDA here: the step was replayed with CPU kernels' choices "
-                              "(autocast op lists differ), CUDA's 512-byte rounding and a pre-Hopper "
-                              "cuBLAS workspace")
+                              "(autocast op lists differ), CUDA's 512-byte rounding and pre-Hopper cuBLAS "
+                              "workspaces (one for forward's thread, one for backward's)")
         self.fake_device = fake_device
         quantum = CUDA_ALLOCATION_QUANTUM if self.target.type == "cuda" else 1
         self.optimizer_name, opt_factory = optimizer_factory(optimizer, self.target.type)

@@ -1,10 +1,13 @@
 """Measure the real peak of a steady-state training step, to check the estimate against.
 
-CUDA: torch.cuda.max_memory_allocated over the step (everything the process holds on the
-device counts, as it does for the estimate's total). CPU: the allocator events of
-torch.profiler(profile_memory=True); their running total is process-wide, so the step's own
-allocations are summed from its start, on top of the bytes live before it (parameters,
-buffers, optimizer state), which are counted storage by storage.
+Both devices count the same thing: the bytes live before the step that belong to the training
+(parameters, buffers, optimizer state, counted storage by storage) plus the most the step adds on
+top of everything live before it. Tensors the process holds for other reasons (another model, an
+earlier run's leftovers) are not the step's, and are not counted.
+CUDA: the step's rise is torch.cuda.max_memory_allocated less memory_allocated just before it.
+cuBLAS's workspaces are freed first, so the step allocates its own again and counts it, as the
+estimate does. CPU: the allocator events of torch.profiler(profile_memory=True); their running
+total is process-wide, so the step's own allocations are summed from its start.
 """
 
 from __future__ import annotations
@@ -75,14 +78,18 @@ def build_real(model: ModelArg, device: torch.device, checkpointing: bool) -> nn
 def step_peak(run_step: Callable[[], Any], held: list[torch.Tensor], device: torch.device) -> MeasuredPeak:
     """Measured peak bytes while `run_step()` runs once; `held` are the tensors alive before it
     (parameters, buffers, optimizer state: counted storage by storage on the CPU)."""
+    before = _unique_bytes(held)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+        clear = getattr(torch._C, "_cuda_clearCublasWorkspaces", None)
+        if clear is not None:  # the step then allocates its workspace again, and it is counted
+            clear()
         torch.cuda.reset_peak_memory_stats(device)
+        start = torch.cuda.memory_allocated(device)
         run_step()
         torch.cuda.synchronize(device)
-        return MeasuredPeak(int(torch.cuda.max_memory_allocated(device)), str(device),
-                            "torch.cuda.max_memory_allocated")
-    before = _unique_bytes(held)
+        rise = torch.cuda.max_memory_allocated(device) - start
+        return MeasuredPeak(before + int(rise), str(device), "torch.cuda.max_memory_allocated")
     with quiet_fd2(), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
                                                  profile_memory=True) as prof:
         run_step()

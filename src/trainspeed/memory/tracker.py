@@ -58,6 +58,8 @@ class LiveBytes(TorchDispatchMode):
         self.history: list[Block] = []
         self.last_op: str | None = None
         self.ops: set[str] = set()
+        self.ops_by_phase: dict[str, set[str]] = {}
+        """The ops of each phase of the step (forward, backward, ...), by name."""
         self.workspace = workspace
         """op name, args, output -> bytes the real kernel holds only during the op."""
         self.hidden = hidden
@@ -100,6 +102,7 @@ class LiveBytes(TorchDispatchMode):
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         self.last_op = str(func)
         self.ops.add(self.last_op)
+        self.ops_by_phase.setdefault(self.phase, set()).add(self.last_op)
         self.clock += 1
         out = func(*args, **(kwargs or {}))
         inputs = {storage_key(a) for a in tree_flatten((args, kwargs))[0] if isinstance(a, torch.Tensor)}

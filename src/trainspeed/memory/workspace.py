@@ -10,9 +10,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import os
-import re
-
 import torch
 
 from trainspeed.memory import kernel_probe
@@ -141,23 +138,3 @@ UNSEEN = {
 def unseen_notes(ops: set[str]) -> list[str]:
     """Warnings for ops in the replay whose real memory is not modelled."""
     return [text for op, text in UNSEEN.items() if op in ops]
-
-
-# cuBLAS keeps one workspace per (handle, stream), allocated through the caching allocator at the
-# first matmul and kept: it is part of max_memory_allocated. Sizes from PyTorch's
-# aten/src/ATen/cuda/CublasHandlePool.cpp (parseChosenWorkspaceSize): ":4096:8" KiB on sm90,
-# ":4096:2:16:8" elsewhere, or the CUBLAS_WORKSPACE_CONFIG override; cuBLASLt shares it by default.
-MATMUL_OPS = frozenset({"aten.mm.default", "aten.addmm.default", "aten.bmm.default", "aten.baddbmm.default",
-                        "aten.addbmm.default", "aten.addmv.default", "aten.mv.default"})
-
-
-def cublas_workspace_bytes(capability: tuple[int, int] | None, config: str | None = None) -> int:
-    """The cuBLAS workspace PyTorch allocates on a device of this compute capability."""
-    config = os.environ.get("CUBLAS_WORKSPACE_CONFIG") if config is None else config
-    if config:
-        pairs = re.findall(r":([0-9]+):([0-9]+)", config)
-        if pairs:
-            return sum(int(size) * 1024 * int(count) for size, count in pairs)
-    if capability == (9, 0):
-        return 4096 * 1024 * 8
-    return 4096 * 1024 * 2 + 16 * 1024 * 8
