@@ -1,4 +1,11 @@
-"""Shared test settings: `gpu` tests skip cleanly without CUDA."""
+"""Shared test settings: `gpu` tests skip cleanly without CUDA; every other test sees no CUDA.
+
+The tests not marked `gpu` are the CPU paths' tests, written to pass on a machine without a GPU.
+On a CUDA machine the code under test would pick the GPU wherever it chooses a device itself
+(the examples, `fit`'s automatic device), so those tests see none: `torch.cuda.is_available()`
+answers False in this process and CUDA_VISIBLE_DEVICES hides the devices from the processes the
+tests start (scripts, torchrun ranks).
+"""
 
 from __future__ import annotations
 
@@ -13,3 +20,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _cpu_only_unless_marked_gpu(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    if "gpu" in request.keywords:
+        return
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")

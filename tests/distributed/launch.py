@@ -29,10 +29,9 @@ class Rank:
 
 
 def env_for(rank: int, world: int, port: int, **extra: str) -> dict[str, str]:
-    env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1",
-               MASTER_PORT=str(port), OMP_NUM_THREADS="1", **extra)
-    env.pop("CUDA_VISIBLE_DEVICES", None)
-    return env
+    # os.environ as the test left it: CUDA_VISIBLE_DEVICES="" hides a GPU from a CPU test's ranks
+    return dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1",
+                MASTER_PORT=str(port), OMP_NUM_THREADS="1", **extra)
 
 
 def launch(args: list[str], world: int = 2, timeout: float = 120, ranks: list[int] | None = None,
