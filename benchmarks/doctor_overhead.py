@@ -2,6 +2,7 @@
 
     python benchmarks/doctor_overhead.py
     python benchmarks/doctor_overhead.py --loops iris --rounds 7 --arms plain,trainspeed.watch
+    python benchmarks/doctor_overhead.py --device cuda
 
 Two loops: the seed's Iris step (tiny: the worst case for any per-step cost) and an MLP step of
 about 10 ms. Each arm runs the same number of steps, arms interleaved (ABCABC...) over several
@@ -28,11 +29,11 @@ from trainspeed._io import quiet_fd2
 from trainspeed.workloads import load_iris_split, make_iris_mlp
 
 
-def iris_stepper() -> Callable[[int], None]:
+def iris_stepper(device: str = "cpu") -> Callable[[int], None]:
     """The seed's Iris loop around one model and optimizer: call it with a number of steps, as often
     as needed."""
-    d = load_iris_split()
-    model = make_iris_mlp(seed=0)
+    d = load_iris_split().to(device)
+    model = make_iris_mlp(seed=0).to(device)
     criterion = nn.CrossEntropyLoss()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     losses = []
@@ -48,15 +49,16 @@ def iris_stepper() -> Callable[[int], None]:
     return loop
 
 
-def iris_loop(steps: int) -> None:
-    iris_stepper()(steps)
+def iris_loop(steps: int, device: str = "cpu") -> None:
+    iris_stepper(device)(steps)
 
 
-def mlp_loop(steps: int) -> None:
+def mlp_loop(steps: int, device: str = "cpu") -> None:
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(512, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(), nn.Linear(1024, 10))
+    model.to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-    x, y = torch.randn(256, 512), torch.randint(0, 10, (256,))
+    x, y = torch.randn(256, 512, device=device), torch.randint(0, 10, (256,), device=device)
     for _ in range(steps):
         loss = nn.functional.cross_entropy(model(x), y)
         optimizer.zero_grad()
@@ -65,9 +67,13 @@ def mlp_loop(steps: int) -> None:
         loss.item()
 
 
-def timed(run: Callable[[], None]) -> float:
+def timed(run: Callable[[], None], device: str) -> float:
+    """Seconds of `run()`, the device's queue drained before both clock reads."""
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    sync()
     t0 = time.perf_counter()
     run()
+    sync()
     return time.perf_counter() - t0
 
 
@@ -80,7 +86,10 @@ def arms(loop: Callable[[int], None], steps: int) -> dict[str, Callable[[], None
             loop(steps)
 
     def profiled() -> None:
-        with quiet_fd2(), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
+        activities = [torch.profiler.ProfilerActivity.CPU]
+        if torch.cuda.is_initialized():
+            activities.append(torch.profiler.ProfilerActivity.CUDA)
+        with quiet_fd2(), torch.profiler.profile(activities=activities):
             loop(steps)
 
     return {"plain": plain, "trainspeed.watch": watched, "torch.profiler": profiled}
@@ -89,22 +98,24 @@ def arms(loop: Callable[[int], None], steps: int) -> dict[str, Callable[[], None
 LOOPS = {"iris": iris_loop, "mlp": mlp_loop}
 
 
-def worker(loop_name: str, arm: str, steps: int) -> None:
+def worker(loop_name: str, arm: str, steps: int, device: str) -> None:
     """One run in this fresh process: a warm-up, then the timed arm; prints its seconds."""
-    loop = LOOPS[loop_name]
+    def loop(n: int) -> None:
+        LOOPS[loop_name](n, device)
+
     loop(max(1, steps // 10))  # first-call costs, untimed
-    print(timed(arms(loop, steps)[arm]))
+    print(timed(arms(loop, steps)[arm], device))
 
 
-def run_fresh(loop_name: str, arm: str, steps: int) -> float:
-    out = subprocess.run([sys.executable, __file__, "--worker", loop_name, arm, str(steps)],
+def run_fresh(loop_name: str, arm: str, steps: int, device: str) -> float:
+    out = subprocess.run([sys.executable, __file__, "--worker", loop_name, arm, str(steps), device],
                          check=True, capture_output=True, text=True).stdout
     return float(out.strip().splitlines()[-1])
 
 
 def main() -> None:
     if sys.argv[1:2] == ["--worker"]:
-        worker(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+        worker(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5])
         return
     import argparse
 
@@ -112,19 +123,24 @@ def main() -> None:
     parser.add_argument("--loops", default="iris,mlp")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--arms", default="plain,trainspeed.watch,torch.profiler")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     args = parser.parse_args()
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.exit(2, "doctor_overhead.py: --device cuda, but torch sees no CUDA device\n")
     hw = detect_hardware()
+    where = f"{hw.gpu.gpus[0].name}" if args.device == "cuda" else "CPU"
     print(f"Measured {datetime.date.today()} on {hw.cpu.model} ({hw.cpu.microarchitecture}, "
-          f"{hw.cpu.logical_threads} threads), CPU; torch {hw.torch_version}.\n")
+          f"{hw.cpu.logical_threads} threads), {where}; torch {hw.torch_version}.\n")
     print("| loop | steps | arm | median s | per step | overhead vs plain | each round (s) |")
     print("|---|---:|---|---:|---:|---:|---|")
-    for name, loop, steps in (("seed Iris MLP", "iris", 20_000), ("MLP, ~10 ms step", "mlp", 600)):
+    mlp_name = "MLP, ~10 ms step" if args.device == "cpu" else "MLP 512-1024-1024-10, batch 256"
+    for name, loop, steps in (("seed Iris MLP", "iris", 20_000), (mlp_name, "mlp", 600)):
         if loop not in args.loops.split(","):
             continue
         times: dict[str, list[float]] = {}
         for _ in range(args.rounds):
             for arm in args.arms.split(","):
-                times.setdefault(arm, []).append(run_fresh(loop, arm, steps))
+                times.setdefault(arm, []).append(run_fresh(loop, arm, steps, args.device))
         base = statistics.median(times["plain"])
         pairs = [w / p - 1 for w, p in zip(times.get("trainspeed.watch", []), times["plain"])]
         for arm, ts in times.items():
