@@ -51,3 +51,23 @@ def test_callable_package_and_html() -> None:
     html = doctor_html(report)
     assert "<h1>trainspeed doctor</h1>" in html and "forward" in html
     assert report.watch.steps_seen == 10 and report.dispatch_us > 0 and report.matmul_gflops > 0
+
+
+def test_a_cuda_report_says_what_device_ms_is_and_how_much_the_gpu_works() -> None:
+    from rich.console import Console
+    from test_rules import recorded
+
+    from trainspeed.diagnose.report import diagnose_run
+    from trainspeed.hardware import detect_hardware
+    from trainspeed.report.text import doctor_view
+
+    r = recorded(1.2, {"forward": 0.43, "backward": 0.67, "optimizer": 0.25}, {"forward": 0.42, "backward": 0.66},
+                 dev="cuda", ops=28, kernels=21, flops=40800, busy=0.055)
+    report = diagnose_run(r, hardware=detect_hardware(), dispatch_us=1.4, matmul_gflops=700, launch_us=14.5)
+    console = Console(width=200, record=True)
+    console.print(doctor_view(report))
+    text = console.export_text()
+    assert "the GPU works 0.055 ms of the step, 5%" in text and "idle gaps included" in text
+    page = doctor_html(report)
+    assert "the GPU works 0.055 ms of the step, 5%" in page and "14.50 us on CUDA" in page
+    assert [v.id for v in report.verdicts][:2] == ["launch_bound", "cpu_faster"]

@@ -32,6 +32,8 @@ td:first-child, th:first-child { text-align: left; }
 {% for name, s in w.phases.items() %}<tr><td>{{ name }}</td><td>{{ "%.3f"|format(s.host_ms) }}</td>
 <td>{{ "%.3f"|format(s.device_ms) if s.device_ms is not none else "-" }}</td><td>{{ "%.1f"|format(100 * s.share) }}%</td></tr>
 {% endfor %}</table>
+{% if w.device == "cuda" %}<p class="muted">device ms: the stream's time from a phase's first edge to its last, idle gaps
+included; the GPU's own work is below.</p>{% endif %}
 <p>Per step: {{ "%.2f"|format(w.syncs_per_step) }} host reads, {{ "%.2f"|format(w.h2d_bytes_per_step / 1048576) }} MiB
 host&rarr;device, {{ "%.0f"|format(w.ops_per_step) if w.ops_per_step is not none else "?" }} aten ops{% if w.kernels_per_step is not none %},
 {{ "%.0f"|format(w.kernels_per_step) }} CUDA kernels{% endif %}{% if w.gpu_busy_ms_per_step is not none and w.median_ms %}

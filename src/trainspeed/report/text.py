@@ -178,6 +178,9 @@ def doctor_view(report: DoctorReport) -> Group:
             bar = "#" * round(stat.share * 20)
             table.add_row(name, f"{stat.host_ms:.3f}", dev, f"{stat.share:5.1%} {bar}")
         parts.append(table)
+        if w.device == "cuda":
+            parts.append(Text("device ms: the stream's time from a phase's first edge to its last, idle gaps "
+                              "included; the GPU's own work is below", style="dim"))
         ops = f"{w.ops_per_step:.0f}" if w.ops_per_step is not None else "?"
         kernels = f", {w.kernels_per_step:.0f} CUDA kernels" if w.kernels_per_step is not None else ""
         if w.gpu_busy_ms_per_step is not None and w.median_ms:
