@@ -2,9 +2,10 @@
 
 Steps are delimited by optimizer steps (torch.optim's global step hooks), or by backward calls
 when no optimizer is used. The first `warmup` steps are left out of the statistics, and so are
-the `profile_steps` after them, during which torch.profiler counts ops and kernels. On CUDA each
-phase's device time comes from CUDA events recorded at its edges and read back only once they
-have completed (event.query()): the watcher adds no synchronisation of its own.
+the `profile_steps` after them, during which torch.profiler counts ops and kernels (and, on CUDA,
+times the GPU's own work). On CUDA each phase's device span comes from CUDA events recorded at its
+edges on the detailed steps and read back only once they have completed (event.query()): the
+watcher adds no synchronisation of its own.
 """
 
 from __future__ import annotations
