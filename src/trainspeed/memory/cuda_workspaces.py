@@ -98,9 +98,10 @@ def measure_workspaces(device: torch.device) -> Workspaces:
         return allocated(target) - before - sum(t.untyped_storage().nbytes() for t in kept)
 
     with torch.cuda.device(target):
-        x = torch.randn(64, 64, device=target)  # 16 KiB: a whole number of the allocator's 512-byte blocks
-        w = torch.randn(64, 64, device=target, requires_grad=True)
-        b = torch.randn(64, device=target)  # 256 bytes, rounded to 512
+        # ones, not random numbers: drawing them would move the caller's CUDA generator
+        x = torch.ones(64, 64, device=target)  # 16 KiB: a whole number of the allocator's 512-byte blocks
+        w = torch.ones(64, 64, device=target, requires_grad=True)
+        b = torch.ones(64, device=target)  # 256 bytes, rounded to 512
         torch.cuda.synchronize(target)
         clear()
         host = added(lambda: [x @ x])
