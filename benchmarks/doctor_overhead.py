@@ -128,7 +128,7 @@ def main() -> None:
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.exit(2, "doctor_overhead.py: --device cuda, but torch sees no CUDA device\n")
     hw = detect_hardware()
-    where = f"{hw.gpu.gpus[0].name}" if args.device == "cuda" else "CPU"
+    where = hw.gpu.gpus[0].name if args.device == "cuda" else "CPU"
     print(f"Measured {datetime.date.today()} on {hw.cpu.model} ({hw.cpu.microarchitecture}, "
           f"{hw.cpu.logical_threads} threads), {where}; torch {hw.torch_version}.\n")
     print("| loop | steps | arm | median s | per step | overhead vs plain | each round (s) |")

@@ -58,9 +58,8 @@ def test_steps_phases_and_sync_sites() -> None:
     assert sum(p.share for p in r.phases.values()) == __import__("pytest").approx(1.0)
     assert r.phases["forward"].host_ms > 0 and r.phases["backward"].host_ms > 0
     site = r.sync_sites[0]
-    source = Path(__file__).read_text().splitlines()
-    line = next(i for i, text in enumerate(source, 1) if "losses.append(loss.item())" in text)
-    assert site.where == f"{__file__}:{line}" and site.op == "item" and site.count == 50
+    assert site.where == f"{__file__}:{_line_of('losses.append(loss.item())')}" and site.op == "item"
+    assert site.count == 50
 
 
 def test_hooks_are_removed_afterwards() -> None:
@@ -134,6 +133,13 @@ def test_the_profiler_windows_own_synchronize_is_not_the_scripts(monkeypatch) ->
             return close(index, warmup, cuda)
 
         w.window.on_step_end = on_step_end  # type: ignore[method-assign]
+        stop = w.window.close
+
+        def close_at_stop() -> None:  # a run that ends inside the window closes it in stop()
+            torch.cuda.synchronize()
+            stop()
+
+        w.window.close = close_at_stop  # type: ignore[method-assign]
         for _ in range(6):
             model(x).sum().backward()
             optimizer.step()

@@ -255,13 +255,14 @@ def cpu_faster(r: WatchResult, c: Context, launch: Verdict | None) -> Verdict | 
     # becomes a CPU op's dispatch, the waits for the GPU (reads) and the copies to it go, and the
     # arithmetic runs at the CPU's measured rate
     step = r.median_ms
-    launch_ms = r.kernels_per_step * max(0.0, c.cuda_op_us - c.dispatch_us) / 1e3
-    cpu_step = step - _ms(r, "sync") - _ms(r, "h2d") - launch_ms + (_arithmetic_ms(r, c) or 0.0)
+    per_launch = max(0.0, c.cuda_op_us - c.dispatch_us)
+    launches_ms = r.kernels_per_step * per_launch / 1e3
+    cpu_step = step - _ms(r, "sync") - _ms(r, "h2d") - launches_ms + (_arithmetic_ms(r, c) or 0.0)
     if cpu_step >= step:
         return None
     evidence = (f"predicted CPU step {cpu_step:.2f} ms against {step:.2f} ms measured on the GPU: the GPU step "
                 f"less its reads and copies ({_ms(r, 'sync') + _ms(r, 'h2d'):.2f} ms) and {r.kernels_per_step:.0f} "
-                f"launches at {c.cuda_op_us - c.dispatch_us:.1f} us each (a tiny CUDA op measured {c.cuda_op_us:.1f} us "
+                f"launches at {per_launch:.1f} us each (a tiny CUDA op measured {c.cuda_op_us:.1f} us "
                 f"here, a CPU op {c.dispatch_us:.1f} us), plus the arithmetic at this CPU's measured "
                 f"{c.matmul_gflops:.0f} GFLOP/s")
     action = "for a model this small, train on the CPU (or make the GPU step bigger: batch, CUDA graphs)"

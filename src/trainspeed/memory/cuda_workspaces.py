@@ -74,6 +74,16 @@ def modelled_workspaces(capability: tuple[int, int] | None) -> Workspaces:
     return Workspaces(size, cublaslt_workspace_bytes(), size, "modelled")
 
 
+def free_cublas_workspaces() -> bool:
+    """Free the cuBLAS workspaces of this process (the next matmul on each thread allocates its own
+    again); False on a build without the call."""
+    clear = getattr(torch._C, "_cuda_clearCublasWorkspaces", None)
+    if clear is None:
+        return False
+    clear()
+    return True
+
+
 _MEASURED: dict[int, Workspaces] = {}
 
 
@@ -84,9 +94,6 @@ def measure_workspaces(device: torch.device) -> Workspaces:
     index = device.index if device.index is not None else torch.cuda.current_device()
     if index in _MEASURED:
         return _MEASURED[index]
-    clear = getattr(torch._C, "_cuda_clearCublasWorkspaces", None)
-    if clear is None:  # an older build: no way to start from none
-        return modelled_workspaces(torch.cuda.get_device_capability(index))
     target = torch.device("cuda", index)
     allocated = torch.cuda.memory_allocated
 
@@ -103,7 +110,8 @@ def measure_workspaces(device: torch.device) -> Workspaces:
         w = torch.ones(64, 64, device=target, requires_grad=True)
         b = torch.ones(64, device=target)  # 256 bytes, rounded to 512
         torch.cuda.synchronize(target)
-        clear()
+        if not free_cublas_workspaces():  # an older build: no way to start from none
+            return modelled_workspaces(torch.cuda.get_device_capability(index))
         host = added(lambda: [x @ x])
         biased = added(lambda: [torch.nn.functional.linear(x, x, b)])  # nn.Linear's path
 

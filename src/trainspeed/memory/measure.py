@@ -21,6 +21,7 @@ from torch import nn
 
 from trainspeed._io import quiet_fd2
 from trainspeed.memory.checkpointing import apply_checkpointing
+from trainspeed.memory.cuda_workspaces import free_cublas_workspaces
 from trainspeed.memory.estimate import (
     InputArg,
     ModelArg,
@@ -77,13 +78,11 @@ def build_real(model: ModelArg, device: torch.device, checkpointing: bool) -> nn
 
 def step_peak(run_step: Callable[[], Any], held: list[torch.Tensor], device: torch.device) -> MeasuredPeak:
     """Measured peak bytes while `run_step()` runs once; `held` are the tensors alive before it
-    (parameters, buffers, optimizer state: counted storage by storage on the CPU)."""
+    (parameters, buffers, optimizer state: counted storage by storage)."""
     before = _unique_bytes(held)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-        clear = getattr(torch._C, "_cuda_clearCublasWorkspaces", None)
-        if clear is not None:  # the step then allocates its workspace again, and it is counted
-            clear()
+        free_cublas_workspaces()  # the step then allocates its workspaces again, and they are counted
         torch.cuda.reset_peak_memory_stats(device)
         start = torch.cuda.memory_allocated(device)
         run_step()

@@ -11,13 +11,14 @@ watcher adds no synchronisation of its own.
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import random
 import resource
 import sys
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import psutil
@@ -162,7 +163,8 @@ class Watcher:
             self.max_steps = None
             self.step_ended()
         self._catch_up(self.steps_seen)
-        self.window.close()
+        with self._profiler_edge():
+            self.window.close()
         self.hooks.uninstall()
         self.comm.uninstall()
         if not self._gather_done and this_rank() is not None:
@@ -200,6 +202,15 @@ class Watcher:
             end = torch.cuda.Event(enable_timing=True)
             end.record()
             self.events.append((phase, start, end))
+
+    @contextlib.contextmanager
+    def _profiler_edge(self) -> Iterator[None]:
+        """The profiler window opens or closes inside: torch.profiler's own synchronize is not the script's."""
+        self.opening_window = True
+        try:
+            yield
+        finally:
+            self.opening_window = False
 
     def _set_edges(self) -> None:
         """Phase edges also record CUDA events on the detailed steps of a CUDA run, and only there. On the
@@ -380,11 +391,8 @@ class Watcher:
             self.events = []
         index = record.index
         if index < self.settled_at:
-            self.opening_window = True  # torch.profiler's own synchronize is not the script's
-            try:
+            with self._profiler_edge():
                 profiled = self.window.on_step_end(index, self.warmup, self.device == "cuda")
-            finally:
-                self.opening_window = False
             if profiled:
                 return  # steps under the profiler are left out of every statistic
         if index < self.warmup:
