@@ -2,7 +2,7 @@
 
     python benchmarks/doctor_overhead.py
     python benchmarks/doctor_overhead.py --loops iris --rounds 7 --arms plain,trainspeed.watch
-    python benchmarks/doctor_overhead.py --device cuda
+    python benchmarks/doctor_overhead.py --device cuda --iris-steps 10000 --arms plain,trainspeed.watch
 
 Two loops: the seed's Iris step (tiny: the worst case for any per-step cost) and an MLP step of
 about 10 ms. Each arm runs the same number of steps, arms interleaved (ABCABC...) over several
@@ -124,7 +124,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--arms", default="plain,trainspeed.watch,torch.profiler")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument("--iris-steps", type=int, default=20_000, help="steps per run of the seed loop")
     args = parser.parse_args()
+    if args.iris_steps < 1:
+        parser.exit(2, "doctor_overhead.py: --iris-steps must be at least 1\n")
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.exit(2, "doctor_overhead.py: --device cuda, but torch sees no CUDA device\n")
     hw = detect_hardware()
@@ -134,13 +137,15 @@ def main() -> None:
     print("| loop | steps | arm | median s | per step | overhead vs plain | each round (s) |")
     print("|---|---:|---|---:|---:|---:|---|")
     mlp_name = "MLP, ~10 ms step" if args.device == "cpu" else "MLP 512-1024-1024-10, batch 256"
-    for name, loop, steps in (("seed Iris MLP", "iris", 20_000), (mlp_name, "mlp", 600)):
+    for name, loop, steps in (("seed Iris MLP", "iris", args.iris_steps), (mlp_name, "mlp", 600)):
         if loop not in args.loops.split(","):
             continue
         times: dict[str, list[float]] = {}
-        for _ in range(args.rounds):
+        for r in range(args.rounds):
             for arm in args.arms.split(","):
                 times.setdefault(arm, []).append(run_fresh(loop, arm, steps, args.device))
+                # each run as it ends: a run cut short by a time limit still leaves its figures
+                print(f"# {loop} round {r + 1} {arm}: {times[arm][-1]:.3f} s", file=sys.stderr, flush=True)
         base = statistics.median(times["plain"])
         pairs = [w / p - 1 for w, p in zip(times.get("trainspeed.watch", []), times["plain"])]
         for arm, ts in times.items():

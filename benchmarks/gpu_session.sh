@@ -3,7 +3,7 @@
 # logs under $OUT (default ./gpu_out). Run from the repository root where torch with CUDA is installed:
 #
 #   bash benchmarks/gpu_session.sh doctor tests suite  # the doctor on the seed and the CNN; the tests
-#   bash benchmarks/gpu_session.sh demo fit memory sweep overhead
+#   bash benchmarks/gpu_session.sh demo fit memory sweep overhead cupti
 #
 # Stages:
 #   tests     pytest -m gpu (tests/gpu)
@@ -13,7 +13,8 @@
 #   fit       benchmarks/fit_iris.py --device cuda
 #   memory    benchmarks/memory_accuracy.py --device cuda
 #   sweep     trainspeed sweep record-every (on CUDA) and device on the seed's Iris job
-#   overhead  benchmarks/doctor_overhead.py --device cuda
+#   overhead  benchmarks/doctor_overhead.py --device cuda (seed loop 10 000 steps, plain against watched)
+#   cupti     benchmarks/cupti_teardown.py: the plain loop before and after the doctor's profiler window
 set -u
 OUT=${OUT:-gpu_out}
 mkdir -p "$OUT"
@@ -31,8 +32,8 @@ stage() {  # stage NAME SECONDS COMMAND...: run one command under a time limit, 
 
 for what in "$@"; do
     case $what in
-        tests | suite | doctor | demo | fit | memory | sweep | overhead) ;;
-        *) echo "gpu_session.sh: unknown stage '$what' (tests suite doctor demo fit memory sweep overhead)" >&2
+        tests | suite | doctor | demo | fit | memory | sweep | overhead | cupti) ;;
+        *) echo "gpu_session.sh: unknown stage '$what' (tests suite doctor demo fit memory sweep overhead cupti)" >&2
            exit 2 ;;
     esac
 done
@@ -65,6 +66,9 @@ for what in "$@"; do
             stage sweep 200 $TS sweep device --workload iris --steps 2000 --repeats 5 \
                 --fresh --out "$OUT/sweep-device" --json "$OUT/sweep-device.json" ;;
         overhead)
-            stage overhead 300 $PY benchmarks/doctor_overhead.py --device cuda --rounds 3 ;;
+            stage overhead 300 $PY benchmarks/doctor_overhead.py --device cuda --iris-steps 10000 --rounds 4 \
+                --arms plain,trainspeed.watch ;;
+        cupti)
+            stage cupti 200 $PY benchmarks/cupti_teardown.py --steps 3000 --rounds 3 ;;
     esac
 done

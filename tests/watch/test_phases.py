@@ -76,3 +76,22 @@ def test_sums_take_every_closed_step_kept_or_dropped_from_start_sums_on() -> Non
     assert wall == 7.0  # t=1..8
     assert seconds == {"data": 1.0, "h2d": 0.0, "sync": 1.0, "checkpoint": 1.5}
     assert phases["checkpoint"] == 1.5 and phases["sync"] == 0.5
+
+
+def test_the_call_phases_are_summed_over_the_detailed_steps_only() -> None:
+    ticks = iter([0.0, 1.0, 3.0, 4.0, 9.0, 10.0, 11.0, 13.0])
+    clock = PhaseClock(now=lambda: next(ticks))  # t=0: the first summed step starts
+    clock.start_sums()
+    assert clock.call_split() is None
+    clock.enter("forward")  # t=1
+    clock.exit("forward")  # t=3: 2 s forward
+    clock.end_step()  # t=4: 2 s other (0..1, 3..4)
+    clock.detailed = False  # an edges-only step: forward not split out, all of it other
+    clock.enter("forward")  # t=9
+    clock.exit("forward")  # t=10
+    clock.end_step()  # t=11
+    clock.detailed = True
+    clock.enter("backward")  # t=13 ... and a dropped detailed step counts too
+    clock.now = lambda: 14.0
+    clock.drop_step()
+    assert clock.call_split() == {"forward": 2.0, "backward": 1.0, "optimizer": 0.0, "other": 4.0}

@@ -32,3 +32,23 @@ def test_gpu_busy_time_counts_overlapping_work_once() -> None:
     assert busy_ns([(20, 30), (0, 8), (5, 12), (22, 25)]) == 22
     assert busy_ns([]) == 0
     assert busy_ns([(3, 4), (4, 6)]) == 3
+
+
+def test_the_profiler_stops_with_cupti_detached_and_the_environment_is_put_back(monkeypatch) -> None:
+    import os
+
+    from trainspeed.watch.profile_window import cupti_detached
+
+    monkeypatch.delenv("TEARDOWN_CUPTI", raising=False)
+    monkeypatch.setattr(torch.version, "cuda", "13.0")
+    with cupti_detached():
+        assert os.environ["TEARDOWN_CUPTI"] == "1"
+    assert "TEARDOWN_CUPTI" not in os.environ
+    monkeypatch.setattr(torch.version, "cuda", "12.4")  # CUPTI's teardown could crash CUDA graphs there
+    with cupti_detached():
+        assert "TEARDOWN_CUPTI" not in os.environ
+    monkeypatch.setattr(torch.version, "cuda", "12.8")
+    monkeypatch.setenv("TEARDOWN_CUPTI", "0")  # the user's own setting wins
+    with cupti_detached():
+        assert os.environ["TEARDOWN_CUPTI"] == "0"
+    assert os.environ["TEARDOWN_CUPTI"] == "0"

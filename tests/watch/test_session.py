@@ -7,7 +7,9 @@ import sys
 import tempfile
 import tracemalloc
 from pathlib import Path
+from typing import Any
 
+import pytest
 import torch
 from torch import nn
 from torch.optim import optimizer as optimizer_module
@@ -15,6 +17,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 import trainspeed
 from trainspeed.watch import Watcher
+from trainspeed.watch.session import PLOT_STEPS
 from trainspeed.watch.stats import RESERVOIR_SIZE, Reservoir
 from trainspeed.workloads import load_iris_split, make_iris_mlp
 
@@ -149,12 +152,12 @@ def test_the_profiler_windows_own_synchronize_is_not_the_scripts(monkeypatch) ->
     assert [s.count for s in sites] == [6] and sites[0].where.endswith(f"test_session.py:{_line_of('the script')}")
 
 
-def test_cuda_events_are_recorded_on_detailed_steps_only(monkeypatch) -> None:
-    # each event is a CUDA call or two: dear next to a tiny GPU step; a copy to the device (h2d) is
-    # timed at the step's edges on every step, its device span only on the detailed ones
-    made = []
+def _fake_cuda_events(monkeypatch) -> list[Any]:
+    """torch.cuda.Event replaced by a fake with its interface, on a CPU-only machine; returns the list
+    of the events made."""
+    made: list[Any] = []
 
-    class FakeEvent:  # torch.cuda.Event's interface, on a CPU-only machine
+    class FakeEvent:
         def __init__(self, enable_timing: bool = False) -> None:
             made.append(self)
 
@@ -164,6 +167,13 @@ def test_cuda_events_are_recorded_on_detailed_steps_only(monkeypatch) -> None:
         def elapsed_time(self, end: "FakeEvent") -> float: return 0.5
 
     monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
+    return made
+
+
+def test_cuda_events_are_recorded_on_detailed_steps_only(monkeypatch) -> None:
+    # each event is a CUDA call or two: dear next to a tiny GPU step; a copy to the device (h2d) is
+    # timed at the step's edges on every step, its device span only on the detailed ones
+    made = _fake_cuda_events(monkeypatch)
     model, optimizer, x = _tiny_step()
     with Watcher(warmup=1, profile_steps=0, detail_every=4) as w:
         w.device = "cuda"  # as if the model's first input had been on a GPU
@@ -229,7 +239,8 @@ def test_sampled_detail_watches_some_steps_in_full_and_every_step_at_its_edges()
     records = w.measured.items
     detailed = [r for r in records if r.detailed]
     light = [r for r in records if not r.detailed]
-    assert len(detailed) >= 50 + 32 and light  # the first steps, then at least one more detailed run
+    assert detailed and light
+    assert len(w.plot_steps) >= 50 + 32  # every detailed step: the first ones, then at least one more run
     assert all(r.phases["forward"] == 0 for r in light) and all(r.phases["forward"] > 0 for r in detailed)
     assert all(r.syncs == 1 and r.phases["sync"] > 0 for r in records)  # reads are timed on every step
     r = w.measurements()
@@ -319,6 +330,67 @@ def test_quiet_steps_count_exactly_and_every_kept_step_times_only_itself() -> No
                and abs(rec.phases["sync"] - 0.1) < 1e-9 for rec in w.measured.items)
     (site,) = r.sync_sites
     assert site.count == 5000 and abs(site.total_ms - 5000 * 100.0) < 1e-3
+
+
+def test_reads_of_cpu_tensors_stop_counting_once_anything_is_copied_to_a_device() -> None:
+    """`model.to("cuda")` comes before the loop, whose first `for` over a DataLoader reads CPU tensors
+    (the sampler's `randperm(n).tolist()`, the seeds' `.item()`) before any forward reveals the device."""
+    t = torch.arange(4)
+    with Watcher(warmup=0, profile_steps=0, sample_hz=5) as w:
+        t.sum().item()  # a CPU run so far: counted, as it would sync on a GPU
+        w.h2d(64, False, False)  # what the hook on Tensor.to reports after a copy to a device
+        t.tolist()
+        t.sum().item()
+    assert [s.count for s in w.measurements().sync_sites] == [1]
+
+
+def test_a_cuda_run_goes_quiet_between_detailed_runs_only(monkeypatch) -> None:
+    """On CUDA the detailed steps record events at their phase edges and are kept with them, so a quiet
+    run (whose steps keep nothing) starts only on edges-only steps; there the steps run quiet as off
+    CUDA, and the kept ones still time only themselves."""
+    made = _fake_cuda_events(monkeypatch)
+    clock = [0.0]
+    w = Watcher(warmup=2, profile_steps=0, sample_hz=5, now=lambda: clock[0], detail_every=4)
+    w.measured = Reservoir(size=16, seed=1)
+    quiet = {True: 0, False: 0}
+    with w:
+        w.device = "cuda"  # as if the model's first input had been on a GPU
+        w._set_edges()
+        for _ in range(3000):
+            detailed, before = w.detailed, len(made)
+            quiet[detailed] += _fake_clock_run(w, clock, 1)
+            assert detailed or len(made) == before
+    assert quiet[False] > 1000 and quiet[True] == 0 and len(w.plot_steps) == PLOT_STEPS
+    assert not w.events and w.measurements().steps_measured == 3000 - w.settled_at
+    records = w.measured.items
+    assert {r.detailed for r in records} == {True, False} and all(r.wall_s == 1.0 for r in records)
+    assert all((r.device_ms is not None) == r.detailed for r in records)
+
+
+def test_the_split_of_forward_backward_and_the_rest_comes_from_every_detailed_step() -> None:
+    """Every seventh step's forward takes 0.75 s, the others' 0.25 s. A sample of 16 steps holds a
+    handful of detailed ones; the clock's sums over every detailed step give the split exactly."""
+    clock = [0.0]
+    w = Watcher(warmup=2, profile_steps=0, sample_hz=5, now=lambda: clock[0], detail_every=4)
+    w.measured = Reservoir(size=16, seed=1)
+    detailed_at: list[bool] = []
+    with w:
+        for _ in range(5000):
+            long = w.steps_seen % 7 == 0
+            detailed_at.append(w.detailed)
+            w.enter("forward")
+            clock[0] += 0.75 if long else 0.25
+            w.exit("forward")
+            clock[0] += 0.25 if long else 0.75
+            w.step_ended(_OPTIMIZER)  # type: ignore[arg-type]
+    seconds, wall = w.clock.summed() or ({}, 0.0)
+    summed = range(w.settled_at, w.settled_at + round(wall))  # 1 s steps (a quiet tail is left out)
+    detailed = [i for i in summed if detailed_at[i]]
+    exact = sum(0.75 if i % 7 == 0 else 0.25 for i in detailed) / len(detailed)
+    shares = w.measurements().phases
+    assert len(detailed) > 1000 and sum(r.detailed for r in w.measured.items) < 16
+    assert shares["forward"].share == pytest.approx(exact, abs=1e-9)
+    assert shares["other"].share == pytest.approx(1 - exact, abs=1e-9)
 
 
 def test_steps_limit_is_exact_across_quiet_steps() -> None:

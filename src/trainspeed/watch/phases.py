@@ -17,6 +17,10 @@ SUMMED = ("data", "h2d", "sync", "checkpoint")
 every step by hooks that run a few times per step at most, and a rare one (a checkpoint every 1000
 steps) must not depend on whether a sample of steps happens to hold it."""
 
+CALL_PHASES = ("forward", "backward", "optimizer", "other")
+"""Phases split out only on detailed steps (their hooks run on every module call); on the other
+steps their time all falls into `other`. The clock sums them over the detailed steps only."""
+
 
 class PhaseClock:
     """A stack of open phases; time goes to the innermost one. `other` is what no phase claims.
@@ -34,10 +38,16 @@ class PhaseClock:
         """Seconds in each of SUMMED over the steps closed since `start_sums()` (None before)."""
         self.sums_from = 0.0
         """When the first summed step started; the sums cover up to `step_started`."""
+        self.detailed = True
+        """Whether the step now running is detailed (its CALL_PHASES split out): set by the watcher."""
+        self.call_sums: dict[str, float] | None = None
+        """Seconds in each of CALL_PHASES over the detailed steps closed since `start_sums()`."""
 
     def start_sums(self) -> None:
-        """Sum SUMMED over every step closed from now on (the one that starts now is the first)."""
+        """Sum SUMMED over every step closed from now on (the one that starts now is the first), and
+        CALL_PHASES over the detailed ones among them."""
         self.sums = dict.fromkeys(SUMMED, 0.0)
+        self.call_sums = dict.fromkeys(CALL_PHASES, 0.0)
         self.sums_from = self.step_started
 
     def _fold(self, totals: dict[str, float]) -> None:
@@ -47,12 +57,25 @@ class PhaseClock:
             sums["h2d"] += totals["h2d"]
             sums["sync"] += totals["sync"]
             sums["checkpoint"] += totals["checkpoint"]
+            calls = self.call_sums
+            if self.detailed and calls is not None:
+                calls["forward"] += totals["forward"]
+                calls["backward"] += totals["backward"]
+                calls["optimizer"] += totals["optimizer"]
+                calls["other"] += totals["other"]
 
     def summed(self) -> tuple[dict[str, float], float] | None:
         """(seconds per SUMMED phase, wall seconds) over the steps summed so far; None before any."""
         if self.sums is None or self.step_started <= self.sums_from:
             return None
         return dict(self.sums), self.step_started - self.sums_from
+
+    def call_split(self) -> dict[str, float] | None:
+        """Seconds per CALL_PHASES over the detailed steps summed so far; None before any."""
+        calls = self.call_sums
+        if calls is None or not any(calls.values()):
+            return None
+        return dict(calls)
 
     def enter(self, phase: str) -> None:
         t = self.now()
@@ -90,9 +113,12 @@ class PhaseClock:
     def drop_step(self) -> None:
         """Close the current step without keeping its times (a step nobody will read; they still go
         into the sums): the next one starts now, in the same totals, zeroed (nothing to allocate)."""
-        self._since = self.step_started = self.now()
-        self._fold(self.totals)
-        self.totals.update(_ZERO)
+        t = self.now()
+        totals = self.totals
+        totals[self.stack[-1] if self.stack else "other"] += t - self._since
+        self._since = self.step_started = t
+        self._fold(totals)
+        totals.update(_ZERO)
 
     def end_step(self) -> tuple[float, dict[str, float]]:
         """Close the current step: (its wall seconds, seconds per phase); open the next one."""

@@ -15,6 +15,8 @@ and after composite ops are decomposed (nn.Linear: t + addmm), each counted once
 from __future__ import annotations
 
 import contextlib
+import os
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -78,6 +80,32 @@ def count_ops_and_kernels(prof: Any) -> tuple[int, int, int]:
         if not e.name().startswith(("Memcpy", "Memset")):
             kernels += 1
     return ops, kernels, busy_ns(work)
+
+
+def _cuda_version() -> tuple[int, ...]:
+    try:
+        return tuple(int(part) for part in (torch.version.cuda or "0").split(".")[:2])
+    except ValueError:
+        return (0,)
+
+
+@contextlib.contextmanager
+def cupti_detached() -> Iterator[None]:
+    """Around torch.profiler's stop: TEARDOWN_CUPTI=1, so that Kineto detaches CUPTI (cuptiFinalize).
+
+    Kineto leaves CUPTI attached unless that variable says otherwise, and CUPTI's callbacks then stay
+    on every later CUDA call of the process: the rest of a watched run would be slower than the same
+    run unwatched (benchmarks/cupti_teardown.py measures it). Kineto reads the variable as the
+    profiler stops; it is put back as it was right after. Left alone where the user set it, and
+    before CUDA 12.6, where CUPTI's teardown could crash a process that uses CUDA graphs."""
+    if "TEARDOWN_CUPTI" in os.environ or _cuda_version() < (12, 6):
+        yield
+        return
+    os.environ["TEARDOWN_CUPTI"] = "1"
+    try:
+        yield
+    finally:
+        os.environ.pop("TEARDOWN_CUPTI", None)
 
 
 class ProfileWindow:
@@ -146,7 +174,7 @@ class ProfileWindow:
             self.flops_per_step = flops.get_total_flops() / steps
             return
         try:
-            with quiet_fd2():
+            with quiet_fd2(), cupti_detached():
                 prof.__exit__(None, None, None)
             ops, kernels, busy = count_ops_and_kernels(prof)
             self.ops_per_step = ops / steps
@@ -161,7 +189,7 @@ class ProfileWindow:
         """End of the run: a window still open is closed without counts (too few steps)."""
         if self.prof is not None:
             prof, self.prof = self.prof, None
-            with contextlib.suppress(Exception), quiet_fd2():
+            with contextlib.suppress(Exception), quiet_fd2(), cupti_detached():
                 for mode in reversed(prof) if isinstance(prof, tuple) else (prof,):
                     mode.__exit__(None, None, None)
             self.notes.append("the run ended inside the profiler window: no op or kernel counts")

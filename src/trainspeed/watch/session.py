@@ -28,7 +28,7 @@ from trainspeed.diagnose.scaling import bus_bandwidth_gbs, predict
 from trainspeed.watch.comm import CommStep, CommTimer
 from trainspeed.watch.gather import gather, rank_stat, this_rank
 from trainspeed.watch.hooks import Hooks
-from trainspeed.watch.phases import PHASES, PhaseClock
+from trainspeed.watch.phases import CALL_PHASES, PHASES, PhaseClock
 from trainspeed.watch.profile_window import ProfileWindow
 from trainspeed.watch.result import (
     GpuUtil,
@@ -53,8 +53,6 @@ PLOT_STEPS = 400
 EDGE_PHASES = ("data", "h2d", "sync", "checkpoint", "comm")
 """Phases timed on every step: their hooks run a few times per step at most (and catch rare events
 such as a checkpoint every 1000 steps)."""
-CALL_PHASES = ("forward", "backward", "optimizer", "other")
-"""Phases split out only on detailed steps: their hooks run on every module call."""
 DETAILED_FIRST = 50
 """Measured steps that are all detailed before sampling starts."""
 DETAIL_BLOCK = 64
@@ -263,6 +261,11 @@ class Watcher:
             self.backward_boundary = True
 
     def h2d(self, nbytes: int, pinned: bool, non_blocking: bool) -> None:
+        """A tensor was copied to an accelerator. From the first such copy (`model.to(device)`, before the
+        loop's first forward), reading a CPU tensor is no sync: it waits for no device's queue (a
+        DataLoader's `randperm(n).tolist()` and seed `.item()`s at the loop's first `for`)."""
+        if not self.syncs.device_only:
+            self.syncs.count_device_reads_only()
         self.step_h2d += nbytes
         kind = ("pinned" if pinned else "pageable") + (", non_blocking" if non_blocking else "")
         self.h2d_kinds[kind] = self.h2d_kinds.get(kind, 0) + nbytes
@@ -320,6 +323,7 @@ class Watcher:
         woke = self.quiet_until != 0
         if woke:  # this step's clock started with the quiet run's: passed over too
             self._catch_up(index)
+            self.events.clear()  # none on a CUDA run's edges-only steps; never kept from a quiet run
             self.clock.totals["sync"] += self._read_seconds() - self._quiet_read_s  # for the sums
             if comm_busy:
                 comm.take()  # all-reduces of a DDP made during the quiet run: several steps' worth
@@ -342,7 +346,8 @@ class Watcher:
             self._choose_detail()
         if index + 1 == self.settled_at:  # the steps from the next one are measured
             self.clock.start_sums()
-        if index >= self.settled_at and self.device != "cuda" and comm.backend is None and not self._plotting():
+        if index >= self.settled_at and comm.backend is None and not self._plotting() and \
+                not (self.detailed and self.device == "cuda"):
             self._go_quiet(index)
         if self.max_steps is not None and self.steps_seen >= self.max_steps:
             raise StopWatching(f"stopped after {self.steps_seen} steps")
@@ -359,8 +364,10 @@ class Watcher:
         the same way), and its end adds the whole run's data, h2d, sync (from the tallies) and
         checkpoint seconds to the clock's sums.
 
-        Only off CUDA and without DDP: there no CUDA events or all-reduce spans come with a step,
-        so nothing can turn up during a quiet step that would have to be kept."""
+        Only without DDP, and on CUDA only between detailed runs: there no CUDA events or all-reduce
+        spans come with a step (on CUDA the phase edges record events on detailed steps only, and a
+        quiet run never outlasts the detail mode it starts in), so nothing can turn up during a
+        quiet step that would have to be kept."""
         until = index + min(self.measured.passes_over(), self._mode_left, QUIET_MAX)
         if self.max_steps is not None:
             until = min(until, self.max_steps - 1)
@@ -498,6 +505,9 @@ class Watcher:
         moved = min(step.exposed_s, phases[inside])
         phases[inside] -= moved
         phases["comm"] += moved
+        calls = self.clock.call_sums
+        if self.detailed and calls is not None:  # the clock has summed this detailed step already
+            calls[inside] -= moved
 
     def _choose_detail(self) -> None:
         """Detailed or edges-only for the step that starts now, and for how many steps (`_mode_left`)."""
@@ -510,7 +520,7 @@ class Watcher:
             gap = DETAIL_BLOCK * (self.detail_every - 1)
             self._mode_left = DETAIL_BLOCK if detailed else self._detail_rng.randint(gap // 2, gap + gap // 2)
         if detailed != self.detailed:
-            self.detailed = detailed
+            self.detailed = self.clock.detailed = detailed
             if detailed:
                 self.hooks.resume()
             else:
@@ -546,9 +556,12 @@ class Watcher:
             records = self.warm.items
             n = len(records)
             notes.append(f"only {self.steps_seen} steps: warm-up steps were used for the statistics")
-        # data, h2d, sync and checkpoint from the clock's sums over every measured step; the rest exact
-        # up to RESERVOIR_SIZE measured steps, beyond that an unbiased estimate from the uniform sample
-        shares, detailed = phase_shares(records, self.clock.summed() if records is self.measured.items else None)
+        # data, h2d, sync and checkpoint from the clock's sums over every measured step, the split of
+        # the rest from its sums over every detailed one; step times exact up to RESERVOIR_SIZE measured
+        # steps, beyond that from the uniform sample
+        whole_run = records is self.measured.items
+        shares, detailed = phase_shares(records, self.clock.summed() if whole_run else None,
+                                        self.clock.call_split() if whole_run else None)
         phases = {}
         for p in PHASES:
             dev = median(self.device_ms[p].items) if p in self.device_ms and self.device_ms[p].items else None
@@ -624,15 +637,16 @@ class Watcher:
         return int(psutil.virtual_memory().total)
 
 
-def phase_shares(records: list[StepRecord], sums: tuple[dict[str, float], float] | None = None
-                 ) -> tuple[dict[str, float], list[StepRecord]]:
+def phase_shares(records: list[StepRecord], sums: tuple[dict[str, float], float] | None = None,
+                 split: dict[str, float] | None = None) -> tuple[dict[str, float], list[StepRecord]]:
     """Each phase's share of the wall time, and the detailed records.
 
     Edge phases (data, h2d, sync, checkpoint, comm) are timed on every step: their shares come from
     all records, or, for the phases in `sums` ((seconds per phase, wall seconds) summed over every
     measured step, as PhaseClock.summed() gives them), from those sums. What is left is split
-    among forward, backward, optimizer and other in the proportions the detailed steps measured.
-    Shares sum to 1.
+    among forward, backward, optimizer and other in the proportions the detailed steps measured:
+    `split` (seconds per phase summed over every detailed step, PhaseClock.call_split()), else the
+    detailed records. Shares sum to 1.
     """
     detailed = [r for r in records if r.detailed] or list(records)
     wall = sum(r.wall_s for r in records)
@@ -646,7 +660,8 @@ def phase_shares(records: list[StepRecord], sums: tuple[dict[str, float], float]
         for p, s in seconds.items():
             shares[p] = s / summed_wall
     rest = max(0.0, 1.0 - sum(shares[p] for p in EDGE_PHASES))
-    split = {p: sum(r.phases[p] for r in detailed) for p in CALL_PHASES}
+    if split is None:
+        split = {p: sum(r.phases[p] for r in detailed) for p in CALL_PHASES}
     total = sum(split.values())
     for p in CALL_PHASES:
         shares[p] = rest * split[p] / total if total > 0 else (rest if p == "other" else 0.0)

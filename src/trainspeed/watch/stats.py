@@ -10,7 +10,11 @@ from typing import Generic, TypeVar
 
 T = TypeVar("T")
 
-RESERVOIR_SIZE = 1024
+RESERVOIR_SIZE = 256
+"""Steps (and device times) a watched run keeps. Their median locates the run's median step within
+about 1.25 / sqrt(256), 8%, of the steps' spread; every kept step takes the watcher's full step
+edge, and a run of n steps keeps about 256 (1 + ln(n / 256)) of them (1 371 of 20 000; a sample
+of 1 024 kept 4 067). What must be exact is summed over every step instead (PhaseClock)."""
 
 
 class Reservoir(Generic[T]):
