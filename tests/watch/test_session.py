@@ -393,6 +393,27 @@ def test_the_split_of_forward_backward_and_the_rest_comes_from_every_detailed_st
     assert shares["other"].share == pytest.approx(1 - exact, abs=1e-9)
 
 
+def test_the_profiler_windows_own_time_goes_to_no_step() -> None:
+    """On CUDA, torch.profiler's stop and the reading of its trace take a second or more, between the
+    window's last step and the first measured one: that step, and the sums, must not count it."""
+    clock = [0.0]
+    w = Watcher(warmup=2, profile_steps=3, sample_hz=5, now=lambda: clock[0], detail_every=10**9)
+    close = w.window._close
+
+    def slow_close(steps: int) -> None:
+        close(steps)
+        clock[0] += 100.0  # what torch.profiler's stop costs on a GPU, made obvious
+
+    w.window._close = slow_close  # type: ignore[method-assign]
+    with w:
+        _fake_clock_run(w, clock, 200)
+    assert w.window.ops_per_step is not None  # the window did close, slowly
+    seconds, wall = w.clock.summed() or ({}, 0.0)
+    assert wall == pytest.approx(200 - w.settled_at)  # 1 s steps, every one summed (no quiet tail yet)
+    assert all(r.wall_s == 1.0 for r in w.measured.items)
+    assert w.measurements().phases["other"].share == pytest.approx(0.15)
+
+
 def test_steps_limit_is_exact_across_quiet_steps() -> None:
     clock = [0.0]
     w = Watcher(warmup=0, profile_steps=0, sample_hz=5, now=lambda: clock[0], steps=2345)

@@ -110,6 +110,12 @@ class PhaseClock:
     def active(self) -> str | None:
         return self.stack[-1] if self.stack else None
 
+    def restart(self) -> None:
+        """The step now running starts over from now: what it ran so far is nobody's (the watcher's own
+        work between two steps)."""
+        self._since = self.step_started = self.now()
+        self.totals.update(_ZERO)
+
     def drop_step(self) -> None:
         """Close the current step without keeping its times (a step nobody will read; they still go
         into the sums): the next one starts now, in the same totals, zeroed (nothing to allocate)."""

@@ -398,8 +398,13 @@ class Watcher:
             self.events = []
         index = record.index
         if index < self.settled_at:
+            was_open = self.window.prof is not None
             with self._profiler_edge():
                 profiled = self.window.on_step_end(index, self.warmup, self.device == "cuda")
+            if was_open != (self.window.prof is not None):
+                # the window opened or closed just now, between two steps: torch.profiler's start, or its
+                # stop and the reading of its trace (a second or more on CUDA) is no step's time
+                self.clock.restart()
             if profiled:
                 return  # steps under the profiler are left out of every statistic
         if index < self.warmup:
