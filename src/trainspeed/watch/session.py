@@ -323,7 +323,6 @@ class Watcher:
         woke = self.quiet_until != 0
         if woke:  # this step's clock started with the quiet run's: passed over too
             self._catch_up(index)
-            self.events.clear()  # none on a CUDA run's edges-only steps; never kept from a quiet run
             self.clock.totals["sync"] += self._read_seconds() - self._quiet_read_s  # for the sums
             if comm_busy:
                 comm.take()  # all-reduces of a DDP made during the quiet run: several steps' worth
