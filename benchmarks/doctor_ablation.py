@@ -62,7 +62,7 @@ def _hooks_only(loop: Loop) -> None:
 def _wrappers_only(loop: Loop) -> None:
     from trainspeed.watch.syncs import SyncCounter
 
-    SyncCounter(tally=False).__enter__()
+    SyncCounter().__enter__()
 
 
 def _idle_thread(loop: Loop) -> None:
@@ -84,7 +84,7 @@ ARMS: dict[str, tuple[str, Callable[[Loop], None] | None]] = {
     "edges-nosampler": ("edges only, sampler off", _watch(**EDGES, sample_hz=1e-4)),
     "edges-bare": ("edges only, sampler and profiler window off", _watch(**EDGES, sample_hz=1e-4, profile_steps=0)),
     "hooks-only": ("every hook installed, listener methods empty", _hooks_only),
-    "wrappers-only": ("every read wrapper installed, no callback", _wrappers_only),
+    "wrappers-only": ("every read wrapper installed, each read tallied by its line, no callback", _wrappers_only),
     "thread": ("an idle second Python thread", _idle_thread),
     "type-modified": ("torch.Tensor's read methods re-set (type modified, nothing wrapped)", _type_modified),
     "window-only": ("after the CPU op/FLOP window of 3 steps, no watcher", _window_only),

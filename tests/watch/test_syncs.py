@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import torch
 
@@ -79,3 +81,50 @@ def test_a_counter_for_a_gpu_run_leaves_cpu_tensors_reads_out() -> None:
     with SyncCounter() as again:  # the setting belongs to its counter, not to the process
         t.sum().item()
     assert again.count == 1
+
+
+def _line_of(marker: str) -> int:
+    with open(__file__) as f:
+        return next(n for n, text in enumerate(f, start=1) if text.rstrip().endswith(f"# {marker}"))
+
+
+def test_reads_are_tallied_by_their_line_and_a_counter_sees_only_its_own() -> None:
+    x = torch.tensor(3.0)
+    with SyncCounter() as outer:
+        for _ in range(4):
+            x.item()  # four reads
+        with SyncCounter() as inner:  # starts after those four: they are not its own
+            x.item()  # one read
+            float(x)  # another
+    mine = {(where.rsplit(":", 1)[1], op, n) for where, op, n, _ in inner.sites()}
+    assert mine == {(str(_line_of("one read")), "item", 1), (str(_line_of("another")), "__float__", 1)}
+    theirs = {(where.rsplit(":", 1)[1], op): n for where, op, n, _ in outer.sites()}
+    assert theirs[(str(_line_of("four reads")), "item")] == 4 and outer.count == 6
+    assert all(seconds >= 0 for *_, seconds in outer.sites()) and outer.seconds() > 0
+    from trainspeed.watch.syncs import _REGISTRY
+
+    assert not _REGISTRY.tally and not _REGISTRY.active  # nothing kept once the last counter leaves
+    assert inner.count == 2 and outer.by_op == {"item": 5, "__float__": 1}  # figures kept after exit
+
+
+def test_a_counter_can_stop_and_restart_its_callback_and_still_counts_every_read() -> None:
+    x, calls = torch.tensor(1.0), []
+    with SyncCounter(on_read=lambda op, t0, t1, frame: calls.append((op, t1 >= t0))) as c:
+        x.item()
+        c.time_reads(None)
+        x.item()
+        x.tolist()
+        c.time_reads(lambda op, t0, t1, frame: calls.append((op, frame.f_code.co_name)))
+        x.tolist()
+    this = sys._getframe().f_code.co_name
+    assert c.count == 4 and calls == [("item", True), ("tolist", this)]
+
+
+def test_a_read_seen_by_another_wrapper_counts_for_every_active_counter() -> None:
+    seen = []
+    with SyncCounter() as a, SyncCounter(on_read=lambda op, t0, t1, frame: seen.append((op, t1 - t0))) as b:
+        SyncCounter.record("torch.cuda.synchronize", 1.0, 1.5, sys._getframe())  # a synchronize
+    for counter in (a, b):
+        [(where, op, n, seconds)] = counter.sites()
+        assert where.endswith(f":{_line_of('a synchronize')}") and (op, n, seconds) == ("torch.cuda.synchronize", 1, 0.5)
+    assert seen == [("torch.cuda.synchronize", 0.5)]

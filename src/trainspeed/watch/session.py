@@ -45,7 +45,7 @@ from trainspeed.watch.result import (
 from trainspeed.watch.sampler import Sampler, source_of
 from trainspeed.watch.sawtooth import detect_sawtooth
 from trainspeed.watch.stats import Reservoir, median, quantile
-from trainspeed.watch.syncs import SyncCounter, is_user_code, site_of
+from trainspeed.watch.syncs import SyncCounter
 
 DEVICE_PHASES = ("h2d", "forward", "backward", "optimizer")
 """Phases whose device time is taken with CUDA events (the others do no device work of their own)."""
@@ -85,10 +85,8 @@ class Watcher:
         self._detail_rng = random.Random(7)
         self._mode_left = 0
         self.quiet_until = 0
-        """Steps with a lower index are quiet: their end only counts them (0: none)."""
-        self.timed_from = 0
-        """Host reads made from this step on go into the phase clock (quiet_until + 1 in a quiet run:
-        the step that ends it is passed over too)."""
+        """Steps with a lower index are quiet: their end only counts them, and their host reads go only
+        to the tally of their line (so does the step that ends the quiet run, passed over too). 0: none."""
         self._quiet_from = 0
         self._quiet_read_s = 0.0
         self.clock = PhaseClock(now)
@@ -97,17 +95,13 @@ class Watcher:
         # _set_edges() swaps in the versions that also record CUDA events
         self.enter = self.clock.enter
         self.exit = self.clock.exit
-        self.syncs = SyncCounter(on_read=self.host_read, tally=False)
+        self.syncs = SyncCounter(on_read=self.read_span)
         self.window = ProfileWindow(profile_steps)
         self.settled_at = self.window.settled_from(warmup)
         self.sampler: Sampler | None = None
         self.steps_seen = 0
         self.step_syncs = 0
         self.step_h2d = 0
-        self.sites: dict[tuple[Any, ...], list[Any]] = {}
-        """[file:line, op, count, seconds, code] per place that read: keyed (id(code), instruction, op)
-        when the read was made from the user's own code (no site to work out, no code object to hash
-        on the hot path; the entry keeps the code alive, so its id is not reused), else (site, op)."""
         self.measured = Reservoir[StepRecord](seed=1)
         self.warm = Reservoir[StepRecord](seed=2)
         self.plot_steps: list[StepRecord] = []
@@ -280,28 +274,15 @@ class Watcher:
                 persistent_workers=bool(getattr(iterator, "_persistent_workers", False)),
             )
 
-    def host_read(self, op: str, t0: float, t1: float, frame: Any) -> None:
-        """A host read (or torch.cuda.synchronize) ran from t0 to t1, made by `frame`; on every step,
-        so a read from a place seen before is one dict lookup away from its tally."""
-        if self.steps_seen >= self.timed_from:  # a quiet run's reads only go to their line's tally
-            self.clock.span("sync", t0, t1)
-            self.step_syncs += 1
-        entry = self.sites.get((id(frame.f_code), frame.f_lasti, op))
-        if entry is None:
-            entry = self._site_entry(frame, op)
-        entry[2] += 1
-        entry[3] += t1 - t0
+    def read_span(self, op: str, t0: float, t1: float, frame: Any) -> None:
+        """A host read ran from t0 to t1 (the counter has tallied it by its line already): into the phase
+        clock. Not called during a quiet run."""
+        self.clock.span("sync", t0, t1)
+        self.step_syncs += 1
 
-    def _site_entry(self, frame: Any, op: str) -> list[Any]:
-        """The tally of a read's place, made on first sight. A read from the user's own code is kept
-        under (id of its code, instruction, op); one made inside torch (or ours) under the user's line above
-        it, worked out on every such read, since the same torch line is reached from many places."""
-        code = frame.f_code
-        if is_user_code(code):
-            entry = self.sites[(id(code), frame.f_lasti, op)] = [site_of(frame), op, 0, 0.0, code]
-            return entry
-        where = site_of(frame)
-        return self.sites.setdefault((where, op), [where, op, 0, 0.0, None])
+    def host_read(self, op: str, t0: float, t1: float, frame: Any) -> None:
+        """A host read that the hooks saw (torch.cuda.synchronize) ran from t0 to t1, made by `frame`."""
+        self.syncs.record(op, t0, t1, frame)
 
     # -- steps ------------------------------------------------------------------------------
     def step_ended(self, optimizer: torch.optim.Optimizer | None = None, *hook_args: Any) -> None:
@@ -323,7 +304,7 @@ class Watcher:
         woke = self.quiet_until != 0
         if woke:  # this step's clock started with the quiet run's: passed over too
             self._catch_up(index)
-            self.clock.totals["sync"] += self._read_seconds() - self._quiet_read_s  # for the sums
+            self.clock.totals["sync"] += self.syncs.seconds() - self._quiet_read_s  # for the sums
             if comm_busy:
                 comm.take()  # all-reduces of a DDP made during the quiet run: several steps' worth
         if woke or (index >= self.settled_at and not self.events and not comm_busy and not self.measured.wants()
@@ -371,8 +352,9 @@ class Watcher:
         if self.max_steps is not None:
             until = min(until, self.max_steps - 1)
         if until > index + 1:
-            self.quiet_until, self._quiet_from, self.timed_from = until, index + 1, until + 1
-            self._quiet_read_s = self._read_seconds()
+            self.quiet_until, self._quiet_from = until, index + 1
+            self._quiet_read_s = self.syncs.seconds()
+            self.syncs.time_reads(None)  # the reads only go to their line's tally
 
     def _catch_up(self, upto: int) -> None:
         """Count the quiet steps ended before step `upto` into the sample and the detail mode (at the
@@ -381,11 +363,8 @@ class Watcher:
             quiet = upto - self._quiet_from
             self.measured.skip(quiet)
             self._mode_left -= quiet
-            self.quiet_until = self.timed_from = 0
-
-    def _read_seconds(self) -> float:
-        """Seconds of every host read so far (the tallies by line: a few entries)."""
-        return sum(entry[3] for entry in self.sites.values())
+            self.quiet_until = 0
+            self.syncs.time_reads(self.read_span)
 
     def _quiet_so_far(self) -> int:
         """Steps of the current quiet run ended so far (not yet counted into the sample)."""
@@ -595,7 +574,7 @@ class Watcher:
 
     def _sync_sites(self) -> list[SyncSite]:
         merged: dict[tuple[str, str], list[float]] = {}
-        for where, op, count, seconds, _ in self.sites.values():  # several instructions of one line merge
+        for where, op, count, seconds in self.syncs.sites():  # several instructions of one line merge
             entry = merged.setdefault((where, op), [0, 0.0])
             entry[0] += count
             entry[1] += seconds

@@ -60,8 +60,7 @@ def site_of(frame: Any) -> str:
 
 ReadCallback = Callable[[str, float, float, Any], None]
 """on_read(op, t0, t1, frame): called after each counted host read, which ran from t0 to t1
-(time.perf_counter seconds) and was made by `frame` (`site_of(frame)` names the user's line; the
-callback resolves it only if it needs it)."""
+(time.perf_counter seconds) and was made by `frame` (`site_of(frame)` names the user's line)."""
 
 # Tensor methods that hand tensor values to the host.
 HOST_READ_METHODS = (
@@ -94,23 +93,41 @@ class _Depth(threading.local):
 
 
 class _Registry:
-    """The wrappers are installed once, while at least one counter is active."""
+    """The wrappers are installed once, while at least one counter is active. Every counted read goes
+    into one table, `tally`, by the place that made it; each counter reads its own share as the
+    difference from the table as it stood when the counter started (so a read costs one table update
+    however many counters are active)."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.active: tuple[SyncCounter, ...] = ()
-        self.tallying: tuple[SyncCounter, ...] = ()
         self.timed: tuple[ReadCallback, ...] = ()
-        """The active counters that tally reads, and the callbacks of those that time them (tuples,
-        replaced whole, so a wrapper iterating one is never disturbed by a counter entering or leaving)."""
+        """The callbacks of the active counters that have one (a tuple, replaced whole, so a wrapper
+        iterating it is never disturbed by a counter entering or leaving)."""
+        self.tally: dict[tuple[Any, ...], list[Any]] = {}
+        """[reads, seconds, "file:line", op, code] per place that read. Keyed (id of the code, instruction
+        offset, op) for reads made from the user's own code (no site to work out, no code object to hash
+        on the hot path; the entry keeps the code alive, so that its id is not reused); keyed
+        ("file:line", op), with code None, for reads made inside torch (or ours), by the user's line
+        above them, worked out on every such read, since the same torch line is reached from many
+        places. Emptied (never replaced: the wrappers hold it) when the last counter leaves."""
         self.saved: dict[str, tuple[bool, Any]] = {}
         self.local = _Depth()
         self.device_only = False
         """Every active counter counts reads of accelerator tensors only: a CPU tensor's read is not a sync."""
 
+    def entry(self, frame: Any, op: str) -> list[Any]:
+        """The tally of the place that made a read (`frame`), made on first sight."""
+        code = frame.f_code
+        if is_user_code(code):
+            return self.tally.setdefault((id(code), frame.f_lasti, op), [0, 0.0, site_of(frame), op, code])
+        where = site_of(frame)
+        return self.tally.setdefault((where, op), [0, 0.0, where, op, None])
+
     def _wrap(self, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
-        # the wrapper runs on every read of a training step: one Python frame, locals bound here
-        local = self.local
+        # the wrapper runs on every read of a training step: one Python frame (no callback while no
+        # counter wants one), locals bound here
+        local, tally = self.local, self.tally
         reads_always = name not in ("cpu", "to")  # the others hand values to the host on every call
         getframe, clock = sys._getframe, time.perf_counter
 
@@ -132,22 +149,35 @@ class _Registry:
             finally:
                 t1 = clock()
                 depth[0] = 0
-                for counter in self.tallying:
-                    counter._record(name)
+                frame = getframe(1)
+                entry = tally.get((id(frame.f_code), frame.f_lasti, name))
+                if entry is None:
+                    entry = self.entry(frame, name)
+                entry[0] += 1
+                entry[1] += t1 - t0
                 for on_read in self.timed:
-                    on_read(name, t0, t1, getframe(1))
+                    on_read(name, t0, t1, frame)
 
         wrapper.__name__ = getattr(original, "__name__", name)
         wrapper.__doc__ = getattr(original, "__doc__", None)
         wrapper.__wrapped__ = original  # type: ignore[attr-defined]
         return wrapper
 
+    def record(self, op: str, t0: float, t1: float, frame: Any) -> None:
+        """A host read that ran from t0 to t1, made by `frame`, seen by someone else (a wrapped
+        `torch.cuda.synchronize`): counted as the wrappers count theirs."""
+        entry = self.entry(frame, op)
+        entry[0] += 1
+        entry[1] += t1 - t0
+        for on_read in self.timed:
+            on_read(op, t0, t1, frame)
+
     def _regroup(self) -> None:
-        self.tallying = tuple(c for c in self.active if c.tally)
         self.timed = tuple(c.on_read for c in self.active if c.on_read is not None)
         self.device_only = bool(self.active) and all(c.device_only for c in self.active)
 
-    def add(self, counter: SyncCounter) -> None:
+    def add(self, counter: SyncCounter) -> dict[tuple[Any, ...], tuple[int, float]]:
+        """Activate `counter`; returns the table as it stands (what it must not count)."""
         with self.lock:
             if not self.active:
                 for name in HOST_READ_METHODS:
@@ -157,6 +187,7 @@ class _Registry:
                     setattr(torch.Tensor, name, self._wrap(name, original))
             self.active += (counter,)
             self._regroup()
+            return {key: (e[0], e[1]) for key, e in self.tally.items()}
 
     def remove(self, counter: SyncCounter) -> None:
         with self.lock:
@@ -169,6 +200,7 @@ class _Registry:
                     else:
                         delattr(torch.Tensor, name)
                 self.saved.clear()
+                self.tally.clear()
 
 
 _REGISTRY = _Registry()
@@ -178,18 +210,18 @@ sampler on another thread tells, at no cost to the read itself)."""
 
 
 class SyncCounter:
-    """Context manager counting host reads of tensor values; `count` and `by_op` hold the tally."""
+    """Context manager counting host reads of tensor values: `count`, `by_op` and `sites()` hold the tally."""
 
-    def __init__(self, on_read: ReadCallback | None = None, tally: bool = True) -> None:
-        self.count = 0
-        self.by_op: Counter[str] = Counter()
+    def __init__(self, on_read: ReadCallback | None = None) -> None:
         self.on_read = on_read
-        """Called after each read with (op, t0, t1, frame); None keeps counting cheap."""
-        self.tally = tally
-        """False: keep no `count`/`by_op` (a caller that keeps its own, through `on_read`)."""
+        """Called after each read with (op, t0, t1, frame); None (the default) keeps a read cheap.
+        `time_reads()` changes it while the counter is active."""
         self.device_only = False
         """True: count reads of accelerator tensors only (a run on a GPU, where reading a CPU tensor,
         a DataLoader sampler's `randperm(n).tolist()` say, waits for nothing)."""
+        self._before: dict[tuple[Any, ...], tuple[int, float]] = {}
+        self._final: list[tuple[str, str, int, float]] | None = None
+        self._active = False
 
     def count_device_reads_only(self) -> None:
         """From now on, reads of CPU tensors are not counted (while every active counter agrees)."""
@@ -197,14 +229,56 @@ class SyncCounter:
             self.device_only = True
             _REGISTRY._regroup()
 
-    def _record(self, name: str) -> None:
-        # reads that count happen on the thread that made them; DataLoader workers are processes
-        self.count += 1
-        self.by_op[name] += 1
+    def time_reads(self, on_read: ReadCallback | None) -> None:
+        """Call `on_read` after each read from now on (None: no call; the reads are still counted)."""
+        with _REGISTRY.lock:
+            self.on_read = on_read
+            _REGISTRY._regroup()
+
+    @staticmethod
+    def record(op: str, t0: float, t1: float, frame: Any) -> None:
+        """Count a host read that some other wrapper saw (a `torch.cuda.synchronize`), for every
+        active counter."""
+        _REGISTRY.record(op, t0, t1, frame)
+
+    def sites(self) -> list[tuple[str, str, int, float]]:
+        """("file:line", op, reads, seconds) of each place that read since the counter started (one
+        line may appear more than once: one entry per instruction that read)."""
+        if self._final is not None:
+            return list(self._final)
+        if not self._active:
+            return []
+        before = self._before
+        out = []
+        for key, (n, seconds, where, op, _) in list(_REGISTRY.tally.items()):
+            n0, s0 = before.get(key, (0, 0.0))
+            if n > n0:
+                out.append((where, op, n - n0, seconds - s0))
+        return out
+
+    def seconds(self) -> float:
+        """Seconds of every host read counted so far."""
+        return sum(s for _, _, _, s in self.sites())
+
+    @property
+    def count(self) -> int:
+        return sum(n for _, _, n, _ in self.sites())
+
+    @property
+    def by_op(self) -> Counter[str]:
+        ops: Counter[str] = Counter()
+        for _, op, n, _ in self.sites():
+            ops[op] += n
+        return ops
 
     def __enter__(self) -> SyncCounter:
-        _REGISTRY.add(self)
+        self._final = None
+        self._before = _REGISTRY.add(self)
+        self._active = True
         return self
 
     def __exit__(self, *exc: object) -> None:
-        _REGISTRY.remove(self)
+        if self._active:
+            self._final = self.sites()
+            self._active = False
+            _REGISTRY.remove(self)
