@@ -117,10 +117,15 @@ class _Registry:
         """Every active counter counts reads of accelerator tensors only: a CPU tensor's read is not a sync."""
 
     def entry(self, frame: Any, op: str) -> list[Any]:
-        """The tally of the place that made a read (`frame`), made on first sight."""
+        """The tally of the place that made a read (`frame`), made on first sight (the wrappers look a
+        user's place up themselves first, and come here when it is new or inside torch)."""
         code = frame.f_code
         if is_user_code(code):
-            return self.tally.setdefault((id(code), frame.f_lasti, op), [0, 0.0, site_of(frame), op, code])
+            key = (id(code), frame.f_lasti, op)
+            found = self.tally.get(key)
+            if found is None:  # its line worked out once, not on every read
+                found = self.tally[key] = [0, 0.0, site_of(frame), op, code]
+            return found
         where = site_of(frame)
         return self.tally.setdefault((where, op), [0, 0.0, where, op, None])
 
@@ -149,7 +154,7 @@ class _Registry:
             finally:
                 t1 = clock()
                 depth[0] = 0
-                frame = getframe(1)
+                frame = getframe(1)  # what record() does, inlined: no second frame per read
                 entry = tally.get((id(frame.f_code), frame.f_lasti, name))
                 if entry is None:
                     entry = self.entry(frame, name)
