@@ -225,6 +225,7 @@ def test_memory_stays_bounded_over_a_million_steps() -> None:
     r = w.measurements()
     assert r.steps_seen == 1_000_000
     assert len(w.measured.items) <= RESERVOIR_SIZE and len(w.plot_steps) <= 400 and len(w.pending) <= 256
+    assert w.detailed_steps is not None and len(w.detailed_steps.items) == RESERVOIR_SIZE
     assert grown < 256 * 1024  # 50 000 steps added under 256 KiB: no per-step growth
 
 
@@ -391,6 +392,38 @@ def test_the_split_of_forward_backward_and_the_rest_comes_from_every_detailed_st
     assert len(detailed) > 1000 and sum(r.detailed for r in w.measured.items) < 16
     assert shares["forward"].share == pytest.approx(exact, abs=1e-9)
     assert shares["other"].share == pytest.approx(1 - exact, abs=1e-9)
+
+
+def test_forward_host_time_is_the_median_of_a_sample_of_detailed_steps_alone() -> None:
+    """The step sample holds about one detailed step in `detail_every`; forward's median host time comes
+    from a sample of the detailed steps alone, the very one a reservoir offered every detailed step
+    would keep, each step timed alone although both samples' passed-over steps run quiet."""
+    clock = [0.0]
+    w = Watcher(warmup=2, profile_steps=0, sample_hz=5, now=lambda: clock[0], detail_every=4)
+    w.measured = Reservoir(size=16, seed=1)
+    detailed_at: list[bool] = []
+    quiet = 0
+    with w:
+        for _ in range(8000):
+            quiet += w.steps_seen < w.quiet_until
+            detailed_at.append(w.detailed)
+            forward = (w.steps_seen % 101) / 100  # 0 to 1 s, spread evenly: median 0.5 s
+            w.enter("forward")
+            clock[0] += forward
+            w.exit("forward")
+            clock[0] += 1.0 - forward
+            w.step_ended(_OPTIMIZER)  # type: ignore[arg-type]
+    assert w.detailed_steps is not None
+    kept = w.detailed_steps.items
+    same = Reservoir[int](seed=5)  # the detailed sample's choice, offered every measured detailed step in turn
+    for i in range(w.settled_at, 8000):
+        if detailed_at[i]:
+            same.add(i) if same.wants() else same.skip()
+    assert sorted(r.index for r in kept) == sorted(same.items) and len(kept) == RESERVOIR_SIZE
+    assert all(r.detailed and abs(r.wall_s - 1.0) < 1e-6 and abs(r.phases["forward"] - (r.index % 101) / 100) < 1e-6
+               for r in kept)  # each kept step timed alone (the fake clock's sums round in the last bits)
+    assert sum(r.detailed for r in w.measured.items) < 16 and quiet > 4000
+    assert w.measurements().phases["forward"].host_ms == pytest.approx(500, abs=100)
 
 
 def test_the_profiler_windows_own_time_goes_to_no_step() -> None:

@@ -74,7 +74,7 @@ class Watcher:
 
     def __init__(self, warmup: int = 3, steps: int | None = None, profile_steps: int = 3,
                  sample_hz: float = 50.0, now: Callable[[], float] = time.perf_counter,
-                 detail_every: int = 16) -> None:
+                 detail_every: int = 32) -> None:
         self.warmup, self.max_steps, self.sample_hz = warmup, steps, sample_hz
         self.detail_every = detail_every
         """After the first DETAILED_FIRST measured steps, about one step in `detail_every` is
@@ -103,6 +103,10 @@ class Watcher:
         self.step_syncs = 0
         self.step_h2d = 0
         self.measured = Reservoir[StepRecord](seed=1)
+        self.detailed_steps = Reservoir[StepRecord](seed=5) if detail_every > 1 else None
+        """A uniform sample of the measured detailed steps alone: forward, backward and optimizer's median
+        host times come from it (the step sample holds about one detailed step in `detail_every`).
+        None when every step is detailed: the step sample is one of them."""
         self.warm = Reservoir[StepRecord](seed=2)
         self.plot_steps: list[StepRecord] = []
         self.primary_optimizer: int | None = None
@@ -207,8 +211,8 @@ class Watcher:
     def _set_edges(self) -> None:
         """Phase edges also record CUDA events on the detailed steps of a CUDA run, and only there. On the
         other steps only the copies to the device (h2d) have edges among the device phases; an event
-        is a CUDA call or two, dear next to a tiny step, and the detailed steps (about one in sixteen,
-        in runs placed at random) sample the copies' device spans well enough."""
+        is a CUDA call or two, dear next to a tiny step, and the detailed steps (about one in
+        `detail_every`, in runs placed at random) sample the copies' device spans well enough."""
         if self.device == "cuda" and self.detailed:
             self.enter = self._enter_with_events  # type: ignore[method-assign]
             self.exit = self._exit_with_events  # type: ignore[method-assign]
@@ -308,8 +312,10 @@ class Watcher:
             if comm_busy:
                 comm.take()  # all-reduces of a DDP made during the quiet run: several steps' worth
         if woke or (index >= self.settled_at and not self.events and not comm_busy and not self.measured.wants()
-                    and not self._plotting()):
+                    and not self._detail_wanted() and not self._plotting()):
             self.measured.skip()
+            if self.detailed and self.detailed_steps is not None:
+                self.detailed_steps.skip()
             self.clock.drop_step()
             self.step_syncs = self.step_h2d = 0
         else:
@@ -332,6 +338,10 @@ class Watcher:
         if self.max_steps is not None and self.steps_seen >= self.max_steps:
             raise StopWatching(f"stopped after {self.steps_seen} steps")
 
+    def _detail_wanted(self) -> bool:
+        """Whether the step that ends now is detailed and the sample of detailed steps keeps it."""
+        return self.detailed and self.detailed_steps is not None and self.detailed_steps.wants()
+
     def _plotting(self) -> bool:
         """Whether the step that starts now is kept for the per-step plots."""
         return self.detailed and len(self.plot_steps) < PLOT_STEPS
@@ -348,7 +358,10 @@ class Watcher:
         spans come with a step (on CUDA the phase edges record events on detailed steps only, and a
         quiet run never outlasts the detail mode it starts in), so nothing can turn up during a
         quiet step that would have to be kept."""
-        until = index + min(self.measured.passes_over(), self._mode_left, QUIET_MAX)
+        passes = self.measured.passes_over()
+        if self.detailed and self.detailed_steps is not None:
+            passes = min(passes, self.detailed_steps.passes_over())
+        until = index + min(passes, self._mode_left, QUIET_MAX)
         if self.max_steps is not None:
             until = min(until, self.max_steps - 1)
         if until > index + 1:
@@ -362,6 +375,8 @@ class Watcher:
         if self.quiet_until:
             quiet = upto - self._quiet_from
             self.measured.skip(quiet)
+            if self.detailed and self.detailed_steps is not None:  # a quiet run keeps its step's mode
+                self.detailed_steps.skip(quiet)
             self._mode_left -= quiet
             self.quiet_until = 0
             self.syncs.time_reads(self.read_span)
@@ -389,6 +404,8 @@ class Watcher:
             self.warm.add(record)
             return
         self.measured.add(record)  # shares come from this uniform sample: no per-phase sums per step
+        if record.detailed and self.detailed_steps is not None:
+            self.detailed_steps.add(record)
         if record.detailed and len(self.plot_steps) < PLOT_STEPS:
             self.plot_steps.append(record)
         if events:
@@ -541,10 +558,13 @@ class Watcher:
             notes.append(f"only {self.steps_seen} steps: warm-up steps were used for the statistics")
         # data, h2d, sync and checkpoint from the clock's sums over every measured step, the split of
         # the rest from its sums over every detailed one; step times exact up to RESERVOIR_SIZE measured
-        # steps, beyond that from the uniform sample
+        # steps, beyond that from the uniform sample; forward's, backward's, optimizer's and other's
+        # median host times from the sample of detailed steps
         whole_run = records is self.measured.items
         shares, detailed = phase_shares(records, self.clock.summed() if whole_run else None,
                                         self.clock.call_split() if whole_run else None)
+        if whole_run and self.detailed_steps is not None and self.detailed_steps.items:
+            detailed = self.detailed_steps.items
         phases = {}
         for p in PHASES:
             dev = median(self.device_ms[p].items) if p in self.device_ms and self.device_ms[p].items else None
@@ -652,7 +672,7 @@ def phase_shares(records: list[StepRecord], sums: tuple[dict[str, float], float]
 
 
 def watch(warmup: int = 3, steps: int | None = None, profile_steps: int = 3, sample_hz: float = 50.0,
-          detail_every: int = 16) -> Watcher:
+          detail_every: int = 32) -> Watcher:
     """Watch a training loop: `with trainspeed.watch() as w: ...` then `w.result()`."""
     return Watcher(warmup=warmup, steps=steps, profile_steps=profile_steps, sample_hz=sample_hz,
                    detail_every=detail_every)
