@@ -3,11 +3,13 @@
     python benchmarks/doctor_overhead.py
     python benchmarks/doctor_overhead.py --loops iris --rounds 7 --arms plain,trainspeed.watch
     python benchmarks/doctor_overhead.py --device cuda --iris-steps 10000 --arms plain,trainspeed.watch
+    python benchmarks/doctor_overhead.py --loops iris --arms plain,trainspeed.watch,trainspeed.watch:detail_every=16
 
 Two loops: the seed's Iris step (tiny: the worst case for any per-step cost) and an MLP step of
 about 10 ms. Each arm runs the same number of steps, arms interleaved (ABCABC...) over several
 rounds so drift hits all of them; the table gives the median over rounds and the overhead
-relative to the plain loop. Every run is a fresh process: a torch.profiler session leaves the
+relative to the plain loop. An arm `trainspeed.watch:KEY=N;...` watches with those Watcher
+arguments (integers), to compare settings. Every run is a fresh process: a torch.profiler session leaves the
 process slower for whatever runs after it, so arms sharing a process would not be compared fairly.
 """
 
@@ -77,12 +79,33 @@ def timed(run: Callable[[], None], device: str) -> float:
     return time.perf_counter() - t0
 
 
-def arms(loop: Callable[[int], None], steps: int) -> dict[str, Callable[[], None]]:
+ARMS = ("plain", "trainspeed.watch", "torch.profiler")
+
+
+def watcher_args(arm: str) -> dict[str, int] | None:
+    """The Watcher arguments of a `trainspeed.watch:KEY=N;...` arm ({} for plain trainspeed.watch);
+    None if `arm` is no watcher arm. ValueError for a malformed one."""
+    name, _, spec = arm.partition(":")
+    if name != "trainspeed.watch":
+        return None
+    kwargs: dict[str, int] = {}
+    for part in filter(None, spec.split(";")):
+        key, eq, value = part.partition("=")
+        if not eq or key not in ("detail_every", "warmup", "profile_steps"):
+            raise ValueError(f"bad watcher setting {part!r} in arm {arm!r} (detail_every, warmup or profile_steps)")
+        try:
+            kwargs[key] = int(value)
+        except ValueError:
+            raise ValueError(f"{key} must be an integer, got {value!r} in arm {arm!r}") from None
+    return kwargs
+
+
+def arms(loop: Callable[[int], None], steps: int, arm: str) -> Callable[[], None]:
     def plain() -> None:
         loop(steps)
 
     def watched() -> None:
-        with Watcher():
+        with Watcher(**(watcher_args(arm) or {})):  # type: ignore[arg-type]
             loop(steps)
 
     def profiled() -> None:
@@ -92,7 +115,7 @@ def arms(loop: Callable[[int], None], steps: int) -> dict[str, Callable[[], None
         with quiet_fd2(), torch.profiler.profile(activities=activities):
             loop(steps)
 
-    return {"plain": plain, "trainspeed.watch": watched, "torch.profiler": profiled}
+    return watched if watcher_args(arm) is not None else {"plain": plain, "torch.profiler": profiled}[arm]
 
 
 LOOPS = {"iris": iris_loop, "mlp": mlp_loop}
@@ -104,7 +127,7 @@ def worker(loop_name: str, arm: str, steps: int, device: str) -> None:
         LOOPS[loop_name](n, device)
 
     loop(max(1, steps // 10))  # first-call costs, untimed
-    print(timed(arms(loop, steps)[arm], device))
+    print(timed(arms(loop, steps, arm), device))
 
 
 def run_fresh(loop_name: str, arm: str, steps: int, device: str) -> float:
@@ -130,6 +153,14 @@ def main() -> None:
         parser.exit(2, "doctor_overhead.py: --iris-steps must be at least 1\n")
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.exit(2, "doctor_overhead.py: --device cuda, but torch sees no CUDA device\n")
+    for arm in args.arms.split(","):
+        try:
+            known = arm in ARMS or watcher_args(arm) is not None
+        except ValueError as e:
+            parser.exit(2, f"doctor_overhead.py: {e}\n")
+        if not known:
+            parser.exit(2, f"doctor_overhead.py: unknown arm {arm!r} (plain, trainspeed.watch[:KEY=N;...], "
+                           "torch.profiler)\n")
     hw = detect_hardware()
     where = hw.gpu.gpus[0].name if args.device == "cuda" else "CPU"
     print(f"Measured {datetime.date.today()} on {hw.cpu.model} ({hw.cpu.microarchitecture}, "
