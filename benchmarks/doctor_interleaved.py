@@ -16,7 +16,7 @@ timed. By default every timed step is kept in the step sample (it is not full ye
 the step edge's paths. `--sampled P` first brings the sample to where it stands after P measured
 steps: it then keeps about 1 024 / P of the timed steps, and most of the others run quiet (their
 end only counts them), as late in a long run. Not in these figures: the detailed runs (one step in
-sixteen), the op/FLOP window and the start-up, which doctor_overhead.py includes.
+32 by default), the op/FLOP window and the start-up, which doctor_overhead.py includes.
 """
 
 from __future__ import annotations
