@@ -14,7 +14,7 @@ A watched block is a fresh `Watcher(warmup=0, profile_steps=0, detail_every=10**
 steps (all detailed, then the switch to edges-only) run untimed, then `--block` edges-only steps are
 timed. By default every timed step is kept in the step sample (it is not full yet): the dearest of
 the step edge's paths. `--sampled P` first brings the sample to where it stands after P measured
-steps: it then keeps about 1 024 / P of the timed steps, and most of the others run quiet (their
+steps: it then keeps about 256 / P of the timed steps, and most of the others run quiet (their
 end only counts them), as late in a long run. Not in these figures: the detailed runs (one step in
 32 by default), the op/FLOP window and the start-up, which doctor_overhead.py includes.
 """
