@@ -5,12 +5,17 @@ On a CUDA machine the code under test would pick the GPU wherever it chooses a d
 (the examples, `fit`'s automatic device), so those tests see none: `torch.cuda.is_available()`
 answers False in this process and CUDA_VISIBLE_DEVICES hides the devices from the processes the
 tests start (scripts, torchrun ranks).
+
+Each test also starts with the process's budget of hook resumes unspent (watch/hooks.RESUME_BUDGET),
+as a script watched by `trainspeed doctor` does, whatever the tests before it used.
 """
 
 from __future__ import annotations
 
 import pytest
 import torch
+
+from trainspeed.watch import hooks
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -29,3 +34,8 @@ def _cpu_only_unless_marked_gpu(request: pytest.FixtureRequest, monkeypatch: pyt
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+
+
+@pytest.fixture(autouse=True)
+def _fresh_resume_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(hooks, "_resumes", [0])

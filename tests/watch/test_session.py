@@ -17,7 +17,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 import trainspeed
 from trainspeed.watch import Watcher
-from trainspeed.watch.session import PLOT_STEPS
+from trainspeed.watch.session import DETAIL_BLOCK, PLOT_STEPS, SWITCHES_PER_DOUBLING
 from trainspeed.watch.stats import RESERVOIR_SIZE, Reservoir
 from trainspeed.workloads import load_iris_split, make_iris_mlp
 
@@ -424,6 +424,33 @@ def test_forward_host_time_is_the_median_of_a_sample_of_detailed_steps_alone() -
                for r in kept)  # each kept step timed alone (the fake clock's sums round in the last bits)
     assert sum(r.detailed for r in w.measured.items) < 16 and quiet > 4000
     assert w.measurements().phases["forward"].host_ms == pytest.approx(500, abs=100)
+
+
+def test_hook_switches_grow_with_the_log_of_the_run_and_stop_at_the_process_budget(monkeypatch) -> None:
+    """Every pause and resume of the per-call hooks modifies torch.nn.Module's class; CPython 3.13+
+    stops caching a class's lookups after 1 000 modifications. Detailed runs double in length every
+    SWITCHES_PER_DOUBLING runs (their share stays), and a process stops switching at its budget."""
+    from trainspeed.watch import hooks as hooks_module
+
+    def detailed_runs(steps: int, budget: int) -> tuple[Watcher, int, int]:
+        monkeypatch.setattr(hooks_module, "RESUME_BUDGET", budget)
+        monkeypatch.setattr(hooks_module, "_resumes", [0])
+        clock = [0.0]
+        w = Watcher(warmup=0, profile_steps=0, sample_hz=5, now=lambda: clock[0], detail_every=2)
+        detailed = 0
+        with w:
+            for _ in range(steps):
+                detailed += w.detailed
+                _fake_clock_run(w, clock, 1)
+        return w, hooks_module._resumes[0], detailed
+
+    w, resumes, detailed = detailed_runs(40_000, 10**6)
+    assert SWITCHES_PER_DOUBLING * 2 < resumes < SWITCHES_PER_DOUBLING * 4  # 64-step runs: over 300 of them
+    assert 0.4 < detailed / 40_000 < 0.6 and not w.notes
+    w, resumes, detailed = detailed_runs(40_000, 20)
+    assert resumes == 21  # the budget's 20, then stop() puts the hooks back in before taking every patch out
+    assert len(w.notes) == 1 and "detailed steps stopped" in w.notes[0]
+    assert not w.detailed and detailed < 20 * DETAIL_BLOCK * 2
 
 
 def test_the_profiler_windows_own_time_goes_to_no_step() -> None:

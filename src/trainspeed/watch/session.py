@@ -58,6 +58,10 @@ DETAILED_FIRST = 50
 DETAIL_BLOCK = 64
 """Detailed steps come in runs of this many: switching the per-call hooks in or out costs about a
 millisecond (Python re-specialises every call site that touched nn.Module), so it must be rare."""
+SWITCHES_PER_DOUBLING = 32
+"""After every this many detailed runs, the runs (and the gaps between them) grow twice as long: the
+share of detailed steps stays one in `detail_every`, while the hook switches, which modify
+torch.nn.Module's class (see hooks.RESUME_BUDGET), grow only with the logarithm of the run's length."""
 QUIET_MAX = 64
 """A quiet run lasts at most this many steps: the step after it adds the run's data, h2d, sync and
 checkpoint seconds to the clock's sums, and a run the script ends inside is left out of them."""
@@ -84,6 +88,7 @@ class Watcher:
         self.detailed = True
         self._detail_rng = random.Random(7)
         self._mode_left = 0
+        self._detail_runs = 0
         self.quiet_until = 0
         """Steps with a lower index are quiet: their end only counts them, and their host reads go only
         to the tally of their line (so does the step that ends the quiet run, passed over too). 0: none."""
@@ -517,8 +522,18 @@ class Watcher:
             self._mode_left = early if early > 0 and self.primary_optimizer is not None else 1
         else:
             detailed = not self.detailed
-            gap = DETAIL_BLOCK * (self.detail_every - 1)
-            self._mode_left = DETAIL_BLOCK if detailed else self._detail_rng.randint(gap // 2, gap + gap // 2)
+            if detailed and not self.hooks.resumes_left():
+                detailed = False  # edges only from here on: see hooks.RESUME_BUDGET
+                self._mode_left = 1 << 62
+                self.notes.append(f"detailed steps stopped at step {self.steps_seen}: this process has switched the "
+                                  "per-call hooks as often as it may (Python 3.13+ stops caching a class's attribute "
+                                  "lookups after 1 000 changes); the forward/backward/optimizer split comes from the "
+                                  "steps before")
+            else:
+                block = DETAIL_BLOCK << (self._detail_runs // SWITCHES_PER_DOUBLING)
+                self._detail_runs += detailed
+                gap = block * (self.detail_every - 1)
+                self._mode_left = block if detailed else self._detail_rng.randint(gap // 2, gap + gap // 2)
         if detailed != self.detailed:
             self.detailed = self.clock.detailed = detailed
             if detailed:
