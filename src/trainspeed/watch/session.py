@@ -319,8 +319,8 @@ class Watcher:
         if woke or (index >= self.settled_at and not self.events and not comm_busy and not self.measured.wants()
                     and not self._detail_wanted() and not self._plotting()):
             self.measured.skip()
-            if self.detailed and self.detailed_steps is not None:
-                self.detailed_steps.skip()
+            if (sample := self._detail_sample()) is not None:
+                sample.skip()
             self.clock.drop_step()
             self.step_syncs = self.step_h2d = 0
         else:
@@ -343,9 +343,15 @@ class Watcher:
         if self.max_steps is not None and self.steps_seen >= self.max_steps:
             raise StopWatching(f"stopped after {self.steps_seen} steps")
 
+    def _detail_sample(self) -> Reservoir[StepRecord] | None:
+        """The sample of detailed steps, if the step running now (or the quiet run) is detailed and
+        there is one: the sample that step is offered to besides the step sample."""
+        return self.detailed_steps if self.detailed else None
+
     def _detail_wanted(self) -> bool:
         """Whether the step that ends now is detailed and the sample of detailed steps keeps it."""
-        return self.detailed and self.detailed_steps is not None and self.detailed_steps.wants()
+        sample = self._detail_sample()
+        return sample is not None and sample.wants()
 
     def _plotting(self) -> bool:
         """Whether the step that starts now is kept for the per-step plots."""
@@ -364,8 +370,8 @@ class Watcher:
         quiet run never outlasts the detail mode it starts in), so nothing can turn up during a
         quiet step that would have to be kept."""
         passes = self.measured.passes_over()
-        if self.detailed and self.detailed_steps is not None:
-            passes = min(passes, self.detailed_steps.passes_over())
+        if (sample := self._detail_sample()) is not None:
+            passes = min(passes, sample.passes_over())
         until = index + min(passes, self._mode_left, QUIET_MAX)
         if self.max_steps is not None:
             until = min(until, self.max_steps - 1)
@@ -380,8 +386,8 @@ class Watcher:
         if self.quiet_until:
             quiet = upto - self._quiet_from
             self.measured.skip(quiet)
-            if self.detailed and self.detailed_steps is not None:  # a quiet run keeps its step's mode
-                self.detailed_steps.skip(quiet)
+            if (sample := self._detail_sample()) is not None:  # a quiet run keeps its step's mode
+                sample.skip(quiet)
             self._mode_left -= quiet
             self.quiet_until = 0
             self.syncs.time_reads(self.read_span)
