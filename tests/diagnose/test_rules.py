@@ -170,6 +170,8 @@ def test_bursts_of_waiting_are_judged_by_their_share_of_the_run() -> None:
     verdicts = diagnose(r, ctx)
     data = next(v for v in verdicts if v.id == "input_bound")
     assert "22% of the run's time, in bursts" in data.evidence and "0.11 ms" in data.evidence
+    # the median step's part is its own (0.11 of 6.84 ms), not the run's 22% again
+    assert "0.11 ms of 6.84 ms there (2%)" in data.evidence and data.evidence.count("22%") == 1
     # 4 workers instead of 2 halve the wait: 1 / max(1 - 0.2175, 0.2175 * 2 / 4)
     assert data.predicted_speedup == pytest.approx(1 / 0.7825, abs=0.01)
     assert verdicts[0].id == "launch_bound" and "compute_bound" not in [v.id for v in verdicts]

@@ -88,13 +88,15 @@ def _busy_source(r: WatchResult) -> str:
 
 
 def _burst_note(r: WatchResult, phase: str) -> str:
-    """How a phase's time is spread: a median step far under its share means waits in bursts."""
+    """How a phase's time is spread: a median step far under its share means waits in bursts. The
+    share of the run's time is said once, and the median step's part of it is its own percentage."""
     typical = _ms(r, phase)
-    share_ms = r.phases[phase].share * (r.median_ms or 0.0)
-    if typical >= 0.5 * share_ms:
-        return f"{typical:.2f} ms of a {r.median_ms:.2f} ms step"
-    return (f"{r.phases[phase].share:.0%} of the run's time, in bursts: the median step spends {typical:.2f} ms "
-            f"of {r.median_ms:.2f} ms there")
+    share = r.phases[phase].share
+    median = r.median_ms or 0.0
+    if typical >= 0.5 * share * median:
+        return f"{typical:.2f} ms of a {median:.2f} ms step ({share:.0%} of the run's time)"
+    return (f"{share:.0%} of the run's time, in bursts: the median step spends {typical:.2f} ms of "
+            f"{median:.2f} ms there ({typical / median:.0%})")
 
 
 def input_bound(r: WatchResult, c: Context) -> Verdict | None:
@@ -103,7 +105,7 @@ def input_bound(r: WatchResult, c: Context) -> Verdict | None:
         return None
     workers = max((ld.num_workers for ld in r.loaders), default=0)
     suggest = max(workers * 2, min(4, max(1, c.physical_cores)))
-    evidence = f"waiting on the DataLoader took {_burst_note(r, 'data')} ({share:.0%}); num_workers={workers}"
+    evidence = f"waiting on the DataLoader took {_burst_note(r, 'data')}; num_workers={workers}"
     if r.gpu_util.sawtooth:
         evidence += f"; GPU utilisation is a saw-tooth ({r.gpu_util.why})"
     pin = ", pin_memory=True" if r.device == "cuda" else ""
@@ -119,7 +121,7 @@ def checkpoint_heavy(r: WatchResult, c: Context) -> Verdict | None:
     share = r.phases["checkpoint"].share
     if share < CHECKPOINT_SHARE or not r.median_ms:
         return None
-    evidence = f"torch.save took {_burst_note(r, 'checkpoint')} ({share:.0%})"
+    evidence = f"torch.save took {_burst_note(r, 'checkpoint')}"
     # saving `factor` times less often brings it under 1% of the run's time
     factor = max(2, math.ceil(share / 0.01))
     if _ms(r, "checkpoint") > 0:  # the median step saves: the script saves every step (or nearly)
