@@ -8,9 +8,10 @@ it attached when the profiler stops, and its callbacks stay on every later CUDA 
 fresh process running the seed's Iris loop on the GPU: `--steps` steps timed, then the doctor's
 profiler window (trainspeed.watch.profile_window.ProfileWindow, 3 steps), then `--steps` steps
 timed again. Arms: the window as the doctor runs it (it sets TEARDOWN_CUPTI=1 around the
-profiler's stop), and the same with TEARDOWN_CUPTI=0 in the environment (which the window leaves
-alone): what the window cost before it detached CUPTI. Per step, the device synchronised around
-each timed block.
+profiler's stop); the same with TEARDOWN_CUPTI=0 in the environment (which the window leaves
+alone): what the window cost before it detached CUPTI; and no window at all, the same 4 steps run
+plain (the control: how much the second block differs from the first with no profiler in
+between). Per step, the device synchronised around each timed block.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
-def worker(steps: int) -> None:
+def worker(steps: int, with_window: bool) -> None:
     import torch
 
     from doctor_overhead import iris_stepper
@@ -46,15 +47,16 @@ def worker(steps: int) -> None:
     window = ProfileWindow(3)
     for index in range(4):  # opens as step 0 ends, profiles steps 1-3, closes as step 3 ends
         loop(1)
-        window.on_step_end(index, warmup=1, cuda=True)
-    assert window.kernels_per_step, window.notes
+        if with_window:
+            window.on_step_end(index, warmup=1, cuda=True)
+    assert window.kernels_per_step or not with_window, window.notes
     loop(100)
     print(before, per_step())
 
 
 def main() -> None:
     if sys.argv[1:2] == ["--worker"]:
-        worker(int(sys.argv[2]))
+        worker(int(sys.argv[2]), sys.argv[3] == "window")
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=3000)
@@ -66,14 +68,16 @@ def main() -> None:
         parser.exit(2, "cupti_teardown.py: needs a CUDA device\n")
     if args.steps < 1 or args.rounds < 1:
         parser.exit(2, "cupti_teardown.py: --steps and --rounds must be at least 1\n")
-    arms = {"window, CUPTI detached (the doctor's default)": None, "window, TEARDOWN_CUPTI=0": "0"}
+    arms = {"window, CUPTI detached (the doctor's default)": (None, "window"),
+            "window, TEARDOWN_CUPTI=0": ("0", "window"),
+            "no window (control)": (None, "none")}
     results: dict[str, list[tuple[float, float]]] = {arm: [] for arm in arms}
     for _ in range(args.rounds):
-        for arm, value in arms.items():
+        for arm, (value, kind) in arms.items():
             env = {k: v for k, v in os.environ.items() if k != "TEARDOWN_CUPTI"}
             if value is not None:
                 env["TEARDOWN_CUPTI"] = value
-            out = subprocess.run([sys.executable, __file__, "--worker", str(args.steps)], env=env, check=True,
+            out = subprocess.run([sys.executable, __file__, "--worker", str(args.steps), kind], env=env, check=True,
                                  capture_output=True, text=True).stdout.split()
             results[arm].append((float(out[-2]), float(out[-1])))
             print(f"# {arm}: {out[-2]} -> {out[-1]} us per step", file=sys.stderr, flush=True)

@@ -3,6 +3,7 @@
     python benchmarks/doctor_interleaved.py
     python benchmarks/doctor_interleaved.py --rounds 60 --block 300 --sample-hz 50
     python benchmarks/doctor_interleaved.py --sampled 100000
+    python benchmarks/doctor_interleaved.py --device cuda    # the seed loop on the GPU
 
 Fresh-process runs (doctor_overhead.py) compare whole runs seconds apart, and on a shared 2-vCPU
 VM their spread (±5%) hides differences of a few percent. Here one process alternates a plain
@@ -27,6 +28,8 @@ import statistics
 import time
 from pathlib import Path
 import sys
+
+import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -56,13 +59,21 @@ def main() -> None:
     parser.add_argument("--sample-hz", type=float, default=50.0, help="stack sampler rate (1e-4: off)")
     parser.add_argument("--sampled", type=int, default=0,
                         help="start the timed steps where the step sample stands after this many measured steps")
+    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     args = parser.parse_args()
-    loop = iris_stepper()
+    cuda = args.device == "cuda"
+    if cuda and not torch.cuda.is_available():
+        parser.exit(2, "doctor_interleaved.py: --device cuda needs a CUDA device\n")
+    loop = iris_stepper(args.device)
     loop(1000)  # first-call costs
 
     def timed(steps: int) -> float:
+        if cuda:
+            torch.cuda.synchronize()
         t0 = time.perf_counter()
         loop(steps)
+        if cuda:
+            torch.cuda.synchronize()
         return (time.perf_counter() - t0) / steps * 1e6
 
     plain: list[float] = []
@@ -79,7 +90,7 @@ def main() -> None:
     quart = statistics.quantiles(ratios, n=4)
     hw = detect_hardware()
     print(f"Measured {datetime.date.today()} on {hw.cpu.model} ({hw.cpu.microarchitecture}, "
-          f"{hw.cpu.logical_threads} threads), CPU; torch {hw.torch_version}; {args.rounds} rounds of "
+          f"{hw.cpu.logical_threads} threads), {torch.cuda.get_device_name() if cuda else 'CPU'}; torch {hw.torch_version}; {args.rounds} rounds of "
           f"{args.block} steps, sampler {args.sample_hz:g} Hz, step sample advanced to {args.sampled} steps.\n")
     p, w = statistics.median(plain), statistics.median(watched)
     print("| arm | median µs per step | watched − plain | pair by pair: median [quartiles] |")

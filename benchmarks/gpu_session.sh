@@ -69,6 +69,6 @@ for what in "$@"; do
             stage overhead 300 $PY benchmarks/doctor_overhead.py --device cuda --iris-steps 10000 --rounds 4 \
                 --arms plain,trainspeed.watch ;;
         cupti)
-            stage cupti 200 $PY benchmarks/cupti_teardown.py --steps 3000 --rounds 3 ;;
+            stage cupti 420 $PY benchmarks/cupti_teardown.py --steps 3000 --rounds 3 ;;
     esac
 done
