@@ -95,3 +95,31 @@ def test_the_call_phases_are_summed_over_the_detailed_steps_only() -> None:
     clock.now = lambda: 14.0
     clock.drop_step()
     assert clock.call_split() == {"forward": 2.0, "backward": 1.0, "optimizer": 0.0, "other": 4.0}
+
+
+def test_leaving_at_a_depth_closes_what_was_opened_above_it() -> None:
+    ticks = iter([0.0, 1.0, 2.0, 4.0, 7.0])
+    clock = PhaseClock(now=lambda: next(ticks))  # t=0: step starts
+    clock.enter("optimizer")  # t=1: the whole optimizer.step() call, entered at depth 0
+    clock.enter("optimizer")  # t=2: its pre hook; an exception skips the post hook's exit
+    clock.leave(0)  # t=4: the call unwinds: 3 s of optimizer, nothing left open
+    assert clock.active is None
+    wall, phases = clock.end_step()  # t=7
+    assert phases["optimizer"] == 3.0 and phases["other"] == 4.0 and wall == 7.0
+
+
+def test_skipped_time_is_no_steps_and_out_of_the_summed_wall() -> None:
+    """The watcher's own work at a step's end: no phase gets it, the next step starts after it, and the
+    sums' wall leaves it out, so summed shares still add up with the steps' own."""
+    ticks = iter([0.0, 1.0, 1.5, 3.5, 4.0, 4.0])
+    clock = PhaseClock(now=lambda: next(ticks))  # t=0
+    clock.start_sums()  # the step running now is the first summed
+    clock.enter("sync")  # t=1
+    clock.exit("sync")  # t=1.5
+    wall, phases = clock.end_step()  # t=3.5: 3.5 s step
+    clock.skip()  # t=4: 0.5 s of the watcher's own
+    assert clock.step_started == 4.0 and wall == 3.5
+    wall, phases = clock.end_step()  # t=4: the next step ran 0 s, not 0.5 s
+    assert wall == 0.0 and sum(phases.values()) == 0.0
+    seconds, summed_wall = clock.summed() or ({}, 0.0)
+    assert summed_wall == 3.5 and seconds["sync"] == 0.5

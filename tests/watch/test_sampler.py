@@ -59,3 +59,16 @@ def test_a_stack_inside_a_counted_read_is_the_sync_phase_not_other() -> None:
     assert during == [None]
     x.item()  # no counter: no wrapper on the stack, the line is other
     assert during[-1] is not None and __file__ in during[-1]
+
+
+def test_the_watchers_own_code_under_a_user_line_is_not_that_lines_other() -> None:
+    """The watcher's wrappers (around a module call, backward) run a little outside the phase they time;
+    a sample landing there is the cost of watching, which no line of the script has."""
+    import trainspeed.watch.hooks as watcher_module
+
+    seen: list[str | None] = []
+    probe = "seen.append(other_site(sys._getframe()))"
+    for filename in (watcher_module.__file__, __file__):
+        exec(compile(probe, filename, "exec"), {"seen": seen, "other_site": other_site, "sys": sys})
+    assert seen[0] is None  # in the watcher's source, under this test's line
+    assert seen[1] is not None and seen[1].startswith(__file__)  # the same in the user's own file

@@ -193,6 +193,33 @@ def test_cuda_events_are_recorded_on_detailed_steps_only(monkeypatch) -> None:
     assert made_by_kind[True] > 0 and made_by_kind[False] == 0
 
 
+def test_making_and_recording_a_cuda_event_is_no_phases_time(monkeypatch) -> None:
+    """On a detailed CUDA step every phase edge makes and records an event, a few us of the watcher's
+    own each: after a phase closes, that used to fall into "other"."""
+    made = _fake_cuda_events(monkeypatch)
+    clock = [0.0]
+    record = torch.cuda.Event.record
+
+    def slow_record(self: Any) -> None:
+        record(self)
+        clock[0] += 1.0  # an event's cost, made obvious
+
+    monkeypatch.setattr(torch.cuda.Event, "record", slow_record)
+    w = Watcher(warmup=0, profile_steps=0, sample_hz=5, now=lambda: clock[0], detail_every=1)
+    with w:
+        w.device = "cuda"
+        w._set_edges()
+        for _ in range(20):
+            w.enter("forward")
+            clock[0] += 0.5
+            w.exit("forward")
+            clock[0] += 0.25  # the script's own other work
+            w.step_ended(_OPTIMIZER)  # type: ignore[arg-type]
+    assert len(made) == 40
+    assert all(r.wall_s == pytest.approx(0.75) and r.phases["forward"] == pytest.approx(0.5)
+               and r.phases["other"] == pytest.approx(0.25) for r in w.measured.items)
+
+
 def _line_of(marker: str) -> int:
     lines = Path(__file__).read_text().splitlines()
     return next(i for i, line in enumerate(lines, 1) if marker in line and "_line_of" not in line)
@@ -519,3 +546,77 @@ def test_a_rare_checkpoint_gets_its_exact_share_whichever_steps_the_sample_keeps
     r = w.measurements()
     assert abs(r.phases["checkpoint"].share - seconds["checkpoint"] / wall) < 1e-9
     assert abs(r.phases["sync"].share - seconds["sync"] / wall) < 1e-9
+
+
+class _TimedSGD(torch.optim.SGD):
+    """An SGD of its own class: watching it patches this class's step, not every SGD's."""
+
+
+def test_the_optimizer_phase_is_the_whole_step_call_and_the_edges_own_work_no_steps() -> None:
+    """torch runs Python of its own around every optimizer step (a profiler range, the loops over the
+    step hooks) before the pre hooks and after the post hooks: that is optimizer time, not "other".
+    And what the watcher does at a step's end is no step's time at all."""
+    clock = [0.0]
+
+    def tick(seconds: float) -> Any:
+        def hook(*_: Any) -> None:
+            clock[0] += seconds
+        return hook
+
+    model = nn.Linear(3, 1)
+    opt = _TimedSGD(model.parameters(), lr=0.1)
+    model.register_forward_pre_hook(tick(0.5))  # forward: 0.5 s
+    x = torch.ones(4, 3)
+    original_step = _TimedSGD.__dict__.get("step")  # its own, or none (then SGD's hooked step serves it)
+    head = optimizer_module.register_optimizer_step_pre_hook(tick(0.3))  # before the watcher's pre hook
+    w = Watcher(warmup=2, profile_steps=0, sample_hz=5, now=lambda: clock[0], detail_every=1)
+    keep = w._keep_step
+
+    def slow_keep(record: Any) -> None:  # the watcher's bookkeeping, made obvious
+        keep(record)
+        clock[0] += 7.0
+
+    w._keep_step = slow_keep  # type: ignore[method-assign]
+    try:
+        with w:
+            tail = optimizer_module.register_optimizer_step_post_hook(tick(0.2))  # after the watcher's
+            try:
+                for _ in range(40):
+                    loss = model(x).sum()
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+                    clock[0] += 0.1  # the script's own work: other
+            finally:
+                tail.remove()
+    finally:
+        head.remove()
+    assert _TimedSGD.__dict__.get("step") is original_step  # put back
+    later = w.measured.items  # from step 2: the class is patched as the first step ends
+    assert len(later) == 38 and all(r.wall_s == pytest.approx(1.1) for r in later)  # 0.5 + 0.3 + 0.2 + 0.1, no 7 s
+    assert all(r.phases["optimizer"] == pytest.approx(0.5) and r.phases["other"] == pytest.approx(0.1)
+               for r in later)
+    result = w.measurements()
+    assert result.phases["optimizer"].share == pytest.approx(0.5 / 1.1)
+    assert result.phases["other"].share == pytest.approx(0.1 / 1.1)
+
+
+def test_a_step_wrapper_someone_kept_calls_straight_through_once_the_watcher_is_gone() -> None:
+    """An LR scheduler made while watched wraps the optimizer's step as it finds it (the watcher's
+    wrapper); after the watcher stops, that reference still steps, and touches no clock."""
+    model = nn.Linear(3, 1)
+    opt = _TimedSGD(model.parameters(), lr=0.1)
+    x = torch.ones(4, 3)
+    w = Watcher(warmup=0, profile_steps=0, sample_hz=5, detail_every=1)
+    with w:
+        for _ in range(3):
+            model(x).sum().backward()
+            opt.step()
+        scheduler = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+    before = dict(w.clock.totals), w.clock.stack[:]
+    weight = model.weight.detach().clone()
+    model(x).sum().backward()
+    opt.step()
+    scheduler.step()
+    assert not torch.equal(weight, model.weight) and opt.param_groups[0]["lr"] == pytest.approx(0.05)
+    assert (dict(w.clock.totals), w.clock.stack) == before

@@ -38,6 +38,8 @@ class PhaseClock:
         """Seconds in each of SUMMED over the steps closed since `start_sums()` (None before)."""
         self.sums_from = 0.0
         """When the first summed step started; the sums cover up to `step_started`."""
+        self.skipped = 0.0
+        """Seconds since `sums_from` that were no step's (`skip()`, `restart()`): out of the summed wall."""
         self.detailed = True
         """Whether the step now running is detailed (its CALL_PHASES split out): set by the watcher."""
         self.call_sums: dict[str, float] | None = None
@@ -49,6 +51,7 @@ class PhaseClock:
         self.sums = dict.fromkeys(SUMMED, 0.0)
         self.call_sums = dict.fromkeys(CALL_PHASES, 0.0)
         self.sums_from = self.step_started
+        self.skipped = 0.0
 
     def _fold(self, totals: dict[str, float]) -> None:
         sums = self.sums
@@ -68,7 +71,7 @@ class PhaseClock:
         """(seconds per SUMMED phase, wall seconds) over the steps summed so far; None before any."""
         if self.sums is None or self.step_started <= self.sums_from:
             return None
-        return dict(self.sums), self.step_started - self.sums_from
+        return dict(self.sums), self.step_started - self.sums_from - self.skipped
 
     def call_split(self) -> dict[str, float] | None:
         """Seconds per CALL_PHASES over the detailed steps summed so far; None before any."""
@@ -97,6 +100,15 @@ class PhaseClock:
             if stack.pop() == phase:
                 break
 
+    def leave(self, depth: int) -> None:
+        """Close every phase opened above the first `depth` of the stack (a wrapper that entered at that
+        depth returns, or unwinds past phases its callee opened and never closed)."""
+        t = self.now()
+        stack = self.stack
+        self.totals[stack[-1] if stack else "other"] += t - self._since
+        self._since = t
+        del stack[depth:]
+
     def span(self, phase: str, t0: float, t1: float) -> None:
         """`phase` ran from t0 to t1 (both after the last edge): the time before t0 goes to the
         open phase, t0..t1 to `phase`. One call where enter + exit would take two."""
@@ -113,8 +125,20 @@ class PhaseClock:
     def restart(self) -> None:
         """The step now running starts over from now: what it ran so far is nobody's (the watcher's own
         work between two steps)."""
-        self._since = self.step_started = self.now()
+        t = self.now()
+        self.skipped += t - self.step_started
+        self._since = self.step_started = t
         self.totals.update(_ZERO)
+
+    def skip(self) -> None:
+        """The time since the last edge (or since the last open or close of a phase) was the watcher's
+        own (its bookkeeping at a step's end, a CUDA event at a phase edge): it is no phase's, and
+        the step now running starts that much later."""
+        t = self.now()
+        gap = t - self._since
+        self._since = t
+        self.step_started += gap
+        self.skipped += gap
 
     def drop_step(self) -> None:
         """Close the current step without keeping its times (a step nobody will read; they still go

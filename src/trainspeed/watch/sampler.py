@@ -39,17 +39,26 @@ PHASE_FILES = tuple(os.path.join(_TORCH, *parts) for parts in (
 """Source files whose frames on the main thread's stack mean a named phase is running."""
 
 
+_WATCHER = os.path.dirname(os.path.abspath(__file__)) + os.sep
+"""The watcher's own source: a sample running it, under the user's line, is the watcher's time."""
+
+
 def other_site(frame: Any) -> str | None:
     """The user's file:line a stack sample in "other" charges, or None when the stack shows a
-    named phase (PHASE_FILES), a counted host read (the sync phase) or no user code."""
+    named phase (PHASE_FILES), a counted host read (the sync phase), the watcher's own code at work
+    for that line (its wrappers around a module call or backward, outside the phase they time: the
+    cost of watching, which no line of the script has) or no user code."""
     site = None
     while frame is not None:
         code = frame.f_code
         name = code.co_filename
         if code is READ_CODE or name.startswith(PHASE_FILES):
             return None
-        if site is None and not name.startswith(_SKIP) and "site-packages" not in name and not name.startswith("<"):
-            site = f"{name}:{frame.f_lineno}"
+        if site is None:
+            if name.startswith(_WATCHER):
+                return None
+            if not name.startswith(_SKIP) and "site-packages" not in name and not name.startswith("<"):
+                site = f"{name}:{frame.f_lineno}"
         frame = frame.f_back
     return site
 

@@ -190,11 +190,14 @@ class Watcher:
 
     # -- the listener interface the hooks call -------------------------------------------------
     def _enter_with_events(self, phase: str) -> None:
+        """A phase edge on a detailed CUDA step: the host clock, then a CUDA event. Making and recording
+        the event (a few us of the watcher's own) is skipped: no phase's, and not the step's."""
         self.clock.enter(phase)
         if phase in DEVICE_PHASES:
             ev = torch.cuda.Event(enable_timing=True)
             ev.record()
             self.open_events.append((phase, ev))
+            self.clock.skip()
 
     def _exit_with_events(self, phase: str) -> None:
         self.clock.exit(phase)
@@ -203,6 +206,7 @@ class Watcher:
             end = torch.cuda.Event(enable_timing=True)
             end.record()
             self.events.append((phase, start, end))
+            self.clock.skip()  # else the event's cost falls into "other", after the phase closed
 
     @contextlib.contextmanager
     def _profiler_edge(self) -> Iterator[None]:
@@ -247,8 +251,21 @@ class Watcher:
         if self.batch_size is None and first.dim() > 0:
             self.batch_size = int(first.shape[0])
 
+    def open_host(self, phase: str) -> int:
+        """Open `phase` on the host clock alone (no CUDA events); returns the depth `close_host` takes."""
+        depth = len(self.clock.stack)
+        self.clock.enter(phase)
+        return depth
+
+    def close_host(self, depth: int) -> None:
+        self.clock.leave(depth)
+
     def _is_primary(self, optimizer: torch.optim.Optimizer) -> bool:
-        """Whether `optimizer` is the one whose steps delimit the watched steps: the first one seen."""
+        """Whether `optimizer` is the one whose steps delimit the watched steps: the first one seen.
+        Runs at the first step of the first optimizer and at every step of the others: each class
+        seen stepping has its whole step timed from then on (Hooks.watch_optimizer)."""
+        if type(optimizer) not in self.hooks.optimizer_classes:
+            self.hooks.watch_optimizer(type(optimizer))
         if self.primary_optimizer is None:
             self.primary_optimizer = id(optimizer)
             self.optimizer_kind = type(optimizer).__name__.lower()
@@ -340,6 +357,7 @@ class Watcher:
         if index >= self.settled_at and comm.backend is None and not self._plotting() and \
                 not (self.detailed and self.device == "cuda"):
             self._go_quiet(index)
+        self.clock.skip()  # this edge's own work (tens of us when it keeps a step) is not the next step's
         if self.max_steps is not None and self.steps_seen >= self.max_steps:
             raise StopWatching(f"stopped after {self.steps_seen} steps")
 
