@@ -89,8 +89,9 @@ def main() -> None:
     ratios = sorted(w / p - 1 for p, w in zip(plain, watched))
     quart = statistics.quantiles(ratios, n=4)
     hw = detect_hardware()
+    where = torch.cuda.get_device_name() if cuda else "CPU"
     print(f"Measured {datetime.date.today()} on {hw.cpu.model} ({hw.cpu.microarchitecture}, "
-          f"{hw.cpu.logical_threads} threads), {torch.cuda.get_device_name() if cuda else 'CPU'}; torch {hw.torch_version}; {args.rounds} rounds of "
+          f"{hw.cpu.logical_threads} threads), {where}; torch {hw.torch_version}; {args.rounds} rounds of "
           f"{args.block} steps, sampler {args.sample_hz:g} Hz, step sample advanced to {args.sampled} steps.\n")
     p, w = statistics.median(plain), statistics.median(watched)
     print("| arm | median µs per step | watched − plain | pair by pair: median [quartiles] |")

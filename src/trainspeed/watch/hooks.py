@@ -66,7 +66,8 @@ class Hooks:
         had_own = name in owner.__dict__
         original = owner.__dict__.get(name) if had_own else getattr(owner, name)
         wrapper = make(original)
-        setattr(owner, name, wrapper)
+        if not (per_call and self.paused):  # a per-call hook patched while paused goes in at resume()
+            setattr(owner, name, wrapper)
 
         def undo() -> None:
             if had_own:
@@ -142,8 +143,6 @@ class Hooks:
             return wrapper
 
         self._patch(cls, "step", step_wrap, per_call=True)
-        if self.paused:
-            self._per_call[-1][1]()  # out until the per-call hooks are put back
 
     def install(self) -> None:
         self.live = True
