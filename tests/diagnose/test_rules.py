@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from trainspeed.diagnose.rules import Context, diagnose
 from trainspeed.watch.phases import PHASES
-from trainspeed.watch.result import GpuUtil, LoaderInfo, PhaseStat, SyncSite, WatchResult
+from trainspeed.watch.result import GpuUtil, LoaderInfo, OtherSite, PhaseStat, SyncSite, WatchResult
 
 CTX = Context(dispatch_us=2.0, matmul_gflops=100.0, physical_cores=8, logical_threads=16)
 
@@ -120,6 +122,25 @@ def test_tiny_cpu_model_is_launch_bound() -> None:
     found = diagnose(r, CTX)
     assert found[0].id == "launch_bound" and found[0].predicted_speedup and found[0].predicted_speedup > 1.5
     assert "small_batch" in [v.id for v in found] and "cpu_faster" not in [v.id for v in found]
+
+
+def test_big_ops_on_a_machine_slower_than_at_its_probes_are_not_per_op_overhead() -> None:
+    # examples/log_every_step.py shaped as two fresh-clone CI runs saw it (2026-11-23): its 50 ops
+    # per step averaging 50 us (49 to 51 us logged; about 30 us on a usual hour) over 71 MFLOP, and a
+    # JSON record flushed each step; probes as a usual hour measures them. Its arithmetic is then 24%
+    # of the compute phases, under ARITHMETIC_LOW: by the step's time alone it looks launch-bound
+    host = {"forward": 0.95, "backward": 1.15, "optimizer": 0.40, "sync": 0.01}
+    r = recorded(3.2, host, ops=50, flops=71.04e6, batch=128, threads=2)
+    r = dataclasses.replace(r, other_sites=[OtherSite("train.py:31", "log.write(json.dumps(record)); log.flush()", 40, 0.67)])
+    fast = Context(dispatch_us=1.62, matmul_gflops=120.0, physical_cores=2, logical_threads=2)
+    assert 71.04e6 / 120e9 * 1e3 / 2.5 < 0.25
+    assert ids(r, fast) == ["logging_heavy"]
+    # at the worst pair of probes seen on that VM (a slow dispatch, a fast matmul) each op still
+    # carries over two dispatches of arithmetic (1 420 / (119 x 3.7) = 3.2)
+    assert ids(r, Context(dispatch_us=3.7, matmul_gflops=119.0, physical_cores=2, logical_threads=2)) == ["logging_heavy"]
+    # the same step time made of tiny ops is per-op overhead
+    tiny = dataclasses.replace(r, flops_per_step=4e4)
+    assert ids(tiny, fast)[0] == "launch_bound"
 
 
 def test_big_matmuls_on_cpu_are_compute_bound() -> None:

@@ -22,6 +22,13 @@ SYNC_GAIN = 0.05  # a sync whose removal is predicted to save less than this sha
 H2D_SHARE = 0.15
 ARITHMETIC_LOW = 0.25  # arithmetic under a quarter of the compute phases: overhead dominates
 ARITHMETIC_HIGH = 0.50  # arithmetic over half of them: the step is doing real work
+OP_WORK_DISPATCHES = 2.0
+"""On a CPU, ops whose arithmetic averages this many bare dispatches each are not small: their
+arithmetic stays under ARITHMETIC_LOW of the compute phases only if each op's fixed cost (dispatch,
+autograd's node, the module's Python) passed 3 x 2 = 6 dispatches, the top of what the seed's tiny
+ops measure (3 to 7 on a 2-vCPU VM, where the dispatch probe alone moves 1.6 to 3.7 us). The test
+uses counted FLOPs and the two probes, taken together, not the step's time: a machine slower during
+the run than at the probes cannot make big ops look like per-op overhead."""
 DEVICE_BUSY_LOW = 0.5
 DEVICE_BUSY_HIGH = 0.8
 MEMORY_SHARE = 0.90
@@ -201,6 +208,8 @@ def launch_bound(r: WatchResult, c: Context) -> Verdict | None:
         arithmetic = _arithmetic_ms(r, c)
         if arithmetic is None or arithmetic / compute >= ARITHMETIC_LOW:
             return None
+        if arithmetic * 1e3 / r.ops_per_step >= OP_WORK_DISPATCHES * c.dispatch_us:
+            return None  # big ops running slow: not their fixed cost (a loaded machine, memory-bound ops)
         evidence = (f"{r.ops_per_step:.0f} ops per step average {per_op:.1f} us each; their arithmetic "
                     f"({r.flops_per_step / 1e6:.2f} MFLOP) needs {arithmetic * 1e3:.1f} us at this CPU's measured "
                     f"{c.matmul_gflops:.0f} GFLOP/s, {arithmetic / compute:.0%} of the {compute:.2f} ms of "
