@@ -4,6 +4,7 @@
     python benchmarks/doctor_interleaved.py --rounds 60 --block 300 --sample-hz 50
     python benchmarks/doctor_interleaved.py --sampled 100000
     python benchmarks/doctor_interleaved.py --device cuda    # the seed loop on the GPU
+    python benchmarks/doctor_interleaved.py --whole --block 20000 --rounds 30   # whole default runs
 
 Fresh-process runs (doctor_overhead.py) compare whole runs seconds apart, and on a shared 2-vCPU
 VM their spread (±5%) hides differences of a few percent. Here one process alternates a plain
@@ -18,12 +19,20 @@ the step edge's paths. `--sampled P` first brings the sample to where it stands 
 steps: it then keeps about 256 / P of the timed steps, and most of the others run quiet (their
 end only counts them), as late in a long run. Not in these figures: the detailed runs (one step in
 32 by default), the op/FLOP window and the start-up, which doctor_overhead.py includes.
+
+`--whole` times whole watched runs instead: each watched block is a default `Watcher()` started
+and stopped inside the timing, over `--block` steps (20 000: doctor_overhead.py's seed run), the
+arms' order alternating round by round. Each run's watcher gets the process's whole budget of
+hook switches (hooks.RESUME_BUDGET, a guard for one process's lifetime that a run of this
+benchmark would otherwise spend after a dozen rounds). What fresh processes add (memory layout, the
+first import of what the op/FLOP window uses) is not in these figures.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import random
 import statistics
 import time
 from pathlib import Path
@@ -36,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from doctor_overhead import iris_stepper  # noqa: E402
 
 from trainspeed.hardware import detect_hardware  # noqa: E402
-from trainspeed.watch import Watcher  # noqa: E402
+from trainspeed.watch import Watcher, hooks  # noqa: E402
 from trainspeed.watch.result import StepRecord  # noqa: E402
 from trainspeed.watch.session import DETAILED_FIRST  # noqa: E402
 from trainspeed.watch.stats import Reservoir  # noqa: E402
@@ -52,6 +61,13 @@ def advance(sample: Reservoir[StepRecord], measured: int) -> None:
             sample.skip()
 
 
+def median_interval(values: list[float], resamples: int = 2000, seed: int = 0) -> tuple[float, float]:
+    """95% bootstrap interval of the median of `values` (percentile method, seeded)."""
+    rng = random.Random(seed)
+    medians = sorted(statistics.median(rng.choices(values, k=len(values))) for _ in range(resamples))
+    return medians[int(0.025 * resamples)], medians[int(0.975 * resamples) - 1]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=40)
@@ -60,7 +76,11 @@ def main() -> None:
     parser.add_argument("--sampled", type=int, default=0,
                         help="start the timed steps where the step sample stands after this many measured steps")
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    parser.add_argument("--whole", action="store_true",
+                        help="time whole default watched runs of --block steps, start and stop included")
     args = parser.parse_args()
+    if args.rounds < 2 or args.block < 1:
+        parser.exit(2, "doctor_interleaved.py: --rounds must be at least 2 and --block at least 1\n")
     cuda = args.device == "cuda"
     if cuda and not torch.cuda.is_available():
         parser.exit(2, "doctor_interleaved.py: --device cuda needs a CUDA device\n")
@@ -76,9 +96,29 @@ def main() -> None:
             torch.cuda.synchronize()
         return (time.perf_counter() - t0) / steps * 1e6
 
+    def whole() -> float:
+        hooks._resumes[0] = 0  # see the module's docstring
+        if cuda:
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        with Watcher(sample_hz=args.sample_hz):
+            loop(args.block)
+            if cuda:
+                torch.cuda.synchronize()
+        return (time.perf_counter() - t0) / args.block * 1e6
+
     plain: list[float] = []
     watched: list[float] = []
-    for _ in range(args.rounds):
+    for r in range(args.rounds):
+        if args.whole:
+            loop(DETAILED_FIRST + 10)
+            if r % 2:
+                watched.append(whole())
+                plain.append(timed(args.block))
+            else:
+                plain.append(timed(args.block))
+                watched.append(whole())
+            continue
         loop(DETAILED_FIRST + 10)
         plain.append(timed(args.block))
         with Watcher(warmup=0, profile_steps=0, detail_every=10**9, sample_hz=args.sample_hz) as w:
@@ -92,13 +132,20 @@ def main() -> None:
     where = torch.cuda.get_device_name() if cuda else "CPU"
     print(f"Measured {datetime.date.today()} on {hw.cpu.model} ({hw.cpu.microarchitecture}, "
           f"{hw.cpu.logical_threads} threads), {where}; torch {hw.torch_version}; {args.rounds} rounds of "
-          f"{args.block} steps, sampler {args.sample_hz:g} Hz, step sample advanced to {args.sampled} steps.\n")
+          f"{args.block} steps, sampler {args.sample_hz:g} Hz, "
+          + ("whole default runs.\n" if args.whole else f"step sample advanced to {args.sampled} steps.\n"))
     p, w = statistics.median(plain), statistics.median(watched)
-    print("| arm | median µs per step | watched − plain | pair by pair: median [quartiles] |")
-    print("|---|---:|---:|---|")
-    print(f"| plain | {p:.1f} | | |")
-    print(f"| watched, edges only | {w:.1f} | {w - p:+.1f} µs ({(w / p - 1) * 100:+.1f}%) | "
-          f"{statistics.median(ratios) * 100:+.1f}% [{quart[0] * 100:+.1f}%, {quart[2] * 100:+.1f}%] |")
+    low, high = median_interval(ratios)
+    print("| arm | median µs per step | watched − plain | pair by pair: median [quartiles] | "
+          "95% interval of that median |")
+    print("|---|---:|---:|---|---|")
+    print(f"| plain | {p:.1f} | | | |")
+    arm = "watched, whole runs" if args.whole else "watched, edges only"
+    print(f"| {arm} | {w:.1f} | {w - p:+.1f} µs ({(w / p - 1) * 100:+.1f}%) | "
+          f"{statistics.median(ratios) * 100:+.1f}% [{quart[0] * 100:+.1f}%, {quart[2] * 100:+.1f}%] | "
+          f"{low * 100:+.1f}% to {high * 100:+.1f}% |")
+    by_round = ", ".join(f"{b / a - 1:+.1%}" for a, b in zip(plain, watched))
+    print(f"\nwatched / plain, round by round: {by_round}")
 
 
 if __name__ == "__main__":

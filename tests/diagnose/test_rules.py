@@ -131,13 +131,15 @@ def test_big_ops_on_a_machine_slower_than_at_its_probes_are_not_per_op_overhead(
     # of the compute phases, under ARITHMETIC_LOW: by the step's time alone it looks launch-bound
     host = {"forward": 0.95, "backward": 1.15, "optimizer": 0.40, "sync": 0.01}
     r = recorded(3.2, host, ops=50, flops=71.04e6, batch=128, threads=2)
-    r = dataclasses.replace(r, other_sites=[OtherSite("train.py:31", "log.write(json.dumps(record)); log.flush()", 40, 0.67)])
+    log = OtherSite("train.py:31", "log.write(json.dumps(record)); log.flush()", 40, 0.67)
+    r = dataclasses.replace(r, other_sites=[log])
     fast = Context(dispatch_us=1.62, matmul_gflops=120.0, physical_cores=2, logical_threads=2)
     assert 71.04e6 / 120e9 * 1e3 / 2.5 < 0.25
     assert ids(r, fast) == ["logging_heavy"]
-    # at the worst pair of probes seen on that VM (a slow dispatch, a fast matmul) each op still
-    # carries over two dispatches of arithmetic (1 420 / (119 x 3.7) = 3.2)
-    assert ids(r, Context(dispatch_us=3.7, matmul_gflops=119.0, physical_cores=2, logical_threads=2)) == ["logging_heavy"]
+    # with the slowest dispatch probe and a fast matmul probe seen on that VM (3.7 us, 119 GFLOP/s)
+    # each op still carries over two dispatches of arithmetic (1 420 / (119 x 3.7) = 3.2)
+    slow_dispatch = Context(dispatch_us=3.7, matmul_gflops=119.0, physical_cores=2, logical_threads=2)
+    assert ids(r, slow_dispatch) == ["logging_heavy"]
     # the same step time made of tiny ops is per-op overhead
     tiny = dataclasses.replace(r, flops_per_step=4e4)
     assert ids(tiny, fast)[0] == "launch_bound"
