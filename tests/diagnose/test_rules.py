@@ -145,6 +145,25 @@ def test_big_ops_on_a_machine_slower_than_at_its_probes_are_not_per_op_overhead(
     assert ids(tiny, fast)[0] == "launch_bound"
 
 
+def test_detailed_steps_heavier_than_the_median_step_are_scaled_to_it() -> None:
+    # the demo's seed loop on this CPU (2026-11-23): forward, backward and optimizer medians from the
+    # detailed steps (which carry the per-call hooks) add up to 0.63 ms of a 0.43 ms median step
+    r = recorded(0.43, {"forward": 0.18, "backward": 0.25, "optimizer": 0.20, "sync": 0.003}, ops=42, flops=4.08e4,
+                 batch=120, threads=2)
+    phases = dict(r.phases)
+    phases["other"] = dataclasses.replace(phases["other"], host_ms=0.02)
+    r = dataclasses.replace(r, phases=phases)
+    ctx = Context(dispatch_us=1.6, matmul_gflops=115.0, physical_cores=2, logical_threads=2)
+    launch = diagnose(r, ctx)[0]
+    assert launch.id == "launch_bound"
+    # the room beside the edge phases (0.427 ms) shared as the detailed steps share theirs
+    compute = 0.63 * (0.43 - 0.003) / (0.63 + 0.02)
+    assert "of the 0.41 ms of forward+backward+optimizer" in launch.evidence
+    assert "average 9.9 us each" in launch.evidence
+    left = 0.43 - (compute - (4.08e4 / 115e9 * 1e3 + 42 * 1.6 / 1e3))
+    assert launch.predicted_speedup == pytest.approx(0.43 / left, abs=0.01) and launch.predicted_speedup < 6
+
+
 def test_big_matmuls_on_cpu_are_compute_bound() -> None:
     # 10 GFLOP at 100 GFLOP/s is 100 ms of a 110 ms step
     r = recorded(110.0, {"forward": 40.0, "backward": 65.0, "optimizer": 2.0}, ops=30, flops=1e10)
