@@ -26,12 +26,13 @@ OP_WORK_DISPATCHES = 2.0
 """On a CPU, ops whose arithmetic averages this many bare dispatches or more are not small, and
 launch_bound leaves them alone: for their arithmetic to fall under ARITHMETIC_LOW of the compute
 phases, each op's fixed cost (dispatch, autograd's node, the module's Python) would have to pass 6
-dispatches. The seed's tiny ops measured 3.4 to 7.9 on a 2-vCPU VM (six runs; the dispatch probe
-alone moves between 1.6 and 3.7 us there), so ops carrying just over two dispatches of arithmetic
-under the largest of those fixed costs are the true positives this gives up. The test uses counted
-FLOPs and the two probes taken together, not the step's time: a machine slower during the run than
-at the probes cannot make big ops look like per-op overhead (the planted logging example's ops
-carry 2.6 to 10.5 dispatches of arithmetic, nine runs)."""
+dispatches. The seed's tiny ops measured 3.4 to 7.9 on a 2-vCPU VM (six runs, detailed steps' medians
+with the per-call hooks; the dispatch probe alone moves between 1.6 and 3.7 us there), so ops
+carrying just over two dispatches of arithmetic under the largest of those fixed costs are the true
+positives this gives up. The test uses counted FLOPs and the two probes taken together, not the
+step's time: a machine slower during the run than at the probes cannot make big ops look like
+per-op overhead (the planted logging example's ops carry 2.6 to 10.5 dispatches of arithmetic,
+nine runs)."""
 DEVICE_BUSY_LOW = 0.5
 DEVICE_BUSY_HIGH = 0.8
 MEMORY_SHARE = 0.90
