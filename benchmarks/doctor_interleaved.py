@@ -35,6 +35,7 @@ import datetime
 import random
 import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
 import sys
 
@@ -87,45 +88,45 @@ def main() -> None:
     loop = iris_stepper(args.device)
     loop(1000)  # first-call costs
 
-    def timed(steps: int) -> float:
+    def timed(run: Callable[[], None]) -> float:
+        """µs per step of `run()` (`--block` steps), the device's queue drained before both clock reads."""
         if cuda:
             torch.cuda.synchronize()
         t0 = time.perf_counter()
-        loop(steps)
+        run()
         if cuda:
             torch.cuda.synchronize()
-        return (time.perf_counter() - t0) / steps * 1e6
+        return (time.perf_counter() - t0) / args.block * 1e6
+
+    def block() -> None:
+        loop(args.block)
+
+    def whole_run() -> None:  # the watcher's start and stop inside the timing
+        with Watcher(sample_hz=args.sample_hz):
+            loop(args.block)
 
     def whole() -> float:
         hooks._resumes[0] = 0  # see the module's docstring
-        if cuda:
-            torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        with Watcher(sample_hz=args.sample_hz):
-            loop(args.block)
-            if cuda:
-                torch.cuda.synchronize()
-        return (time.perf_counter() - t0) / args.block * 1e6
+        return timed(whole_run)
 
-    plain: list[float] = []
-    watched: list[float] = []
-    for r in range(args.rounds):
-        if args.whole:
-            loop(DETAILED_FIRST + 10)
-            if r % 2:
-                watched.append(whole())
-                plain.append(timed(args.block))
-            else:
-                plain.append(timed(args.block))
-                watched.append(whole())
-            continue
-        loop(DETAILED_FIRST + 10)
-        plain.append(timed(args.block))
+    def edges_only() -> float:
         with Watcher(warmup=0, profile_steps=0, detail_every=10**9, sample_hz=args.sample_hz) as w:
             loop(DETAILED_FIRST + 10)  # the detailed first steps and the switch to edges-only, untimed
             advance(w.measured, args.sampled)
             loop(2)  # a step edge that sees the advanced sample (and may start a quiet run)
-            watched.append(timed(args.block))
+            return timed(block)
+
+    watched_arm = whole if args.whole else edges_only
+    plain: list[float] = []
+    watched: list[float] = []
+    for r in range(args.rounds):
+        loop(DETAILED_FIRST + 10)
+        if args.whole and r % 2:  # whole runs alternate the arms' order round by round
+            watched.append(watched_arm())
+            plain.append(timed(block))
+        else:
+            plain.append(timed(block))
+            watched.append(watched_arm())
     ratios = sorted(w / p - 1 for p, w in zip(plain, watched))
     quart = statistics.quantiles(ratios, n=4)
     hw = detect_hardware()
