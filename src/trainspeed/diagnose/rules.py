@@ -11,6 +11,7 @@ import math
 import re
 from dataclasses import dataclass
 
+from trainspeed.watch.phases import EDGE_PHASES
 from trainspeed.watch.result import Verdict, WatchResult
 
 DATA_SHARE = 0.20  # waiting on data for a fifth of the step is worth fixing first
@@ -71,7 +72,6 @@ def _speedup(step: float, new_step: float) -> float:
 
 
 _COMPUTE = ("forward", "backward", "optimizer")
-_EDGES = ("data", "h2d", "sync", "checkpoint", "comm")
 
 
 def _compute_ms(r: WatchResult) -> float:
@@ -83,7 +83,7 @@ def _compute_ms(r: WatchResult) -> float:
     sync, checkpoint, comm: timed on every step), they are scaled down to it."""
     compute = sum(_ms(r, p) for p in _COMPUTE)
     detailed = compute + _ms(r, "other")
-    room = (r.median_ms or 0.0) - sum(_ms(r, p) for p in _EDGES)
+    room = (r.median_ms or 0.0) - sum(_ms(r, p) for p in EDGE_PHASES)
     if r.median_ms and detailed > room > 0:
         return compute * room / detailed
     return compute

@@ -17,6 +17,10 @@ SUMMED = ("data", "h2d", "sync", "checkpoint")
 every step by hooks that run a few times per step at most, and a rare one (a checkpoint every 1000
 steps) must not depend on whether a sample of steps happens to hold it."""
 
+EDGE_PHASES = ("data", "h2d", "sync", "checkpoint", "comm")
+"""Phases timed on every step: their hooks run a few times per step at most (and catch rare events
+such as a checkpoint every 1000 steps)."""
+
 CALL_PHASES = ("forward", "backward", "optimizer", "other")
 """Phases split out only on detailed steps (their hooks run on every module call); on the other
 steps their time all falls into `other`. The clock sums them over the detailed steps only."""

@@ -28,7 +28,7 @@ from trainspeed.diagnose.scaling import bus_bandwidth_gbs, predict
 from trainspeed.watch.comm import CommStep, CommTimer
 from trainspeed.watch.gather import gather, rank_stat, this_rank
 from trainspeed.watch.hooks import Hooks
-from trainspeed.watch.phases import CALL_PHASES, PHASES, PhaseClock
+from trainspeed.watch.phases import CALL_PHASES, EDGE_PHASES, PHASES, PhaseClock
 from trainspeed.watch.profile_window import ProfileWindow
 from trainspeed.watch.result import (
     GpuUtil,
@@ -50,9 +50,6 @@ from trainspeed.watch.syncs import SyncCounter
 DEVICE_PHASES = ("h2d", "forward", "backward", "optimizer")
 """Phases whose device time is taken with CUDA events (the others do no device work of their own)."""
 PLOT_STEPS = 400
-EDGE_PHASES = ("data", "h2d", "sync", "checkpoint", "comm")
-"""Phases timed on every step: their hooks run a few times per step at most (and catch rare events
-such as a checkpoint every 1000 steps)."""
 DETAILED_FIRST = 50
 """Measured steps that are all detailed before sampling starts."""
 DETAIL_BLOCK = 64
