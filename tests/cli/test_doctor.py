@@ -26,6 +26,7 @@ def _doctor(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, d
     ("checkpoint_every_step.py", ["--steps", "60"], "checkpoint_heavy"),
     ("log_every_step.py", ["--steps", "600"], "logging_heavy"),
     ("wide_mlp.py", ["--steps", "25"], "compute_bound"),
+    ("metric_every_step.py", ["--steps", "150"], "host_code_heavy"),
 ])
 def test_planted_bottleneck_is_named_first(script: str, args: list[str], first: str,
                                            capsys: pytest.CaptureFixture[str]) -> None:

@@ -226,3 +226,51 @@ def test_a_checkpoint_every_hundred_steps_is_judged_by_its_share() -> None:
     assert v.id == "checkpoint_heavy" and "in bursts" in v.evidence
     assert v.action.startswith("save 30 times less often")
     assert v.predicted_speedup == pytest.approx(1 / (1 - 0.3 * (1 - 1 / 30)), abs=0.01)
+
+
+def _metric_run(other_ops: float | None, other_op_ms: float | None) -> WatchResult:
+    # examples/metric_every_step.py as the doctor saw it on the 2-vCPU VM (2026-11-23): a 4.82 ms
+    # step, 3.85 ms of it outside every phase, 98% of those samples at the scikit-learn metric's line
+    r = recorded(4.82, {"forward": 0.35, "backward": 0.45, "optimizer": 0.15, "sync": 0.02}, ops=78, flops=1.035e7,
+                 batch=256, threads=2)
+    sites = [OtherSite("train.py:36", 'scores.append(f1_score(yb.numpy(), out.argmax(1).numpy(), average="macro"))',
+                       98, 0.98),
+             OtherSite("train.py:30", "xb, yb = x[start:start + args.batch], y[start:start + args.batch]", 2, 0.02)]
+    return dataclasses.replace(r, other_sites=sites, other_ops_per_step=other_ops, other_op_ms_per_step=other_op_ms)
+
+
+def test_host_code_outside_every_phase_is_named_at_its_line() -> None:
+    found = diagnose(_metric_run(3, 0.45), CTX)
+    host = found[0]
+    assert host.id == "host_code_heavy"
+    assert "train.py:36" in host.evidence and "f1_score" in host.evidence and "98%" in host.evidence
+    # torch's share: 0.45 ms timed + 3 ops x 2 dispatches x 2 us; the rest of other's 3.85 ms is the script's
+    host_ms = 3.85 - (0.45 + 3 * 2 * 2.0 / 1e3)
+    assert f"{host_ms:.2f} ms" in host.evidence
+    assert host.predicted_speedup == pytest.approx(4.82 / (4.82 - host_ms), abs=0.01)
+
+
+def test_torch_ops_outside_the_model_are_not_the_scripts_host_code() -> None:
+    # the same other time, all of it torch ops (a functional loss, indexing the batch): torch's, not the script's
+    assert "host_code_heavy" not in ids(_metric_run(22, 3.8))
+    # a run whose window did not count the ops outside the phases (too short, say) cannot tell them apart
+    assert "host_code_heavy" not in ids(_metric_run(None, None))
+    # a line that logs is logging_heavy's, not this rule's
+    r = _metric_run(3, 0.45)
+    log = OtherSite("train.py:40", "writer.add_scalar('f1', f1_score(y, p))", 98, 0.98)
+    r = dataclasses.replace(r, other_sites=[log, *r.other_sites[1:]])
+    assert ids(r)[0] == "logging_heavy" and "host_code_heavy" not in ids(r)
+
+
+def test_input_bound_with_a_worker_per_core_suggests_a_cheaper_item_not_more_workers() -> None:
+    # a DataLoader with 2 workers on the 2-vCPU VM (2026-11-23): 38% of the run waiting on them
+    r = recorded(10.74, {"data": 4.1, "forward": 3.0, "backward": 1.3, "optimizer": 0.5}, flops=2e8, batch=32,
+                 loaders=[LoaderInfo(2, False, 32, False)], threads=2)
+    ctx = Context(dispatch_us=2.0, matmul_gflops=100.0, physical_cores=2, logical_threads=2)
+    data = next(v for v in diagnose(r, ctx) if v.id == "input_bound")
+    assert "num_workers=" not in data.action and "__getitem__ cheaper" in data.action
+    assert "2 physical cores" in data.evidence and "upper bound" in data.evidence
+    assert data.predicted_speedup == pytest.approx(1 / (1 - 4.1 / 10.74), abs=0.01)
+    # on 8 cores the same run is told to double its workers
+    more = next(v for v in diagnose(r, CTX) if v.id == "input_bound")
+    assert "num_workers=4" in more.action

@@ -52,3 +52,31 @@ def test_the_profiler_stops_with_cupti_detached_and_the_environment_is_put_back(
     with cupti_detached():
         assert os.environ["TEARDOWN_CUPTI"] == "0"
     assert os.environ["TEARDOWN_CUPTI"] == "0"
+
+
+def test_op_counter_counts_and_times_the_ops_outside_apart_and_not_the_profilers_own() -> None:
+    a, b = torch.randn(4, 3), torch.randn(3, 2)
+    outside = [False]
+    with OpCounter(lambda: outside[0]) as counter:
+        with torch.autograd.profiler.record_function("a range"):  # torch's own range ops: no work
+            a @ b
+            outside[0] = True
+            torch.relu(a) + 1
+    assert counter.ops == 3 and counter.outside_ops == 2  # mm inside; relu and add outside
+    assert counter.outside_s > 0
+
+
+def test_the_profiler_window_counts_flops_once_with_the_op_counter_inside() -> None:
+    # the CUDA window (torch.profiler) run on the CPU: the op counter inside it makes the profiler
+    # record every op twice, the second inside the first; FLOPs and ops are still counted once
+    model, x = torch.nn.Linear(32, 16), torch.randn(64, 32)
+    figures = []
+    for outside in (None, lambda: True):
+        window = ProfileWindow(steps=2, outside=outside)
+        for index in range(4):
+            model(x).sum().backward()
+            window.on_step_end(index, warmup=1, cuda=True)
+        figures.append((window.ops_per_step, window.flops_per_step, window.outside_ops_per_step))
+    (ops, flops, none), (ops_counted, flops_counted, outside_ops) = figures
+    assert flops == flops_counted == 2 * (2 * 64 * 32 * 16)  # forward's addmm, backward's weight-grad mm
+    assert ops == ops_counted and none is None and outside_ops and outside_ops >= ops

@@ -620,3 +620,22 @@ def test_a_step_wrapper_someone_kept_calls_straight_through_once_the_watcher_is_
     scheduler.step()
     assert not torch.equal(weight, model.weight) and opt.param_groups[0]["lr"] == pytest.approx(0.05)
     assert (dict(w.clock.totals), w.clock.stack) == before
+
+
+def test_ops_outside_every_phase_are_counted_and_timed_apart() -> None:
+    # a functional loss outside every module call: its ops (log_softmax, the detach autograd saves, nll_loss)
+    # are "other"'s; the forward's ops are not, nor the read's (item()'s op is the sync phase's), nor the
+    # profiler range torch closes around the optimizer step the window opens in
+    model, opt, x = _tiny_step()
+    y = torch.zeros(8, dtype=torch.long)
+    with Watcher(warmup=1, profile_steps=2) as w:
+        for _ in range(10):
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            loss.item()
+    r = w.measurements()
+    assert r.other_ops_per_step == 3
+    assert r.other_op_ms_per_step is not None and r.other_op_ms_per_step > 0
+    assert r.ops_per_step is not None and r.ops_per_step > 10

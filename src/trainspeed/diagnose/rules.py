@@ -34,6 +34,13 @@ positives this gives up. The test uses counted FLOPs and the two probes taken to
 step's time: a machine slower during the run than at the probes cannot make big ops look like
 per-op overhead (the planted logging example's ops carry 2.6 to 10.5 dispatches of arithmetic,
 nine runs)."""
+OTHER_OP_DISPATCHES = 2.0
+"""Python's part of each torch op in "other", in bare dispatches, beside its measured host time: the
+window times an op below its dispatch mode, and the call that issued it (a torch.nn.functional
+wrapper, the indexing of a tensor) runs above. host_code_heavy charges both to torch, not to the
+script. The window's timings are if anything high (its steps run under dispatch modes, and soon after
+the warm-up: a slice or an argmax timed 10 to 47 us there, on the 2-vCPU VM), so torch's share is an
+upper bound, and the script's own code is blamed only for what torch cannot have taken."""
 DEVICE_BUSY_LOW = 0.5
 DEVICE_BUSY_HIGH = 0.8
 MEMORY_SHARE = 0.90
@@ -130,13 +137,18 @@ def input_bound(r: WatchResult, c: Context) -> Verdict | None:
     if share < DATA_SHARE or not r.median_ms:
         return None
     workers = max((ld.num_workers for ld in r.loaders), default=0)
-    suggest = max(workers * 2, min(4, max(1, c.physical_cores)))
+    cores = max(1, c.physical_cores)
+    suggest = min(max(workers * 2, min(4, cores)), cores)  # worker processes beyond the cores share them
     evidence = f"waiting on the DataLoader took {_burst_note(r, 'data')}; num_workers={workers}"
     if r.gpu_util.sawtooth:
         evidence += f"; GPU utilisation is a saw-tooth ({r.gpu_util.why})"
+    cheaper = "make __getitem__ cheaper (precompute, cache) or move the augmentation to the device"
+    if suggest <= workers:
+        evidence += (f", as many as this machine's {cores} physical cores: more workers would share them "
+                     "(predicted speed-up is an upper bound: the run without its wait)")
+        return Verdict("input_bound", evidence, cheaper, _speedup(1.0, 1 - share))
     pin = ", pin_memory=True" if r.device == "cuda" else ""
-    action = (f"DataLoader(..., num_workers={suggest}, persistent_workers=True{pin}); if that is not enough, "
-              "make __getitem__ cheaper (precompute, cache) or move the augmentation to the device")
+    action = f"DataLoader(..., num_workers={suggest}, persistent_workers=True{pin}); if that is not enough, {cheaper}"
     # in shares of the run's time (exact sums, bursts included): workers load in parallel with the step,
     # so the wait shrinks by the workers added, down to nothing but what they cannot hide
     new = max(1 - share, share * max(workers, 1) / suggest)
@@ -171,6 +183,37 @@ def logging_heavy(r: WatchResult, c: Context) -> Verdict | None:
                 f"{part:.0%} of those stack samples are on logging lines, most at {top.where}: `{top.code}`")
     action = "log every N steps (and aggregate in between), without flushing to disk each time; keep values on the device until then"
     return Verdict("logging_heavy", evidence, action, _speedup(step, step - other * part))
+
+
+def host_code_heavy(r: WatchResult, c: Context) -> Verdict | None:
+    """Time outside every phase that torch's ops there do not explain: the script's own host code on
+    every step (a metric computed with numpy or scikit-learn, a Python loop over items, a sleep or
+    a wait, a cache flush), at the line the stack samples name. Logging lines are logging_heavy's."""
+    share = r.phases["other"].share
+    if share < OTHER_SHARE or not r.median_ms or not r.other_sites or r.other_ops_per_step is None:
+        return None
+    sites = [s for s in r.other_sites if not _LOGGING.search(s.code)]
+    if not sites or sites[0].share_of_other < LOG_SITE_SHARE:
+        return None
+    top = sites[0]
+    # by the run's share of other (summed over every detailed step), steadier than other's median
+    step = r.median_ms
+    other = share * step
+    torch_ms = (r.other_op_ms_per_step or 0.0) + r.other_ops_per_step * OTHER_OP_DISPATCHES * c.dispatch_us / 1e3
+    host = other - torch_ms
+    if host < OTHER_SHARE * step:
+        return None
+    gain = min(host, other * top.share_of_other)  # that line's part, less all of torch's
+    ops = (f"the {r.other_ops_per_step:.0f} torch ops per step there take at most {torch_ms:.2f} ms"
+           if r.other_ops_per_step >= 0.5 else "no torch op runs there")
+    evidence = (f"{other:.2f} ms of the {step:.2f} ms step runs outside every PyTorch phase; {ops}, so "
+                f"{host:.2f} ms ({host / step:.0%}) is the script's own host code; {top.share_of_other:.0%} of the "
+                f"stack samples there are at {top.where}: `{top.code}`")
+    action = ("that line runs on every step: run it every N steps or after the loop, hand it to a background "
+              "thread, or make it cheaper (vectorise Python loops; keep metrics as tensors and read them every N "
+              "steps); if it prepares data, a DataLoader with workers runs it beside the step")
+    return Verdict("host_code_heavy", evidence + " (predicted speed-up: that line's host time out of the step)",
+                   action, _speedup(step, step - gain))
 
 
 def sync_bound(r: WatchResult, c: Context) -> Verdict | None:
@@ -383,7 +426,8 @@ def diagnose(r: WatchResult, c: Context) -> list[Verdict]:
     """All verdicts that apply, most important (largest predicted gain) first; healthy last."""
     launch = launch_bound(r, c)
     found = [v for v in (
-        input_bound(r, c), checkpoint_heavy(r, c), logging_heavy(r, c), sync_bound(r, c), h2d_bound(r, c),
+        input_bound(r, c), checkpoint_heavy(r, c), logging_heavy(r, c), host_code_heavy(r, c), sync_bound(r, c),
+        h2d_bound(r, c),
         launch, small_batch(r, c, launch), cpu_faster(r, c, launch), thread_oversubscription(r, c),
         memory_pressure(r, c), comm_bound(r, c), straggler(r, c),
     ) if v is not None]

@@ -35,7 +35,8 @@ td:first-child, th:first-child { text-align: left; }
 {% if w.device == "cuda" %}<p class="muted">device ms: the stream's time from a phase's first edge to its last, idle gaps
 included; the GPU's own work is below.</p>{% endif %}
 <p>Per step: {{ "%.2f"|format(w.syncs_per_step) }} host reads, {{ "%.2f"|format(w.h2d_bytes_per_step / 1048576) }} MiB
-host&rarr;device, {{ "%.0f"|format(w.ops_per_step) if w.ops_per_step is not none else "?" }} aten ops{% if w.kernels_per_step is not none %},
+host&rarr;device, {{ "%.0f"|format(w.ops_per_step) if w.ops_per_step is not none else "?" }} aten ops{% if w.other_ops_per_step %}
+({{ "%.0f"|format(w.other_ops_per_step) }} of them in 'other'){% endif %}{% if w.kernels_per_step is not none %},
 {{ "%.0f"|format(w.kernels_per_step) }} CUDA kernels{% endif %}{% if w.gpu_busy_ms_per_step is not none and w.median_ms %}
 (the GPU works {{ "%.3f"|format(w.gpu_busy_ms_per_step) }} ms of the step, {{ "%.0f"|format(100 * w.gpu_busy_ms_per_step / w.median_ms) }}%){% endif %}.</p>
 {% for name, png in plots %}<p><img alt="{{ name }}" src="data:image/png;base64,{{ png }}"></p>{% endfor %}

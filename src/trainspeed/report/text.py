@@ -182,6 +182,8 @@ def doctor_view(report: DoctorReport) -> Group:
             parts.append(Text("device ms: the stream's time from a phase's first edge to its last, idle gaps "
                               "included; the GPU's own work is below", style="dim"))
         ops = f"{w.ops_per_step:.0f}" if w.ops_per_step is not None else "?"
+        if w.other_ops_per_step:
+            ops += f" ({w.other_ops_per_step:.0f} of them in 'other')"
         kernels = f", {w.kernels_per_step:.0f} CUDA kernels" if w.kernels_per_step is not None else ""
         if w.gpu_busy_ms_per_step is not None and w.median_ms:
             kernels += (f" (the GPU works {w.gpu_busy_ms_per_step:.3f} ms of the step, "

@@ -10,13 +10,19 @@ an op counter and torch's FlopCounterMode: torch.profiler's first start in a pro
 a second here (Kineto's initialisation), a large share of a short CPU job, while the modes cost
 nothing until they are entered. The modes see the ops that reach the dispatcher after autograd
 and after composite ops are decomposed (nn.Linear: t + addmm), each counted once.
+
+On both, the window also counts and times the ops dispatched outside every phase the watcher
+names (`outside()`): a loss computed with torch.nn.functional, a metric, indexing a batch out of a
+tensor. Their host time is what torch itself accounts for in the step's "other" time; the rest of
+"other" is the script's own host code (rules.host_code_heavy).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -27,15 +33,32 @@ from trainspeed._io import quiet_fd2
 
 
 class OpCounter(TorchDispatchMode):
-    """Counts the aten ops dispatched while it is active (the ops run unchanged)."""
+    """Counts the ops dispatched while it is active (the ops run unchanged); with `outside`, also counts
+    and times (host clock, no synchronisation) those dispatched while `outside()` is true. The
+    profiler's own ops (the record_function ranges torch opens around every optimizer step) are no
+    work, and not counted."""
 
-    def __init__(self) -> None:
+    def __init__(self, outside: Callable[[], bool] | None = None) -> None:
         super().__init__()
         self.ops = 0
+        self.outside = outside
+        self.outside_ops = 0
+        self.outside_s = 0.0
+        """Host seconds of the ops dispatched outside: below the dispatch mode, so without this mode's
+        own Python, and on CUDA their launch, not the kernel."""
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        if getattr(func, "namespace", None) == "profiler":
+            return func(*args, **(kwargs or {}))
         self.ops += 1
-        return func(*args, **(kwargs or {}))
+        if self.outside is None or not self.outside():
+            return func(*args, **(kwargs or {}))
+        t0 = time.perf_counter()
+        try:
+            return func(*args, **(kwargs or {}))
+        finally:
+            self.outside_s += time.perf_counter() - t0
+            self.outside_ops += 1
 
 
 def _is_annotation(e: Any) -> bool:
@@ -82,6 +105,22 @@ def count_ops_and_kernels(prof: Any) -> tuple[int, int, int]:
     return ops, kernels, busy_ns(work)
 
 
+def outer_flops(events: Any) -> float:
+    """FLOPs of torch.profiler's events that have a formula, less those nested in an event that has one:
+    an op dispatched through a dispatch mode under the profiler (the window's op counter) is recorded
+    twice, the second inside the first."""
+    total = 0.0
+    for e in events:
+        if not e.flops:
+            continue
+        parent = e.cpu_parent
+        while parent is not None and not parent.flops:
+            parent = parent.cpu_parent
+        if parent is None:
+            total += e.flops
+    return total
+
+
 def _cuda_version() -> tuple[int, ...]:
     try:
         return tuple(int(part) for part in (torch.version.cuda or "0").split(".")[:2])
@@ -109,11 +148,15 @@ def cupti_detached() -> Iterator[None]:
 
 
 class ProfileWindow:
-    """Opens torch.profiler at the end of warm-up, closes it `steps` steps later."""
+    """Opens torch.profiler at the end of warm-up, closes it `steps` steps later. `outside()`: whether an
+    op dispatched now is outside every phase the watcher names (None: not asked)."""
 
-    def __init__(self, steps: int) -> None:
+    def __init__(self, steps: int, outside: Callable[[], bool] | None = None) -> None:
         self.steps = steps
+        self.outside = outside
         self.prof: Any = None
+        self.counter: OpCounter | None = None
+        """Counts the ops outside the phases (on the CPU, every op as well)."""
         self.cuda = False
         self.first = -1
         self.ops_per_step: float | None = None
@@ -122,6 +165,10 @@ class ProfileWindow:
         """Milliseconds per step during which the GPU ran a kernel, copy or memset (CUDA only)."""
         self.flops_per_step: float | None = None
         """Multiply-add FLOPs of the ops PyTorch has formulas for (matmul, conv, ...), per step."""
+        self.outside_ops_per_step: float | None = None
+        """Aten ops dispatched outside every phase the watcher names, per step (None: not counted)."""
+        self.outside_op_ms_per_step: float | None = None
+        """Their host milliseconds per step."""
         self.notes: list[str] = []
 
     @staticmethod
@@ -146,7 +193,8 @@ class ProfileWindow:
 
     def _open(self, cuda: bool, first: int) -> None:
         if not cuda:
-            self.prof = (OpCounter(), FlopCounterMode(display=False))
+            self.counter = OpCounter(self.outside)
+            self.prof = (self.counter, FlopCounterMode(display=False))
             for mode in self.prof:
                 mode.__enter__()
             self.first, self.cuda = first, False
@@ -162,17 +210,32 @@ class ProfileWindow:
         except Exception as e:  # another profiler is running, say: go on without counts
             self.prof = None
             self.notes.append(f"torch.profiler could not start ({type(e).__name__}): no op or kernel counts")
+            return
+        if self.outside is not None:  # inside the profiler: it sees each op once, as without the mode
+            self.counter = OpCounter(self.outside)
+            self.counter.__enter__()
+
+    def _take_counter(self, steps: int) -> None:
+        """Leave the op counter (if any) and keep its per-step figures."""
+        counter, self.counter = self.counter, None
+        if counter is None:
+            return
+        counter.__exit__(None, None, None)
+        if counter.outside is not None:
+            self.outside_ops_per_step = counter.outside_ops / steps
+            self.outside_op_ms_per_step = counter.outside_s * 1e3 / steps
 
     def _close(self, steps: int) -> None:
         prof, self.prof = self.prof, None
-        if isinstance(prof, tuple):  # the CPU's dispatch modes
+        if isinstance(prof, tuple):  # the CPU's dispatch modes: the op counter and the FLOP counter
             counter, flops = prof
-            for mode in reversed(prof):
-                mode.__exit__(None, None, None)
+            flops.__exit__(None, None, None)
+            self._take_counter(steps)
             self.ops_per_step = counter.ops / steps
             self.kernels_per_step = None
             self.flops_per_step = flops.get_total_flops() / steps
             return
+        self._take_counter(steps)
         try:
             with quiet_fd2(), cupti_detached():
                 prof.__exit__(None, None, None)
@@ -181,7 +244,7 @@ class ProfileWindow:
             if self.cuda:  # kernels were traced only on CUDA
                 self.kernels_per_step = kernels / steps
                 self.gpu_busy_ms_per_step = busy / steps / 1e6
-            self.flops_per_step = sum(e.flops or 0 for e in prof.events()) / steps
+            self.flops_per_step = outer_flops(prof.events()) / steps
         except Exception as e:
             self.notes.append(f"torch.profiler window failed ({type(e).__name__}): no op or kernel counts")
 
@@ -190,6 +253,9 @@ class ProfileWindow:
         if self.prof is not None:
             prof, self.prof = self.prof, None
             with contextlib.suppress(Exception), quiet_fd2(), cupti_detached():
+                if not isinstance(prof, tuple) and self.counter is not None:
+                    self.counter.__exit__(None, None, None)
                 for mode in reversed(prof) if isinstance(prof, tuple) else (prof,):
                     mode.__exit__(None, None, None)
+            self.counter = None
             self.notes.append("the run ended inside the profiler window: no op or kernel counts")

@@ -170,3 +170,8 @@ class WatchResult:
     """CUDA: milliseconds per step during which the GPU ran a kernel, copy or memset (the profiler
     window's CUPTI timestamps). Unlike the phases' device_ms, which span the stream between two
     edges, this leaves out the GPU's idle gaps."""
+    other_ops_per_step: float | None = None
+    """Aten ops per step dispatched outside every named phase (the profiler window's): torch's own
+    part of `other` (a functional loss, a metric, indexing a batch out of a tensor). None: not counted."""
+    other_op_ms_per_step: float | None = None
+    """Their host milliseconds per step (on CUDA their launches, not the kernels)."""

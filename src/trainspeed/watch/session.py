@@ -16,6 +16,7 @@ import dataclasses
 import random
 import resource
 import sys
+import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator
@@ -45,7 +46,7 @@ from trainspeed.watch.result import (
 from trainspeed.watch.sampler import Sampler, source_of
 from trainspeed.watch.sawtooth import detect_sawtooth
 from trainspeed.watch.stats import Reservoir, median, quantile
-from trainspeed.watch.syncs import SyncCounter
+from trainspeed.watch.syncs import SyncCounter, reading
 
 DEVICE_PHASES = ("h2d", "forward", "backward", "optimizer")
 """Phases whose device time is taken with CUDA events (the others do no device work of their own)."""
@@ -98,7 +99,8 @@ class Watcher:
         self.enter = self.clock.enter
         self.exit = self.clock.exit
         self.syncs = SyncCounter(on_read=self.read_span)
-        self.window = ProfileWindow(profile_steps)
+        self._thread = threading.get_ident()
+        self.window = ProfileWindow(profile_steps, outside=self._outside_phases)
         self.settled_at = self.window.settled_from(warmup)
         self.sampler: Sampler | None = None
         self.steps_seen = 0
@@ -213,6 +215,11 @@ class Watcher:
             yield
         finally:
             self.opening_window = False
+
+    def _outside_phases(self) -> bool:
+        """Whether an op dispatched now runs in "other": on the thread that runs the steps, with no phase
+        open and no host read under way (a read's op is the sync phase's)."""
+        return not self.clock.stack and threading.get_ident() == self._thread and not reading()
 
     def _set_edges(self) -> None:
         """Phase edges also record CUDA events on the detailed steps of a CUDA run, and only there. On the
@@ -616,6 +623,8 @@ class Watcher:
             h2d_bytes_per_step=(sum(r.h2d_bytes for r in records) / len(records)) if records else 0.0,
             ops_per_step=self.window.ops_per_step, kernels_per_step=self.window.kernels_per_step,
             flops_per_step=self.window.flops_per_step,
+            other_ops_per_step=self.window.outside_ops_per_step,
+            other_op_ms_per_step=self.window.outside_op_ms_per_step,
             sync_sites=self._sync_sites(), other_sites=self._other_sites(), gpu_util=self._gpu_util(step_ms),
             device=self.device, batch_size=self.batch_size, loaders=list(self.loaders.values()),
             torch_threads=torch.get_num_threads(), process_cpu_percent=self._cpu(),
