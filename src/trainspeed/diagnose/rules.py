@@ -206,7 +206,8 @@ def host_code_heavy(r: WatchResult, c: Context) -> Verdict | None:
     gain = min(host, other * top.share_of_other)  # that line's part, less all of torch's
     ops = (f"the {r.other_ops_per_step:.0f} torch ops per step there take at most {torch_ms:.2f} ms"
            if r.other_ops_per_step >= 0.5 else "no torch op runs there")
-    evidence = (f"{other:.2f} ms of the {step:.2f} ms step runs outside every PyTorch phase; {ops}, so "
+    evidence = (f"{share:.0%} of the run's time ({other:.2f} ms of the median {step:.2f} ms step) is outside every "
+                f"PyTorch phase; {ops}, so "
                 f"{host:.2f} ms ({host / step:.0%}) is the script's own host code; {top.share_of_other:.0%} of the "
                 f"stack samples there are at {top.where}: `{top.code}`")
     action = ("that line runs on every step: run it every N steps or after the loop, hand it to a background "

@@ -181,7 +181,7 @@ def doctor_view(report: DoctorReport) -> Group:
         if w.device == "cuda":
             parts.append(Text("device ms: the stream's time from a phase's first edge to its last, idle gaps "
                               "included; the GPU's own work is below", style="dim"))
-        ops = f"{w.ops_per_step:.0f}" if w.ops_per_step is not None else "?"
+        ops = (f"{w.ops_per_step:.0f}" if w.ops_per_step is not None else "?") + " aten ops"
         if w.other_ops_per_step:
             ops += f" ({w.other_ops_per_step:.0f} of them in 'other')"
         kernels = f", {w.kernels_per_step:.0f} CUDA kernels" if w.kernels_per_step is not None else ""
@@ -189,7 +189,7 @@ def doctor_view(report: DoctorReport) -> Group:
             kernels += (f" (the GPU works {w.gpu_busy_ms_per_step:.3f} ms of the step, "
                         f"{w.gpu_busy_ms_per_step / w.median_ms:.0%})")
         parts.append(Text(f"per step: {w.syncs_per_step:.2f} host reads (syncs), {w.h2d_bytes_per_step / 2**20:.2f} MiB "
-                          f"host->device, {ops} aten ops{kernels}; batch {w.batch_size or '?'}"))
+                          f"host->device, {ops}{kernels}; batch {w.batch_size or '?'}"))
     for s in w.sync_sites[:3]:
         parts.append(Text(f"  sync site {s.where}: {s.op} x{s.count}, {s.total_ms:.1f} ms in all", style="dim"))
     for o in w.other_sites[:3]:
