@@ -209,15 +209,14 @@ class _Registry:
 
 
 _REGISTRY = _Registry()
+READ_CODE = _REGISTRY._wrap("item", torch.Tensor.item).__code__
+"""The code of every read wrapper: a stack with a frame of it is inside a counted host read (how a
+sampler on another thread tells, at no cost to the read itself)."""
 
 
 def reading() -> bool:
     """Whether this thread is inside a counted host read now."""
     return _REGISTRY.local.cell[0] > 0
-
-READ_CODE = _REGISTRY._wrap("item", torch.Tensor.item).__code__
-"""The code of every read wrapper: a stack with a frame of it is inside a counted host read (how a
-sampler on another thread tells, at no cost to the read itself)."""
 
 
 class SyncCounter:
