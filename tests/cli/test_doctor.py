@@ -27,6 +27,7 @@ def _doctor(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, d
     ("log_every_step.py", ["--steps", "600"], "logging_heavy"),
     ("wide_mlp.py", ["--steps", "25"], "compute_bound"),
     ("metric_every_step.py", ["--steps", "150"], "host_code_heavy"),
+    ("float64_numpy.py", ["--steps", "150"], "slow_dtype"),
 ])
 def test_planted_bottleneck_is_named_first(script: str, args: list[str], first: str,
                                            capsys: pytest.CaptureFixture[str]) -> None:

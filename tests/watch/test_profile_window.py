@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from trainspeed.watch.profile_window import OpCounter, ProfileWindow, busy_ns
@@ -80,3 +81,36 @@ def test_the_profiler_window_counts_flops_once_with_the_op_counter_inside() -> N
     (ops, flops, none), (ops_counted, flops_counted, outside_ops) = figures
     assert flops == flops_counted == 2 * (2 * 64 * 32 * 16)  # forward's addmm, backward's weight-grad mm
     assert ops == ops_counted and none is None and outside_ops and outside_ops >= ops
+
+
+def test_cpu_window_times_each_op_by_dtype_with_its_flops() -> None:
+    window = ProfileWindow(steps=2)
+    a, b = torch.randn(8, 16, dtype=torch.float64), torch.randn(16, 4, dtype=torch.float64)
+    c, d = torch.randn(8, 16), torch.randn(16, 4)
+    for index in range(4):  # warm-up 1: steps 1 and 2 are counted
+        (a @ b).relu()
+        (c @ d).relu()
+        window.on_step_end(index, warmup=1, cuda=False)
+    rows = {(row.op, row.dtype): row for row in window.op_times or []}
+    assert set(rows) == {("aten.mm", "float64"), ("aten.mm", "float32"), ("aten.relu", "float64"),
+                         ("aten.relu", "float32")}
+    assert all(row.calls == 1 and row.ms > 0 for row in rows.values())
+    assert rows["aten.mm", "float64"].arithmetic and not rows["aten.relu", "float64"].arithmetic
+    # mm ran in two dtypes: FlopCounterMode counts by op, so neither gets a share it cannot prove
+    assert rows["aten.mm", "float64"].flops is None and rows["aten.relu", "float32"].flops is None
+    ms = [row.ms for row in window.op_times or []]
+    assert ms == sorted(ms, reverse=True)
+    assert window.op_ms_per_step == sum(ms)
+
+
+def test_op_table_keeps_the_slowest_ops_and_every_one_with_arithmetic() -> None:
+    from trainspeed.watch.profile_window import op_table
+
+    ops = torch.ops.aten
+    by_op = {(ops.add.default.overloadpacket, torch.float32): [20, 0.020],
+             (ops.mul.default.overloadpacket, torch.float32): [10, 0.010],
+             (ops.mm.default.overloadpacket, torch.bfloat16): [6, 0.002],
+             (ops.detach.default.overloadpacket, None): [2, 0.001]}
+    rows = op_table(by_op, {ops.mm.default.overloadpacket: 6e6}, steps=2, keep=1)
+    assert [(r.op, r.dtype) for r in rows] == [("aten.add", "float32"), ("aten.mm", "bfloat16")]
+    assert rows[1].arithmetic and rows[1].flops == 3e6 and rows[1].calls == 3 and rows[1].ms == pytest.approx(1.0)

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainspeed.diagnose.rules import MEMORY_SHARE, Context, diagnose
+from trainspeed.diagnose.rules import MEMORY_SHARE, Context, diagnose, slow_dtype_candidates
 from trainspeed.hardware.report import HardwareReport, detect_hardware
 from trainspeed.probe.dispatch import cpu_dispatch_us, cuda_op_us
-from trainspeed.probe.matmul import cpu_matmul_gflops
+from trainspeed.probe.matmul import cpu_dtype_gflops, cpu_matmul_gflops
 from trainspeed.watch.result import Verdict, WatchResult
 
 _OPTIMIZER_NAMES = {"sgd": "sgd-momentum", "adam": "adam", "adamw": "adamw", "rmsprop": "rmsprop", "adagrad": "adagrad"}
@@ -25,6 +25,8 @@ class DoctorReport:
     """Measured cost of dispatching one tiny op on this CPU, used by the predictions."""
     matmul_gflops: float
     """Measured CPU matmul rate, used to tell arithmetic from overhead."""
+    dtype_gflops: dict[str, float] = field(default_factory=dict)
+    """Measured CPU matmul rate in the other dtypes the run's arithmetic used a fifth of its step in."""
     cuda_op_us: float | None = None
     """Measured cost of one tiny CUDA op (dispatch and launch), when the run was on CUDA."""
     script: str | None = None
@@ -58,18 +60,21 @@ def _largest_batch(watcher: Any, result: WatchResult) -> int | None:
 
 def diagnose_run(result: WatchResult, watcher: Any = None, hardware: HardwareReport | None = None,
                  dispatch_us: float | None = None, matmul_gflops: float | None = None,
-                 launch_us: float | None = None) -> DoctorReport:
+                 launch_us: float | None = None, dtype_gflops: dict[str, float] | None = None) -> DoctorReport:
     """Measure the machine constants the rules need, then judge the run."""
     hw = hardware or detect_hardware()
     dispatch = dispatch_us if dispatch_us is not None else cpu_dispatch_us()
     gflops = matmul_gflops if matmul_gflops is not None else cpu_matmul_gflops()
     if launch_us is None and result.device == "cuda":
         launch_us = cuda_op_us()
+    if dtype_gflops is None:
+        dtype_gflops = {name: cpu_dtype_gflops(name) for name in slow_dtype_candidates(result)}
     largest = None
     if result.peak_memory_bytes and result.memory_capacity_bytes and \
             result.peak_memory_bytes / result.memory_capacity_bytes >= MEMORY_SHARE:
         largest = _largest_batch(watcher, result)
     ctx = Context(dispatch_us=dispatch, matmul_gflops=gflops, physical_cores=hw.cpu.physical_cores or 1,
-                  logical_threads=hw.cpu.logical_threads or 1, largest_batch=largest, cuda_op_us=launch_us)
+                  logical_threads=hw.cpu.logical_threads or 1, largest_batch=largest, cuda_op_us=launch_us,
+                  dtype_gflops=dtype_gflops)
     return DoctorReport(hardware=hw, watch=result, verdicts=diagnose(result, ctx), dispatch_us=dispatch,
-                        matmul_gflops=gflops, cuda_op_us=launch_us)
+                        matmul_gflops=gflops, cuda_op_us=launch_us, dtype_gflops=dtype_gflops)

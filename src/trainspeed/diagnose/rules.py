@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from trainspeed.watch.phases import EDGE_PHASES
-from trainspeed.watch.result import Verdict, WatchResult
+from trainspeed.watch.result import OpTime, Verdict, WatchResult
 
 DATA_SHARE = 0.20  # waiting on data for a fifth of the step is worth fixing first
 CHECKPOINT_SHARE = 0.10
@@ -49,6 +49,12 @@ COMM_SHARE = 0.15  # all-reduce exposed after backward for this share of the ste
 STRAGGLER_EXCESS = 0.10  # a rank busier than the others' median by this much...
 STRAGGLER_MIN_MS = 0.05  # ...and by at least this many milliseconds
 NO_SYNC_MICRO_BATCHES = 4  # comm_bound's prediction: accumulate this many micro-batches under no_sync()
+SLOW_DTYPE_SHARE = 0.20  # matrix arithmetic in one dtype for a fifth of the step...
+SLOW_DTYPE_RATE = 0.6
+"""...in a dtype this CPU multiplies at most this share of its float32 rate: float64 on AVX2 (about
+0.45 on Zen 3), bfloat16 and float16 without native matrix units (about 0.01 there). A CPU with AMX
+runs bfloat16 faster than float32, and the rule stays silent."""
+SLOW_DTYPES = ("bfloat16", "float16", "float64")
 MAX_PREDICTED = 10.0  # no model here is trusted beyond a 10x prediction
 
 _LOGGING = re.compile(r"\b(print|log\w*|logger|logging|write|flush|tqdm|wandb|add_scalars?|writer|json\.dump)\b")
@@ -68,6 +74,8 @@ class Context:
     """From the memory estimator, when memory pressure was found and an estimate could be made."""
     cuda_op_us: float | None = None
     """Measured cost of one tiny CUDA op (probe.cuda_op_us): dispatch plus a kernel launch. None without CUDA."""
+    dtype_gflops: dict[str, float] = field(default_factory=dict)
+    """Measured CPU matmul rate in the dtypes `slow_dtype_candidates` names ("bfloat16": 1.3)."""
 
 
 def _ms(r: WatchResult, phase: str) -> float:
@@ -215,6 +223,63 @@ def host_code_heavy(r: WatchResult, c: Context) -> Verdict | None:
               "steps); if it prepares data, a DataLoader with workers runs it beside the step")
     return Verdict("host_code_heavy", evidence + " (predicted speed-up: that line's host time out of the step)",
                    action, _speedup(step, step - gain))
+
+
+def _dtype_arithmetic(r: WatchResult) -> dict[str, list[OpTime]]:
+    """A CPU run's matrix arithmetic (the window's ops with a FLOP formula) in each dtype but float32."""
+    out: dict[str, list[OpTime]] = {}
+    if r.device != "cpu" or not r.op_times:
+        return out
+    for row in r.op_times:
+        if row.arithmetic and row.dtype in SLOW_DTYPES:
+            out.setdefault(row.dtype, []).append(row)
+    return out
+
+
+def slow_dtype_candidates(r: WatchResult) -> list[str]:
+    """The dtypes whose matrix arithmetic took SLOW_DTYPE_SHARE of the step or more: the ones whose matmul
+    rate `slow_dtype` needs probed."""
+    if not r.median_ms:
+        return []
+    return [dtype for dtype, rows in _dtype_arithmetic(r).items()
+            if sum(row.ms for row in rows) >= SLOW_DTYPE_SHARE * r.median_ms]
+
+
+def slow_dtype(r: WatchResult, c: Context) -> Verdict | None:
+    """Matrix arithmetic (matmul, convolution) in a dtype this CPU runs far slower than float32:
+    bfloat16 autocast on a CPU without native bfloat16, a model in float64 (numpy's default)."""
+    if not r.median_ms or c.matmul_gflops <= 0:
+        return None
+    step = r.median_ms
+    # the window's clock: where its ops all together outgrow the room beside the edge phases, it ran
+    # slower than the median step (soon after the warm-up), and its times are scaled down to that room
+    room = step - sum(_ms(r, p) for p in EDGE_PHASES)
+    scale = min(1.0, room / r.op_ms_per_step) if r.op_ms_per_step else 1.0
+    found: list[tuple[float, Verdict]] = []
+    for dtype, rows in _dtype_arithmetic(r).items():
+        rate = c.dtype_gflops.get(dtype)
+        took = min(sum(row.ms for row in rows) * scale, room)
+        if rate is None or took < SLOW_DTYPE_SHARE * step or rate > SLOW_DTYPE_RATE * c.matmul_gflops:
+            continue
+        gain = took * (1 - rate / c.matmul_gflops)  # those ops at the float32 rate
+        ops = ", ".join(f"{row.op} x{row.calls:.0f}" for row in rows[:3])
+        flops = sum(row.flops or 0.0 for row in rows)
+        ran = (f", {flops / (sum(row.ms for row in rows) * 1e6):.1f} GFLOP/s"
+               if all(row.flops for row in rows) else "")
+        evidence = (f"{took:.2f} ms of the {step:.2f} ms step ({took / step:.0%}) is matrix arithmetic in {dtype} "
+                    f"({ops} per step{ran}); this CPU multiplies {dtype} matrices at {rate:.1f} GFLOP/s against "
+                    f"{c.matmul_gflops:.0f} GFLOP/s in float32 (both measured after the run)")
+        if dtype == "float64":
+            action = ("train in float32: model.float() and inputs .float(); numpy's float64 passes into "
+                      "torch.from_numpy / torch.tensor unchanged, so convert the data once as it is loaded "
+                      "(.astype(np.float32))")
+        else:
+            action = (f"train in float32 on this CPU: drop torch.autocast('cpu', dtype=torch.{dtype}) or the "
+                      f".to(torch.{dtype}) of the model and inputs; {dtype} pays on CPUs with native matrix units "
+                      "(AMX, AVX512-BF16/FP16) and on GPUs, not here")
+        found.append((gain, Verdict("slow_dtype", evidence + " (predicted speed-up: those ops at the float32 "
+                                    "rate, the rest of the step as measured)", action, _speedup(step, step - gain))))
+    return max(found, key=lambda f: f[0])[1] if found else None
 
 
 def sync_bound(r: WatchResult, c: Context) -> Verdict | None:
@@ -428,7 +493,7 @@ def diagnose(r: WatchResult, c: Context) -> list[Verdict]:
     launch = launch_bound(r, c)
     found = [v for v in (
         input_bound(r, c), checkpoint_heavy(r, c), logging_heavy(r, c), host_code_heavy(r, c), sync_bound(r, c),
-        h2d_bound(r, c),
+        h2d_bound(r, c), slow_dtype(r, c),
         launch, small_batch(r, c, launch), cpu_faster(r, c, launch), thread_oversubscription(r, c),
         memory_pressure(r, c), comm_bound(r, c), straggler(r, c),
     ) if v is not None]

@@ -44,11 +44,16 @@ host&rarr;device, {{ "%.0f"|format(w.ops_per_step) if w.ops_per_step is not none
 {% for s in w.sync_sites[:20] %}<tr><td><code>{{ s.where }}</code></td><td>{{ s.op }}</td><td>{{ s.count }}</td><td>{{ "%.2f"|format(s.total_ms) }}</td></tr>{% endfor %}</table>{% endif %}
 {% if w.other_sites %}<h2>Time outside every phase ("other"), by line</h2><table><tr><th>where</th><th>code</th><th>share of samples</th></tr>
 {% for o in w.other_sites %}<tr><td><code>{{ o.where }}</code></td><td><code>{{ o.code }}</code></td><td>{{ "%.0f"|format(100 * o.share_of_other) }}%</td></tr>{% endfor %}</table>{% endif %}
+{% if w.op_times %}<h2>The slowest ops <span class="muted">(profiler window, host ms per step; on the CPU an op's own time)</span></h2>
+<table><tr><th>op</th><th>dtype</th><th>calls</th><th>ms</th><th>GFLOP/s</th></tr>
+{% for o in w.op_times[:12] %}<tr><td><code>{{ o.op }}</code></td><td>{{ o.dtype or "-" }}</td><td>{{ "%.0f"|format(o.calls) }}</td>
+<td>{{ "%.3f"|format(o.ms) }}</td><td>{{ "%.1f"|format(o.flops / (o.ms * 1e6)) if o.flops and o.ms else "" }}</td></tr>{% endfor %}</table>{% endif %}
 <h2>Hardware</h2><p>{{ r.hardware.cpu.model }} ({{ r.hardware.cpu.microarchitecture or "generation unknown" }}),
 {{ r.hardware.cpu.physical_cores }} cores / {{ r.hardware.cpu.logical_threads }} threads; torch {{ r.hardware.torch_version }}.
 {% for g in r.hardware.gpu.gpus %}<br>GPU {{ g.index }}: {{ g.name }}{% endfor %}
 <br>Measured here: one tiny op costs {{ "%.2f"|format(r.dispatch_us) }} us to dispatch{% if r.cuda_op_us is not none %}
-({{ "%.2f"|format(r.cuda_op_us) }} us on CUDA, a kernel launch included){% endif %}; matmul runs at {{ "%.0f"|format(r.matmul_gflops) }} GFLOP/s.</p>
+({{ "%.2f"|format(r.cuda_op_us) }} us on CUDA, a kernel launch included){% endif %}; matmul runs at {{ "%.0f"|format(r.matmul_gflops) }} GFLOP/s{% for d, g in r.dtype_gflops.items() %}
+({{ "%.1f"|format(g) }} in {{ d }}){% endfor %}.</p>
 {% for n in w.notes + r.notes %}<p class="muted">note: {{ n }}</p>{% endfor %}
 </body></html>
 """

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -30,15 +31,30 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 
 from trainspeed._io import quiet_fd2
+from trainspeed.watch.result import OpTime
+
+
+OP_TIMES_KEPT = 12
+"""The op table keeps the ops with most host time, and every op that carries arithmetic."""
+
+
+def _dtype_of(args: Any) -> torch.dtype | None:
+    """The dtype of an op's first tensor argument (or of the first tensor in its first list of them)."""
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            return a.dtype
+        if isinstance(a, (list, tuple)) and a and isinstance(a[0], torch.Tensor):
+            return a[0].dtype
+    return None
 
 
 class OpCounter(TorchDispatchMode):
     """Counts the ops dispatched while it is active (the ops run unchanged); with `outside`, also counts
-    and times (host clock, no synchronisation) those dispatched while `outside()` is true. The
-    profiler's own ops (the record_function ranges torch opens around every optimizer step) are no
-    work, and not counted."""
+    and times (host clock, no synchronisation) those dispatched while `outside()` is true; with
+    `by_op`, times every op, by op and dtype (`by_op`). The profiler's own ops (the record_function
+    ranges torch opens around every optimizer step) are no work, and not counted."""
 
-    def __init__(self, outside: Callable[[], bool] | None = None) -> None:
+    def __init__(self, outside: Callable[[], bool] | None = None, by_op: bool = False) -> None:
         super().__init__()
         self.ops = 0
         self.outside = outside
@@ -46,19 +62,49 @@ class OpCounter(TorchDispatchMode):
         self.outside_s = 0.0
         """Host seconds of the ops dispatched outside: below the dispatch mode, so without this mode's
         own Python, and on CUDA their launch, not the kernel."""
+        self.by_op: dict[tuple[Any, torch.dtype | None], list[Any]] | None = {} if by_op else None
+        """(op overload packet, dtype) -> [calls, host seconds]; None when not asked for."""
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
         if getattr(func, "namespace", None) == "profiler":
-            return func(*args, **(kwargs or {}))
+            return func(*args, **kwargs)
         self.ops += 1
-        if self.outside is None or not self.outside():
-            return func(*args, **(kwargs or {}))
+        outside = self.outside is not None and self.outside()
+        if not outside and self.by_op is None:
+            return func(*args, **kwargs)
         t0 = time.perf_counter()
         try:
-            return func(*args, **(kwargs or {}))
+            return func(*args, **kwargs)
         finally:
-            self.outside_s += time.perf_counter() - t0
-            self.outside_ops += 1
+            took = time.perf_counter() - t0
+            if outside:
+                self.outside_s += took
+                self.outside_ops += 1
+            if self.by_op is not None:
+                key = (func.overloadpacket, _dtype_of(args))
+                entry = self.by_op.get(key)
+                if entry is None:
+                    entry = self.by_op[key] = [0, 0.0]
+                entry[0] += 1
+                entry[1] += took
+
+
+def op_table(by_op: dict[tuple[Any, torch.dtype | None], list[Any]], flop_counts: dict[Any, float],
+             steps: int, keep: int = OP_TIMES_KEPT) -> list[OpTime]:
+    """Per step, most host time first: the `keep` slowest ops, and every op torch has a FLOP formula for.
+    An op's FLOPs are given where it ran in one dtype only (FlopCounterMode counts by op, not dtype)."""
+    flops = {str(op): n for op, n in flop_counts.items()}
+    dtypes = Counter(str(op) for op, _ in by_op)
+    rows = []
+    for (op, dtype), (calls, seconds) in by_op.items():
+        name = str(op)
+        arithmetic = name in flops
+        rows.append(OpTime(op=name, dtype=str(dtype).removeprefix("torch.") if dtype is not None else None,
+                           calls=calls / steps, ms=seconds * 1e3 / steps, arithmetic=arithmetic,
+                           flops=flops[name] / steps if arithmetic and dtypes[name] == 1 else None))
+    rows.sort(key=lambda row: row.ms, reverse=True)
+    return [row for i, row in enumerate(rows) if i < keep or row.arithmetic]
 
 
 def _is_annotation(e: Any) -> bool:
@@ -169,6 +215,10 @@ class ProfileWindow:
         """Aten ops dispatched outside every phase the watcher names, per step (None: not counted)."""
         self.outside_op_ms_per_step: float | None = None
         """Their host milliseconds per step."""
+        self.op_times: list[OpTime] | None = None
+        """CPU: the window's ops by op and dtype (`op_table`); None on CUDA (an op's host time is its launch)."""
+        self.op_ms_per_step: float | None = None
+        """CPU: every op's host milliseconds per step in the window, all together."""
         self.notes: list[str] = []
 
     @staticmethod
@@ -193,7 +243,7 @@ class ProfileWindow:
 
     def _open(self, cuda: bool, first: int) -> None:
         if not cuda:
-            self.counter = OpCounter(self.outside)
+            self.counter = OpCounter(self.outside, by_op=True)
             self.prof = (self.counter, FlopCounterMode(display=False))
             for mode in self.prof:
                 mode.__enter__()
@@ -234,6 +284,9 @@ class ProfileWindow:
             self.ops_per_step = counter.ops / steps
             self.kernels_per_step = None
             self.flops_per_step = flops.get_total_flops() / steps
+            if counter.by_op is not None:
+                self.op_times = op_table(counter.by_op, flops.get_flop_counts().get("Global", {}), steps)
+                self.op_ms_per_step = sum(seconds for _, seconds in counter.by_op.values()) * 1e3 / steps
             return
         self._take_counter(steps)
         try:

@@ -36,6 +36,23 @@ class OtherSite:
 
 
 @dataclass(frozen=True)
+class OpTime:
+    """One aten op in one dtype, per step of the profiler window: how often it ran and its host time."""
+
+    op: str
+    """The op's name without its overload, as torch prints it ("aten.mm")."""
+    dtype: str | None
+    """Its first tensor argument's dtype ("bfloat16"); None when it took no tensor."""
+    calls: float
+    ms: float
+    """Host milliseconds per step (on the CPU, the op's own time: a CPU op runs as it is called)."""
+    arithmetic: bool
+    """Whether torch has a FLOP formula for the op (matmul, convolution, attention): its time is arithmetic."""
+    flops: float | None
+    """Its FLOPs per step, where it ran in this one dtype in the window; None otherwise."""
+
+
+@dataclass(frozen=True)
 class GpuUtil:
     available: bool
     mean: float | None
@@ -175,3 +192,9 @@ class WatchResult:
     part of `other` (a functional loss, a metric, indexing a batch out of a tensor). None: not counted."""
     other_op_ms_per_step: float | None = None
     """Their host milliseconds per step (on CUDA their launches, not the kernels)."""
+    op_times: list[OpTime] | None = None
+    """CPU: the profiler window's ops by op and dtype, most host time first (at most OP_TIMES_KEPT).
+    None on CUDA, where an op's host time is its launch, not its work."""
+    op_ms_per_step: float | None = None
+    """CPU: every op's host milliseconds per step in the window, all together (on the window's clock:
+    its steps come soon after the warm-up, and may run slower than the median step)."""
