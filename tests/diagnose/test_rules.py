@@ -333,3 +333,41 @@ def test_slow_dtype_candidates_are_the_dtypes_worth_a_probe() -> None:
     assert slow_dtype_candidates(_dtype_run("bfloat16", 6.0)) == []
     assert slow_dtype_candidates(_dtype_run("float32", 36.0)) == []
     assert slow_dtype_candidates(_dtype_run("float64", 36.0, dev="cuda")) == []
+
+
+def _lstm_run(layer_ms: float, step_ms: float = 141.0, op_ms: float | None = None) -> WatchResult:
+    """/tmp's unseen LSTM script as the doctor measured it (2026-11-23, the 2-vCPU VM): 147 ops per step,
+    two mkldnn LSTM layers forward and backward doing nearly all the work, and no FLOP formula for them."""
+    from trainspeed.watch.result import OpTime
+
+    r = recorded(step_ms, {"forward": 0.37 * step_ms, "backward": 0.57 * step_ms, "optimizer": 0.05 * step_ms},
+                 ops=147, flops=4.9e5, batch=64, threads=2)
+    rows = [OpTime("aten.mkldnn_rnn_layer_backward", "float32", 2, 0.6 * layer_ms, False, None),
+            OpTime("aten.mkldnn_rnn_layer", "float32", 2, 0.4 * layer_ms, False, None),
+            OpTime("aten.sqrt", "float32", 10, 0.405, False, None),  # 40 us a call: inside the fixed cost
+            OpTime("aten.addmm", "float32", 1, 0.05, True, 3.3e5)]
+    return dataclasses.replace(r, op_times=rows, op_ms_per_step=op_ms or layer_ms + 2.8)
+
+
+def test_work_in_ops_without_a_flop_formula_is_not_per_op_overhead() -> None:
+    ctx = Context(dispatch_us=1.7, matmul_gflops=130.0, physical_cores=2, logical_threads=2)
+    verdicts = diagnose(_lstm_run(131.0), ctx)
+    assert [v.id for v in verdicts] == ["compute_bound"]  # it said launch_bound 10x, "913.6 us" per op
+    assert "aten.mkldnn_rnn_layer_backward x2, aten.mkldnn_rnn_layer x2 per step" in verdicts[0].evidence
+    assert "aten.sqrt" not in verdicts[0].evidence and "GFLOP need" not in verdicts[0].evidence
+    # the layers' work beyond a fixed cost per call, on the median step's clock (the window saw 133.8 ms)
+    work = (131.0 - 4 * 30 * 1.7e-3) * min(1.0, 141.0 / 133.8)
+    assert f"{work:.2f} ms goes to work" in verdicts[0].evidence
+
+
+def test_tiny_ops_slow_in_the_window_are_still_per_op_overhead() -> None:
+    # the seed's window (2026-11-23): 38 ops, the slowest calls 43 us (addmm) and 24 us, a 3.4 us probe
+    from trainspeed.watch.result import OpTime
+
+    r = recorded(0.62, {"forward": 0.18, "backward": 0.24, "optimizer": 0.18, "sync": 0.003}, ops=38, flops=4e4,
+                 batch=120, threads=2)
+    rows = [OpTime("aten.addmm", "float32", 2, 0.086, True, 2.9e4), OpTime("aten.t", "float32", 9, 0.072, False, None),
+            OpTime("aten.sum", "float32", 2, 0.049, False, None), OpTime("aten.ones_like", "float32", 1, 0.0245, False, None)]
+    r = dataclasses.replace(r, op_times=rows, op_ms_per_step=0.54)
+    ctx = Context(dispatch_us=1.7, matmul_gflops=120.0, physical_cores=2, logical_threads=2)
+    assert ids(r, ctx)[0] == "launch_bound"

@@ -34,6 +34,14 @@ positives this gives up. The test uses counted FLOPs and the two probes taken to
 step's time: a machine slower during the run than at the probes cannot make big ops look like
 per-op overhead (the planted logging example's ops carry 2.6 to 10.5 dispatches of arithmetic,
 nine runs)."""
+OP_FIXED_DISPATCHES = 30.0
+"""The most one call of an op costs the host before it does any work, in bare dispatches. In the CPU's
+profiler window (its steps come soon after the warm-up, under dispatch modes) the seed's tiny ops took
+up to 12 dispatches a call (its 120 x 4 addmm: 43 us at a 3.4 us probe; 2026-11-23, the 2-vCPU VM). A
+call longer than this does work the FLOP formulas do not count (an LSTM layer as one mkldnn op, an
+embedding bag's backward, an optimizer's update of a large tensor): its time beyond this is work, not
+per-op overhead (`_op_work`). A slow window leaves a tiny op a few microseconds over, which weighs
+nothing beside a step's compute phases."""
 OTHER_OP_DISPATCHES = 2.0
 """Python's part of each torch op in "other", in bare dispatches, beside its measured host time: the
 window times an op below its dispatch mode, and the call that issued it (a torch.nn.functional
@@ -109,6 +117,31 @@ def _arithmetic_ms(r: WatchResult, c: Context) -> float | None:
     if r.flops_per_step is None or c.matmul_gflops <= 0:
         return None
     return r.flops_per_step / (c.matmul_gflops * 1e9) * 1e3
+
+
+def _window_scale(r: WatchResult) -> float:
+    """The CPU profiler window's clock against the median step: where the window's ops all together
+    outgrow the room the median step leaves beside its edge phases, the window ran slower than the
+    median step (soon after the warm-up), and its times are scaled down to that room."""
+    if not r.op_ms_per_step or not r.median_ms:
+        return 1.0
+    room = r.median_ms - sum(_ms(r, p) for p in EDGE_PHASES)
+    return max(0.0, min(1.0, room / r.op_ms_per_step))
+
+
+def _op_work(r: WatchResult, c: Context) -> tuple[float, list[OpTime]]:
+    """CPU: milliseconds per step the window's ops without a FLOP formula spent beyond a fixed cost per call
+    (OP_FIXED_DISPATCHES), on the median step's clock; and those ops, most of that work first."""
+    if r.device != "cpu" or not r.op_times:
+        return 0.0, []
+    fixed = OP_FIXED_DISPATCHES * c.dispatch_us / 1e3
+    heavy = sorted(((row.ms - row.calls * fixed, row) for row in r.op_times
+                    if not row.arithmetic and row.ms > row.calls * fixed), key=lambda w: w[0], reverse=True)
+    return sum(w for w, _ in heavy) * _window_scale(r), [row for _, row in heavy]
+
+
+def _names(rows: list[OpTime], most: int = 3) -> str:
+    return ", ".join(f"{row.op} x{row.calls:.0f}" for row in rows[:most])
 
 
 def _gpu_busy_ms(r: WatchResult) -> float | None:
@@ -251,10 +284,8 @@ def slow_dtype(r: WatchResult, c: Context) -> Verdict | None:
     if not r.median_ms or c.matmul_gflops <= 0:
         return None
     step = r.median_ms
-    # the window's clock: where its ops all together outgrow the room beside the edge phases, it ran
-    # slower than the median step (soon after the warm-up), and its times are scaled down to that room
     room = step - sum(_ms(r, p) for p in EDGE_PHASES)
-    scale = min(1.0, room / r.op_ms_per_step) if r.op_ms_per_step else 1.0
+    scale = _window_scale(r)
     found: list[tuple[float, Verdict]] = []
     for dtype, rows in _dtype_arithmetic(r).items():
         rate = c.dtype_gflops.get(dtype)
@@ -262,7 +293,7 @@ def slow_dtype(r: WatchResult, c: Context) -> Verdict | None:
         if rate is None or took < SLOW_DTYPE_SHARE * step or rate > SLOW_DTYPE_RATE * c.matmul_gflops:
             continue
         gain = took * (1 - rate / c.matmul_gflops)  # those ops at the float32 rate
-        ops = ", ".join(f"{row.op} x{row.calls:.0f}" for row in rows[:3])
+        ops = _names(rows)
         flops = sum(row.flops or 0.0 for row in rows)
         ran = (f", {flops / (sum(row.ms for row in rows) * 1e6):.1f} GFLOP/s"
                if all(row.flops for row in rows) else "")
@@ -334,9 +365,13 @@ def launch_bound(r: WatchResult, c: Context) -> Verdict | None:
         overhead = compute - busy_ms  # kernels back to back
     else:
         arithmetic = _arithmetic_ms(r, c)
-        if arithmetic is None or arithmetic / compute >= ARITHMETIC_LOW:
+        if arithmetic is None:
             return None
-        if arithmetic * 1e3 / r.ops_per_step >= OP_WORK_DISPATCHES * c.dispatch_us:
+        # work the FLOP formulas do not see (an LSTM layer, an embedding bag) is work all the same
+        work = arithmetic + _op_work(r, c)[0]
+        if work / compute >= ARITHMETIC_LOW:
+            return None
+        if work * 1e3 / r.ops_per_step >= OP_WORK_DISPATCHES * c.dispatch_us:
             return None  # big ops running slow: not their fixed cost (a loaded machine, memory-bound ops)
         evidence = (f"{r.ops_per_step:.0f} ops per step average {per_op:.1f} us each; their arithmetic "
                     f"({r.flops_per_step / 1e6:.2f} MFLOP) needs {arithmetic * 1e3:.1f} us at this CPU's measured "
@@ -345,7 +380,7 @@ def launch_bound(r: WatchResult, c: Context) -> Verdict | None:
         action = ("do more work per op: a larger batch, or a captured or compiled step (trainspeed.fit replays "
                   "the step's ops without Python and compiles long jobs); intra-op threads do not help ops this small")
         # what is left if each op cost only its bare dispatch plus its arithmetic
-        overhead = compute - (arithmetic + r.ops_per_step * c.dispatch_us / 1e3)
+        overhead = compute - (work + r.ops_per_step * c.dispatch_us / 1e3)
     # upper bound: the step without its per-op overhead
     return Verdict("launch_bound", evidence + " (predicted speed-up is an upper bound)", action,
                    _speedup(step, step - overhead))
@@ -423,11 +458,20 @@ def compute_bound(r: WatchResult, c: Context) -> Verdict | None:
         if compute / r.median_ms < 0.6:
             return None
         arithmetic = _arithmetic_ms(r, c)
-        if arithmetic is None or arithmetic / compute < ARITHMETIC_HIGH:
+        if arithmetic is None:
             return None
-        evidence = (f"forward+backward+optimizer are {compute / r.median_ms:.0%} of the step, and their "
-                    f"{r.flops_per_step / 1e9:.2f} GFLOP need {arithmetic:.2f} ms at this CPU's measured "
-                    f"{c.matmul_gflops:.0f} GFLOP/s ({arithmetic / compute:.0%} of {compute:.2f} ms): real arithmetic")
+        work, heavy = _op_work(r, c)
+        done = arithmetic + work
+        if done / compute < ARITHMETIC_HIGH:
+            return None
+        parts = []
+        if arithmetic >= 0.05 * compute:
+            parts.append(f"their {r.flops_per_step / 1e9:.2f} GFLOP need {arithmetic:.2f} ms at this CPU's measured "
+                         f"{c.matmul_gflops:.0f} GFLOP/s")
+        if work >= 0.05 * compute:
+            parts.append(f"{work:.2f} ms goes to work in ops torch has no FLOP formula for ({_names(heavy)} per step)")
+        evidence = (f"forward+backward+optimizer are {compute / r.median_ms:.0%} of the step; " + "; ".join(parts)
+                    + f" ({done / compute:.0%} of {compute:.2f} ms): real work")
     action = "healthy; the next levers are bf16 autocast where the hardware has it, torch.compile, or a larger batch"
     return Verdict("compute_bound", evidence, action, None)
 
