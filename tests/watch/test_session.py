@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+import time
 import tracemalloc
 from pathlib import Path
 from typing import Any
@@ -122,6 +123,38 @@ def test_dataloader_wait_and_checkpoints_are_phases() -> None:
     r = w.measurements()
     assert r.phases["data"].host_ms > 0 and r.phases["checkpoint"].host_ms > 0
     assert r.loaders and r.loaders[0].num_workers == 0 and r.loaders[0].batch_size == 8
+
+
+class _SlowStartSampler(torch.utils.data.Sampler[int]):
+    """A sampler whose every pass starts with a 20 ms wait, as a loader's workers starting would."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        time.sleep(0.02)
+        return iter(range(self.n))
+
+    def __len__(self) -> int:
+        return self.n
+
+
+def test_a_loaders_starts_are_counted_and_timed_with_their_first_batch_as_data() -> None:
+    data = TensorDataset(torch.randn(32, 8), torch.randint(0, 2, (32,)))
+    loader = DataLoader(data, batch_size=8, sampler=_SlowStartSampler(32))
+    model = nn.Linear(8, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    with Watcher(warmup=2, profile_steps=1) as w:
+        for _ in range(6):  # 6 epochs of 4 steps: the sums start at step 3, in the first epoch
+            for x, y in loader:
+                loss = nn.functional.cross_entropy(model(x), y)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+    r = w.measurements()
+    assert r.loader_starts == 5 and r.loader_start_ms is not None and r.loader_start_ms >= 20
+    assert r.loader_start_share is not None and 0 < r.loader_start_share <= r.phases["data"].share
+    assert r.phases["data"].share > 0.5  # 20 ms a start against tiny steps
 
 
 def test_the_profiler_windows_own_synchronize_is_not_the_scripts(monkeypatch) -> None:

@@ -15,6 +15,7 @@ from trainspeed.watch.phases import EDGE_PHASES
 from trainspeed.watch.result import OpTime, Verdict, WatchResult
 
 DATA_SHARE = 0.20  # waiting on data for a fifth of the step is worth fixing first
+START_SHARE = 0.5  # a loader's starts (workers spawned anew each epoch) are the cause when they are half its wait
 CHECKPOINT_SHARE = 0.10
 OTHER_SHARE = 0.15
 LOG_SITE_SHARE = 0.30  # the logging line must hold this much of the unexplained time
@@ -183,12 +184,24 @@ def input_bound(r: WatchResult, c: Context) -> Verdict | None:
     evidence = f"waiting on the DataLoader took {_burst_note(r, 'data')}; num_workers={workers}"
     if r.gpu_util.sawtooth:
         evidence += f"; GPU utilisation is a saw-tooth ({r.gpu_util.why})"
-    cheaper = "make __getitem__ cheaper (precompute, cache) or move the augmentation to the device"
+    cheaper = ("make __getitem__ cheaper (precompute, cache) or move the augmentation to the device" +
+               ("; if it is cheap already (a dataset held in memory as tensors), num_workers=0 saves each batch "
+                "its trip between processes" if workers else ""))
+    pin = ", pin_memory=True" if r.device == "cuda" else ""
+    starts = r.loader_start_share or 0.0
+    respawned = [ld for ld in r.loaders if ld.num_workers > 0 and not ld.persistent_workers]
+    if respawned and r.loader_starts >= 2 and starts >= START_SHARE * share:
+        evidence += (f"; {starts:.0%} of the run's time is the DataLoader starting: {r.loader_starts} starts (one "
+                     f"per epoch), {r.loader_start_ms or 0.0:.1f} ms each with its first batch, its "
+                     f"{respawned[0].num_workers} worker processes started anew every time (persistent_workers=False; "
+                     "predicted speed-up is an upper bound: the run without those starts)")
+        action = (f"DataLoader(..., persistent_workers=True{pin}): the workers then live from one epoch to the next; "
+                  "a dataset already in memory as tensors needs no workers at all (num_workers=0)")
+        return Verdict("input_bound", evidence, action, _speedup(1.0, 1 - starts))
     if suggest <= workers:
         evidence += (f", as many as this machine's {cores} physical cores: more workers would share them "
                      "(predicted speed-up is an upper bound: the run without its wait)")
         return Verdict("input_bound", evidence, cheaper, _speedup(1.0, 1 - share))
-    pin = ", pin_memory=True" if r.device == "cuda" else ""
     action = f"DataLoader(..., num_workers={suggest}, persistent_workers=True{pin}); if that is not enough, {cheaper}"
     # in shares of the run's time (exact sums, bursts included): workers load in parallel with the step,
     # so the wait shrinks by the workers added, down to nothing but what they cannot hide

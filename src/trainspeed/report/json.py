@@ -151,6 +151,7 @@ def doctor_dict(report: DoctorReport) -> dict[str, Any]:
         "verdicts": _clean(report.verdicts),
         "batch_size": w.batch_size,
         "loaders": _clean(w.loaders),
+        "loader_starts": {"count": w.loader_starts, "share": w.loader_start_share, "mean_ms": w.loader_start_ms},
         "torch_threads": w.torch_threads,
         "process_cpu_percent": w.process_cpu_percent,
         "process_threads": w.process_threads,

@@ -42,6 +42,7 @@ class Listener(Protocol):
     def backward_done(self) -> None: ...
     def h2d(self, nbytes: int, pinned: bool, non_blocking: bool) -> None: ...
     def loader_seen(self, iterator: Any) -> None: ...
+    def loader_started(self, seconds: float) -> None: ...
     def host_read(self, op: str, t0: float, t1: float, frame: Any) -> None: ...
 
 
@@ -217,18 +218,48 @@ class Hooks:
         # Tensor.backward calls torch.autograd.backward, so one wrapper sees both
         self._patch(torch.autograd, "backward", backward_wrap, per_call=True)
 
-        # data: waiting on a DataLoader iterator
+        # data: waiting on a DataLoader iterator, and starting one (`for x in loader` starts the
+        # workers of a loader without persistent_workers anew each epoch); a start is timed with
+        # its first batch, the wait for workers that have just started
+        fresh: dict[int, float] = {}
+        """id(iterator) -> seconds its start took, until its first batch."""
+
+        def iter_wrap(orig: Callable[..., Any]) -> Callable[..., Any]:
+            @functools.wraps(orig)
+            def wrapper(loader: Any) -> Any:
+                L.enter("data")
+                t0 = time.perf_counter()
+                try:
+                    it = orig(loader)
+                finally:
+                    took = time.perf_counter() - t0
+                    L.exit("data")
+                if len(fresh) > 64:  # iterators started and never read
+                    fresh.clear()
+                fresh[id(it)] = took
+                return it
+            return wrapper
+
         def next_wrap(orig: Callable[..., Any]) -> Callable[..., Any]:
             @functools.wraps(orig)
             def wrapper(it: Any) -> Any:
                 L.loader_seen(it)
                 L.enter("data")
+                started = fresh.pop(id(it), None) if fresh else None
+                if started is None:
+                    try:
+                        return orig(it)
+                    finally:
+                        L.exit("data")
+                t0 = time.perf_counter()
                 try:
                     return orig(it)
                 finally:
                     L.exit("data")
+                    L.loader_started(started + time.perf_counter() - t0)
             return wrapper
 
+        self._patch(dataloader_module.DataLoader, "__iter__", iter_wrap)
         self._patch(dataloader_module._BaseDataLoaderIter, "__next__", next_wrap)
 
         # h2d: tensors moved from the host to a device

@@ -195,6 +195,13 @@ class WatchResult:
     op_times: list[OpTime] | None = None
     """CPU: the profiler window's ops by op and dtype, most host time first (at most OP_TIMES_KEPT).
     None on CUDA, where an op's host time is its launch, not its work."""
+    loader_starts: int = 0
+    """DataLoader iterators started during the measured steps (one per epoch of a `for x in loader`)."""
+    loader_start_share: float | None = None
+    """Share of the measured run's time those starts took, each with its first batch (part of `data`:
+    a loader without persistent_workers starts its worker processes anew at every start)."""
+    loader_start_ms: float | None = None
+    """Their mean milliseconds per start."""
     op_ms_per_step: float | None = None
     """CPU: every op's host milliseconds per step in the window, all together (on the window's clock:
     its steps come soon after the warm-up, and may run slower than the median step)."""

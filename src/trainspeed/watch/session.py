@@ -120,6 +120,10 @@ class Watcher:
         self.device_index = 0
         self.batch_size: int | None = None
         self.loaders: dict[int, LoaderInfo] = {}
+        self.loader_starts = 0
+        self.loader_start_s = 0.0
+        """DataLoader iterators started during the measured steps, and the seconds those starts took
+        with their first batch (`loader_started`)."""
         self.events: list[tuple[str, Any, Any]] = []
         self.open_events: list[tuple[str, Any]] = []
         self.pending: collections.deque[tuple[StepRecord, list[tuple[str, Any, Any]]]] = collections.deque(maxlen=256)
@@ -303,6 +307,13 @@ class Watcher:
                 batch_size=getattr(getattr(iterator, "_index_sampler", None), "batch_size", None),
                 persistent_workers=bool(getattr(iterator, "_persistent_workers", False)),
             )
+
+    def loader_started(self, seconds: float) -> None:
+        """A DataLoader iterator was started and gave its first batch, in `seconds` (counted from the
+        first measured step on, as the clock's sums are)."""
+        if self.clock.sums is not None:
+            self.loader_starts += 1
+            self.loader_start_s += seconds
 
     def read_span(self, op: str, t0: float, t1: float, frame: Any) -> None:
         """A host read ran from t0 to t1 (the counter has tallied it by its line already): into the phase
@@ -604,8 +615,9 @@ class Watcher:
         # steps, beyond that from the uniform sample; forward's, backward's, optimizer's and other's
         # median host times from the sample of detailed steps
         whole_run = records is self.measured.items
-        shares, detailed = phase_shares(records, self.clock.summed() if whole_run else None,
-                                        self.clock.call_split() if whole_run else None)
+        summed = self.clock.summed() if whole_run else None
+        shares, detailed = phase_shares(records, summed, self.clock.call_split() if whole_run else None)
+        start_share = self.loader_start_s / summed[1] if summed is not None and summed[1] > 0 else None
         if whole_run and self.detailed_steps is not None and self.detailed_steps.items:
             detailed = self.detailed_steps.items
         phases = {}
@@ -626,6 +638,8 @@ class Watcher:
             other_ops_per_step=self.window.outside_ops_per_step,
             other_op_ms_per_step=self.window.outside_op_ms_per_step, op_times=self.window.op_times,
             op_ms_per_step=self.window.op_ms_per_step,
+            loader_starts=self.loader_starts, loader_start_share=start_share,
+            loader_start_ms=self.loader_start_s * 1e3 / self.loader_starts if self.loader_starts else None,
             sync_sites=self._sync_sites(), other_sites=self._other_sites(), gpu_util=self._gpu_util(step_ms),
             device=self.device, batch_size=self.batch_size, loaders=list(self.loaders.values()),
             torch_threads=torch.get_num_threads(), process_cpu_percent=self._cpu(),
