@@ -98,6 +98,12 @@ def _speedup(step: float, new_step: float) -> float:
 _COMPUTE = ("forward", "backward", "optimizer")
 
 
+def _room(r: WatchResult) -> float:
+    """Milliseconds of the median step beside its edge phases (data, h2d, sync, checkpoint, comm: timed on
+    every step): the room the detailed steps' phases and the profiler window's ops must fit in."""
+    return (r.median_ms or 0.0) - sum(_ms(r, p) for p in EDGE_PHASES)
+
+
 def _compute_ms(r: WatchResult) -> float:
     """Forward+backward+optimizer of the median step. Their medians come from the detailed steps, which
     also carry the per-call hooks (a module call, backward, the optimizer step each pass through the
@@ -107,7 +113,7 @@ def _compute_ms(r: WatchResult) -> float:
     sync, checkpoint, comm: timed on every step), they are scaled down to it."""
     compute = sum(_ms(r, p) for p in _COMPUTE)
     detailed = compute + _ms(r, "other")
-    room = (r.median_ms or 0.0) - sum(_ms(r, p) for p in EDGE_PHASES)
+    room = _room(r)
     if r.median_ms and detailed > room > 0:
         return compute * room / detailed
     return compute
@@ -126,8 +132,7 @@ def _window_scale(r: WatchResult) -> float:
     median step (soon after the warm-up), and its times are scaled down to that room."""
     if not r.op_ms_per_step or not r.median_ms:
         return 1.0
-    room = r.median_ms - sum(_ms(r, p) for p in EDGE_PHASES)
-    return max(0.0, min(1.0, room / r.op_ms_per_step))
+    return max(0.0, min(1.0, _room(r) / r.op_ms_per_step))
 
 
 def _op_work(r: WatchResult, c: Context) -> tuple[float, list[OpTime]]:
@@ -297,18 +302,19 @@ def slow_dtype(r: WatchResult, c: Context) -> Verdict | None:
     if not r.median_ms or c.matmul_gflops <= 0:
         return None
     step = r.median_ms
-    room = step - sum(_ms(r, p) for p in EDGE_PHASES)
+    room = _room(r)
     scale = _window_scale(r)
     found: list[tuple[float, Verdict]] = []
     for dtype, rows in _dtype_arithmetic(r).items():
         rate = c.dtype_gflops.get(dtype)
-        took = min(sum(row.ms for row in rows) * scale, room)
+        window_ms = sum(row.ms for row in rows)
+        took = min(window_ms * scale, room)
         if rate is None or took < SLOW_DTYPE_SHARE * step or rate > SLOW_DTYPE_RATE * c.matmul_gflops:
             continue
         gain = took * (1 - rate / c.matmul_gflops)  # those ops at the float32 rate
         ops = _names(rows)
         flops = sum(row.flops or 0.0 for row in rows)
-        ran = (f", {flops / (sum(row.ms for row in rows) * 1e6):.1f} GFLOP/s"
+        ran = (f", {flops / (window_ms * 1e6):.1f} GFLOP/s"
                if all(row.flops for row in rows) else "")
         evidence = (f"{took:.2f} ms of the {step:.2f} ms step ({took / step:.0%}) is matrix arithmetic in {dtype} "
                     f"({ops} per step{ran}); this CPU multiplies {dtype} matrices at {rate:.1f} GFLOP/s against "

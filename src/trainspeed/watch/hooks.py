@@ -245,18 +245,14 @@ class Hooks:
             def wrapper(it: Any) -> Any:
                 L.loader_seen(it)
                 L.enter("data")
-                started = fresh.pop(id(it), None) if fresh else None
-                if started is None:
-                    try:
-                        return orig(it)
-                    finally:
-                        L.exit("data")
-                t0 = time.perf_counter()
+                started = fresh.pop(id(it), None) if fresh else None  # this iterator's first batch
+                t0 = time.perf_counter() if started is not None else 0.0
                 try:
                     return orig(it)
                 finally:
                     L.exit("data")
-                    L.loader_started(started + time.perf_counter() - t0)
+                    if started is not None:
+                        L.loader_started(started + time.perf_counter() - t0)
             return wrapper
 
         self._patch(dataloader_module.DataLoader, "__iter__", iter_wrap)
