@@ -72,3 +72,34 @@ def test_the_watchers_own_code_under_a_user_line_is_not_that_lines_other() -> No
         exec(compile(probe, filename, "exec"), {"seen": seen, "other_site": other_site, "sys": sys})
     assert seen[0] is None  # in the watcher's source, under this test's line
     assert seen[1] is not None and seen[1].startswith(__file__)  # the same in the user's own file
+
+
+def test_the_sampler_keeps_no_frame_of_the_main_thread_between_samples() -> None:
+    """A frame object the sampler still holds when the frame returns keeps that frame's locals alive. Held
+    between samples, it made `print(tensor)` in a watched loop fail now and then (torch 2.13, Python 3.11:
+    "Attempted to make a tensor into a differentiable view ..."). Here the sampler samples this test's
+    function until it returns; its local must be gone the moment it has."""
+    import weakref
+
+    from trainspeed.watch.sampler import Sampler
+
+    class Local:
+        pass
+
+    sampler = Sampler(lambda: True, hz=1000.0)
+
+    def busy() -> weakref.ref[Local]:
+        local = Local()
+        seen = sampler.other_total
+        while sampler.other_total < seen + 3:  # pure Python: the sampler samples this frame
+            pass
+        return weakref.ref(local)
+
+    sampler.start()
+    try:
+        gone = busy()
+        alive = gone() is not None  # asked before this thread lets the sampler run again
+    finally:
+        sampler.stop()
+    assert sampler.other_total >= 3
+    assert not alive

@@ -136,8 +136,11 @@ class Sampler(threading.Thread):
             tick += 1
             now = time.perf_counter()
             if self.in_other():
-                frame = sys._current_frames().get(self.main_id)
-                site = other_site(frame)
+                # no reference to the main thread's frames outlives this line: a frame object that does
+                # keeps its locals when the frame returns, and a thread holding them between samples made
+                # printing a tensor on the main thread fail (torch 2.13, Python 3.11: "Attempted to make a
+                # tensor into a differentiable view ...", now and then an abort)
+                site = other_site(sys._current_frames().get(self.main_id))
                 if site is not None:
                     self.other_samples[site] += 1
                     self.other_total += 1
@@ -147,6 +150,11 @@ class Sampler(threading.Thread):
                 self.cpu_percent.append(proc.cpu_percent(None))
                 self.threads.append(proc.num_threads())
                 last_cpu = now
+
+    def forget_other(self) -> None:
+        """Drop the 'other' samples taken so far (the watcher starts measuring over)."""
+        self.other_samples = collections.Counter()
+        self.other_total = 0
 
     def stop(self) -> None:
         self.halt.set()
