@@ -45,7 +45,8 @@ def test_json_contract(capsys: pytest.CaptureFixture[str]) -> None:
     assert set(phases) == {"data", "h2d", "forward", "backward", "optimizer", "sync", "checkpoint", "comm", "other"}
     assert all(set(p) >= {"host_ms", "device_ms", "share"} and p["device_ms"] is None for p in phases.values())
     assert abs(sum(p["share"] for p in phases.values()) - 1) < 1e-6
-    assert set(data["per_step"]) >= {"syncs", "h2d_bytes", "ops", "kernels"}
+    assert set(data["per_step"]) >= {"syncs", "h2d_bytes", "ops", "kernels", "micro_batches", "anomaly_ms"}
+    assert data["per_step"]["micro_batches"] == 1 and data["per_step"]["anomaly_ms"] == 0
     assert set(data["sync_sites"][0]) == {"where", "op", "count", "total_ms"}
     assert data["sync_sites"][0]["where"].endswith("seed_iris.py:70")
     assert data["gpu_util"]["available"] is False

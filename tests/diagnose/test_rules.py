@@ -390,3 +390,97 @@ def test_input_bound_from_workers_started_anew_each_epoch_says_persistent_worker
                  dataclasses.replace(r, loader_start_share=0.1)):
         other = next(v for v in diagnose(kept, ctx) if v.id == "input_bound")
         assert "persistent_workers=True)" not in other.action and "__getitem__ cheaper" in other.action
+
+
+def _per_sample_run(micro: float) -> WatchResult:
+    """/tmp's unseen per-sample script as the doctor measured it (2026-11-23, the 2-vCPU VM): 32 forward and
+    backward passes of one sample per optimizer step of a small MLP, 1188 ops, 12.8 ms."""
+    r = recorded(12.835, {"forward": 2.874, "backward": 7.189, "optimizer": 0.371}, ops=1188, flops=311296,
+                 batch=1, threads=2)
+    return dataclasses.replace(r, other_ops_per_step=192, other_op_ms_per_step=3.35, op_ms_per_step=17.63,
+                               micro_batches_per_step=micro)
+
+
+def test_small_micro_batches_accumulated_per_step_are_one_batch_to_merge() -> None:
+    ctx = Context(dispatch_us=2.0, matmul_gflops=107.0, physical_cores=2, logical_threads=2)
+    verdicts = diagnose(_per_sample_run(32), ctx)
+    assert verdicts[0].id == "small_batch"  # was host_code_heavy 1.16x, launch_bound 1.04x on 37 ops
+    assert "32 forward and backward passes of a batch of 1" in verdicts[0].evidence
+    assert "one batch of 32" in verdicts[0].action and "loss / 32" in verdicts[0].action
+    assert verdicts[0].predicted_speedup == 10.0  # 16.7x by the model, at the cap; the merged script ran 22x
+    # 4 micro-batches: forward+backward less its arithmetic, and the ops around them, once instead of 4 times
+    four = next(v for v in diagnose(_per_sample_run(4), ctx) if v.id == "small_batch")
+    passes, arithmetic, around = 2.874 + 7.189, 311296 / 107e9 * 1e3, 2.397
+    assert four.predicted_speedup == pytest.approx(12.835 / (12.835 - (passes - arithmetic + around) * 0.75), abs=0.01)
+    # one pass per step: the plain advice, no prediction
+    one = next(v for v in diagnose(_per_sample_run(1), ctx) if v.id == "small_batch")
+    assert "try 4" in one.action and one.predicted_speedup is None
+
+
+def _anomaly_run(stacks_ms: float) -> WatchResult:
+    """/tmp's unseen anomaly script as the doctor measured it (2026-11-23): an MLP trained with
+    torch.autograd.set_detect_anomaly(True) left on, 148 ops per step of which 30 are its NaN checks."""
+    from trainspeed.watch.result import OpTime
+
+    r = recorded(4.7, {"forward": 2.49, "backward": 1.59, "optimizer": 0.45}, ops=148, flops=3.55e7, batch=256,
+                 threads=2)
+    rows = [OpTime("aten.mm", "float32", 5, 0.55, True, 2.2e7), OpTime("aten.addmm", "float32", 3, 0.46, True, 1.3e7),
+            OpTime("aten._is_any_true", "bool", 15, 0.43, False, None),
+            OpTime("aten.isnan", "float32", 15, 0.31, False, None)]
+    return dataclasses.replace(r, op_times=rows, op_ms_per_step=3.2, anomaly_ms_per_step=stacks_ms)
+
+
+def test_anomaly_detection_left_on_is_named_with_its_stacks_and_nan_checks() -> None:
+    ctx = Context(dispatch_us=2.0, matmul_gflops=105.0, physical_cores=2, logical_threads=2)
+    verdicts = diagnose(_anomaly_run(2.26), ctx)
+    assert verdicts[0].id == "anomaly_detection"  # the same run said nothing, or launch_bound 3.7x first
+    assert "2.26 ms per step storing a formatted Python stack" in verdicts[0].evidence
+    assert "0.74 ms checking every gradient for NaN" in verdicts[0].evidence
+    assert "set_detect_anomaly(True)" in verdicts[0].action
+    assert verdicts[0].predicted_speedup == pytest.approx(4.7 / (4.7 - 2.26 - 0.74), abs=0.01)
+    launch = next((v for v in verdicts if v.id == "launch_bound"), None)
+    assert launch is None or "118 ops per step" in launch.evidence  # its checks are not the ops' fixed cost
+    # off, or costing little: no verdict
+    assert "anomaly_detection" not in ids(_anomaly_run(0.0), ctx)
+    quiet = dataclasses.replace(_anomaly_run(0.1), op_times=None)
+    assert "anomaly_detection" not in ids(quiet, ctx)
+
+
+def test_an_iterator_started_every_step_is_told_to_make_it_once() -> None:
+    # /tmp's unseen script (2026-11-23): `next(iter(loader))` each step with 2 workers, 94% of the run waiting
+    r = recorded(80.8, {"data": 76.0, "forward": 0.7, "backward": 0.7, "optimizer": 0.7}, flops=6e5, batch=64,
+                 loaders=[LoaderInfo(2, False, 64, False)], threads=2)
+    r = dataclasses.replace(r, loader_starts=94, loader_start_share=0.69, loader_start_ms=53.9)
+    ctx = Context(dispatch_us=2.0, matmul_gflops=100.0, physical_cores=2, logical_threads=2)
+    data = next(v for v in diagnose(r, ctx) if v.id == "input_bound")
+    assert "94 starts in 94 steps" in data.evidence and "one per epoch" not in data.evidence
+    assert "make the iterator once" in data.action and "new worker processes" in data.action
+    assert data.predicted_speedup == pytest.approx(1 / (1 - 0.69), abs=0.01)
+    # without workers: the same advice, no workers to blame
+    r0 = dataclasses.replace(r, loaders=[LoaderInfo(0, False, 64, False)])
+    data0 = next(v for v in diagnose(r0, ctx) if v.id == "input_bound")
+    assert "make the iterator once" in data0.action and "worker" not in data0.action
+
+
+def _printing_run(dev: str = "cpu") -> WatchResult:
+    """/tmp's unseen script (2026-11-23, CPU): `print("step", i, "loss", loss, "logits", out[:2])` every step,
+    the two tensors' repr 41% of the step."""
+    line = 'print("step", i, "loss", loss, "logits", out[:2])'
+    r = recorded(2.35, {"forward": 0.38, "backward": 0.55, "optimizer": 0.27, "sync": 0.98}, ops=38, flops=2.1e7,
+                 batch=256, threads=2, dev=dev, busy=0.5 if dev == "cuda" else None)
+    return dataclasses.replace(r, sync_sites=[SyncSite("train.py:10", "__repr__", 1600, 992.9, line)],
+                               other_sites=[OtherSite("train.py:10", line, 83, 0.83),
+                                            OtherSite("train.py:8", "loss = f(out, y)", 17, 0.17)])
+
+
+def test_tensors_formatted_by_a_logging_line_are_logging_time_on_a_cpu() -> None:
+    ctx = Context(dispatch_us=2.0, matmul_gflops=110.0, physical_cores=2, logical_threads=2)
+    verdicts = diagnose(_printing_run(), ctx)
+    assert verdicts[0].id == "logging_heavy"  # it said nothing: the reads were "syncs" on a CPU
+    assert "goes to the tensors logging lines format" in verdicts[0].evidence
+    assert "__repr__, 0.62 ms a call" in verdicts[0].evidence and "not tensors" in verdicts[0].action
+    other = 2.35 - 0.38 - 0.55 - 0.27 - 0.98
+    assert verdicts[0].predicted_speedup == pytest.approx(2.35 / (2.35 - other * 0.83 - 0.98), abs=0.01)
+    # on a GPU the same read waits for the device: sync_bound's, not counted here
+    cuda = next((v for v in diagnose(_printing_run("cuda"), ctx) if v.id == "logging_heavy"), None)
+    assert cuda is None or "tensors logging lines format" not in cuda.evidence

@@ -100,7 +100,75 @@ def test_no_optimizer_steps_are_backward_calls() -> None:
     with Watcher(warmup=0, profile_steps=0) as watcher:
         for _ in range(7):
             (w * 2).sum().backward()
-    assert watcher.measurements().steps_seen == 7
+    r = watcher.measurements()
+    assert r.steps_seen == 7 and r.micro_batches_per_step == 1  # no module called: one backward a step
+
+
+def _accumulating_loop(steps: int, micro: int) -> list[float]:
+    """The Iris MLP trained on micro-batches of one sample, `micro` of them accumulated per optimizer step
+    (as /tmp's unseen per-sample script did); returns each step's last loss."""
+    d = load_iris_split()
+    model = make_iris_mlp(seed=0)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    losses = []
+    for step in range(steps):
+        optimizer.zero_grad()
+        for j in range(micro):
+            k = (step * micro + j) % len(d.y_train)
+            loss = nn.functional.cross_entropy(model(d.x_train[k:k + 1]), d.y_train[k:k + 1]) / micro
+            loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return losses
+
+
+def test_backward_calls_before_the_first_optimizer_step_are_its_micro_batches_not_steps() -> None:
+    # the first optimizer step comes after 8 backward calls: until then steps were backward calls, and the
+    # warm-up, the profiler window and the samples had been spent on micro-batches (91 "steps" of 60)
+    plain = _accumulating_loop(40, 8)
+    with Watcher(warmup=2, profile_steps=2) as w:
+        watched = _accumulating_loop(40, 8)
+    assert watched == plain
+    r = w.measurements()
+    assert r.steps_seen == 40 and r.steps_measured == 36
+    assert r.micro_batches_per_step == 8 and r.batch_size == 1
+    assert r.ops_per_step is not None and r.ops_per_step > 8 * 10  # the window saw whole steps
+    assert r.phases["backward"].host_ms > 4 * r.phases["optimizer"].host_ms
+    assert any("after 8 backward calls" in note for note in r.notes)
+
+
+def test_a_step_with_one_forward_and_backward_is_one_micro_batch() -> None:
+    # a loss module is an outermost module call too, and a second optimizer's steps (a GAN's) share the passes
+    with Watcher(warmup=1, profile_steps=0) as w:
+        _seed_loop(20)
+    assert w.measurements().micro_batches_per_step == 1
+    model, optimizer, x = _tiny_step()
+    other = torch.optim.SGD(model.parameters(), lr=0.0)
+    with Watcher(warmup=1, profile_steps=0) as w:
+        for _ in range(20):
+            model(x).sum().backward()
+            optimizer.step()
+            model(x).sum().backward()
+            other.step()
+    assert w.measurements().micro_batches_per_step == 1
+
+
+def test_autograd_anomaly_detection_is_timed_where_it_formats_stacks() -> None:
+    model, optimizer, x = _tiny_step()
+    with Watcher(warmup=1, profile_steps=0) as w:
+        for _ in range(10):
+            model(x).sum().backward()
+            optimizer.step()
+    assert w.measurements().anomaly_ms_per_step == 0.0
+    with torch.autograd.set_detect_anomaly(True), Watcher(warmup=1, profile_steps=0) as w:
+        for _ in range(10):
+            model(x).sum().backward()
+            optimizer.step()
+    r = w.measurements()
+    assert r.anomaly_ms_per_step is not None and 0 < r.anomaly_ms_per_step < r.median_ms
+    import torch.fx.traceback as fx_traceback
+
+    assert not hasattr(fx_traceback.format_stack, "__wrapped__")  # put back
 
 
 def test_steps_limit_stops_the_loop_quietly() -> None:
@@ -155,6 +223,25 @@ def test_a_loaders_starts_are_counted_and_timed_with_their_first_batch_as_data()
     assert r.loader_starts == 5 and r.loader_start_ms is not None and r.loader_start_ms >= 20
     assert r.loader_start_share is not None and 0 < r.loader_start_share <= r.phases["data"].share
     assert r.phases["data"].share > 0.5  # 20 ms a start against tiny steps
+
+
+def test_an_iterator_made_every_step_starts_and_stops_its_workers_every_step_as_data() -> None:
+    data = TensorDataset(torch.randn(64, 8), torch.randint(0, 2, (64,)))
+    loader = DataLoader(data, batch_size=8, num_workers=1)
+    model = nn.Linear(8, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    with Watcher(warmup=1, profile_steps=0) as w:
+        for _ in range(6):
+            x, y = next(iter(loader))  # a new iterator, and a new worker, each step
+            loss = nn.functional.cross_entropy(model(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    r = w.measurements()
+    assert r.loader_starts == 5
+    # each dropped iterator joins its worker: data, with the starts, not the next line's "other"
+    assert r.phases["data"].share > 0.8 and r.phases["other"].share < 0.1
+    assert r.loader_start_share is not None and r.loader_start_share > 0.5
 
 
 def test_the_profiler_windows_own_synchronize_is_not_the_scripts(monkeypatch) -> None:

@@ -12,10 +12,11 @@ import re
 from dataclasses import dataclass, field
 
 from trainspeed.watch.phases import EDGE_PHASES
-from trainspeed.watch.result import OpTime, Verdict, WatchResult
+from trainspeed.watch.result import OpTime, SyncSite, Verdict, WatchResult
 
 DATA_SHARE = 0.20  # waiting on data for a fifth of the step is worth fixing first
 START_SHARE = 0.5  # a loader's starts (workers spawned anew each epoch) are the cause when they are half its wait
+STARTS_PER_STEP = 0.5  # a DataLoader iterator started every other step or more often: `next(iter(loader))` in the loop
 CHECKPOINT_SHARE = 0.10
 OTHER_SHARE = 0.15
 LOG_SITE_SHARE = 0.30  # the logging line must hold this much of the unexplained time
@@ -64,6 +65,8 @@ SLOW_DTYPE_RATE = 0.6
 0.45 on Zen 3), bfloat16 and float16 without native matrix units (about 0.01 there). A CPU with AMX
 runs bfloat16 faster than float32, and the rule stays silent."""
 SLOW_DTYPES = ("bfloat16", "float16", "float64")
+ANOMALY_SHARE = 0.10  # anomaly detection's own work for a tenth of the step
+ANOMALY_OPS = ("aten.isnan", "aten._is_any_true")  # backward's check of every gradient for NaN, in anomaly mode
 MAX_PREDICTED = 10.0  # no model here is trusted beyond a 10x prediction
 
 _LOGGING = re.compile(r"\b(print|log\w*|logger|logging|write|flush|tqdm|wandb|add_scalars?|writer|json\.dump)\b")
@@ -193,11 +196,22 @@ def input_bound(r: WatchResult, c: Context) -> Verdict | None:
                ("; if it is cheap already (a dataset held in memory as tensors), num_workers=0 saves each batch "
                 "its trip between processes" if workers else ""))
     pin = ", pin_memory=True" if r.device == "cuda" else ""
-    starts = r.loader_start_share or 0.0
+    starts = min(r.loader_start_share or 0.0, share)  # a stop inside the run's last step can tip it over
     respawned = [ld for ld in r.loaders if ld.num_workers > 0 and not ld.persistent_workers]
+    if r.loader_starts >= 2 and r.loader_starts >= STARTS_PER_STEP * r.steps_measured and starts >= START_SHARE * share:
+        evidence += (f"; {starts:.0%} of the run's time is starting and stopping DataLoader iterators: {r.loader_starts} "
+                     f"starts in {r.steps_measured} steps, {r.loader_start_ms or 0.0:.1f} ms each with its first batch "
+                     "and its stop"
+                     + (f", each starting its {respawned[0].num_workers} worker processes anew" if respawned else "")
+                     + " (predicted speed-up is an upper bound: the run without those starts)")
+        action = ("make the iterator once, before the loop (`it = iter(loader)`, then `next(it)` each step and a new "
+                  "`iter(loader)` only when it runs out), or loop `for x, y in loader:`; each `iter(loader)` starts a "
+                  "new pass over the data (a new shuffle" + (", new worker processes" if respawned else "")
+                  + (", batches prefetched that one `next()` then drops" if workers else "") + ")")
+        return Verdict("input_bound", evidence, action, _speedup(1.0, 1 - starts))
     if respawned and r.loader_starts >= 2 and starts >= START_SHARE * share:
-        evidence += (f"; {starts:.0%} of the run's time is the DataLoader starting: {r.loader_starts} starts (one "
-                     f"per epoch), {r.loader_start_ms or 0.0:.1f} ms each with its first batch, its "
+        evidence += (f"; {starts:.0%} of the run's time is the DataLoader starting and stopping: {r.loader_starts} starts (one "
+                     f"per epoch), {r.loader_start_ms or 0.0:.1f} ms each with its first batch and its stop, its "
                      f"{respawned[0].num_workers} worker processes started anew every time (persistent_workers=False; "
                      "predicted speed-up is an upper bound: the run without those starts)")
         action = (f"DataLoader(..., persistent_workers=True{pin}): the workers then live from one epoch to the next; "
@@ -228,20 +242,47 @@ def checkpoint_heavy(r: WatchResult, c: Context) -> Verdict | None:
     return Verdict("checkpoint_heavy", evidence, action, _speedup(1.0, 1 - share * (1 - 1 / factor)))
 
 
+def _logging_reads(r: WatchResult) -> tuple[float, list[SyncSite]]:
+    """CPU: milliseconds per step of host reads made on logging lines (`print(loss)` formats a tensor: its
+    `__repr__`), and those lines' sites, the most time first. On a GPU a read is also a wait for the device:
+    sync_bound's."""
+    if r.device == "cuda" or not r.median_ms or not r.sync_sites:
+        return 0.0, []
+    total = sum(s.total_ms for s in r.sync_sites)
+    sites = [s for s in r.sync_sites if s.code and _LOGGING.search(s.code)]
+    if total <= 0 or not sites:
+        return 0.0, []
+    return r.phases["sync"].share * r.median_ms * sum(s.total_ms for s in sites) / total, sites
+
+
 def logging_heavy(r: WatchResult, c: Context) -> Verdict | None:
-    share = r.phases["other"].share
-    if share < OTHER_SHARE or not r.median_ms or not r.other_sites:
+    """Logging on every step: stack samples outside every phase on logging lines (a print, a logger, a
+    flush), and, on a CPU, the tensors those lines format (their host reads)."""
+    if not r.median_ms:
         return None
+    step, share, other = r.median_ms, r.phases["other"].share, _ms(r, "other")
     logging_sites = [s for s in r.other_sites if _LOGGING.search(s.code)]
     part = sum(s.share_of_other for s in logging_sites)
-    if part < LOG_SITE_SHARE:
+    sampled = share >= OTHER_SHARE and part >= LOG_SITE_SHARE
+    reads, read_sites = _logging_reads(r)
+    if not sampled and reads + (other * part if part >= LOG_SITE_SHARE else 0.0) < OTHER_SHARE * step:
         return None
-    top = logging_sites[0]
-    step, other = r.median_ms, _ms(r, "other")
-    evidence = (f"{share:.0%} of the step ({other:.2f} ms) is outside every PyTorch phase; "
-                f"{part:.0%} of those stack samples are on logging lines, most at {top.where}: `{top.code}`")
+    found = []
+    if part >= LOG_SITE_SHARE:
+        top = logging_sites[0]
+        found.append(f"{share:.0%} of the step ({other:.2f} ms) is outside every PyTorch phase; {part:.0%} of those "
+                     f"stack samples are on logging lines, most at {top.where}: `{top.code}`")
+    else:
+        part = 0.0
     action = "log every N steps (and aggregate in between), without flushing to disk each time; keep values on the device until then"
-    return Verdict("logging_heavy", evidence, action, _speedup(step, step - other * part))
+    if reads:
+        top_read = read_sites[0]
+        per_call = top_read.total_ms / max(top_read.count, 1)
+        found.append(f"{reads:.2f} ms per step ({reads / step:.0%}) goes to the tensors logging lines format (host "
+                     f"reads), most at {top_read.where} ({top_read.op}, {per_call:.2f} ms a call): `{top_read.code}`")
+        if any(s.op == "__repr__" for s in read_sites):
+            action += "; print numbers (loss.item()), not tensors: a tensor's repr formats every element"
+    return Verdict("logging_heavy", "; ".join(found), action, _speedup(step, step - other * part - reads))
 
 
 def host_code_heavy(r: WatchResult, c: Context) -> Verdict | None:
@@ -285,6 +326,38 @@ def _dtype_arithmetic(r: WatchResult) -> dict[str, list[OpTime]]:
         if row.arithmetic and row.dtype in SLOW_DTYPES:
             out.setdefault(row.dtype, []).append(row)
     return out
+
+
+def _anomaly(r: WatchResult) -> tuple[float, float, float]:
+    """Autograd's anomaly detection, per step: milliseconds storing formatted stacks (timed on the detailed
+    steps), milliseconds of its NaN checks in backward and how many ops they are (the CPU profiler window's,
+    on the median step's clock). Zeros when it was off."""
+    if not r.anomaly_ms_per_step:
+        return 0.0, 0.0, 0.0
+    rows = [row for row in r.op_times or () if row.op in ANOMALY_OPS]
+    return (r.anomaly_ms_per_step, sum(row.ms for row in rows) * _window_scale(r),
+            sum(row.calls for row in rows))
+
+
+def anomaly_detection(r: WatchResult, c: Context) -> Verdict | None:
+    """Autograd's anomaly detection left on: every op that records a gradient stores a formatted Python stack,
+    and backward checks every gradient for NaN. Prediction: the step without both."""
+    stacks, checks, _ = _anomaly(r)
+    step = r.median_ms
+    if not stacks or not step:
+        return None
+    cost = min(stacks + checks, step)
+    if cost < ANOMALY_SHARE * step:
+        return None
+    where = (f" and {checks:.2f} ms checking every gradient for NaN (aten.isnan, aten._is_any_true in the profiler "
+             "window)" if checks else "")
+    evidence = (f"autograd's anomaly detection is on: {stacks:.2f} ms per step storing a formatted Python stack for "
+                f"every op that records a gradient{where}, {cost / step:.0%} of the {step:.2f} ms step "
+                "(predicted speed-up: the step without them)")
+    action = ("turn it off for training: remove torch.autograd.set_detect_anomaly(True) or the "
+              "torch.autograd.detect_anomaly() block; switch it on only to find where a NaN or an in-place error "
+              "comes from, for a few steps")
+    return Verdict("anomaly_detection", evidence, action, _speedup(step, step - cost))
 
 
 def slow_dtype_candidates(r: WatchResult) -> list[str]:
@@ -364,11 +437,14 @@ def h2d_bound(r: WatchResult, c: Context) -> Verdict | None:
 
 
 def launch_bound(r: WatchResult, c: Context) -> Verdict | None:
-    compute = _compute_ms(r)
-    if not r.ops_per_step or compute <= 0 or not r.median_ms:
+    # anomaly detection's stacks and NaN checks are its own verdict's, not the ops' fixed cost
+    stacks, checks, check_ops = _anomaly(r)
+    compute = _compute_ms(r) - stacks - checks
+    ops = (r.ops_per_step or 0.0) - check_ops
+    if ops <= 0 or compute <= 0 or not r.median_ms:
         return None
     step = r.median_ms
-    per_op = compute * 1e3 / r.ops_per_step
+    per_op = compute * 1e3 / ops
     if r.device == "cuda":
         # the GPU's work against the host's time in forward+backward+optimizer: waiting on data or
         # on the disk leaves a GPU idle too, but that is not the launches' fault
@@ -376,7 +452,7 @@ def launch_bound(r: WatchResult, c: Context) -> Verdict | None:
         if busy_ms is None or busy_ms / compute >= DEVICE_BUSY_LOW:
             return None
         kernels = f"{r.kernels_per_step:.0f} kernels" if r.kernels_per_step else "kernels"
-        evidence = (f"{r.ops_per_step:.0f} ops and {kernels} per step, {per_op:.1f} us of host time each; the GPU "
+        evidence = (f"{ops:.0f} ops and {kernels} per step, {per_op:.1f} us of host time each; the GPU "
                     f"works {busy_ms * 1e3:.0f} us of the {compute:.2f} ms the host spends in forward+backward+optimizer "
                     f"({busy_ms / compute:.0%}, from {_busy_source(r)}): launching work costs more than doing it")
         action = ("capture the step as a CUDA graph (trainspeed.fit does it, and measures whether it pays) or "
@@ -390,16 +466,16 @@ def launch_bound(r: WatchResult, c: Context) -> Verdict | None:
         work = arithmetic + _op_work(r, c)[0]
         if work / compute >= ARITHMETIC_LOW:
             return None
-        if work * 1e3 / r.ops_per_step >= OP_WORK_DISPATCHES * c.dispatch_us:
+        if work * 1e3 / ops >= OP_WORK_DISPATCHES * c.dispatch_us:
             return None  # big ops running slow: not their fixed cost (a loaded machine, memory-bound ops)
-        evidence = (f"{r.ops_per_step:.0f} ops per step average {per_op:.1f} us each; their arithmetic "
+        evidence = (f"{ops:.0f} ops per step average {per_op:.1f} us each; their arithmetic "
                     f"({r.flops_per_step / 1e6:.2f} MFLOP) needs {arithmetic * 1e3:.1f} us at this CPU's measured "
                     f"{c.matmul_gflops:.0f} GFLOP/s, {arithmetic / compute:.0%} of the {compute:.2f} ms of "
                     f"forward+backward+optimizer: per-op overhead fills the step")
         action = ("do more work per op: a larger batch, or a captured or compiled step (trainspeed.fit replays "
                   "the step's ops without Python and compiles long jobs); intra-op threads do not help ops this small")
         # what is left if each op cost only its bare dispatch plus its arithmetic
-        overhead = compute - (work + r.ops_per_step * c.dispatch_us / 1e3)
+        overhead = compute - (work + ops * c.dispatch_us / 1e3)
     # upper bound: the step without its per-op overhead
     return Verdict("launch_bound", evidence + " (predicted speed-up is an upper bound)", action,
                    _speedup(step, step - overhead))
@@ -408,10 +484,42 @@ def launch_bound(r: WatchResult, c: Context) -> Verdict | None:
 def small_batch(r: WatchResult, c: Context, launch: Verdict | None) -> Verdict | None:
     if launch is None or r.batch_size is None or r.batch_size > SMALL_BATCH:
         return None
+    micro = round(r.micro_batches_per_step or 1)
+    if micro >= 2:
+        return _micro_batches(r, c, micro)
     return Verdict("small_batch", f"batch of {r.batch_size} on a step dominated by per-op overhead: a step costs "
                    "about the same whatever the batch, so samples per second grow with it",
                    f"raise the batch size (try {r.batch_size * 4}) and scale the learning rate; "
                    "`trainspeed memory` gives the largest batch that fits", None)
+
+
+def _micro_batches(r: WatchResult, c: Context, k: int) -> Verdict | None:
+    """small_batch where a step accumulates gradients over k small micro-batches: each forward and backward
+    pays the per-op overhead of the whole model for a few samples. One pass over all k of them runs the
+    same ops once. Model: forward and backward, less their work (arithmetic and heavy ops on a CPU, the
+    GPU's busy time on CUDA), and the ops outside every phase (the loss scaled by 1/k, a slice of the
+    batch) each run once a step instead of k times; the optimizer and the script's own Python stay."""
+    step = r.median_ms
+    compute = sum(_ms(r, p) for p in _COMPUTE)
+    if not step or compute <= 0:
+        return None
+    passes = _compute_ms(r) * (_ms(r, "forward") + _ms(r, "backward")) / compute
+    if r.device == "cuda":
+        work = _gpu_busy_ms(r) or 0.0
+    else:
+        work = (_arithmetic_ms(r, c) or 0.0) + _op_work(r, c)[0]
+    around = min(_ms(r, "other"), (r.other_op_ms_per_step or 0.0) * _window_scale(r))
+    saved = (max(0.0, passes - work) + around) * (1 - 1 / k)
+    batch = k * (r.batch_size or 0)
+    evidence = (f"{k} forward and backward passes of a batch of {r.batch_size} per optimizer step (gradients "
+                f"accumulated over micro-batches): {passes:.2f} ms of forward+backward per step, most of it per-op "
+                f"overhead that each pass pays again (predicted speed-up: forward, backward and the "
+                f"{around:.2f} ms of torch ops around them run once per step instead of {k} times, the "
+                "arithmetic as before)")
+    action = (f"feed the step's {batch} samples as one batch of {batch}: its mean loss has the gradient that "
+              f"accumulating `loss / {k}` over the micro-batches gives; accumulate only micro-batches too big for "
+              "memory (`trainspeed memory` gives the largest batch that fits)")
+    return Verdict("small_batch", evidence, action, _speedup(step, step - saved))
 
 
 def thread_oversubscription(r: WatchResult, c: Context) -> Verdict | None:
@@ -556,7 +664,7 @@ def diagnose(r: WatchResult, c: Context) -> list[Verdict]:
     launch = launch_bound(r, c)
     found = [v for v in (
         input_bound(r, c), checkpoint_heavy(r, c), logging_heavy(r, c), host_code_heavy(r, c), sync_bound(r, c),
-        h2d_bound(r, c), slow_dtype(r, c),
+        h2d_bound(r, c), slow_dtype(r, c), anomaly_detection(r, c),
         launch, small_batch(r, c, launch), cpu_faster(r, c, launch), thread_oversubscription(r, c),
         memory_pressure(r, c), comm_bound(r, c), straggler(r, c),
     ) if v is not None]

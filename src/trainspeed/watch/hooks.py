@@ -42,8 +42,9 @@ class Listener(Protocol):
     def backward_done(self) -> None: ...
     def h2d(self, nbytes: int, pinned: bool, non_blocking: bool) -> None: ...
     def loader_seen(self, iterator: Any) -> None: ...
-    def loader_started(self, seconds: float) -> None: ...
+    def loader_started(self, seconds: float, stop: bool = False) -> None: ...
     def host_read(self, op: str, t0: float, t1: float, frame: Any) -> None: ...
+    def anomaly_stack(self, seconds: float) -> None: ...
 
 
 class Hooks:
@@ -257,6 +258,40 @@ class Hooks:
 
         self._patch(dataloader_module.DataLoader, "__iter__", iter_wrap)
         self._patch(dataloader_module._BaseDataLoaderIter, "__next__", next_wrap)
+        # an iterator with workers stops them (joins each process) when it runs out, or when it is dropped:
+        # `next(iter(loader))` on every step drops one, outside every other phase. Data, and timed with the starts
+        def stop_wrap(orig: Callable[..., Any]) -> Callable[..., Any]:
+            @functools.wraps(orig)
+            def wrapper(*args: Any, **kwargs: Any) -> Any:
+                L.enter("data")
+                t0 = time.perf_counter()
+                try:
+                    return orig(*args, **kwargs)
+                finally:
+                    L.exit("data")
+                    L.loader_started(time.perf_counter() - t0, stop=True)
+            return wrapper
+
+        self._patch(dataloader_module._MultiProcessingDataLoaderIter, "_shutdown_workers", stop_wrap)
+
+        # autograd's anomaly detection (torch.autograd.set_detect_anomaly(True), detect_anomaly()): every op
+        # that records a gradient formats the Python stack through torch.fx.traceback.format_stack, looked
+        # up by name on each call; timed apart, inside its phase
+        import torch.fx.traceback as fx_traceback
+
+        def stack_wrap(orig: Callable[..., Any]) -> Callable[..., Any]:
+            @functools.wraps(orig)
+            def wrapper(*args: Any, **kwargs: Any) -> Any:
+                if not torch.is_anomaly_enabled():  # torch.fx's tracing asks for stacks too
+                    return orig(*args, **kwargs)
+                t0 = time.perf_counter()
+                try:
+                    return orig(*args, **kwargs)
+                finally:
+                    L.anomaly_stack(time.perf_counter() - t0)
+            return wrapper
+
+        self._patch(fx_traceback, "format_stack", stack_wrap, per_call=True)
 
         # h2d: tensors moved from the host to a device
         def to_wrap(orig: Callable[..., Any], method: str) -> Callable[..., Any]:

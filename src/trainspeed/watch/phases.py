@@ -57,6 +57,11 @@ class PhaseClock:
         self.sums_from = self.step_started
         self.skipped = 0.0
 
+    def forget_sums(self) -> None:
+        """Sum nothing again until `start_sums()` (the watcher starts measuring over)."""
+        self.sums = self.call_sums = None
+        self.skipped = 0.0
+
     def _fold(self, totals: dict[str, float]) -> None:
         sums = self.sums
         if sums is not None:  # SUMMED, unrolled: this runs on every closed step

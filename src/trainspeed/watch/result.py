@@ -23,6 +23,8 @@ class SyncSite:
     op: str
     count: int
     total_ms: float
+    code: str = ""
+    """The source text of that line ("" if unavailable)."""
 
 
 @dataclass(frozen=True)
@@ -94,6 +96,10 @@ class StepRecord:
     device_ms: dict[str, float] | None = None
     detailed: bool = True
     """Whether forward, backward and optimizer were timed apart on this step (else they are in other)."""
+    micro_batches: float | None = None
+    """Forward-and-backward passes per optimizer step (`session._micro_batches`); detailed steps only."""
+    anomaly_s: float = 0.0
+    """Seconds spent formatting Python stacks for autograd's anomaly detection (detailed steps only)."""
 
 
 @dataclass(frozen=True)
@@ -198,10 +204,17 @@ class WatchResult:
     loader_starts: int = 0
     """DataLoader iterators started during the measured steps (one per epoch of a `for x in loader`)."""
     loader_start_share: float | None = None
-    """Share of the measured run's time those starts took, each with its first batch (part of `data`:
-    a loader without persistent_workers starts its worker processes anew at every start)."""
+    """Share of the measured run's time those starts took, each with its first batch, and the stops of
+    their worker processes (part of `data`: a loader without persistent_workers starts its worker
+    processes anew at every start, and stops them at the end of every pass)."""
     loader_start_ms: float | None = None
-    """Their mean milliseconds per start."""
+    """Their mean milliseconds per start (its stop included)."""
     op_ms_per_step: float | None = None
     """CPU: every op's host milliseconds per step in the window, all together (on the window's clock:
     its steps come soon after the warm-up, and may run slower than the median step)."""
+    micro_batches_per_step: float | None = None
+    """Forward-and-backward passes per optimizer step, the median over the detailed steps: above 1,
+    gradients accumulated over micro-batches of `batch_size` (None: no detailed step counted)."""
+    anomaly_ms_per_step: float | None = None
+    """Milliseconds per step (mean over the detailed steps) that autograd's anomaly detection spent
+    storing a formatted Python stack for every op that records a gradient; 0.0 when it was off."""

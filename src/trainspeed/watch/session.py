@@ -106,6 +106,12 @@ class Watcher:
         self.steps_seen = 0
         self.step_syncs = 0
         self.step_h2d = 0
+        self.step_anomaly_s = 0.0
+        """Seconds the step running now spent formatting Python stacks for autograd's anomaly detection
+        (detailed steps)."""
+        self.step_calls = [0, 0, 0]
+        """[outermost module calls, backward calls, steps of optimizers other than the primary one] of
+        the step running now, counted while the per-call hooks are in (detailed steps)."""
         self.measured = Reservoir[StepRecord](seed=1)
         self.detailed_steps = Reservoir[StepRecord](seed=5) if detail_every > 1 else None
         """A uniform sample of the measured detailed steps alone: forward, backward and optimizer's median
@@ -123,7 +129,7 @@ class Watcher:
         self.loader_starts = 0
         self.loader_start_s = 0.0
         """DataLoader iterators started during the measured steps, and the seconds those starts took
-        with their first batch (`loader_started`)."""
+        with their first batch, and the stops of their workers (`loader_started`)."""
         self.events: list[tuple[str, Any, Any]] = []
         self.open_events: list[tuple[str, Any]] = []
         self.pending: collections.deque[tuple[StepRecord, list[tuple[str, Any, Any]]]] = collections.deque(maxlen=256)
@@ -241,6 +247,7 @@ class Watcher:
         if self.backward_boundary:  # no optimizer: the step that ended in backward closes here
             self.backward_boundary = False
             self.step_ended()
+        self.step_calls[0] += 1
         if self.model is not None and self.steps_seen > self.warmup:
             return  # model, input and device are known by now: keep the hot path short
         first = next((a for a in args if isinstance(a, torch.Tensor)), None)
@@ -277,16 +284,52 @@ class Watcher:
         if self.primary_optimizer is None:
             self.primary_optimizer = id(optimizer)
             self.optimizer_kind = type(optimizer).__name__.lower()
+            backwards = self.steps_seen + self.backward_boundary  # the last one's step had not ended
             self.backward_boundary = False  # steps were delimited by backward calls until now
+            if self.steps_seen:
+                self._rebase(backwards)
         return id(optimizer) == self.primary_optimizer
 
+    def _rebase(self, backwards: int) -> None:
+        """The first optimizer step came after steps delimited by backward calls: those were the
+        micro-batches of a step (gradients accumulated over several backward calls before the first
+        `optimizer.step()`), or a stretch of the script before its training loop, not training steps.
+        The step ending now becomes step 0 and everything is measured again from it: warm-up, the
+        profiler window, the samples and the sums, the sampler's 'other' lines and --steps' count."""
+        self.notes.append(f"the first optimizer step came after {backwards} backward calls (micro-batches "
+                          "accumulated before it): measured from that step on, as training steps")
+        if self.window.prof is not None:
+            with self._profiler_edge():
+                self.window.close()
+        self.window = ProfileWindow(self.window.steps, outside=self._outside_phases)
+        self.settled_at = self.window.settled_from(self.warmup)
+        self.steps_seen = 0
+        self.measured = Reservoir[StepRecord](seed=1)
+        if self.detailed_steps is not None:
+            self.detailed_steps = Reservoir[StepRecord](seed=5)
+        self.warm = Reservoir[StepRecord](seed=2)
+        self.plot_steps = []
+        self.pending.clear()
+        self.device_ms = {p: Reservoir[float](seed=3) for p in DEVICE_PHASES}
+        self.comm_steps = Reservoir[CommStep](seed=4)
+        self.loader_starts, self.loader_start_s = 0, 0.0
+        self._detail_runs = self._mode_left = 0
+        self.clock.forget_sums()
+        if self.settled_at == 0:
+            self.clock.start_sums()
+        if self.sampler is not None:
+            self.sampler.forget_other()
+
     def backward_done(self) -> None:
-        """Without an optimizer, a backward ends a step - known only once the next forward (or
-        backward) starts without an optimizer step in between."""
-        if self.primary_optimizer is None and "backward" not in self.clock.stack:
+        """A backward call returned (counted). Without an optimizer, a backward ends a step - known only
+        once the next forward (or backward) starts without an optimizer step in between."""
+        if "backward" in self.clock.stack:
+            return
+        if self.primary_optimizer is None:
             if self.backward_boundary:
                 self.step_ended()
             self.backward_boundary = True
+        self.step_calls[1] += 1
 
     def h2d(self, nbytes: int, pinned: bool, non_blocking: bool) -> None:
         """A tensor was copied to an accelerator. From the first such copy (`model.to(device)`, before the
@@ -308,11 +351,11 @@ class Watcher:
                 persistent_workers=bool(getattr(iterator, "_persistent_workers", False)),
             )
 
-    def loader_started(self, seconds: float) -> None:
-        """A DataLoader iterator was started and gave its first batch, in `seconds` (counted from the
-        first measured step on, as the clock's sums are)."""
+    def loader_started(self, seconds: float, stop: bool = False) -> None:
+        """A DataLoader iterator was started and gave its first batch, in `seconds`; or (`stop`) one with
+        workers stopped them, in `seconds`. Counted from the first measured step on, as the clock's sums are."""
         if self.clock.sums is not None:
-            self.loader_starts += 1
+            self.loader_starts += not stop
             self.loader_start_s += seconds
 
     def read_span(self, op: str, t0: float, t1: float, frame: Any) -> None:
@@ -320,6 +363,9 @@ class Watcher:
         clock. Not called during a quiet run."""
         self.clock.span("sync", t0, t1)
         self.step_syncs += 1
+
+    def anomaly_stack(self, seconds: float) -> None:
+        self.step_anomaly_s += seconds
 
     def host_read(self, op: str, t0: float, t1: float, frame: Any) -> None:
         """A host read that the hooks saw (torch.cuda.synchronize) ran from t0 to t1, made by `frame`."""
@@ -335,6 +381,8 @@ class Watcher:
         a settled step the uniform sample passes over builds nothing and allocates nothing, and a
         step of a quiet run (`_go_quiet`) only counts itself."""
         if optimizer is not None and id(optimizer) != self.primary_optimizer and not self._is_primary(optimizer):
+            if self.detailed:
+                self.step_calls[2] += 1
             return
         index = self.steps_seen
         self.steps_seen = index + 1
@@ -355,13 +403,20 @@ class Watcher:
                 sample.skip()
             self.clock.drop_step()
             self.step_syncs = self.step_h2d = 0
+            if self.detailed:  # the per-call hooks count nothing on the other steps: nothing to zero
+                self.step_calls = [0, 0, 0]
+                self.step_anomaly_s = 0.0
         else:
             wall, phases = self.clock.end_step()
             if comm_busy:
                 self._comm_step(phases)
             syncs, self.step_syncs = self.step_syncs, 0
             h2d, self.step_h2d = self.step_h2d, 0
-            self._keep_step(StepRecord(index, wall, phases, syncs, h2d, detailed=self.detailed))
+            calls, self.step_calls = self.step_calls, [0, 0, 0]
+            anomaly, self.step_anomaly_s = self.step_anomaly_s, 0.0
+            self._keep_step(StepRecord(index, wall, phases, syncs, h2d, detailed=self.detailed,
+                                       micro_batches=_micro_batches(calls) if self.detailed else None,
+                                       anomaly_s=anomaly))
         if self.pending:
             self._drain_events()
         self._mode_left -= 1
@@ -647,6 +702,8 @@ class Watcher:
             h2d_bytes_by_kind=dict(self.h2d_kinds), process_threads=self._threads(),
             step_samples=sorted(self.plot_steps, key=lambda r: r.index),
             step_times_ms=step_ms, notes=notes, gpu_busy_ms_per_step=self.window.gpu_busy_ms_per_step,
+            micro_batches_per_step=median([r.micro_batches for r in detailed if r.micro_batches is not None]),
+            anomaly_ms_per_step=(sum(r.anomaly_s for r in detailed) * 1e3 / len(detailed)) if detailed else None,
         )
         if gathering:
             return result
@@ -658,7 +715,7 @@ class Watcher:
             entry = merged.setdefault((where, op), [0, 0.0])
             entry[0] += count
             entry[1] += seconds
-        sites = [SyncSite(where, op, int(c), t * 1e3) for (where, op), (c, t) in merged.items()]
+        sites = [SyncSite(where, op, int(c), t * 1e3, source_of(where)) for (where, op), (c, t) in merged.items()]
         return sorted(sites, key=lambda s: s.total_ms, reverse=True)
 
     def _other_sites(self) -> list[OtherSite]:
@@ -698,6 +755,17 @@ class Watcher:
         if self.device == "cuda" and torch.cuda.is_initialized():
             return int(torch.cuda.get_device_properties(self.device_index).total_memory)
         return int(psutil.virtual_memory().total)
+
+
+def _micro_batches(calls: list[int]) -> float:
+    """Forward-and-backward passes per optimizer step: a step's outermost module calls (the model's, a
+    loss module's) and backward calls, the fewer of the two (backward calls alone where no module is
+    called), over the optimizer steps taken in it (the primary one's and those of other optimizers, a
+    GAN's say). Above 1: gradients accumulated over micro-batches; a second loss's backward on one
+    forward, or a forward for validation, are not."""
+    forwards, backwards, other_steps = calls
+    passes = min(forwards, backwards) if forwards else backwards  # a model of bare tensors has no module call
+    return passes / (1 + other_steps)
 
 
 def phase_shares(records: list[StepRecord], sums: tuple[dict[str, float], float] | None = None,
