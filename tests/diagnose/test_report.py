@@ -104,3 +104,35 @@ def test_the_report_probes_only_the_dtypes_a_rule_needs_and_shows_the_slowest_op
     assert "op aten.mm (bfloat16) x5: 30.000 ms per step in the profiler window, 3.4 GFLOP/s" in console.export_text()
     page = doctor_html(report)
     assert "The slowest ops" in page and "1.5 in bfloat16" in page
+
+
+def test_the_report_probes_the_optimizer_only_where_its_phase_is_worth_it(monkeypatch) -> None:
+    import dataclasses
+
+    from test_rules import _adamw_run
+
+    import trainspeed.diagnose.report as report_module
+    from trainspeed.hardware import detect_hardware
+    from trainspeed.probe.optimizer import spec_of
+    from trainspeed.report.json import doctor_dict
+
+    calls: list[bool | None] = []
+    monkeypatch.setattr(report_module, "step_ms", lambda spec, fused: calls.append(fused) or (1.4 if fused else 7.4))
+
+    class Watched:
+        optimizer_spec = spec_of(torch.optim.AdamW(nn.Linear(4, 4).parameters(), foreach=False))
+
+    hw = detect_hardware()
+    report = report_module.diagnose_run(_adamw_run(), watcher=Watched(), hardware=hw, dispatch_us=2.0,
+                                        matmul_gflops=100.0)
+    assert calls == [None, True] and report.optimizer_ms == (7.4, 1.4)
+    assert "optimizer_heavy" in [v.id for v in report.verdicts]
+    data = doctor_dict(report)
+    assert data["probe"]["optimizer_step_ms"] == {"configured": 7.4, "fused": 1.4}
+    assert data["optimizer"] == {"kind": "AdamW", "tensors": 162, "elements": 44932, "foreach": False, "fused": None}
+    assert "ms fused" in doctor_html(report)
+    calls.clear()
+    small = report_module.diagnose_run(_adamw_run(opt_ms=1.0), watcher=Watched(), hardware=hw, dispatch_us=2.0,
+                                       matmul_gflops=100.0)
+    assert calls == [] and small.optimizer_ms is None
+    assert doctor_dict(dataclasses.replace(small))["probe"]["optimizer_step_ms"] is None

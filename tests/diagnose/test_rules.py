@@ -484,3 +484,29 @@ def test_tensors_formatted_by_a_logging_line_are_logging_time_on_a_cpu() -> None
     # on a GPU the same read waits for the device: sync_bound's, not counted here
     cuda = next((v for v in diagnose(_printing_run("cuda"), ctx) if v.id == "logging_heavy"), None)
     assert cuda is None or "tensors logging lines format" not in cuda.evidence
+
+
+def _adamw_run(fused: bool | None = None, opt_ms: float = 11.95) -> WatchResult:
+    """/tmp's unseen script (2026-11-23, CPU): 40 small Linear+LayerNorm blocks under AdamW(foreach=False),
+    162 parameter tensors updated one at a time, the optimizer half of a 23.9 ms step."""
+    from trainspeed.watch.result import OptimizerInfo
+
+    r = recorded(23.87, {"forward": 4.6, "backward": 5.6, "optimizer": opt_ms}, ops=2445, flops=1.56e7, batch=64,
+                 threads=2)
+    return dataclasses.replace(r, optimizer=OptimizerInfo("AdamW", 162, 44932, False, fused))
+
+
+def test_an_optimizer_stepping_tensors_one_at_a_time_is_told_to_fuse() -> None:
+    ctx = Context(dispatch_us=2.0, matmul_gflops=110.0, physical_cores=2, logical_threads=2, optimizer_ms=(7.42, 1.40))
+    verdict = next(v for v in diagnose(_adamw_run(), ctx) if v.id == "optimizer_heavy")
+    assert "AdamW updates 162 parameter tensors (foreach=False)" in verdict.evidence
+    assert "7.42 ms as configured and 1.40 ms with fused=True" in verdict.evidence
+    assert "AdamW(..., fused=True)" in verdict.action
+    # the phase at the probe's ratio; measured: 21.6-24.0 ms steps against 12.5-15.7 ms fused (1.4x-1.9x)
+    assert verdict.predicted_speedup == pytest.approx(23.87 / (23.87 - 11.95 * (1 - 1.40 / 7.42)), abs=0.01)
+    # fused already, not probed (no fused kernel), or a small optimizer phase: nothing
+    from trainspeed.diagnose.rules import optimizer_candidate
+
+    assert "optimizer_heavy" not in ids(_adamw_run(fused=True), ctx) and not optimizer_candidate(_adamw_run(fused=True))
+    assert "optimizer_heavy" not in ids(_adamw_run(), dataclasses.replace(ctx, optimizer_ms=None))
+    assert not optimizer_candidate(_adamw_run(opt_ms=2.0))

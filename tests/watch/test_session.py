@@ -153,6 +153,19 @@ def test_a_step_with_one_forward_and_backward_is_one_micro_batch() -> None:
     assert w.measurements().micro_batches_per_step == 1
 
 
+def test_the_optimizer_that_delimits_the_steps_is_described_as_it_was_made() -> None:
+    model, _, x = _tiny_step()
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01, foreach=False)
+    with Watcher(warmup=1, profile_steps=0) as w:
+        for _ in range(5):
+            model(x).sum().backward()
+            optimizer.step()
+    info = w.measurements().optimizer
+    assert info is not None and info.kind == "Adam" and info.tensors == 4 and info.foreach is False
+    assert info.elements == sum(p.numel() for p in model.parameters())
+    assert w.optimizer_spec is not None and w.optimizer_spec.shapes[0] == tuple(next(model.parameters()).shape)
+
+
 def test_autograd_anomaly_detection_is_timed_where_it_formats_stacks() -> None:
     model, optimizer, x = _tiny_step()
     with Watcher(warmup=1, profile_steps=0) as w:

@@ -152,6 +152,7 @@ def doctor_dict(report: DoctorReport) -> dict[str, Any]:
                      "sawtooth": w.gpu_util.sawtooth, "why": w.gpu_util.why},
         "verdicts": _clean(report.verdicts),
         "batch_size": w.batch_size,
+        "optimizer": _clean(w.optimizer) if w.optimizer is not None else None,
         "loaders": _clean(w.loaders),
         "loader_starts": {"count": w.loader_starts, "share": w.loader_start_share, "mean_ms": w.loader_start_ms},
         "torch_threads": w.torch_threads,
@@ -162,7 +163,9 @@ def doctor_dict(report: DoctorReport) -> dict[str, Any]:
         "memory_capacity_bytes": w.memory_capacity_bytes,
         "ops_by_time": _clean(w.op_times) if w.op_times is not None else None,
         "probe": {"cpu_dispatch_us": report.dispatch_us, "cpu_matmul_gflops": report.matmul_gflops,
-                  "cuda_op_us": report.cuda_op_us, "cpu_matmul_gflops_by_dtype": report.dtype_gflops},
+                  "cuda_op_us": report.cuda_op_us, "cpu_matmul_gflops_by_dtype": report.dtype_gflops,
+                  "optimizer_step_ms": ({"configured": report.optimizer_ms[0], "fused": report.optimizer_ms[1]}
+                                        if report.optimizer_ms else None)},
         "notes": w.notes + report.notes,
         "distributed": _clean(w.distributed) if w.distributed is not None else None,
     }

@@ -74,6 +74,20 @@ class LoaderInfo:
 
 
 @dataclass(frozen=True)
+class OptimizerInfo:
+    """The optimizer whose steps delimit the run's steps, as it was made."""
+
+    kind: str
+    """Its class name ("AdamW")."""
+    tensors: int
+    """Parameter tensors it updates."""
+    elements: int
+    foreach: bool | None
+    fused: bool | None
+    """As passed (None: torch's default: foreach on CUDA where it can, one tensor at a time on the CPU)."""
+
+
+@dataclass(frozen=True)
 class Verdict:
     """A diagnosis: what is wrong (id), the numbers that show it, what to do, what it should buy."""
 
@@ -215,6 +229,8 @@ class WatchResult:
     micro_batches_per_step: float | None = None
     """Forward-and-backward passes per optimizer step, the median over the detailed steps: above 1,
     gradients accumulated over micro-batches of `batch_size` (None: no detailed step counted)."""
+    optimizer: OptimizerInfo | None = None
+    """The optimizer that delimits the steps (None: steps were backward calls)."""
     anomaly_ms_per_step: float | None = None
     """Milliseconds per step (mean over the detailed steps) that autograd's anomaly detection spent
     storing a formatted Python stack for every op that records a gradient; 0.0 when it was off."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
+import math
 import random
 import resource
 import sys
@@ -26,6 +27,7 @@ import psutil
 import torch
 
 from trainspeed.diagnose.scaling import bus_bandwidth_gbs, predict
+from trainspeed.probe.optimizer import OptimizerSpec, spec_of
 from trainspeed.watch.comm import CommStep, CommTimer
 from trainspeed.watch.gather import gather, rank_stat, this_rank
 from trainspeed.watch.hooks import Hooks
@@ -35,6 +37,7 @@ from trainspeed.watch.result import (
     GpuUtil,
     LoaderInfo,
     DistRun,
+    OptimizerInfo,
     OtherSite,
     PhaseStat,
     RankStat,
@@ -141,6 +144,8 @@ class Watcher:
         self.model: weakref.ref[torch.nn.Module] | None = None
         self.input_spec: tuple[list[int], torch.dtype] | None = None
         self.optimizer_kind: str | None = None
+        self.optimizer_spec: OptimizerSpec | None = None
+        """The primary optimizer's class, settings and parameter shapes, for the doctor's probe."""
         self.comm = CommTimer()
         self.gathered: list[RankStat] | None = None
         self._gather_done = False
@@ -284,6 +289,7 @@ class Watcher:
         if self.primary_optimizer is None:
             self.primary_optimizer = id(optimizer)
             self.optimizer_kind = type(optimizer).__name__.lower()
+            self.optimizer_spec = spec_of(optimizer)
             backwards = self.steps_seen + self.backward_boundary  # the last one's step had not ended
             self.backward_boundary = False  # steps were delimited by backward calls until now
             if self.steps_seen:
@@ -703,11 +709,19 @@ class Watcher:
             step_samples=sorted(self.plot_steps, key=lambda r: r.index),
             step_times_ms=step_ms, notes=notes, gpu_busy_ms_per_step=self.window.gpu_busy_ms_per_step,
             micro_batches_per_step=median([r.micro_batches for r in detailed if r.micro_batches is not None]),
+            optimizer=self._optimizer_info(),
             anomaly_ms_per_step=(sum(r.anomaly_s for r in detailed) * 1e3 / len(detailed)) if detailed else None,
         )
         if gathering:
             return result
         return dataclasses.replace(result, distributed=self._dist_run(result))
+
+    def _optimizer_info(self) -> OptimizerInfo | None:
+        spec = self.optimizer_spec
+        if spec is None:
+            return None
+        return OptimizerInfo(spec.cls.__name__, len(spec.shapes), sum(math.prod(s) for s in spec.shapes),
+                             spec.foreach, spec.fused)
 
     def _sync_sites(self) -> list[SyncSite]:
         merged: dict[tuple[str, str], list[float]] = {}
