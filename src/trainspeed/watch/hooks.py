@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -259,10 +260,15 @@ class Hooks:
         self._patch(dataloader_module.DataLoader, "__iter__", iter_wrap)
         self._patch(dataloader_module._BaseDataLoaderIter, "__next__", next_wrap)
         # an iterator with workers stops them (joins each process) when it runs out, or when it is dropped:
-        # `next(iter(loader))` on every step drops one, outside every other phase. Data, and timed with the starts
+        # `next(iter(loader))` on every step drops one, outside every other phase. Data, and timed with the starts;
+        # only on the watched thread (a garbage collection on another thread may drop one too)
+        home = threading.get_ident()
+
         def stop_wrap(orig: Callable[..., Any]) -> Callable[..., Any]:
             @functools.wraps(orig)
             def wrapper(*args: Any, **kwargs: Any) -> Any:
+                if threading.get_ident() != home:
+                    return orig(*args, **kwargs)
                 L.enter("data")
                 t0 = time.perf_counter()
                 try:
