@@ -7,7 +7,9 @@ answers False in this process and CUDA_VISIBLE_DEVICES hides the devices from th
 tests start (scripts, torchrun ranks).
 
 Each test also starts with the process's budget of hook resumes unspent (watch/hooks.RESUME_BUDGET),
-as a script watched by `trainspeed doctor` does, whatever the tests before it used.
+as a script watched by `trainspeed doctor` does, whatever the tests before it used; and with no graph
+compiled by torch.compile counted (the profiler window's choice, profile_window.compiled_code_seen),
+whatever `fit`'s tests compiled before it.
 """
 
 from __future__ import annotations
@@ -39,3 +41,10 @@ def _cpu_only_unless_marked_gpu(request: pytest.FixtureRequest, monkeypatch: pyt
 @pytest.fixture(autouse=True)
 def _fresh_resume_budget(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(hooks, "_resumes", [0])
+
+
+@pytest.fixture(autouse=True)
+def _no_compiled_graphs_yet(monkeypatch: pytest.MonkeyPatch) -> None:
+    from torch._dynamo.utils import counters
+
+    monkeypatch.setitem(counters["stats"], "unique_graphs", 0)

@@ -114,3 +114,29 @@ def test_op_table_keeps_the_slowest_ops_and_every_one_with_arithmetic() -> None:
     rows = op_table(by_op, {ops.mm.default.overloadpacket: 6e6}, steps=2, keep=1)
     assert [(r.op, r.dtype) for r in rows] == [("aten.add", "float32"), ("aten.mm", "bfloat16")]
     assert rows[1].arithmetic and rows[1].flops == 3e6 and rows[1].calls == 3 and rows[1].ms == pytest.approx(1.0)
+
+
+def test_after_torch_compile_the_window_is_torch_profiler_alone(monkeypatch) -> None:
+    """A TorchDispatchMode sends compiled code back to eager for the steps it is active in: no op or FLOP
+    mode once torch.compile has compiled a graph, only torch.profiler, which does not change what runs."""
+    from torch._dynamo.utils import counters
+
+    from trainspeed.watch import profile_window
+
+    monkeypatch.setitem(counters["stats"], "unique_graphs", 0)
+    assert not profile_window.compiled_code_seen()
+    window = ProfileWindow(1, outside=lambda: True)
+    window._open(False, 1)
+    assert isinstance(window.prof, tuple)  # the CPU's op and FLOP modes
+    window.close()
+    monkeypatch.setitem(counters["stats"], "unique_graphs", 1)
+    assert profile_window.compiled_code_seen()
+    window = ProfileWindow(1, outside=lambda: True)
+    window._open(False, 1)
+    try:
+        assert window.prof is not None and not isinstance(window.prof, tuple) and window.counter is None
+        assert any("torch.profiler alone" in n for n in window.notes)
+        torch.mm(torch.randn(8, 8), torch.randn(8, 8))
+    finally:
+        window._close(1)
+    assert window.ops_per_step is not None and window.ops_per_step >= 1 and window.op_times is None

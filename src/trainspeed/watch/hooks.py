@@ -184,9 +184,16 @@ class Hooks:
         # forward: the outermost nn.Module call. PyTorch's global module hooks would send every
         # module call down its slow path (measured: +12% on the seed's step), so Module.__call__
         # gets one thin wrapper instead; nested calls only count their depth.
+        # Under torch.compile the wrapper is traced too (an OptimizedModule calls the wrapped module's
+        # __call__ inside dynamo's frame): there is_compiling() is True at trace time, the branch is folded
+        # away, and the compiled code calls the module alone, as unwatched
+        compiling = getattr(torch.compiler, "is_compiling", lambda: False)
+
         def call_wrap(orig: Callable[..., Any]) -> Callable[..., Any]:
             @functools.wraps(orig)
             def wrapper(module: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
+                if compiling():
+                    return orig(module, *args, **kwargs)
                 if self.depth:
                     self.depth += 1
                     try:
