@@ -398,7 +398,8 @@ def optimizer_heavy(r: WatchResult, c: Context) -> Verdict | None:
                 f"{configured:.2f} ms as configured and {fused:.2f} ms with fused=True (both measured after the run; "
                 "predicted speed-up: the optimizer phase shrunk by that ratio)")
     action = (f"torch.optim.{o.kind}(..., fused=True): one kernel updates every parameter tensor "
-              "(the same update; on a GPU, where foreach is the default, fused is faster still)")
+              "(the same algorithm, rounded in another order; on a GPU, where foreach is the default, fused is faster "
+              "still)")
     return Verdict("optimizer_heavy", evidence, action, _speedup(step, step - saved))
 
 
