@@ -127,6 +127,12 @@ def _compute_ms(r: WatchResult) -> float:
     return compute
 
 
+def _compute_part_ms(r: WatchResult, *phases: str) -> float:
+    """Some of forward, backward and optimizer, in the median step: scaled as `_compute_ms` scales them all."""
+    compute = sum(_ms(r, p) for p in _COMPUTE)
+    return sum(_ms(r, p) for p in phases) * _compute_ms(r) / compute if compute > 0 else 0.0
+
+
 def _arithmetic_ms(r: WatchResult, c: Context) -> float | None:
     """Time the step's counted FLOPs need at the measured matmul rate (CPU)."""
     if r.flops_per_step is None or c.matmul_gflops <= 0:
@@ -365,17 +371,11 @@ def anomaly_detection(r: WatchResult, c: Context) -> Verdict | None:
     return Verdict("anomaly_detection", evidence, action, _speedup(step, step - cost))
 
 
-def _optimizer_ms(r: WatchResult) -> float:
-    """The optimizer phase of the median step (scaled as forward+backward+optimizer are, `_compute_ms`)."""
-    compute = sum(_ms(r, p) for p in _COMPUTE)
-    return _ms(r, "optimizer") * _compute_ms(r) / compute if compute > 0 else 0.0
-
-
 def optimizer_candidate(r: WatchResult) -> bool:
     """Whether the run's optimizer is worth probing fused: not fused already, and its phase a fifth of the step."""
     opt = r.optimizer
     return bool(opt is not None and not opt.fused and r.median_ms and
-                _optimizer_ms(r) >= OPTIMIZER_SHARE * r.median_ms)
+                _compute_part_ms(r, "optimizer") >= OPTIMIZER_SHARE * r.median_ms)
 
 
 def optimizer_heavy(r: WatchResult, c: Context) -> Verdict | None:
@@ -383,7 +383,7 @@ def optimizer_heavy(r: WatchResult, c: Context) -> Verdict | None:
     (one kernel for every tensor), both measured on the run's parameter shapes after the run."""
     if not optimizer_candidate(r) or c.optimizer_ms is None or r.optimizer is None:
         return None
-    step, opt = r.median_ms or 0.0, _optimizer_ms(r)
+    step, opt = r.median_ms or 0.0, _compute_part_ms(r, "optimizer")
     configured, fused = c.optimizer_ms
     # the phase at the probe's ratio: in the run each step comes after forward and backward have turned the
     # caches over, and runs slower than the probe's back-to-back steps (12.6 ms against 7.3 on /tmp's script)
@@ -543,10 +543,9 @@ def _micro_batches(r: WatchResult, c: Context, k: int) -> Verdict | None:
     GPU's busy time on CUDA), and the ops outside every phase (the loss scaled by 1/k, a slice of the
     batch) each run once a step instead of k times; the optimizer and the script's own Python stay."""
     step = r.median_ms
-    compute = sum(_ms(r, p) for p in _COMPUTE)
-    if not step or compute <= 0:
+    if not step or _compute_ms(r) <= 0:
         return None
-    passes = _compute_ms(r) * (_ms(r, "forward") + _ms(r, "backward")) / compute
+    passes = _compute_part_ms(r, "forward", "backward")
     if r.device == "cuda":
         work = _gpu_busy_ms(r) or 0.0
     else:

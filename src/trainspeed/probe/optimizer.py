@@ -10,6 +10,7 @@ user's (parameters, gradients, optimizer state) is touched.
 from __future__ import annotations
 
 import inspect
+import math
 import statistics
 import time
 from collections.abc import Callable
@@ -61,7 +62,7 @@ def step_ms(spec: OptimizerSpec, fused: bool | None, repeats: int = 5,
     """Median milliseconds of one step over fresh tensors shaped as the run's parameters: with `fused=True`,
     or (None) as the run configured it. None when that optimizer cannot be made (a class without a fused
     implementation, or none for this device or dtype) or the parameters are too many to copy."""
-    if sum(_numel(s) for s in spec.shapes) > PROBE_ELEMENTS:
+    if sum(math.prod(s) for s in spec.shapes) > PROBE_ELEMENTS:
         return None
     cuda = spec.device.startswith("cuda")
     settings = dict(spec.settings)
@@ -99,10 +100,3 @@ def _init_parameters(cls: type) -> set[str] | None:
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
         return None
     return set(params)
-
-
-def _numel(shape: tuple[int, ...]) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n

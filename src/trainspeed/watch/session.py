@@ -88,8 +88,6 @@ class Watcher:
         of the loop lines up with them. 1: every step detailed."""
         self.detailed = True
         self._detail_rng = random.Random(7)
-        self._mode_left = 0
-        self._detail_runs = 0
         self.quiet_until = 0
         """Steps with a lower index are quiet: their end only counts them, and their host reads go only
         to the tally of their line (so does the step that ends the quiet run, passed over too). 0: none."""
@@ -103,10 +101,8 @@ class Watcher:
         self.exit = self.clock.exit
         self.syncs = SyncCounter(on_read=self.read_span)
         self._thread = threading.get_ident()
-        self.window = ProfileWindow(profile_steps, outside=self._outside_phases)
-        self.settled_at = self.window.settled_from(warmup)
+        self._measure_from_scratch(profile_steps)
         self.sampler: Sampler | None = None
-        self.steps_seen = 0
         self.step_syncs = 0
         self.step_h2d = 0
         self.step_anomaly_s = 0.0
@@ -115,13 +111,6 @@ class Watcher:
         self.step_calls = [0, 0, 0]
         """[outermost module calls, backward calls, steps of optimizers other than the primary one] of
         the step running now, counted while the per-call hooks are in (detailed steps)."""
-        self.measured = Reservoir[StepRecord](seed=1)
-        self.detailed_steps = Reservoir[StepRecord](seed=5) if detail_every > 1 else None
-        """A uniform sample of the measured detailed steps alone: forward, backward and optimizer's median
-        host times come from it (the step sample holds about one detailed step in `detail_every`).
-        None when every step is detailed: the step sample is one of them."""
-        self.warm = Reservoir[StepRecord](seed=2)
-        self.plot_steps: list[StepRecord] = []
         self.primary_optimizer: int | None = None
         self.device = "cpu"
         self.opening_window = False
@@ -129,14 +118,9 @@ class Watcher:
         self.device_index = 0
         self.batch_size: int | None = None
         self.loaders: dict[int, LoaderInfo] = {}
-        self.loader_starts = 0
-        self.loader_start_s = 0.0
-        """DataLoader iterators started during the measured steps, and the seconds those starts took
-        with their first batch, and the stops of their workers (`loader_started`)."""
         self.events: list[tuple[str, Any, Any]] = []
         self.open_events: list[tuple[str, Any]] = []
         self.pending: collections.deque[tuple[StepRecord, list[tuple[str, Any, Any]]]] = collections.deque(maxlen=256)
-        self.device_ms = {p: Reservoir[float](seed=3) for p in DEVICE_PHASES}
         self.running = False
         self.h2d_kinds: dict[str, int] = {}
         self.backward_boundary = False
@@ -150,7 +134,30 @@ class Watcher:
         self.gathered: list[RankStat] | None = None
         self._gather_done = False
         self._undo_destroy: Callable[[], None] | None = None
+
+    def _measure_from_scratch(self, profile_steps: int) -> None:
+        """What the watcher measures from the first step on: the step count, the profiler window and the
+        warm-up it settles after, the samples, the loaders' starts and the detail schedule. Set at
+        construction, and again when the first optimizer step comes after backward-delimited steps
+        (`_rebase`)."""
+        self.window = ProfileWindow(profile_steps, outside=self._outside_phases)
+        self.settled_at = self.window.settled_from(self.warmup)
+        self.steps_seen = 0
+        self.measured = Reservoir[StepRecord](seed=1)
+        self.detailed_steps = Reservoir[StepRecord](seed=5) if self.detail_every > 1 else None
+        """A uniform sample of the measured detailed steps alone: forward, backward and optimizer's median
+        host times come from it (the step sample holds about one detailed step in `detail_every`).
+        None when every step is detailed: the step sample is one of them."""
+        self.warm = Reservoir[StepRecord](seed=2)
+        self.plot_steps: list[StepRecord] = []
+        self.device_ms = {p: Reservoir[float](seed=3) for p in DEVICE_PHASES}
         self.comm_steps = Reservoir[CommStep](seed=4)
+        self.loader_starts = 0
+        self.loader_start_s = 0.0
+        """DataLoader iterators started during the measured steps, and the seconds those starts took
+        with their first batch, and the stops of their workers (`loader_started`)."""
+        self._mode_left = 0
+        self._detail_runs = 0
 
     # -- lifecycle --------------------------------------------------------------------------
     def start(self) -> Watcher:
@@ -307,19 +314,8 @@ class Watcher:
         if self.window.prof is not None:
             with self._profiler_edge():
                 self.window.close()
-        self.window = ProfileWindow(self.window.steps, outside=self._outside_phases)
-        self.settled_at = self.window.settled_from(self.warmup)
-        self.steps_seen = 0
-        self.measured = Reservoir[StepRecord](seed=1)
-        if self.detailed_steps is not None:
-            self.detailed_steps = Reservoir[StepRecord](seed=5)
-        self.warm = Reservoir[StepRecord](seed=2)
-        self.plot_steps = []
+        self._measure_from_scratch(self.window.steps)
         self.pending.clear()
-        self.device_ms = {p: Reservoir[float](seed=3) for p in DEVICE_PHASES}
-        self.comm_steps = Reservoir[CommStep](seed=4)
-        self.loader_starts, self.loader_start_s = 0, 0.0
-        self._detail_runs = self._mode_left = 0
         self.clock.forget_sums()
         if self.settled_at == 0:
             self.clock.start_sums()
