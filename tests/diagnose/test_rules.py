@@ -510,3 +510,74 @@ def test_an_optimizer_stepping_tensors_one_at_a_time_is_told_to_fuse() -> None:
     assert "optimizer_heavy" not in ids(_adamw_run(fused=True), ctx) and not optimizer_candidate(_adamw_run(fused=True))
     assert "optimizer_heavy" not in ids(_adamw_run(), dataclasses.replace(ctx, optimizer_ms=None))
     assert not optimizer_candidate(_adamw_run(opt_ms=2.0))
+
+
+def _one_at_a_time_run(calls: float, chained: float = 0.0, batch: int = 1) -> WatchResult:
+    """/tmp's unseen per-sample-forward script as the doctor measured it (2026-11-23, the 2-vCPU VM): an MLP
+    called on each of a batch's 64 rows, one backward per step, 1804 ops in an 8.2 ms step."""
+    r = recorded(8.193, {"forward": 3.309, "backward": 3.962, "optimizer": 0.414}, ops=1804, flops=1.245e6,
+                 batch=batch, threads=2)
+    return dataclasses.replace(r, other_ops_per_step=68, other_op_ms_per_step=0.72, op_ms_per_step=8.9,
+                               micro_batches_per_step=1.0, model_calls_per_step=calls, model_calls_chained=chained)
+
+
+def test_a_model_fed_one_sample_at_a_time_is_told_to_call_it_once_on_the_batch() -> None:
+    ctx = Context(dispatch_us=1.87, matmul_gflops=118.0, physical_cores=2, logical_threads=2)
+    verdicts = diagnose(_one_at_a_time_run(64), ctx)
+    assert verdicts[0].id == "small_batch"  # was launch_bound 1.28x first, and "raise the batch size (try 4)"
+    assert "called 64 times per step on a batch of 1" in verdicts[0].evidence
+    assert "call the model once" in verdicts[0].action and "try 4" not in verdicts[0].action
+    # forward+backward less their arithmetic, and the ops around them, once instead of 64 times: past the cap
+    # (the script calling model(X) once measured 16.5x, pair by pair in one process)
+    passes, arithmetic = 3.309 + 3.962, 1.245e6 / 118e9 * 1e3
+    assert (passes - arithmetic + 0.508) * 63 / 64 > 8.193 * 0.9
+    assert verdicts[0].predicted_speedup == 10.0
+    # a cell stepped by hand over a sequence (each call given the last one's output): no merge to predict
+    rnn = next(v for v in diagnose(_one_at_a_time_run(12, chained=11), ctx) if v.id == "small_batch")
+    assert "recurrent cell" in rnn.evidence and "nn.LSTM" in rnn.action and rnn.predicted_speedup is None
+    # several calls on real batches (two views of a contrastive step): the plain advice
+    two = next(v for v in diagnose(_one_at_a_time_run(2, batch=64), ctx) if v.id == "small_batch")
+    assert "try 256" in two.action and two.predicted_speedup is None
+
+
+def _rebuilt_run(built: int) -> WatchResult:
+    """/tmp's unseen script (2026-11-23, CPU): a new Adam built inside the loop on every step of a small MLP."""
+    from trainspeed.watch.result import OptimizerInfo
+
+    r = recorded(1.24, {"forward": 0.2, "backward": 0.33, "optimizer": 0.58, "sync": 0.01}, ops=81, flops=9.96e6,
+                 batch=512, threads=2)
+    return dataclasses.replace(r, optimizer=OptimizerInfo("Adam", 4, 4740, None, None), optimizers_built=built,
+                               optimizer_build_ms=0.064)
+
+
+def test_an_optimizer_built_every_step_is_told_to_build_it_once() -> None:
+    ctx = Context(dispatch_us=1.74, matmul_gflops=79.0, physical_cores=2, logical_threads=2, rebuild_ms=(0.46, 0.31),
+                  optimizer_ms=(0.47, 0.21))
+    verdict = next(v for v in diagnose(_rebuilt_run(99), ctx) if v.id == "optimizer_rebuilt")
+    assert "a new Adam was built 99 times in 100 steps" in verdict.evidence
+    assert "0.46 ms against 0.31 ms" in verdict.evidence and "build the optimizer once" in verdict.action
+    # the probe's difference on 99 steps of 100; measured 1.19x, pair by pair (rebuilt against kept, one process)
+    assert verdict.predicted_speedup == pytest.approx(1.24 / (1.24 - 0.15 * 0.99), abs=0.01)
+    # its optimizer phase holds the new one's making of its state: not probed for fusing
+    assert "optimizer_heavy" not in ids(_rebuilt_run(99), ctx)
+    # without the probe: the constructor's time alone, a lower bound
+    bare = next(v for v in diagnose(_rebuilt_run(99), dataclasses.replace(ctx, rebuild_ms=None))
+                if v.id == "optimizer_rebuilt")
+    assert "lower bound" in bare.evidence and bare.predicted_speedup == pytest.approx(1.24 / (1.24 - 0.064 * 0.99), abs=0.01)
+    # an optimizer built once per stage is not this
+    assert "optimizer_rebuilt" not in ids(_rebuilt_run(3), ctx)
+
+
+def test_ops_as_cheap_as_a_bare_dispatch_leave_no_per_op_overhead_to_save() -> None:
+    # an LBFGS step (2026-11-23, CPU): 1480 tiny ops at 1.9 us each, under the 2.0 us probe; launch_bound
+    # predicted 0.99x and 0.54x
+    r = recorded(2.82, {"forward": 0.3, "backward": 0.33, "optimizer": 2.17}, ops=1480, flops=11.47e6, batch=512)
+    assert "launch_bound" not in ids(r)
+
+
+def test_input_bound_says_more_workers_than_cores() -> None:
+    r = recorded(3.88, {"data": 2.25, "forward": 0.6, "backward": 0.6, "optimizer": 0.2}, flops=1.25e6, batch=32,
+                 loaders=[LoaderInfo(8, False, 32, False)], threads=2)
+    ctx = Context(dispatch_us=2.0, matmul_gflops=100.0, physical_cores=2, logical_threads=2)
+    data = next(v for v in diagnose(r, ctx) if v.id == "input_bound")
+    assert "num_workers=8, more than this machine's 2 physical cores" in data.evidence

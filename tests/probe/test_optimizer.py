@@ -51,3 +51,25 @@ def test_no_fused_kernel_or_too_many_elements_is_no_measurement(monkeypatch) -> 
     assert step_ms(spec, fused=None) is None
     mixed = torch.optim.SGD([torch.zeros(3, requires_grad=True), torch.zeros(3, dtype=torch.float64, requires_grad=True)])
     assert spec_of(mixed) is None
+
+
+def test_building_and_stepping_a_new_optimizer_is_timed_against_a_kept_ones_step(monkeypatch) -> None:
+    model = _model()
+    opt = torch.optim.Adam(model.parameters(), lr=0.1)
+    before = [p.detach().clone() for p in model.parameters()]
+    spec = spec_of(opt)
+    assert spec is not None
+    built: list[int] = []
+    real_init = torch.optim.Adam.__init__
+
+    def counting(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        built.append(1)
+        real_init(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.optim.Adam, "__init__", counting)
+    times = probe.rebuild_ms(spec, repeats=3)
+    assert times is not None and times[0] > 0 and times[1] > 0
+    assert len(built) == 1 + 3 + 1  # the first use, one per timed build, the kept one
+    assert all(torch.equal(p, b) for p, b in zip(model.parameters(), before)) and not opt.state
+    monkeypatch.setattr(probe, "PROBE_ELEMENTS", 100)
+    assert probe.rebuild_ms(spec) is None

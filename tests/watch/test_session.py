@@ -186,6 +186,147 @@ def test_a_step_with_one_forward_and_backward_is_one_micro_batch() -> None:
     assert w.measurements().micro_batches_per_step == 1
 
 
+def _rebuilding_loop(steps: int) -> list[float]:
+    """A new Adam built at every step, inside the loop (as /tmp's unseen script did)."""
+    torch.manual_seed(0)
+    model, _, x = _tiny_step()
+    losses = []
+    for _ in range(steps):
+        optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+        loss = model(x).square().mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return losses
+
+
+def test_a_new_optimizer_built_every_step_delimits_the_steps_and_is_counted() -> None:
+    # the first optimizer is gone after its step: the next one delimits the steps (2 steps seen of 800 before,
+    # where each new optimizer that did not reuse the first one's id stepped as a second optimizer)
+    plain = _rebuilding_loop(60)
+    with Watcher(warmup=2, profile_steps=2) as w:
+        watched = _rebuilding_loop(60)
+    assert watched == plain
+    r = w.measurements()
+    assert r.steps_seen == 60 and r.optimizers_built == 59
+    assert r.optimizer_build_ms is not None and r.optimizer_build_ms > 0
+    assert r.micro_batches_per_step == 1 and r.model_calls_per_step == 1
+
+
+def test_an_optimizer_that_steps_twice_without_the_first_delimits_the_steps_from_then_on() -> None:
+    # a second stage with its own optimizer, the first one kept: its steps were all "another optimizer's"
+    model, first, x = _tiny_step()
+    second = torch.optim.SGD(model.parameters(), lr=0.001)
+    with Watcher(warmup=1, profile_steps=0) as w:
+        for optimizer, steps in ((first, 10), (second, 30)):
+            for _ in range(steps):
+                model(x).sum().backward()
+                optimizer.step()
+    r = w.measurements()
+    assert r.steps_seen == 39 and r.optimizer_changes == 1  # the second one's first step is its rival's
+    assert r.optimizers_built == 0  # built before the first step
+    # a critic stepped 5 times per generator step: the critic delimits the steps, the generator's step is shared
+    with Watcher(warmup=1, profile_steps=0) as w:
+        for _ in range(12):
+            model(x).sum().backward()
+            first.step()
+            for _ in range(5):
+                model(x).sum().backward()
+                second.step()
+    assert w.measurements().steps_seen == 12 * 5 - 1 + 1
+
+
+def test_autograd_grad_is_a_backward_pass_and_delimits_steps_without_an_optimizer() -> None:
+    model, _, x = _tiny_step()
+    params = list(model.parameters())
+
+    def loop(steps: int) -> list[float]:
+        losses = []
+        for _ in range(steps):
+            loss = model(x).square().mean()
+            grads = torch.autograd.grad(loss, params)
+            with torch.no_grad():
+                for p, g in zip(params, grads):
+                    p -= 0.01 * g
+            losses.append(loss.item())
+        return losses
+
+    with Watcher(warmup=1, profile_steps=2) as w:
+        loop(12)
+    r = w.measurements()
+    assert r.steps_seen == 12
+    assert r.phases["backward"].host_ms > 0 and r.micro_batches_per_step == 1
+
+
+def _gradient_penalty_loop(steps: int) -> list[float]:
+    """A WGAN-GP critic's step: autograd.grad of the critic's output over a leaf input, with create_graph."""
+    torch.manual_seed(0)
+    critic = nn.Sequential(nn.Linear(2, 16), nn.ReLU(), nn.Linear(16, 1))
+    optimizer = torch.optim.SGD(critic.parameters(), lr=0.01)
+    losses = []
+    for _ in range(steps):
+        mix = torch.randn(32, 2).requires_grad_(True)
+        g, = torch.autograd.grad(critic(mix).sum(), mix, create_graph=True)
+        loss = critic(mix).mean() + ((g.norm(2, dim=1) - 1) ** 2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return losses
+
+
+def test_a_gradient_penalty_over_a_leaf_input_runs_and_is_no_micro_batch() -> None:
+    # torch's FlopCounterMode hooked every module input (its module tracker): autograd.grad over a leaf input
+    # then raised "A leaf node was passed to _will_engine_execute_node" from the user's code, in the CPU window
+    plain = _gradient_penalty_loop(20)
+    with Watcher(warmup=2, profile_steps=3) as w:
+        watched = _gradient_penalty_loop(20)
+    assert watched == plain
+    r = w.measurements()
+    assert r.flops_per_step is not None and r.flops_per_step > 0
+    assert r.steps_seen == 20 and r.micro_batches_per_step == 1  # create_graph: a term of the loss, not a pass
+
+
+def test_an_lbfgs_closures_passes_are_inside_its_step_not_micro_batches() -> None:
+    model, _, x = _tiny_step()
+    optimizer = torch.optim.LBFGS(model.parameters(), lr=0.1, max_iter=4)
+
+    def closure() -> torch.Tensor:
+        optimizer.zero_grad()
+        loss = model(x).square().mean()
+        loss.backward()
+        return loss
+
+    with Watcher(warmup=1, profile_steps=0) as w:
+        for _ in range(10):
+            optimizer.step(closure)
+    r = w.measurements()
+    assert r.steps_seen == 10 and not any("backward calls" in note for note in r.notes)
+    assert r.micro_batches_per_step == 1 and r.model_calls_per_step == 0
+
+
+def test_the_models_calls_per_step_and_those_fed_an_earlier_calls_output_are_counted() -> None:
+    model, optimizer, x = _tiny_step()
+    cell = nn.Linear(4, 4)
+    cell_opt = torch.optim.SGD(cell.parameters(), lr=0.01)
+    with Watcher(warmup=1, profile_steps=0) as w:  # one sample at a time
+        for _ in range(8):
+            torch.cat([model(x[i:i + 1]) for i in range(8)]).sum().backward()
+            optimizer.step()
+    r = w.measurements()
+    assert r.model_calls_per_step == 8 and r.model_calls_chained == 0 and r.batch_size == 1
+    with Watcher(warmup=1, profile_steps=0) as w:  # a cell stepped over a sequence
+        for _ in range(8):
+            h = torch.zeros(1, 4)
+            for t in range(6):
+                h = torch.tanh(cell(h + x[t:t + 1]))
+            h.sum().backward()
+            cell_opt.step()
+    r = w.measurements()
+    assert r.model_calls_per_step == 6 and r.model_calls_chained == 5
+
+
 def test_the_optimizer_that_delimits_the_steps_is_described_as_it_was_made() -> None:
     model, _, x = _tiny_step()
     optimizer = torch.optim.Adam(model.parameters(), lr=0.01, foreach=False)

@@ -5,11 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainspeed.diagnose.rules import MEMORY_SHARE, Context, diagnose, optimizer_candidate, slow_dtype_candidates
+from trainspeed.diagnose.rules import (MEMORY_SHARE, Context, diagnose, optimizer_candidate, rebuilt_candidate,
+                                       slow_dtype_candidates)
 from trainspeed.hardware.report import HardwareReport, detect_hardware
 from trainspeed.probe.dispatch import cpu_dispatch_us, cuda_op_us
 from trainspeed.probe.matmul import cpu_dtype_gflops, cpu_matmul_gflops
-from trainspeed.probe.optimizer import step_ms
+from trainspeed.probe.optimizer import rebuild_ms, step_ms
 from trainspeed.watch.result import Verdict, WatchResult
 
 _OPTIMIZER_NAMES = {"sgd": "sgd-momentum", "adam": "adam", "adamw": "adamw", "rmsprop": "rmsprop", "adagrad": "adagrad"}
@@ -32,6 +33,8 @@ class DoctorReport:
     """Measured cost of one tiny CUDA op (dispatch and launch), when the run was on CUDA."""
     optimizer_ms: tuple[float, float] | None = None
     """One step of the run's optimizer on its parameters' shapes: (as configured, fused=True) ms, when probed."""
+    rebuild_ms: tuple[float, float] | None = None
+    """The run's optimizer on its parameters' shapes: (built and stepped once, a step of one kept) ms, when probed."""
     script: str | None = None
     exit_code: int | None = None
     error: str | None = None
@@ -72,10 +75,20 @@ def _optimizer_probe(watcher: Any, result: WatchResult) -> tuple[float, float] |
     return (configured, fused) if configured is not None and fused is not None else None
 
 
+def _rebuild_probe(watcher: Any, result: WatchResult) -> tuple[float, float] | None:
+    """The run's optimizer built and stepped once, against a step of one kept (only where the script builds
+    one every step or so: `rebuilt_candidate`)."""
+    spec = getattr(watcher, "optimizer_spec", None)
+    if spec is None or spec.differentiable or not rebuilt_candidate(result):
+        return None
+    return rebuild_ms(spec)
+
+
 def diagnose_run(result: WatchResult, watcher: Any = None, hardware: HardwareReport | None = None,
                  dispatch_us: float | None = None, matmul_gflops: float | None = None,
                  launch_us: float | None = None, dtype_gflops: dict[str, float] | None = None,
-                 optimizer_ms: tuple[float, float] | None = None) -> DoctorReport:
+                 optimizer_ms: tuple[float, float] | None = None,
+                 rebuilt_ms: tuple[float, float] | None = None) -> DoctorReport:
     """Measure the machine constants the rules need, then judge the run."""
     hw = hardware or detect_hardware()
     dispatch = dispatch_us if dispatch_us is not None else cpu_dispatch_us()
@@ -86,13 +99,15 @@ def diagnose_run(result: WatchResult, watcher: Any = None, hardware: HardwareRep
         dtype_gflops = {name: cpu_dtype_gflops(name) for name in slow_dtype_candidates(result)}
     if optimizer_ms is None:
         optimizer_ms = _optimizer_probe(watcher, result)
+    if rebuilt_ms is None:
+        rebuilt_ms = _rebuild_probe(watcher, result)
     largest = None
     if result.peak_memory_bytes and result.memory_capacity_bytes and \
             result.peak_memory_bytes / result.memory_capacity_bytes >= MEMORY_SHARE:
         largest = _largest_batch(watcher, result)
     ctx = Context(dispatch_us=dispatch, matmul_gflops=gflops, physical_cores=hw.cpu.physical_cores or 1,
                   logical_threads=hw.cpu.logical_threads or 1, largest_batch=largest, cuda_op_us=launch_us,
-                  dtype_gflops=dtype_gflops, optimizer_ms=optimizer_ms)
+                  dtype_gflops=dtype_gflops, optimizer_ms=optimizer_ms, rebuild_ms=rebuilt_ms)
     return DoctorReport(hardware=hw, watch=result, verdicts=diagnose(result, ctx), dispatch_us=dispatch,
                         matmul_gflops=gflops, cuda_op_us=launch_us, dtype_gflops=dtype_gflops,
-                        optimizer_ms=optimizer_ms)
+                        optimizer_ms=optimizer_ms, rebuild_ms=rebuilt_ms)

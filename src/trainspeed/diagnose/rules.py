@@ -25,6 +25,7 @@ SYNC_GAIN = 0.05  # a sync whose removal is predicted to save less than this sha
 H2D_SHARE = 0.15
 ARITHMETIC_LOW = 0.25  # arithmetic under a quarter of the compute phases: overhead dominates
 ARITHMETIC_HIGH = 0.50  # arithmetic over half of them: the step is doing real work
+LAUNCH_GAIN = 0.05  # per-op overhead beyond a bare dispatch per op must be this share of the step
 OP_WORK_DISPATCHES = 2.0
 """On a CPU, ops whose arithmetic averages this many bare dispatches or more are not small, and
 launch_bound leaves them alone: for their arithmetic to fall under ARITHMETIC_LOW of the compute
@@ -92,6 +93,9 @@ class Context:
     optimizer_ms: tuple[float, float] | None = None
     """One step of the run's optimizer over its parameters' shapes, measured after the run: (as configured,
     with fused=True) milliseconds; None when not probed (`optimizer_candidate`) or it has no fused kernel."""
+    rebuild_ms: tuple[float, float] | None = None
+    """The run's optimizer on its parameters' shapes, measured after the run: (built and stepped once, one step
+    of one kept) milliseconds; None when not probed (`rebuilt_candidate`)."""
     """Measured CPU matmul rate in the dtypes `slow_dtype_candidates` names ("bfloat16": 1.3)."""
 
 
@@ -229,8 +233,8 @@ def input_bound(r: WatchResult, c: Context) -> Verdict | None:
                   "a dataset already in memory as tensors needs no workers at all (num_workers=0)")
         return Verdict("input_bound", evidence, action, _speedup(1.0, 1 - starts))
     if suggest <= workers:
-        evidence += (f", as many as this machine's {cores} physical cores: more workers would share them "
-                     "(predicted speed-up is an upper bound: the run without its wait)")
+        evidence += (f", {'as many as' if workers == cores else 'more than'} this machine's {cores} physical cores: "
+                     "more workers would share them (predicted speed-up is an upper bound: the run without its wait)")
         return Verdict("input_bound", evidence, cheaper, _speedup(1.0, 1 - share))
     action = f"DataLoader(..., num_workers={suggest}, persistent_workers=True{pin}); if that is not enough, {cheaper}"
     # in shares of the run's time (exact sums, bursts included): workers load in parallel with the step,
@@ -372,10 +376,44 @@ def anomaly_detection(r: WatchResult, c: Context) -> Verdict | None:
 
 
 def optimizer_candidate(r: WatchResult) -> bool:
-    """Whether the run's optimizer is worth probing fused: not fused already, and its phase a fifth of the step."""
+    """Whether the run's optimizer is worth probing fused: not fused already, and its phase a fifth of the step
+    (not when a new optimizer is built every step: its phase then holds the new one's making of its state)."""
     opt = r.optimizer
-    return bool(opt is not None and not opt.fused and r.median_ms and
+    return bool(opt is not None and not opt.fused and r.median_ms and not rebuilt_candidate(r) and
                 _compute_part_ms(r, "optimizer") >= OPTIMIZER_SHARE * r.median_ms)
+
+
+def rebuilt_candidate(r: WatchResult) -> bool:
+    """Whether the script builds a new optimizer every other step or more often (inside its loop)."""
+    return r.optimizers_built >= 2 and r.optimizers_built >= STARTS_PER_STEP * r.steps_seen
+
+
+def optimizer_rebuilt(r: WatchResult, c: Context) -> Verdict | None:
+    """A new optimizer built inside the loop: its construction on every step, and its first step making its
+    state (zeroed moment or momentum tensors) anew each time. Predicted from the doctor's probe after the run:
+    building one and stepping it once against a step of one kept, on the run's parameter shapes."""
+    step = r.median_ms
+    if not rebuilt_candidate(r) or not step:
+        return None
+    kind = r.optimizer.kind if r.optimizer is not None else "optimizer"
+    built = r.optimizer_build_ms or 0.0
+    if c.rebuild_ms is not None:
+        fresh, kept = c.rebuild_ms
+        saved = max(fresh - kept, built)
+        how = (f"; on the run's parameter shapes here, building one and taking its first step took {fresh:.2f} ms "
+               f"against {kept:.2f} ms for a step of one kept (both measured after the run; predicted speed-up: "
+               "the step less the difference)")
+    else:
+        saved = built
+        how = " (predicted speed-up: the step less the construction alone, a lower bound)"
+    saved *= min(1.0, r.optimizers_built / max(1, r.steps_seen))
+    evidence = (f"a new {kind} was built {r.optimizers_built} times in {r.steps_seen} steps ({built:.3f} ms each in "
+                f"its constructor): each starts with no state and makes it at its first step{how}")
+    action = ("build the optimizer once, before the loop, and keep it: a new one also throws away its state at every "
+              "step (SGD's momentum buffers, Adam's moment estimates and step count), so the run does not train as the "
+              "optimizer means to; change the learning rate through `optimizer.param_groups` or a "
+              "torch.optim.lr_scheduler instead")
+    return Verdict("optimizer_rebuilt", evidence, action, _speedup(step, step - saved))
 
 
 def optimizer_heavy(r: WatchResult, c: Context) -> Verdict | None:
@@ -519,6 +557,8 @@ def launch_bound(r: WatchResult, c: Context) -> Verdict | None:
                   "the step's ops without Python and compiles long jobs); intra-op threads do not help ops this small")
         # what is left if each op cost only its bare dispatch plus its arithmetic
         overhead = compute - (work + ops * c.dispatch_us / 1e3)
+    if overhead < LAUNCH_GAIN * step:
+        return None  # ops already as cheap as a bare dispatch each: nothing per op left to save
     # upper bound: the step without its per-op overhead
     return Verdict("launch_bound", evidence + " (predicted speed-up is an upper bound)", action,
                    _speedup(step, step - overhead))
@@ -530,18 +570,58 @@ def small_batch(r: WatchResult, c: Context, launch: Verdict | None) -> Verdict |
     micro = round(r.micro_batches_per_step or 1)
     if micro >= 2:
         return _micro_batches(r, c, micro)
-    return Verdict("small_batch", f"batch of {r.batch_size} on a step dominated by per-op overhead: a step costs "
-                   "about the same whatever the batch, so samples per second grow with it",
-                   f"raise the batch size (try {r.batch_size * 4}) and scale the learning rate; "
-                   "`trainspeed memory` gives the largest batch that fits", None)
+    calls = round(r.model_calls_per_step or 1)
+    evidence = (f"batch of {r.batch_size} on a step dominated by per-op overhead: a step costs about the same "
+                "whatever the batch, so samples per second grow with it")
+    action = (f"raise the batch size (try {r.batch_size * 4}) and scale the learning rate; `trainspeed memory` gives "
+              "the largest batch that fits")
+    if calls >= 2 and r.batch_size == 1:
+        if (r.model_calls_chained or 0) < (calls - 1) / 2:
+            return _one_at_a_time(r, c, calls)
+        evidence = (f"the model is called {calls} times per step on a batch of 1, each call given an earlier one's "
+                    "output (a recurrent cell stepped by hand over a sequence): every call pays the per-op overhead "
+                    "of the whole cell for one sample")
+        action = ("step several sequences at once (a batch of them, padded or packed with "
+                  "torch.nn.utils.rnn.pack_sequence), or run the whole sequence through nn.RNN, nn.GRU or nn.LSTM "
+                  "in one call")
+    return Verdict("small_batch", evidence, action, None)
+
+
+def _one_at_a_time(r: WatchResult, c: Context, k: int) -> Verdict | None:
+    """small_batch where the model is called k times per step on one sample each, the calls independent of
+    each other (a list comprehension over the batch's rows): the same model as `_micro_batches`, one
+    forward over the k samples in place of k."""
+    return _merged_passes(r, c, k, (
+        f"the model is called {k} times per step on a batch of 1 (samples fed one at a time, each call "
+        "independent of the others): {passes:.2f} ms of forward+backward per step, most of it per-op overhead "
+        f"that each call pays again (predicted speed-up: forward, backward and the {{around:.2f}} ms of torch ops "
+        f"around them, the slicing and concatenating, run once per step instead of {k} times, the arithmetic as "
+        "before)"),
+        f"stack the {k} samples into one tensor and call the model once (model(x) on the batch of {k}, not "
+        f"model(x[i:i+1]) per row); its output rows are the per-sample outputs, in the same order")
 
 
 def _micro_batches(r: WatchResult, c: Context, k: int) -> Verdict | None:
     """small_batch where a step accumulates gradients over k small micro-batches: each forward and backward
     pays the per-op overhead of the whole model for a few samples. One pass over all k of them runs the
-    same ops once. Model: forward and backward, less their work (arithmetic and heavy ops on a CPU, the
-    GPU's busy time on CUDA), and the ops outside every phase (the loss scaled by 1/k, a slice of the
-    batch) each run once a step instead of k times; the optimizer and the script's own Python stay."""
+    same ops once."""
+    batch = k * (r.batch_size or 0)
+    return _merged_passes(r, c, k, (
+        f"{k} forward and backward passes of a batch of {r.batch_size} per optimizer step (gradients "
+        "accumulated over micro-batches): {passes:.2f} ms of forward+backward per step, most of it per-op "
+        "overhead that each pass pays again (predicted speed-up: forward, backward and the {around:.2f} ms of "
+        f"torch ops around them run once per step instead of {k} times, the arithmetic as before)"),
+        f"feed the step's {batch} samples as one batch of {batch}: its mean loss has the gradient that "
+        f"accumulating `loss / {k}` over the micro-batches gives; accumulate only micro-batches too big for "
+        "memory (`trainspeed memory` gives the largest batch that fits)")
+
+
+def _merged_passes(r: WatchResult, c: Context, k: int, evidence: str, action: str) -> Verdict | None:
+    """small_batch's prediction where a step runs k small passes that could be one. Model: forward and
+    backward, less their work (arithmetic and heavy ops on a CPU, the GPU's busy time on CUDA), and the ops
+    outside every phase (the loss scaled by 1/k, a slice of the batch) each run once a step instead of k
+    times; the optimizer and the script's own Python stay. `evidence` is formatted with `passes` and
+    `around`, the milliseconds of forward+backward and of those ops."""
     step = r.median_ms
     if not step or _compute_ms(r) <= 0:
         return None
@@ -552,16 +632,7 @@ def _micro_batches(r: WatchResult, c: Context, k: int) -> Verdict | None:
         work = (_arithmetic_ms(r, c) or 0.0) + _op_work(r, c)[0]
     around = min(_ms(r, "other"), (r.other_op_ms_per_step or 0.0) * _window_scale(r))
     saved = (max(0.0, passes - work) + around) * (1 - 1 / k)
-    batch = k * (r.batch_size or 0)
-    evidence = (f"{k} forward and backward passes of a batch of {r.batch_size} per optimizer step (gradients "
-                f"accumulated over micro-batches): {passes:.2f} ms of forward+backward per step, most of it per-op "
-                f"overhead that each pass pays again (predicted speed-up: forward, backward and the "
-                f"{around:.2f} ms of torch ops around them run once per step instead of {k} times, the "
-                "arithmetic as before)")
-    action = (f"feed the step's {batch} samples as one batch of {batch}: its mean loss has the gradient that "
-              f"accumulating `loss / {k}` over the micro-batches gives; accumulate only micro-batches too big for "
-              "memory (`trainspeed memory` gives the largest batch that fits)")
-    return Verdict("small_batch", evidence, action, _speedup(step, step - saved))
+    return Verdict("small_batch", evidence.format(passes=passes, around=around), action, _speedup(step, step - saved))
 
 
 def thread_oversubscription(r: WatchResult, c: Context) -> Verdict | None:
@@ -706,7 +777,7 @@ def diagnose(r: WatchResult, c: Context) -> list[Verdict]:
     launch = launch_bound(r, c)
     found = [v for v in (
         input_bound(r, c), checkpoint_heavy(r, c), logging_heavy(r, c), host_code_heavy(r, c), sync_bound(r, c),
-        h2d_bound(r, c), slow_dtype(r, c), anomaly_detection(r, c), optimizer_heavy(r, c),
+        h2d_bound(r, c), slow_dtype(r, c), anomaly_detection(r, c), optimizer_heavy(r, c), optimizer_rebuilt(r, c),
         launch, small_batch(r, c, launch), cpu_faster(r, c, launch), thread_oversubscription(r, c),
         memory_pressure(r, c), comm_bound(r, c), straggler(r, c),
     ) if v is not None]

@@ -62,32 +62,74 @@ def step_ms(spec: OptimizerSpec, fused: bool | None, repeats: int = 5,
     """Median milliseconds of one step over fresh tensors shaped as the run's parameters: with `fused=True`,
     or (None) as the run configured it. None when that optimizer cannot be made (a class without a fused
     implementation, or none for this device or dtype) or the parameters are too many to copy."""
-    if sum(math.prod(s) for s in spec.shapes) > PROBE_ELEMENTS:
+    if _too_big(spec):
         return None
-    cuda = spec.device.startswith("cuda")
+    try:
+        opt = spec.cls(_params(spec), **_settings(spec, fused))
+        for _ in range(2):  # the state is made on the first step
+            opt.step()
+        return _median_ms(opt.step, spec, repeats, now)
+    except Exception:  # no fused kernel for this class, device or dtype: nothing to compare
+        return None
+
+
+def rebuild_ms(spec: OptimizerSpec, repeats: int = 5,
+               now: Callable[[], float] = time.perf_counter) -> tuple[float, float] | None:
+    """(building the run's optimizer and taking its first step, one step of an optimizer kept from step to
+    step): median milliseconds over fresh tensors shaped as the run's parameters, as configured. The first
+    step of a new optimizer also makes its state (Adam's two moment tensors per parameter, SGD's momentum
+    buffers). None when it cannot be made or the parameters are too many to copy."""
+    if _too_big(spec):
+        return None
+    try:
+        params, settings = _params(spec), _settings(spec, None)
+        spec.cls(params, **settings).step()  # first-use costs of the class, once per process
+
+        def build_and_step() -> None:
+            spec.cls(params, **settings).step()
+
+        fresh = _median_ms(build_and_step, spec, repeats, now)
+        kept = spec.cls(params, **settings)
+        for _ in range(2):
+            kept.step()
+        return fresh, _median_ms(kept.step, spec, repeats, now)
+    except Exception:  # not constructible from its defaults alone
+        return None
+
+
+def _too_big(spec: OptimizerSpec) -> bool:
+    return sum(math.prod(s) for s in spec.shapes) > PROBE_ELEMENTS
+
+
+def _params(spec: OptimizerSpec) -> list[torch.Tensor]:
+    """Zero parameters of the run's shapes, dtype and device, each with a small gradient."""
+    params = [torch.zeros(s, dtype=spec.dtype, device=spec.device, requires_grad=True) for s in spec.shapes]
+    for p in params:
+        p.grad = torch.full_like(p, 1e-3)
+    return params
+
+
+def _settings(spec: OptimizerSpec, fused: bool | None) -> dict[str, Any]:
     settings = dict(spec.settings)
     if fused:
         settings["fused"] = True
     else:
         settings.update((k, v) for k, v in (("foreach", spec.foreach), ("fused", spec.fused)) if v is not None)
-    try:
-        params = [torch.zeros(s, dtype=spec.dtype, device=spec.device, requires_grad=True) for s in spec.shapes]
-        for p in params:
-            p.grad = torch.full_like(p, 1e-3)
-        opt = spec.cls(params, **settings)
-        for _ in range(2):  # the state is made on the first step
-            opt.step()
-        times = []
-        for _ in range(repeats):
-            if cuda:
-                torch.cuda.synchronize()
-            t0 = now()
-            opt.step()
-            if cuda:
-                torch.cuda.synchronize()
-            times.append((now() - t0) * 1e3)
-    except Exception:  # no fused kernel for this class, device or dtype: nothing to compare
-        return None
+    return settings
+
+
+def _median_ms(run: Callable[[], Any], spec: OptimizerSpec, repeats: int, now: Callable[[], float]) -> float:
+    """Median milliseconds of `run()`, the device synchronised before and after each on CUDA."""
+    cuda = spec.device.startswith("cuda")
+    times = []
+    for _ in range(repeats):
+        if cuda:
+            torch.cuda.synchronize()
+        t0 = now()
+        run()
+        if cuda:
+            torch.cuda.synchronize()
+        times.append((now() - t0) * 1e3)
     return statistics.median(times)
 
 

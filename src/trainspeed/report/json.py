@@ -144,6 +144,7 @@ def doctor_dict(report: DoctorReport) -> dict[str, Any]:
                      "kernels": w.kernels_per_step, "flops": w.flops_per_step, "gpu_busy_ms": w.gpu_busy_ms_per_step,
                      "ops_in_other": w.other_ops_per_step, "ops_in_other_ms": w.other_op_ms_per_step,
                      "ops_ms": w.op_ms_per_step, "micro_batches": w.micro_batches_per_step,
+                     "model_calls": w.model_calls_per_step, "model_calls_chained": w.model_calls_chained,
                      "anomaly_ms": w.anomaly_ms_per_step},
         "sync_sites": [{"where": s.where, "op": s.op, "count": s.count, "total_ms": s.total_ms}  # DESIGN.md's keys
                        for s in w.sync_sites],
@@ -153,6 +154,8 @@ def doctor_dict(report: DoctorReport) -> dict[str, Any]:
         "verdicts": _clean(report.verdicts),
         "batch_size": w.batch_size,
         "optimizer": _clean(w.optimizer) if w.optimizer is not None else None,
+        "optimizers_built": {"count": w.optimizers_built, "mean_ms": w.optimizer_build_ms,
+                             "changes": w.optimizer_changes},
         "loaders": _clean(w.loaders),
         "loader_starts": {"count": w.loader_starts, "share": w.loader_start_share, "mean_ms": w.loader_start_ms},
         "torch_threads": w.torch_threads,
@@ -165,7 +168,9 @@ def doctor_dict(report: DoctorReport) -> dict[str, Any]:
         "probe": {"cpu_dispatch_us": report.dispatch_us, "cpu_matmul_gflops": report.matmul_gflops,
                   "cuda_op_us": report.cuda_op_us, "cpu_matmul_gflops_by_dtype": report.dtype_gflops,
                   "optimizer_step_ms": ({"configured": report.optimizer_ms[0], "fused": report.optimizer_ms[1]}
-                                        if report.optimizer_ms else None)},
+                                        if report.optimizer_ms else None),
+                  "optimizer_rebuild_ms": ({"built_and_stepped": report.rebuild_ms[0], "kept_step": report.rebuild_ms[1]}
+                                           if report.rebuild_ms else None)},
         "notes": w.notes + report.notes,
         "distributed": _clean(w.distributed) if w.distributed is not None else None,
     }

@@ -46,6 +46,7 @@ class Listener(Protocol):
     def loader_started(self, seconds: float, stop: bool = False) -> None: ...
     def host_read(self, op: str, t0: float, t1: float, frame: Any) -> None: ...
     def anomaly_stack(self, seconds: float) -> None: ...
+    def optimizer_built(self, seconds: float) -> None: ...
 
 
 class Hooks:
@@ -181,6 +182,19 @@ class Hooks:
         self._undo.append(remove)
         self._patch(torch.optim.Optimizer, "zero_grad", lambda orig: self._phase("optimizer", orig), per_call=True)
 
+        # an optimizer built: one built inside the loop starts with no state at every step
+        def init_wrap(orig: Callable[..., Any]) -> Callable[..., Any]:
+            @functools.wraps(orig)
+            def wrapper(*args: Any, **kwargs: Any) -> Any:
+                t0 = time.perf_counter()
+                try:
+                    return orig(*args, **kwargs)
+                finally:
+                    L.optimizer_built(time.perf_counter() - t0)
+            return wrapper
+
+        self._patch(torch.optim.Optimizer, "__init__", init_wrap)
+
         # forward: the outermost nn.Module call. PyTorch's global module hooks would send every
         # module call down its slow path (measured: +12% on the seed's step), so Module.__call__
         # gets one thin wrapper instead; nested calls only count their depth.
@@ -226,6 +240,23 @@ class Hooks:
 
         # Tensor.backward calls torch.autograd.backward, so one wrapper sees both
         self._patch(torch.autograd, "backward", backward_wrap, per_call=True)
+
+        # torch.autograd.grad: a backward pass too (a loop that updates its parameters from autograd.grad's
+        # results has no backward call and may have no optimizer); with create_graph=True it differentiates
+        # a term of the loss (a gradient penalty, a PINN's derivatives), which is no pass of its own
+        def grad_wrap(orig: Callable[..., Any]) -> Callable[..., Any]:
+            @functools.wraps(orig)
+            def wrapper(*args: Any, **kwargs: Any) -> Any:
+                L.enter("backward")
+                try:
+                    return orig(*args, **kwargs)
+                finally:
+                    L.exit("backward")
+                    if not kwargs.get("create_graph", len(args) > 4 and args[4]):
+                        L.backward_done()
+            return wrapper
+
+        self._patch(torch.autograd, "grad", grad_wrap, per_call=True)
 
         # data: waiting on a DataLoader iterator, and starting one (`for x in loader` starts the
         # workers of a loader without persistent_workers anew each epoch); a start is timed with

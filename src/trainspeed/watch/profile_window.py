@@ -49,6 +49,32 @@ def _dtype_of(args: Any) -> torch.dtype | None:
     return None
 
 
+class _GlobalOnly:
+    """Stands in for FlopCounterMode's module tracker: every FLOP is counted under "Global" (all the window
+    reads), and no module hook is installed. The tracker registers a hook on every module call's input
+    tensors that require grad (torch.autograd.graph.register_multi_grad_hook); `torch.autograd.grad` over
+    such an input that is a leaf (a WGAN-GP's gradient penalty on `mix.requires_grad_()`) then raised
+    "A leaf node was passed to _will_engine_execute_node but we are currently running autograd.grad()"
+    in the user's script (torch 2.13)."""
+
+    parents = frozenset({"Global"})
+    is_bw = False
+
+    def __enter__(self) -> _GlobalOnly:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def flop_counter() -> FlopCounterMode:
+    """torch's FlopCounterMode, without its per-module breakdown (`_GlobalOnly`)."""
+    mode = FlopCounterMode(display=False)
+    if hasattr(mode, "mod_tracker"):
+        mode.mod_tracker = _GlobalOnly()
+    return mode
+
+
 class OpCounter(TorchDispatchMode):
     """Counts the ops dispatched while it is active (the ops run unchanged); with `outside`, also counts
     and times (host clock, no synchronisation) those dispatched while `outside()` is true; with
@@ -262,7 +288,7 @@ class ProfileWindow:
                               "change the run's numbers); no per-op times, and torch's ops outside the phases uncounted")
         if not cuda and not compiled:
             self.counter = OpCounter(self.outside, by_op=True)
-            self.prof = (self.counter, FlopCounterMode(display=False))
+            self.prof = (self.counter, flop_counter())
             for mode in self.prof:
                 mode.__enter__()
             self.first, self.cuda = first, False

@@ -112,6 +112,8 @@ class StepRecord:
     """Whether forward, backward and optimizer were timed apart on this step (else they are in other)."""
     micro_batches: float | None = None
     """Forward-and-backward passes per optimizer step (`session._micro_batches`); detailed steps only."""
+    model_calls: tuple[int, int] | None = None
+    """(calls of the model, those given a tensor autograd recorded) in this step; detailed steps only."""
     anomaly_s: float = 0.0
     """Seconds spent formatting Python stacks for autograd's anomaly detection (detailed steps only)."""
 
@@ -231,6 +233,18 @@ class WatchResult:
     gradients accumulated over micro-batches of `batch_size` (None: no detailed step counted)."""
     optimizer: OptimizerInfo | None = None
     """The optimizer that delimits the steps (None: steps were backward calls)."""
+    model_calls_per_step: float | None = None
+    """Calls of the model (the first module with parameters called outermost) per step, the median over
+    the detailed steps: above 1 with a batch of 1, samples fed one at a time (None: none counted)."""
+    model_calls_chained: float | None = None
+    """Of those, the calls given a tensor autograd had recorded (an earlier call's output: a recurrent
+    cell stepped by hand over a sequence), the median over the detailed steps."""
+    optimizer_changes: int = 0
+    """Times another optimizer took over delimiting the steps (the one before gone, or no longer stepping)."""
+    optimizers_built: int = 0
+    """Optimizers constructed after the first optimizer step (one built inside the loop: every step)."""
+    optimizer_build_ms: float | None = None
+    """Their mean construction time (torch.optim.Optimizer.__init__), milliseconds."""
     anomaly_ms_per_step: float | None = None
     """Milliseconds per step (mean over the detailed steps) that autograd's anomaly detection spent
     storing a formatted Python stack for every op that records a gradient; 0.0 when it was off."""

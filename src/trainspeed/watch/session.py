@@ -108,10 +108,21 @@ class Watcher:
         self.step_anomaly_s = 0.0
         """Seconds the step running now spent formatting Python stacks for autograd's anomaly detection
         (detailed steps)."""
-        self.step_calls = [0, 0, 0]
-        """[outermost module calls, backward calls, steps of optimizers other than the primary one] of
-        the step running now, counted while the per-call hooks are in (detailed steps)."""
+        self.step_calls = [0, 0, 0, 0, 0]
+        """[outermost module calls, backward calls, steps of optimizers other than the primary one, calls
+        of the model, calls of the model given a tensor that autograd has recorded (the output of an
+        earlier call: a recurrent cell stepped by hand)] of the step running now, counted while the
+        per-call hooks are in (detailed steps), outside the optimizer's step (an LBFGS closure)."""
         self.primary_optimizer: int | None = None
+        self._primary_ref: weakref.ref[torch.optim.Optimizer] | None = None
+        self._rival: tuple[int, int] | None = None
+        """(id, steps seen) at the last step of an optimizer other than the primary one."""
+        self.primary_changes = 0
+        """Times another optimizer took over delimiting the steps (the primary one gone, or stopped)."""
+        self.optimizers_built = 0
+        """Optimizers constructed after the first step of one (a new optimizer every step)."""
+        self.optimizer_build_s = 0.0
+        self._model_id = 0
         self.device = "cpu"
         self.opening_window = False
         """True while the profiler window opens or closes (torch.profiler synchronises the device then)."""
@@ -259,15 +270,25 @@ class Watcher:
         if self.backward_boundary:  # no optimizer: the step that ended in backward closes here
             self.backward_boundary = False
             self.step_ended()
-        self.step_calls[0] += 1
-        if self.model is not None and self.steps_seen > self.warmup:
-            return  # model, input and device are known by now: keep the hot path short
+        if self.model is None or self.steps_seen <= self.warmup:  # later, keep the hot path short
+            self._learn_call(module, args)
+        if len(self.clock.stack) == 1:  # not inside an optimizer's step (an LBFGS closure)
+            calls = self.step_calls
+            calls[0] += 1
+            if id(module) == self._model_id:
+                calls[3] += 1
+                if calls[3] > 1 and any(isinstance(a, torch.Tensor) and a.grad_fn is not None for a in args):
+                    calls[4] += 1
+
+    def _learn_call(self, module: torch.nn.Module, args: tuple[Any, ...]) -> None:
+        """The model, its input, its device and the batch size, from the outermost module calls of the first steps."""
         first = next((a for a in args if isinstance(a, torch.Tensor)), None)
         if first is None:
             return
         if self.model is None and any(True for _ in module.parameters()):
             # the first outermost module with parameters is the model (a loss module has none)
             self.model = weakref.ref(module)
+            self._model_id = id(module)
             self.input_spec = (list(first.shape[1:]), first.dtype)
         if first.device.type == "cuda" and self.device != "cuda":
             self.device, self.device_index = "cuda", first.device.index or 0
@@ -288,20 +309,45 @@ class Watcher:
         self.clock.leave(depth)
 
     def _is_primary(self, optimizer: torch.optim.Optimizer) -> bool:
-        """Whether `optimizer` is the one whose steps delimit the watched steps: the first one seen.
+        """Whether `optimizer` is the one whose steps delimit the watched steps: the first one seen, until
+        it is gone (a script that builds a new optimizer every step or every stage drops the old one) or
+        another one steps twice with no step of it in between (a second stage's optimizer, the old one
+        kept; a critic stepped five times per generator step); that one delimits them from then on.
         Runs at the first step of the first optimizer and at every step of the others: each class
         seen stepping has its whole step timed from then on (Hooks.watch_optimizer)."""
         if type(optimizer) not in self.hooks.optimizer_classes:
             self.hooks.watch_optimizer(type(optimizer))
         if self.primary_optimizer is None:
-            self.primary_optimizer = id(optimizer)
-            self.optimizer_kind = type(optimizer).__name__.lower()
-            self.optimizer_spec = spec_of(optimizer)
+            self._make_primary(optimizer)
             backwards = self.steps_seen + self.backward_boundary  # the last one's step had not ended
             self.backward_boundary = False  # steps were delimited by backward calls until now
             if self.steps_seen:
                 self._rebase(backwards)
+        elif id(optimizer) != self.primary_optimizer:
+            gone = self._primary_ref is not None and self._primary_ref() is None
+            mark = (id(optimizer), self.steps_seen)
+            if gone or self._rival == mark:
+                self._make_primary(optimizer)
+                self.primary_changes += 1
+            else:
+                self._rival = mark
         return id(optimizer) == self.primary_optimizer
+
+    def _make_primary(self, optimizer: torch.optim.Optimizer) -> None:
+        self.primary_optimizer = id(optimizer)
+        try:
+            self._primary_ref = weakref.ref(optimizer)
+        except TypeError:  # a class with __slots__ and no __weakref__: known gone only by the other rule
+            self._primary_ref = None
+        self._rival = None
+        self.optimizer_kind = type(optimizer).__name__.lower()
+        self.optimizer_spec = spec_of(optimizer)
+
+    def optimizer_built(self, seconds: float) -> None:
+        """An optimizer was constructed (its __init__ took `seconds`): counted once one has stepped."""
+        if self.primary_optimizer is not None:
+            self.optimizers_built += 1
+            self.optimizer_build_s += seconds
 
     def _rebase(self, backwards: int) -> None:
         """The first optimizer step came after steps delimited by backward calls: those were the
@@ -325,7 +371,7 @@ class Watcher:
     def backward_done(self) -> None:
         """A backward call returned (counted). Without an optimizer, a backward ends a step - known only
         once the next forward (or backward) starts without an optimizer step in between."""
-        if "backward" in self.clock.stack:
+        if self.clock.stack:  # inside another backward, a module's forward or an optimizer's step (LBFGS)
             return
         if self.primary_optimizer is None:
             if self.backward_boundary:
@@ -406,7 +452,7 @@ class Watcher:
             self.clock.drop_step()
             self.step_syncs = self.step_h2d = 0
             if self.detailed:  # the per-call hooks count nothing on the other steps: nothing to zero
-                self.step_calls = [0, 0, 0]
+                self.step_calls = [0, 0, 0, 0, 0]
                 self.step_anomaly_s = 0.0
         else:
             wall, phases = self.clock.end_step()
@@ -414,10 +460,11 @@ class Watcher:
                 self._comm_step(phases)
             syncs, self.step_syncs = self.step_syncs, 0
             h2d, self.step_h2d = self.step_h2d, 0
-            calls, self.step_calls = self.step_calls, [0, 0, 0]
+            calls, self.step_calls = self.step_calls, [0, 0, 0, 0, 0]
             anomaly, self.step_anomaly_s = self.step_anomaly_s, 0.0
             self._keep_step(StepRecord(index, wall, phases, syncs, h2d, detailed=self.detailed,
                                        micro_batches=_micro_batches(calls) if self.detailed else None,
+                                       model_calls=(calls[3], calls[4]) if self.detailed else None,
                                        anomaly_s=anomaly))
         if self.pending:
             self._drain_events()
@@ -705,6 +752,10 @@ class Watcher:
             step_samples=sorted(self.plot_steps, key=lambda r: r.index),
             step_times_ms=step_ms, notes=notes, gpu_busy_ms_per_step=self.window.gpu_busy_ms_per_step,
             micro_batches_per_step=median([r.micro_batches for r in detailed if r.micro_batches is not None]),
+            model_calls_per_step=median([r.model_calls[0] for r in detailed if r.model_calls is not None]),
+            model_calls_chained=median([r.model_calls[1] for r in detailed if r.model_calls is not None]),
+            optimizer_changes=self.primary_changes, optimizers_built=self.optimizers_built,
+            optimizer_build_ms=self.optimizer_build_s * 1e3 / self.optimizers_built if self.optimizers_built else None,
             optimizer=self._optimizer_info(),
             anomaly_ms_per_step=(sum(r.anomaly_s for r in detailed) * 1e3 / len(detailed)) if detailed else None,
         )
@@ -773,9 +824,9 @@ def _micro_batches(calls: list[int]) -> float:
     called), over the optimizer steps taken in it (the primary one's and those of other optimizers, a
     GAN's say). Above 1: gradients accumulated over micro-batches; a second loss's backward on one
     forward, or a forward for validation, are not."""
-    forwards, backwards, other_steps = calls
+    forwards, backwards, other_steps = calls[:3]
     passes = min(forwards, backwards) if forwards else backwards  # a model of bare tensors has no module call
-    return passes / (1 + other_steps)
+    return max(passes, 1) / (1 + other_steps)  # an LBFGS step runs its passes inside the optimizer
 
 
 def phase_shares(records: list[StepRecord], sums: tuple[dict[str, float], float] | None = None,
