@@ -581,3 +581,30 @@ def test_input_bound_says_more_workers_than_cores() -> None:
     ctx = Context(dispatch_us=2.0, matmul_gflops=100.0, physical_cores=2, logical_threads=2)
     data = next(v for v in diagnose(r, ctx) if v.id == "input_bound")
     assert "num_workers=8, more than this machine's 2 physical cores" in data.evidence
+
+
+def _ema_run(sites: list[OtherSite]) -> WatchResult:
+    """/tmp's unseen EMA script (2026-11-23, CPU): `copy.deepcopy(model)` every step and a weight average
+    by hand, 30% of the run outside forward, backward and the optimizer, 27 torch ops there."""
+    r = recorded(3.97, {"forward": 0.866, "backward": 1.641, "optimizer": 0.398}, ops=79, flops=2.22e8, batch=128,
+                 threads=2, shares={"forward": 0.212, "backward": 0.397, "optimizer": 0.095})
+    return dataclasses.replace(r, other_sites=sites, other_ops_per_step=27, other_op_ms_per_step=0.66, op_ms_per_step=3.7)
+
+
+def test_torch_work_outside_the_phases_on_every_step_is_named_by_its_line_without_a_prediction() -> None:
+    ctx = Context(dispatch_us=1.8, matmul_gflops=116.0, physical_cores=2, logical_threads=2)
+    copy = OtherSite("ema.py:10", "prev = copy.deepcopy(model)  # a snapshot every step", 20, 0.77)
+    avg = OtherSite("ema.py:13", "pe.mul_(0.99).add_(p, alpha=0.01)", 4, 0.15)
+    loss = OtherSite("ema.py:8", "loss = nn.functional.cross_entropy(model(X), y)", 2, 0.08)
+    verdicts = diagnose(_ema_run([copy, avg, loss]), ctx)
+    outside = next(v for v in verdicts if v.id == "outside_work")  # was "none" or compute_bound alone
+    assert "ema.py:10" in outside.evidence and "30% of the run's time" in outside.evidence
+    assert "run it every N steps" in outside.action and outside.predicted_speedup is None
+    assert "host_code_heavy" not in [v.id for v in verdicts]  # torch's ops there explain the time
+    # a loss computed outside the model is the step's own work, and a logging line logging_heavy's
+    assert "outside_work" not in ids(_ema_run([dataclasses.replace(loss, share_of_other=0.9)]), ctx)
+    assert "outside_work" not in ids(_ema_run([OtherSite("ema.py:20", "print(step, loss.item())", 20, 0.9)]), ctx)
+    # too little of the run outside the phases
+    small = dataclasses.replace(_ema_run([copy]), phases={**_ema_run([copy]).phases,
+                                "other": PhaseStat(0.4, None, 0.1)})
+    assert "outside_work" not in ids(small, ctx)

@@ -72,6 +72,8 @@ ANOMALY_SHARE = 0.10  # anomaly detection's own work for a tenth of the step
 ANOMALY_OPS = ("aten.isnan", "aten._is_any_true")  # backward's check of every gradient for NaN, in anomaly mode
 MAX_PREDICTED = 10.0  # no model here is trusted beyond a 10x prediction
 
+OUTSIDE_SHARE = 0.20  # torch's work outside forward, backward and the optimizer for a fifth of the run
+_LOSS = re.compile(r"\bloss\w*|criterion|cross_entropy|_loss\(|\bnll")  # a loss computed outside the model: the step's own work
 _LOGGING = re.compile(r"\b(print|log\w*|logger|logging|write|flush|tqdm|wandb|add_scalars?|writer|json\.dump)\b")
 
 
@@ -330,6 +332,34 @@ def host_code_heavy(r: WatchResult, c: Context) -> Verdict | None:
               "steps); if it prepares data, a DataLoader with workers runs it beside the step")
     return Verdict("host_code_heavy", evidence + " (predicted speed-up: that line's host time out of the step)",
                    action, _speedup(step, step - gain))
+
+
+def outside_work(r: WatchResult, c: Context, host: Verdict | None) -> Verdict | None:
+    """Work outside forward, backward and the optimizer on every step that host_code_heavy leaves to torch (its
+    ops there explain the time): a deep copy of the model, a running average of its weights, a metric, data
+    prepared in the loop, at the line the stack samples name. Lines that compute a loss are the step's own
+    work, and logging lines logging_heavy's. No prediction: whether that line's work is needed on every
+    step is the script's to say, not the watcher's."""
+    share = r.phases["other"].share
+    if host is not None or share < OUTSIDE_SHARE or not r.median_ms:
+        return None
+    sites = [s for s in r.other_sites if not _LOGGING.search(s.code) and not _LOSS.search(s.code)]
+    if not sites or sites[0].share_of_other < LOG_SITE_SHARE:
+        return None
+    top, step = sites[0], r.median_ms
+    other = share * step
+    ops = (f"; {r.other_ops_per_step:.0f} torch ops per step run there" if r.other_ops_per_step else "")
+    evidence = (f"{share:.0%} of the run's time ({other:.2f} ms of the median {step:.2f} ms step) is outside forward, "
+                f"backward and the optimizer{ops}; {top.share_of_other:.0%} of the stack samples there are at "
+                f"{top.where}: `{top.code}` (about {other * top.share_of_other:.2f} ms per step; no prediction: "
+                "whether that work is needed on every step is the script's to say)")
+    action = ("that line runs on every step, beside the training step: if it need not (a copy of the model, an average "
+              "of its weights, a metric), run it every N steps; copy weights into one model kept for it "
+              "(torch._foreach_copy_, torch._foreach_lerp_ for an average, or torch.optim.swa_utils.AveragedModel) "
+              "rather than copy.deepcopy a new one; a loop over parameters can be one torch._foreach_* call, and an update "
+              "of the parameters by hand a torch.optim optimizer (fused=True); data preparation belongs in a "
+              "DataLoader's workers")
+    return Verdict("outside_work", evidence, action, None)
 
 
 def _dtype_arithmetic(r: WatchResult) -> dict[str, list[OpTime]]:
@@ -775,8 +805,9 @@ def straggler(r: WatchResult, c: Context) -> Verdict | None:
 def diagnose(r: WatchResult, c: Context) -> list[Verdict]:
     """All verdicts that apply, most important (largest predicted gain) first; healthy last."""
     launch = launch_bound(r, c)
+    host = host_code_heavy(r, c)
     found = [v for v in (
-        input_bound(r, c), checkpoint_heavy(r, c), logging_heavy(r, c), host_code_heavy(r, c), sync_bound(r, c),
+        input_bound(r, c), checkpoint_heavy(r, c), logging_heavy(r, c), host, outside_work(r, c, host), sync_bound(r, c),
         h2d_bound(r, c), slow_dtype(r, c), anomaly_detection(r, c), optimizer_heavy(r, c), optimizer_rebuilt(r, c),
         launch, small_batch(r, c, launch), cpu_faster(r, c, launch), thread_oversubscription(r, c),
         memory_pressure(r, c), comm_bound(r, c), straggler(r, c),
