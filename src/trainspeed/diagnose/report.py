@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,11 +65,17 @@ def _largest_batch(watcher: Any, result: WatchResult) -> int | None:
         return None
 
 
+def _probed_spec(watcher: Any, result: WatchResult, candidate: Callable[[WatchResult], bool]) -> Any:
+    """The run's optimizer as the probes see it (OptimizerSpec), where `candidate(result)` asks for a probe."""
+    spec = getattr(watcher, "optimizer_spec", None)
+    return spec if spec is not None and not spec.differentiable and candidate(result) else None
+
+
 def _optimizer_probe(watcher: Any, result: WatchResult) -> tuple[float, float] | None:
     """The run's optimizer stepped as configured and fused on fresh tensors of its parameters' shapes (only
     where its phase is worth it: `optimizer_candidate`)."""
-    spec = getattr(watcher, "optimizer_spec", None)
-    if spec is None or spec.differentiable or not optimizer_candidate(result):
+    spec = _probed_spec(watcher, result, optimizer_candidate)
+    if spec is None:
         return None
     configured = step_ms(spec, fused=None)
     fused = step_ms(spec, fused=True) if configured is not None else None
@@ -78,10 +85,8 @@ def _optimizer_probe(watcher: Any, result: WatchResult) -> tuple[float, float] |
 def _rebuild_probe(watcher: Any, result: WatchResult) -> tuple[float, float] | None:
     """The run's optimizer built and stepped once, against a step of one kept (only where the script builds
     one every step or so: `rebuilt_candidate`)."""
-    spec = getattr(watcher, "optimizer_spec", None)
-    if spec is None or spec.differentiable or not rebuilt_candidate(result):
-        return None
-    return rebuild_ms(spec)
+    spec = _probed_spec(watcher, result, rebuilt_candidate)
+    return rebuild_ms(spec) if spec is not None else None
 
 
 def diagnose_run(result: WatchResult, watcher: Any = None, hardware: HardwareReport | None = None,

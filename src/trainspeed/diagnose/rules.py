@@ -68,6 +68,7 @@ runs bfloat16 faster than float32, and the rule stays silent."""
 SLOW_DTYPES = ("bfloat16", "float16", "float64")
 OPTIMIZER_SHARE = 0.20  # optimizer.step and zero_grad for a fifth of the step: worth a fused kernel
 OPTIMIZER_GAIN = 0.05  # ...if fusing would save this share of the step
+REBUILT_PER_STEP = 0.5  # a new optimizer built every other step or more often: inside the loop
 ANOMALY_SHARE = 0.10  # anomaly detection's own work for a tenth of the step
 ANOMALY_OPS = ("aten.isnan", "aten._is_any_true")  # backward's check of every gradient for NaN, in anomaly mode
 MAX_PREDICTED = 10.0  # no model here is trusted beyond a 10x prediction
@@ -415,7 +416,7 @@ def optimizer_candidate(r: WatchResult) -> bool:
 
 def rebuilt_candidate(r: WatchResult) -> bool:
     """Whether the script builds a new optimizer every other step or more often (inside its loop)."""
-    return r.optimizers_built >= 2 and r.optimizers_built >= STARTS_PER_STEP * r.steps_seen
+    return r.optimizers_built >= 2 and r.optimizers_built >= REBUILT_PER_STEP * r.steps_seen
 
 
 def optimizer_rebuilt(r: WatchResult, c: Context) -> Verdict | None:

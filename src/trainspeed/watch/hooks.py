@@ -118,6 +118,23 @@ class Hooks:
 
         return wrapper
 
+    @staticmethod
+    def _timed(original: Callable[..., Any], report: Callable[[float], None],
+               only_if: Callable[[], bool] | None = None) -> Callable[..., Any]:
+        """`original`, the seconds each call takes reported to `report` (only while `only_if()` holds, if given)."""
+
+        @functools.wraps(original)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if only_if is not None and not only_if():
+                return original(*args, **kwargs)
+            t0 = time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                report(time.perf_counter() - t0)
+
+        return wrapper
+
     def watch_optimizer(self, cls: type) -> None:
         """Time the whole of `cls.step` as the optimizer phase, on the steps the per-call hooks are in.
         torch wraps every optimizer class's step in its own Python (a profiler range and the loops
@@ -183,17 +200,7 @@ class Hooks:
         self._patch(torch.optim.Optimizer, "zero_grad", lambda orig: self._phase("optimizer", orig), per_call=True)
 
         # an optimizer built: one built inside the loop starts with no state at every step
-        def init_wrap(orig: Callable[..., Any]) -> Callable[..., Any]:
-            @functools.wraps(orig)
-            def wrapper(*args: Any, **kwargs: Any) -> Any:
-                t0 = time.perf_counter()
-                try:
-                    return orig(*args, **kwargs)
-                finally:
-                    L.optimizer_built(time.perf_counter() - t0)
-            return wrapper
-
-        self._patch(torch.optim.Optimizer, "__init__", init_wrap)
+        self._patch(torch.optim.Optimizer, "__init__", lambda orig: self._timed(orig, L.optimizer_built))
 
         # forward: the outermost nn.Module call. PyTorch's global module hooks would send every
         # module call down its slow path (measured: +12% on the seed's step), so Module.__call__
@@ -226,8 +233,11 @@ class Hooks:
 
         self._patch(torch.nn.Module, "__call__", call_wrap, per_call=True)
 
-        # backward: no global hook exists for "backward started/finished", so wrap the entry points
-        def backward_wrap(orig: Callable[..., Any]) -> Callable[..., Any]:
+        # backward: no global hook exists for "backward started/finished", so wrap the entry points.
+        # torch.autograd.grad is a backward pass too (a loop that updates its parameters from its results has no
+        # backward call and may have no optimizer), but with create_graph=True (its 5th argument) it
+        # differentiates a term of the loss (a gradient penalty, a PINN's derivatives): no pass of its own
+        def backward_wrap(orig: Callable[..., Any], create_graph_at: int | None = None) -> Callable[..., Any]:
             @functools.wraps(orig)
             def wrapper(*args: Any, **kwargs: Any) -> Any:
                 L.enter("backward")
@@ -235,28 +245,14 @@ class Hooks:
                     return orig(*args, **kwargs)
                 finally:
                     L.exit("backward")
-                    L.backward_done()
+                    if create_graph_at is None or not kwargs.get(
+                            "create_graph", len(args) > create_graph_at and args[create_graph_at]):
+                        L.backward_done()
             return wrapper
 
         # Tensor.backward calls torch.autograd.backward, so one wrapper sees both
         self._patch(torch.autograd, "backward", backward_wrap, per_call=True)
-
-        # torch.autograd.grad: a backward pass too (a loop that updates its parameters from autograd.grad's
-        # results has no backward call and may have no optimizer); with create_graph=True it differentiates
-        # a term of the loss (a gradient penalty, a PINN's derivatives), which is no pass of its own
-        def grad_wrap(orig: Callable[..., Any]) -> Callable[..., Any]:
-            @functools.wraps(orig)
-            def wrapper(*args: Any, **kwargs: Any) -> Any:
-                L.enter("backward")
-                try:
-                    return orig(*args, **kwargs)
-                finally:
-                    L.exit("backward")
-                    if not kwargs.get("create_graph", len(args) > 4 and args[4]):
-                        L.backward_done()
-            return wrapper
-
-        self._patch(torch.autograd, "grad", grad_wrap, per_call=True)
+        self._patch(torch.autograd, "grad", lambda orig: backward_wrap(orig, create_graph_at=4), per_call=True)
 
         # data: waiting on a DataLoader iterator, and starting one (`for x in loader` starts the
         # workers of a loader without persistent_workers anew each epoch); a start is timed with
@@ -323,19 +319,9 @@ class Hooks:
         # up by name on each call; timed apart, inside its phase
         import torch.fx.traceback as fx_traceback
 
-        def stack_wrap(orig: Callable[..., Any]) -> Callable[..., Any]:
-            @functools.wraps(orig)
-            def wrapper(*args: Any, **kwargs: Any) -> Any:
-                if not torch.is_anomaly_enabled():  # torch.fx's tracing asks for stacks too
-                    return orig(*args, **kwargs)
-                t0 = time.perf_counter()
-                try:
-                    return orig(*args, **kwargs)
-                finally:
-                    L.anomaly_stack(time.perf_counter() - t0)
-            return wrapper
-
-        self._patch(fx_traceback, "format_stack", stack_wrap, per_call=True)
+        # (only in anomaly mode: torch.fx's tracing asks for stacks too)
+        self._patch(fx_traceback, "format_stack", lambda orig: self._timed(orig, L.anomaly_stack, torch.is_anomaly_enabled),
+                    per_call=True)
 
         # h2d: tensors moved from the host to a device
         def to_wrap(orig: Callable[..., Any], method: str) -> Callable[..., Any]:
