@@ -195,6 +195,26 @@ def test_thread_oversubscription_and_memory_pressure() -> None:
     assert "48" in memory.action
 
 
+def test_other_processes_on_the_cores_torchs_threads_need_are_thread_oversubscription() -> None:
+    # the seed's loop beside a busy process on the 2-vCPU VM: the median step unchanged, the mean 3x it
+    import dataclasses
+
+    ctx = Context(2.0, 100.0, physical_cores=2, logical_threads=2)
+    base = recorded(0.5, {"forward": 0.15, "backward": 0.2, "optimizer": 0.1}, ops=None, threads=2)
+    times = [0.45] * 8 + [4.5, 4.6]
+    busy = dataclasses.replace(base, others_cpu_cores=0.64, step_times_ms=times, p90_ms=4.5)
+    found = {v.id: v for v in diagnose(busy, ctx)}
+    verdict = found["thread_oversubscription"]
+    assert "0.6 of this machine's 2 hardware threads" in verdict.evidence and "p90 4.50" in verdict.evidence
+    assert "torch.set_num_threads(1)" in verdict.action
+    assert verdict.predicted_speedup == round(sum(times) / len(times) / 0.5, 2)
+    # a quiet machine, one intra-op thread, or room for every thread: nothing to say
+    for quiet in (dataclasses.replace(busy, others_cpu_cores=0.3), dataclasses.replace(busy, others_cpu_cores=None),
+                  dataclasses.replace(busy, torch_threads=1)):
+        assert "thread_oversubscription" not in ids(quiet, ctx)
+    assert "thread_oversubscription" not in ids(dataclasses.replace(busy, others_cpu_cores=4.0), CTX)  # 8 of 16
+
+
 def test_predictions_are_capped() -> None:
     r = recorded(100.0, {"data": 99.9}, ops=None)
     assert diagnose(r, CTX)[0].predicted_speedup <= 10.0  # type: ignore[operator]

@@ -104,16 +104,48 @@ def test_cpu_window_times_each_op_by_dtype_with_its_flops() -> None:
 
 
 def test_op_table_keeps_the_slowest_ops_and_every_one_with_arithmetic() -> None:
-    from trainspeed.watch.profile_window import op_table
+    from trainspeed.watch.profile_window import op_rows, op_table
 
     ops = torch.ops.aten
-    by_op = {(ops.add.default.overloadpacket, torch.float32): [20, 0.020],
-             (ops.mul.default.overloadpacket, torch.float32): [10, 0.010],
-             (ops.mm.default.overloadpacket, torch.bfloat16): [6, 0.002],
-             (ops.detach.default.overloadpacket, None): [2, 0.001]}
-    rows = op_table(by_op, {ops.mm.default.overloadpacket: 6e6}, steps=2, keep=1)
+    step = {(ops.add.default.overloadpacket, torch.float32): [10, 0.010],
+            (ops.mul.default.overloadpacket, torch.float32): [5, 0.005],
+            (ops.mm.default.overloadpacket, torch.bfloat16): [3, 0.001],
+            (ops.detach.default.overloadpacket, None): [1, 0.0005]}
+    rows = op_table(op_rows([step, step], {ops.mm.default.overloadpacket: 6e6}), keep=1)
     assert [(r.op, r.dtype) for r in rows] == [("aten.add", "float32"), ("aten.mm", "bfloat16")]
     assert rows[1].arithmetic and rows[1].flops == 3e6 and rows[1].calls == 3 and rows[1].ms == pytest.approx(1.0)
+
+
+def test_a_stall_in_one_step_of_the_window_is_no_ops_time() -> None:
+    # the seed's log_softmax: 40 us a call, but the VM lost its core for 4 ms during one step's call;
+    # an op that runs twice as often in one step as in the next keeps its time per call
+    from trainspeed.watch.profile_window import op_rows
+
+    ops = torch.ops.aten
+    log_softmax, add = ops._log_softmax.default.overloadpacket, ops.add.default.overloadpacket
+    steps = [{(log_softmax, torch.float32): [1, 40e-6], (add, torch.float32): [2, 20e-6]},
+             {(log_softmax, torch.float32): [1, 4040e-6], (add, torch.float32): [4, 40e-6]},
+             {(log_softmax, torch.float32): [1, 41e-6]}]
+    rows = {row.op: row for row in op_rows(steps, {})}
+    assert rows["aten._log_softmax"].ms == pytest.approx(0.040) and rows["aten._log_softmax"].calls == 1
+    assert rows["aten.add"].calls == 2 and rows["aten.add"].ms == pytest.approx(0.020)
+
+
+def test_the_window_keeps_each_steps_ops_apart() -> None:
+    window = ProfileWindow(steps=3, outside=lambda: True)
+    a = torch.randn(8, 8)
+    counters = []
+    for index in range(5):  # warm-up 1: steps 1, 2 and 3 are counted; step 2 runs relu twice
+        for _ in range(2 if index == 2 else 1):
+            a.relu()
+        counters.append(window.counter)
+        window.on_step_end(index, warmup=1, cuda=False)
+    counter = counters[1]
+    assert counter is not None and counter.by_op == {}
+    assert [sum(calls for calls, _ in table.values()) for table in counter.steps_by_op] == [1, 2, 1]
+    assert [ops for ops, _ in counter.outside_steps] == [1, 2, 1]
+    assert window.outside_ops_per_step == pytest.approx(4 / 3)
+    assert window.outside_op_ms_per_step == pytest.approx(4 / 3 * 1e3 * min(s / n for n, s in counter.outside_steps))
 
 
 def test_after_torch_compile_the_window_is_torch_profiler_alone(monkeypatch) -> None:

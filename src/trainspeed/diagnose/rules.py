@@ -52,6 +52,10 @@ wrapper, the indexing of a tensor) runs above. host_code_heavy charges both to t
 script. The window's timings are if anything high (its steps run under dispatch modes, and soon after
 the warm-up: a slice or an argmax timed 10 to 47 us there, on the 2-vCPU VM), so torch's share is an
 upper bound, and the script's own code is blamed only for what torch cannot have taken."""
+OTHERS_BUSY = 0.5
+"""Cores other processes must keep busy, on average, before the doctor calls the machine shared: a quiet
+machine's daemons use a few hundredths of one (0.01 on the 2-vCPU VM). One busy process beside the seed's
+2 intra-op threads there measured 0.64 (the threads' spinning takes the rest)."""
 DEVICE_BUSY_LOW = 0.5
 DEVICE_BUSY_HIGH = 0.8
 MEMORY_SHARE = 0.90
@@ -669,13 +673,40 @@ def _merged_passes(r: WatchResult, c: Context, k: int, evidence: str, action: st
 def thread_oversubscription(r: WatchResult, c: Context) -> Verdict | None:
     workers = sum(ld.num_workers for ld in r.loaders)
     busy_threads = r.torch_threads + workers
-    if r.torch_threads <= c.physical_cores and busy_threads <= c.logical_threads:
+    if r.torch_threads > c.physical_cores or busy_threads > c.logical_threads:
+        evidence = (f"torch uses {r.torch_threads} intra-op threads and the DataLoaders {workers} worker processes "
+                    f"on {c.physical_cores} cores / {c.logical_threads} hardware threads")
+        keep = max(1, c.physical_cores - workers)
+        action = f"torch.set_num_threads({keep}) (or OMP_NUM_THREADS={keep}); `trainspeed sweep threads` measures the best value"
+        return Verdict("thread_oversubscription", evidence, action, None)
+    return _machine_busy(r, c, workers)
+
+
+def _machine_busy(r: WatchResult, c: Context, workers: int) -> Verdict | None:
+    """Other processes held the cores torch's threads count on (`machine_load`): an intra-op parallel region
+    then waits a scheduler slice for its thread that lost its core, now and then, so the run's mean step
+    outgrows its median."""
+    others = r.others_cpu_cores
+    if others is None or others < OTHERS_BUSY or r.torch_threads < 2 or \
+            r.torch_threads + workers + others <= c.logical_threads:
         return None
-    evidence = (f"torch uses {r.torch_threads} intra-op threads and the DataLoaders {workers} worker processes "
-                f"on {c.physical_cores} cores / {c.logical_threads} hardware threads")
-    keep = max(1, c.physical_cores - workers)
-    action = f"torch.set_num_threads({keep}) (or OMP_NUM_THREADS={keep}); `trainspeed sweep threads` measures the best value"
-    return Verdict("thread_oversubscription", evidence, action, None)
+    keep = max(1, math.floor(c.logical_threads - others - workers))
+    if keep >= r.torch_threads:
+        return None
+    mean = sum(r.step_times_ms) / len(r.step_times_ms) if r.step_times_ms else None
+    tail = (f"; the mean step is {mean:.2f} ms against a median of {r.median_ms:.2f} ms (p90 {r.p90_ms:.2f} ms)"
+            if mean is not None and r.median_ms and r.p90_ms else "")
+    evidence = (f"other processes kept {others:.1f} of this machine's {c.logical_threads} hardware threads busy while "
+                f"the steps were measured, beside torch's {r.torch_threads} intra-op threads and {workers} DataLoader "
+                f"workers: a parallel op waits for each of its threads to get a core{tail}")
+    action = (f"torch.set_num_threads({keep}) (or OMP_NUM_THREADS={keep}) while the machine is shared, or stop the other "
+              "processes; `trainspeed sweep threads` measures the best value")
+    predicted = None
+    if mean is not None and r.median_ms and mean > r.median_ms:
+        # upper bound: every step as fast as the median one, the whole tail being waits for a core
+        evidence += " (predicted speed-up is an upper bound: the mean step falling to the median)"
+        predicted = _speedup(mean, r.median_ms)
+    return Verdict("thread_oversubscription", evidence, action, predicted)
 
 
 def memory_pressure(r: WatchResult, c: Context) -> Verdict | None:

@@ -161,6 +161,7 @@ def doctor_dict(report: DoctorReport) -> dict[str, Any]:
         "torch_threads": w.torch_threads,
         "process_cpu_percent": w.process_cpu_percent,
         "process_threads": w.process_threads,
+        "others_cpu_cores": w.others_cpu_cores,
         "h2d_bytes_by_kind": w.h2d_bytes_by_kind,
         "peak_memory_bytes": w.peak_memory_bytes,
         "memory_capacity_bytes": w.memory_capacity_bytes,

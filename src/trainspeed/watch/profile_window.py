@@ -90,7 +90,21 @@ class OpCounter(TorchDispatchMode):
         """Host seconds of the ops dispatched outside: below the dispatch mode, so without this mode's
         own Python, and on CUDA their launch, not the kernel."""
         self.by_op: dict[tuple[Any, torch.dtype | None], list[Any]] | None = {} if by_op else None
-        """(op overload packet, dtype) -> [calls, host seconds]; None when not asked for."""
+        """This step's ops: (op overload packet, dtype) -> [calls, host seconds]; None when not asked for."""
+        self.steps_by_op: list[dict[tuple[Any, torch.dtype | None], list[Any]]] = []
+        """`by_op` of each step ended (`end_step`), in order."""
+        self.outside_steps: list[tuple[int, float]] = []
+        """(ops, host seconds) dispatched outside in each step ended."""
+        self._outside_mark = (0, 0.0)
+
+    def end_step(self) -> None:
+        """A step ended: keep its figures apart from the next one's."""
+        if self.by_op is not None:
+            self.steps_by_op.append(self.by_op)
+            self.by_op = {}
+        ops, seconds = self._outside_mark
+        self.outside_steps.append((self.outside_ops - ops, self.outside_s - seconds))
+        self._outside_mark = (self.outside_ops, self.outside_s)
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
@@ -117,20 +131,43 @@ class OpCounter(TorchDispatchMode):
                 entry[1] += took
 
 
-def op_table(by_op: dict[tuple[Any, torch.dtype | None], list[Any]], flop_counts: dict[Any, float],
-             steps: int, keep: int = OP_TIMES_KEPT) -> list[OpTime]:
-    """Per step, most host time first: the `keep` slowest ops, and every op torch has a FLOP formula for.
-    An op's FLOPs are given where it ran in one dtype only (FlopCounterMode counts by op, not dtype)."""
+def least_per_call(steps: list[tuple[int, float]]) -> float:
+    """Seconds per call at the least a step's calls averaged, given each step's (calls, seconds); 0 when none.
+
+    The window's host times are the truth of a few steps only, and a stall adds to them and never
+    takes away: the VM losing its core for a scheduler tick (4 ms on the 2-vCPU VM, where a 40 us op
+    then took 4 ms), an intra-op thread waited for. One such stall made the seed's one
+    log_softmax a call look like 7 ms of work (2026-11-23, the seed loop beside two busy processes),
+    so the demo named compute_bound. An op's work does not change from step to step; its least
+    per-call time over the window's steps is its time with no stall in it, unless every step stalled.
+    Per call, not per step: an op may run more often in one step than in the next."""
+    return min((seconds / calls for calls, seconds in steps if calls > 0), default=0.0)
+
+
+def op_rows(steps_by_op: list[dict[tuple[Any, torch.dtype | None], list[Any]]],
+            flop_counts: dict[Any, float]) -> list[OpTime]:
+    """Every op of the window by op and dtype, per step, most host time first. An op's calls are its mean
+    per step; its time is those calls at its least per-call time of a step (`least_per_call`). An op's
+    FLOPs are given where it ran in one dtype only (FlopCounterMode counts by op, not dtype)."""
     flops = {str(op): n for op, n in flop_counts.items()}
-    dtypes = Counter(str(op) for op, _ in by_op)
+    keys = list(dict.fromkeys(key for table in steps_by_op for key in table))
+    dtypes = Counter(str(op) for op, _ in keys)
+    n = len(steps_by_op)
     rows = []
-    for (op, dtype), (calls, seconds) in by_op.items():
+    for op, dtype in keys:
+        per_step = [tuple(table.get((op, dtype), (0, 0.0))) for table in steps_by_op]
+        calls = sum(c for c, _ in per_step) / n
         name = str(op)
         arithmetic = name in flops
         rows.append(OpTime(op=name, dtype=str(dtype).removeprefix("torch.") if dtype is not None else None,
-                           calls=calls / steps, ms=seconds * 1e3 / steps, arithmetic=arithmetic,
-                           flops=flops[name] / steps if arithmetic and dtypes[name] == 1 else None))
+                           calls=calls, ms=calls * least_per_call(per_step) * 1e3, arithmetic=arithmetic,
+                           flops=flops[name] / n if arithmetic and dtypes[name] == 1 else None))
     rows.sort(key=lambda row: row.ms, reverse=True)
+    return rows
+
+
+def op_table(rows: list[OpTime], keep: int = OP_TIMES_KEPT) -> list[OpTime]:
+    """Of `op_rows`: the `keep` slowest ops, and every op torch has a FLOP formula for."""
     return [row for i, row in enumerate(rows) if i < keep or row.arithmetic]
 
 
@@ -274,6 +311,8 @@ class ProfileWindow:
         if self.steps <= 0:
             return False
         profiled = self.prof is not None  # this step ran under the profiler
+        if profiled and self.counter is not None:
+            self.counter.end_step()
         if profiled and index >= self.first + self.steps - 1:
             self._close(self.steps)
         elif not profiled and self.first < 0 and index == self.opens_at(warmup) - 1:
@@ -317,7 +356,7 @@ class ProfileWindow:
         counter.__exit__(None, None, None)
         if counter.outside is not None:
             self.outside_ops_per_step = counter.outside_ops / steps
-            self.outside_op_ms_per_step = counter.outside_s * 1e3 / steps
+            self.outside_op_ms_per_step = self.outside_ops_per_step * least_per_call(counter.outside_steps) * 1e3
 
     def _close(self, steps: int) -> None:
         prof, self.prof = self.prof, None
@@ -328,9 +367,10 @@ class ProfileWindow:
             self.ops_per_step = counter.ops / steps
             self.kernels_per_step = None
             self.flops_per_step = flops.get_total_flops() / steps
-            if counter.by_op is not None:
-                self.op_times = op_table(counter.by_op, flops.get_flop_counts().get("Global", {}), steps)
-                self.op_ms_per_step = sum(seconds for _, seconds in counter.by_op.values()) * 1e3 / steps
+            if counter.steps_by_op:
+                rows = op_rows(counter.steps_by_op, flops.get_flop_counts().get("Global", {}))
+                self.op_times = op_table(rows)
+                self.op_ms_per_step = sum(row.ms for row in rows)
             return
         self._take_counter(steps)
         try:

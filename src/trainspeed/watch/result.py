@@ -47,7 +47,8 @@ class OpTime:
     """Its first tensor argument's dtype ("bfloat16"); None when it took no tensor."""
     calls: float
     ms: float
-    """Host milliseconds per step (on the CPU, the op's own time: a CPU op runs as it is called)."""
+    """Host milliseconds per step (on the CPU, the op's own time: a CPU op runs as it is called): its calls per
+    step at the least time per call any of the window's steps gave, so that a stall is not counted."""
     arithmetic: bool
     """Whether torch has a FLOP formula for the op (matmul, convolution, attention): its time is arithmetic."""
     flops: float | None
@@ -203,6 +204,9 @@ class WatchResult:
     step_times_ms: list[float] = field(repr=False)
     """A bounded uniform sample of measured step times, for the histogram."""
     notes: list[str] = field(default_factory=list)
+    others_cpu_cores: float | None = None
+    """Cores other processes of this machine kept busy while the steps were measured, on average (psutil;
+    `machine_load`); None when not known or the measured steps took under half a second."""
     distributed: DistRun | None = None
     """Under torchrun: communication, every rank (on rank 0) and the scaling prediction."""
     gpu_busy_ms_per_step: float | None = None
@@ -213,7 +217,8 @@ class WatchResult:
     """Aten ops per step dispatched outside every named phase (the profiler window's): torch's own
     part of `other` (a functional loss, a metric, indexing a batch out of a tensor). None: not counted."""
     other_op_ms_per_step: float | None = None
-    """Their host milliseconds per step (on CUDA their launches, not the kernels)."""
+    """Their host milliseconds per step (on CUDA their launches, not the kernels), at the least time per op of a
+    window step (a stall is no time of theirs)."""
     op_times: list[OpTime] | None = None
     """CPU: the profiler window's ops by op and dtype, most host time first (at most OP_TIMES_KEPT).
     None on CUDA, where an op's host time is its launch, not its work."""

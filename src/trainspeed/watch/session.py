@@ -28,6 +28,7 @@ import torch
 
 from trainspeed.diagnose.scaling import bus_bandwidth_gbs, predict
 from trainspeed.probe.optimizer import OptimizerSpec, spec_of
+from trainspeed.watch import machine_load
 from trainspeed.watch.comm import CommStep, CommTimer
 from trainspeed.watch.gather import gather, rank_stat, this_rank
 from trainspeed.watch.hooks import Hooks
@@ -103,6 +104,9 @@ class Watcher:
         self._thread = threading.get_ident()
         self._measure_from_scratch(profile_steps)
         self.sampler: Sampler | None = None
+        self.load_from: machine_load.LoadMark | None = None
+        self.load_to: machine_load.LoadMark | None = None
+        """The machine's CPU counters as the measured steps started and as the watch stopped."""
         self.step_syncs = 0
         self.step_h2d = 0
         self.step_anomaly_s = 0.0
@@ -183,14 +187,20 @@ class Watcher:
         self.sampler.start()
         self.clock.end_step()  # the first step starts now
         if self.settled_at == 0:
-            self.clock.start_sums()
+            self._start_sums()
         self.running = True
         return self
+
+    def _start_sums(self) -> None:
+        """The measured steps start now: their sums, and the machine's load beside them."""
+        self.clock.start_sums()
+        self.load_from = machine_load.mark()
 
     def stop(self) -> None:
         if not self.running:
             return
         self.running = False
+        self.load_to = machine_load.mark() if self.load_from is not None else None
         if self.backward_boundary:  # the last step of a loop without an optimizer
             self.backward_boundary = False
             self.max_steps = None
@@ -364,7 +374,7 @@ class Watcher:
         self.pending.clear()
         self.clock.forget_sums()
         if self.settled_at == 0:
-            self.clock.start_sums()
+            self._start_sums()
         if self.sampler is not None:
             self.sampler.forget_other()
 
@@ -472,7 +482,7 @@ class Watcher:
         if self._mode_left <= 0:
             self._choose_detail()
         if index + 1 == self.settled_at:  # the steps from the next one are measured
-            self.clock.start_sums()
+            self._start_sums()
         if index >= self.settled_at and comm.backend is None and not self._plotting() and \
                 not (self.detailed and self.device == "cuda"):
             self._go_quiet(index)
@@ -747,6 +757,7 @@ class Watcher:
             sync_sites=self._sync_sites(), other_sites=self._other_sites(), gpu_util=self._gpu_util(step_ms),
             device=self.device, batch_size=self.batch_size, loaders=list(self.loaders.values()),
             torch_threads=torch.get_num_threads(), process_cpu_percent=self._cpu(),
+            others_cpu_cores=machine_load.others_cores(self.load_from, self.load_to),
             peak_memory_bytes=self._peak_memory(), memory_capacity_bytes=self._capacity(),
             h2d_bytes_by_kind=dict(self.h2d_kinds), process_threads=self._threads(),
             step_samples=sorted(self.plot_steps, key=lambda r: r.index),

@@ -1,0 +1,62 @@
+"""How much of the machine's CPU other processes used while the run was measured.
+
+A process that is not the watched one (another training run, a browser, a compile) takes cores
+that torch's intra-op threads count on. An intra-op parallel region waits for its slowest thread,
+and a thread that lost its core to another process waits a scheduler slice (4 ms on the 2-vCPU VM).
+The seed's loop beside two busy processes there: 2 threads, median step 0.56 ms but a p90 of 4.9 ms,
+2.15 s in all; 1 thread, 0.39 ms and 0.70 ms, 0.43 s (600 steps, 2026-11-23).
+
+Read from cumulative counters at the two ends (psutil: the system's CPU times, this process's and
+its children's), so a run of a second is measured as well as one of an hour. "Ours" takes in the
+DataLoader's worker processes (children) and the intra-op threads that spin while they wait. A
+hypervisor's steal time is not another process of this machine, and not counted.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import psutil
+
+
+@dataclass(frozen=True)
+class LoadMark:
+    at: float
+    """time.monotonic() seconds."""
+    busy_s: float
+    """CPU seconds the whole machine has run (every CPU, without idle, iowait and steal)."""
+    ours_s: float
+    """CPU seconds this process and its children have run, reaped children included."""
+
+
+def _ours_s() -> float:
+    me = psutil.Process()
+    t = me.cpu_times()
+    total = t.user + t.system + t.children_user + t.children_system
+    for child in me.children(recursive=True):  # workers still running: not in children_* until reaped
+        try:
+            c = child.cpu_times()
+        except psutil.Error:  # it ended between the listing and the read
+            continue
+        total += c.user + c.system
+    return total
+
+
+def mark() -> LoadMark | None:
+    """The counters now; None where psutil cannot read them."""
+    try:
+        t = psutil.cpu_times()
+        busy = t.user + t.system + getattr(t, "nice", 0.0) + getattr(t, "irq", 0.0) + getattr(t, "softirq", 0.0)
+        return LoadMark(time.monotonic(), busy, _ours_s())
+    except (psutil.Error, OSError):
+        return None
+
+
+def others_cores(start: LoadMark | None, end: LoadMark | None) -> float | None:
+    """Cores other processes kept busy between two marks, on average; None if unknown or too short
+    to tell (the system's counters tick at 100 Hz)."""
+    if start is None or end is None or end.at - start.at < 0.5:
+        return None
+    others = (end.busy_s - start.busy_s) - (end.ours_s - start.ours_s)
+    return max(0.0, others / (end.at - start.at))
