@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from trainspeed.diagnose.rules import Context, diagnose
+from trainspeed.diagnose.rules import _LOGGING, Context, diagnose
 from trainspeed.watch.phases import PHASES
 from trainspeed.watch.result import GpuUtil, LoaderInfo, OtherSite, PhaseStat, SyncSite, WatchResult
 
@@ -186,6 +186,22 @@ def test_checkpoint_logging_and_h2d() -> None:
     assert diagnose(r, CTX)[0].id == "h2d_bound"
 
 
+@pytest.mark.parametrize("code", [
+    "print(f'{loss}')", "logger.info('x')", "log.write(json.dumps(r)); log.flush(); os.fsync(log.fileno())",
+    "wandb.log({'loss': l})", "writer.add_scalar('loss', l, i)", "pbar.set_postfix(loss=l)", "self.log('loss', l)",
+    "mlflow.log_metric('loss', l)", "json.dump(history, f)", "sys.stdout.write(s)", "logs.append(loss.item())"])
+def test_logging_lines_are_known(code: str) -> None:
+    assert _LOGGING.search(code)
+
+
+@pytest.mark.parametrize("code", [
+    "logps.append(dist.log_prob(a))", "logits = model(x)", "out = F.log_softmax(z, -1)", "y = torch.log(p)",
+    "h = p.log()", "z = torch.logsumexp(x, 0)", "x = np.log(a)", "catalog = build()"])
+def test_math_named_log_is_no_logging(code: str) -> None:
+    # REINFORCE's log-probability line was called a logging line (2026-11-23)
+    assert not _LOGGING.search(code)
+
+
 def test_thread_oversubscription_and_memory_pressure() -> None:
     r = recorded(110.0, {"forward": 40.0, "backward": 65.0, "optimizer": 2.0}, ops=30, flops=1e10, threads=32,
                  loaders=[LoaderInfo(8, True, 64, True)], peak=15 * 2**30, capacity=16 * 2**30)
@@ -268,6 +284,18 @@ def test_host_code_outside_every_phase_is_named_at_its_line() -> None:
     host_ms = 3.85 - (0.45 + 3 * 2 * 2.0 / 1e3)
     assert f"{host_ms:.2f} ms" in host.evidence
     assert host.predicted_speedup == pytest.approx(4.82 / (4.82 - host_ms), abs=0.01)
+
+
+def test_the_library_under_a_line_is_named_and_torch_distributions_checks_are_a_known_lever() -> None:
+    r = _metric_run(3, 0.45)
+    metric = dataclasses.replace(r.other_sites[0], inside="sklearn")
+    host = diagnose(dataclasses.replace(r, other_sites=[metric, *r.other_sites[1:]]), CTX)[0]
+    assert "most of its samples inside sklearn" in host.evidence and "validate_args" not in host.action
+    # REINFORCE's line building its action distribution (2026-11-23): torch.distributions' argument checks
+    dist = OtherSite("rl.py:34", "logps.append(dist.log_prob(a))", 90, 0.9, inside="torch.distributions")
+    host = diagnose(dataclasses.replace(r, other_sites=[dist, *r.other_sites[1:]]), CTX)[0]
+    assert host.id == "host_code_heavy" and "inside torch.distributions" in host.evidence
+    assert "set_default_validate_args(False)" in host.action
 
 
 def test_torch_ops_outside_the_model_are_not_the_scripts_host_code() -> None:
@@ -555,6 +583,11 @@ def test_a_model_fed_one_sample_at_a_time_is_told_to_call_it_once_on_the_batch()
     # a cell stepped by hand over a sequence (each call given the last one's output): no merge to predict
     rnn = next(v for v in diagnose(_one_at_a_time_run(12, chained=11), ctx) if v.id == "small_batch")
     assert "recurrent cell" in rnn.evidence and "nn.LSTM" in rnn.action and rnn.predicted_speedup is None
+    # an agent acting on the action it read after each call (REINFORCE): the calls cannot be stacked
+    agent = next(v for v in diagnose(dataclasses.replace(_one_at_a_time_run(74), model_calls_after_read=73.0), ctx)
+                 if v.id == "small_batch")
+    assert "vectorised environment" in agent.action and "torch.no_grad()" in agent.action
+    assert "73 of them" in agent.evidence and agent.predicted_speedup is None
     # several calls on real batches (two views of a contrastive step): the plain advice
     two = next(v for v in diagnose(_one_at_a_time_run(2, batch=64), ctx) if v.id == "small_batch")
     assert "try 256" in two.action and two.predicted_speedup is None

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import sys
+from types import SimpleNamespace
 
 import torch
 
-from trainspeed.watch.sampler import other_site
+from trainspeed.watch.sampler import library_of, other_site, site_and_library
 from trainspeed.watch.syncs import SyncCounter
 
 
@@ -103,3 +105,31 @@ def test_the_sampler_keeps_no_frame_of_the_main_thread_between_samples() -> None
         sampler.stop()
     assert sampler.other_total >= 3
     assert not alive
+
+
+def test_a_samples_innermost_library_is_named_by_its_import_name() -> None:
+    import json
+
+    seen: list[tuple[str | None, str | None]] = []
+
+    class Spy(json.JSONEncoder):
+        def default(self, o: object) -> object:
+            seen.append(site_and_library(sys._getframe(1)))  # inside json's encoder, under this test's line
+            return str(o)
+
+    json.dumps({"a": object()}, cls=Spy)
+    (site, library), = seen
+    assert site is not None and site.startswith(__file__) and library == "json"
+    assert library_of(sys._getframe()) is None  # the user's own code
+    # torch's own Python by its package (a module of torch's top level is "torch"), other packages by theirs
+    torch_dir = os.path.dirname(torch.__file__)
+
+    def at(*path: str) -> SimpleNamespace:
+        return SimpleNamespace(f_code=SimpleNamespace(co_filename=os.path.join(*path)))
+
+    assert library_of(at(torch_dir, "distributions", "categorical.py")) == "torch.distributions"
+    assert library_of(at(torch_dir, "_tensor.py")) == library_of(at(torch_dir, "functional.py")) == "torch"
+    assert library_of(at(torch_dir, "_refs", "__init__.py")) == "torch"
+    assert library_of(at("/venv", "lib", "site-packages", "numpy", "_core", "_methods.py")) == "numpy"
+    assert library_of(at("/venv", "lib", "site-packages", "six.py")) == "six"
+    assert library_of(None) is None

@@ -315,7 +315,8 @@ def test_the_models_calls_per_step_and_those_fed_an_earlier_calls_output_are_cou
             torch.cat([model(x[i:i + 1]) for i in range(8)]).sum().backward()
             optimizer.step()
     r = w.measurements()
-    assert r.model_calls_per_step == 8 and r.model_calls_chained == 0 and r.batch_size == 1
+    assert r.model_calls_per_step == 8 and r.model_calls_chained == 0 and r.model_calls_after_read == 0
+    assert r.batch_size == 1
     with Watcher(warmup=1, profile_steps=0) as w:  # a cell stepped over a sequence
         for _ in range(8):
             h = torch.zeros(1, 4)
@@ -324,7 +325,19 @@ def test_the_models_calls_per_step_and_those_fed_an_earlier_calls_output_are_cou
             h.sum().backward()
             cell_opt.step()
     r = w.measurements()
-    assert r.model_calls_per_step == 6 and r.model_calls_chained == 5
+    assert r.model_calls_per_step == 6 and r.model_calls_chained == 5 and r.model_calls_after_read == 0
+    with Watcher(warmup=1, profile_steps=0) as w:  # an agent: each input made from the action the host read
+        for _ in range(8):
+            obs, logps = x[0:1], []
+            for t in range(5):
+                out = torch.log_softmax(model(obs), -1)
+                action = int(out.argmax())
+                logps.append(out[0, action])
+                obs = x[t + 1:t + 2] * action
+            torch.stack(logps).sum().backward()
+            optimizer.step()
+    r = w.measurements()
+    assert r.model_calls_per_step == 5 and r.model_calls_chained == 0 and r.model_calls_after_read == 4
 
 
 def test_the_optimizer_that_delimits_the_steps_is_described_as_it_was_made() -> None:

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 
 from trainspeed.watch.phases import EDGE_PHASES
-from trainspeed.watch.result import OpTime, SyncSite, Verdict, WatchResult
+from trainspeed.watch.result import OpTime, OtherSite, SyncSite, Verdict, WatchResult
 
 DATA_SHARE = 0.20  # waiting on data for a fifth of the step is worth fixing first
 START_SHARE = 0.5  # a loader's starts (workers spawned anew each epoch) are the cause when they are half its wait
@@ -79,7 +79,11 @@ MAX_PREDICTED = 10.0  # no model here is trusted beyond a 10x prediction
 
 OUTSIDE_SHARE = 0.20  # torch's work outside forward, backward and the optimizer for a fifth of the run
 _LOSS = re.compile(r"\bloss\w*|criterion|cross_entropy|_loss\(|\bnll")  # a loss computed outside the model: the step's own work
-_LOGGING = re.compile(r"\b(print|log\w*|logger|logging|write|flush|tqdm|wandb|add_scalars?|writer|json\.dump)\b")
+_LOGGING = re.compile(  # a name or a method that logs; not log_prob, log_softmax, logits, torch.log(x), x.log()
+    r"(?<![\w.])(print|pprint|log|logs|logger|logging|tqdm|wandb|mlflow|writer|json\.dump)\b"
+    r"|\.(write|writelines|flush|set_postfix|add_scalars?|add_histogram|add_text"
+    r"|log_(?:metrics?|dict|scalars?|params?|artifacts?|images?|text|hyperparams|table))\s*\("
+    r"|(?<!torch)(?<!np)(?<!numpy)(?<!math)\.log\s*\((?!\s*\))|\bos\.fsync\b")
 
 
 @dataclass(frozen=True)
@@ -293,7 +297,7 @@ def logging_heavy(r: WatchResult, c: Context) -> Verdict | None:
     if part >= LOG_SITE_SHARE:
         top = logging_sites[0]
         found.append(f"{share:.0%} of the step ({other:.2f} ms) is outside every PyTorch phase; {part:.0%} of those "
-                     f"stack samples are on logging lines, most at {top.where}: `{top.code}`")
+                     f"stack samples are on logging lines, most at {_site(top)}")
     else:
         part = 0.0
     action = "log every N steps (and aggregate in between), without flushing to disk each time; keep values on the device until then"
@@ -305,6 +309,21 @@ def logging_heavy(r: WatchResult, c: Context) -> Verdict | None:
         if any(s.op == "__repr__" for s in read_sites):
             action += "; print numbers (loss.item()), not tensors: a tensor's repr formats every element"
     return Verdict("logging_heavy", "; ".join(found), action, _speedup(step, step - other * part - reads))
+
+
+def _site(top: OtherSite) -> str:
+    """A stack-sampled line as the evidence names it, with the library its time ran in, where one held most."""
+    inside = f", most of its samples inside {top.inside}" if top.inside else ""
+    return f"{top.where}: `{top.code}`{inside}"
+
+
+def _library_tip(r: WatchResult) -> str:
+    """Advice for a library that holds most of a top line's time in `other`, where there is a known lever."""
+    if any(s.inside == "torch.distributions" for s in r.other_sites[:3]):
+        return ("; torch.distributions checks its arguments on every distribution it builds and every log_prob: "
+                "torch.distributions.Distribution.set_default_validate_args(False) (or validate_args=False) turns "
+                "that off once the script is known to be right")
+    return ""
 
 
 def host_code_heavy(r: WatchResult, c: Context) -> Verdict | None:
@@ -331,10 +350,10 @@ def host_code_heavy(r: WatchResult, c: Context) -> Verdict | None:
     evidence = (f"{share:.0%} of the run's time ({other:.2f} ms of the median {step:.2f} ms step) is outside every "
                 f"PyTorch phase; {ops}, so "
                 f"{host:.2f} ms ({host / step:.0%}) is the script's own host code; {top.share_of_other:.0%} of the "
-                f"stack samples there are at {top.where}: `{top.code}`")
+                f"stack samples there are at {_site(top)}")
     action = ("that line runs on every step: run it every N steps or after the loop, hand it to a background "
               "thread, or make it cheaper (vectorise Python loops; keep metrics as tensors and read them every N "
-              "steps); if it prepares data, a DataLoader with workers runs it beside the step")
+              "steps); if it prepares data, a DataLoader with workers runs it beside the step" + _library_tip(r))
     return Verdict("host_code_heavy", evidence + " (predicted speed-up: that line's host time out of the step)",
                    action, _speedup(step, step - gain))
 
@@ -356,14 +375,14 @@ def outside_work(r: WatchResult, c: Context, host: Verdict | None) -> Verdict | 
     ops = (f"; {r.other_ops_per_step:.0f} torch ops per step run there" if r.other_ops_per_step else "")
     evidence = (f"{share:.0%} of the run's time ({other:.2f} ms of the median {step:.2f} ms step) is outside forward, "
                 f"backward and the optimizer{ops}; {top.share_of_other:.0%} of the stack samples there are at "
-                f"{top.where}: `{top.code}` (about {other * top.share_of_other:.2f} ms per step; no prediction: "
+                f"{_site(top)} (about {other * top.share_of_other:.2f} ms per step; no prediction: "
                 "whether that work is needed on every step is the script's to say)")
     action = ("that line runs on every step, beside the training step: if it need not (a copy of the model, an average "
               "of its weights, a metric), run it every N steps; copy weights into one model kept for it "
               "(torch._foreach_copy_, torch._foreach_lerp_ for an average, or torch.optim.swa_utils.AveragedModel) "
               "rather than copy.deepcopy a new one; a loop over parameters can be one torch._foreach_* call, and an update "
               "of the parameters by hand a torch.optim optimizer (fused=True); data preparation belongs in a "
-              "DataLoader's workers")
+              "DataLoader's workers" + _library_tip(r))
     return Verdict("outside_work", evidence, action, None)
 
 
@@ -611,6 +630,17 @@ def small_batch(r: WatchResult, c: Context, launch: Verdict | None) -> Verdict |
     action = (f"raise the batch size (try {r.batch_size * 4}) and scale the learning rate; `trainspeed memory` gives "
               "the largest batch that fits")
     if calls >= 2 and r.batch_size == 1:
+        if (r.model_calls_after_read or 0) >= (calls - 1) / 2:
+            evidence = (f"the model is called {calls} times per step on a batch of 1, and before most calls the host "
+                        f"read a tensor's value ({min(r.model_calls_after_read or 0, calls - 1):.0f} of them): each input waits for the last "
+                        "output (an agent acting on the action it sampled, a decoder fed the token it picked), so "
+                        "these calls cannot be stacked after the fact, and every one pays the model's per-op overhead "
+                        "for one sample")
+            action = ("act for several environments (or sequences) at once: step N of them together and call the "
+                      "model once per step on all N (a vectorised environment); choose actions under torch.no_grad() "
+                      "and keep the observations, then recompute the rollout's log-probabilities in one batched "
+                      "forward when updating")
+            return Verdict("small_batch", evidence, action, None)
         if (r.model_calls_chained or 0) < (calls - 1) / 2:
             return _one_at_a_time(r, c, calls)
         evidence = (f"the model is called {calls} times per step on a batch of 1, each call given an earlier one's "

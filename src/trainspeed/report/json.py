@@ -145,6 +145,7 @@ def doctor_dict(report: DoctorReport) -> dict[str, Any]:
                      "ops_in_other": w.other_ops_per_step, "ops_in_other_ms": w.other_op_ms_per_step,
                      "ops_ms": w.op_ms_per_step, "micro_batches": w.micro_batches_per_step,
                      "model_calls": w.model_calls_per_step, "model_calls_chained": w.model_calls_chained,
+                     "model_calls_after_read": w.model_calls_after_read,
                      "anomaly_ms": w.anomaly_ms_per_step},
         "sync_sites": [{"where": s.where, "op": s.op, "count": s.count, "total_ms": s.total_ms}  # DESIGN.md's keys
                        for s in w.sync_sites],

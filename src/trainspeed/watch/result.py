@@ -35,6 +35,9 @@ class OtherSite:
     code: str
     samples: int
     share_of_other: float
+    inside: str | None = None
+    """The library most of this line's samples ran in, under the line ("torch.distributions", "numpy"), where
+    at least half of them did; None: the line's own code, or C code it called."""
 
 
 @dataclass(frozen=True)
@@ -113,8 +116,9 @@ class StepRecord:
     """Whether forward, backward and optimizer were timed apart on this step (else they are in other)."""
     micro_batches: float | None = None
     """Forward-and-backward passes per optimizer step (`session._micro_batches`); detailed steps only."""
-    model_calls: tuple[int, int] | None = None
-    """(calls of the model, those given a tensor autograd recorded) in this step; detailed steps only."""
+    model_calls: tuple[int, int, int] | None = None
+    """(calls of the model, those given a tensor autograd recorded, those after a host read since the model's
+    last call) in this step; detailed steps only."""
     anomaly_s: float = 0.0
     """Seconds spent formatting Python stacks for autograd's anomaly detection (detailed steps only)."""
 
@@ -244,6 +248,9 @@ class WatchResult:
     model_calls_chained: float | None = None
     """Of those, the calls given a tensor autograd had recorded (an earlier call's output: a recurrent
     cell stepped by hand over a sequence), the median over the detailed steps."""
+    model_calls_after_read: float | None = None
+    """Of those, the calls made after the host read a tensor's value since the model's last call (an agent
+    acting on the action it sampled, a decoder fed the token it picked), the median over the detailed steps."""
     optimizer_changes: int = 0
     """Times another optimizer took over delimiting the steps (the one before gone, or no longer stepping)."""
     optimizers_built: int = 0

@@ -63,6 +63,32 @@ def other_site(frame: Any) -> str | None:
     return site
 
 
+_STDLIB = os.path.dirname(os.__file__) + os.sep
+
+
+def library_of(frame: Any) -> str | None:
+    """The library the innermost Python frame of a sample runs in, as an import name ("torch.distributions",
+    "numpy", "json"); None where that frame is the user's own code (a C function it calls has no frame)."""
+    if frame is None:
+        return None
+    name = frame.f_code.co_filename
+    if name.startswith(_TORCH + os.sep):
+        parts = name[len(_TORCH) + 1:].split(os.sep)
+        return "torch" if len(parts) == 1 or parts[0].startswith("_") else f"torch.{parts[0]}"
+    _, found, rest = name.partition("site-packages" + os.sep)
+    if found:
+        return rest.split(os.sep)[0].removesuffix(".py")
+    if name.startswith(_STDLIB):
+        return name[len(_STDLIB):].split(os.sep)[0].removesuffix(".py")
+    return None
+
+
+def site_and_library(frame: Any) -> tuple[str | None, str | None]:
+    """`other_site` and `library_of` of one sample."""
+    site = other_site(frame)
+    return site, (library_of(frame) if site is not None else None)
+
+
 def source_of(site: str) -> str:
     """The source text of a file:line site ("" if unavailable)."""
     path, _, line = site.rpartition(":")
@@ -83,6 +109,8 @@ class Sampler(threading.Thread):
         self.main_id = threading.main_thread().ident
         self.halt = threading.Event()
         self.other_samples: collections.Counter[str] = collections.Counter()
+        self.other_inside: collections.Counter[tuple[str, str]] = collections.Counter()
+        """(site, library) -> samples of that site whose innermost frame ran in that library (`library_of`)."""
         self.other_total = 0
         self.util: collections.deque[tuple[float, float]] = collections.deque(maxlen=TIMELINE_MAX)
         self.util_sum = 0.0
@@ -140,10 +168,12 @@ class Sampler(threading.Thread):
                 # keeps its locals when the frame returns, and a thread holding them between samples made
                 # printing a tensor on the main thread fail (torch 2.13, Python 3.11: "Attempted to make a
                 # tensor into a differentiable view ...", now and then an abort)
-                site = other_site(sys._current_frames().get(self.main_id))
+                site, library = site_and_library(sys._current_frames().get(self.main_id))
                 if site is not None:
                     self.other_samples[site] += 1
                     self.other_total += 1
+                    if library is not None:
+                        self.other_inside[site, library] += 1
             if self.nvml is not None and tick % self.nvml_every == 0:
                 self._sample_gpu(now)
             if now - last_cpu >= 1.0 and len(self.cpu_percent) < 100_000:
@@ -154,6 +184,7 @@ class Sampler(threading.Thread):
     def forget_other(self) -> None:
         """Drop the 'other' samples taken so far (the watcher starts measuring over)."""
         self.other_samples = collections.Counter()
+        self.other_inside = collections.Counter()
         self.other_total = 0
 
     def stop(self) -> None:

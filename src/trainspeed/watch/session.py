@@ -112,11 +112,15 @@ class Watcher:
         self.step_anomaly_s = 0.0
         """Seconds the step running now spent formatting Python stacks for autograd's anomaly detection
         (detailed steps)."""
-        self.step_calls = [0, 0, 0, 0, 0]
+        self.step_calls = [0, 0, 0, 0, 0, 0]
         """[outermost module calls, backward calls, steps of optimizers other than the primary one, calls
         of the model, calls of the model given a tensor that autograd has recorded (the output of an
-        earlier call: a recurrent cell stepped by hand)] of the step running now, counted while the
-        per-call hooks are in (detailed steps), outside the optimizer's step (an LBFGS closure)."""
+        earlier call: a recurrent cell stepped by hand), calls of the model after a host read since its
+        last call (an agent acting in an environment on the action it read)] of the step running now,
+        counted while the per-call hooks are in (detailed steps), outside the optimizer's step (an LBFGS
+        closure)."""
+        self._reads_at_call = 0
+        """`step_syncs` at the model's last call this step."""
         self.primary_optimizer: int | None = None
         self._primary_ref: weakref.ref[torch.optim.Optimizer] | None = None
         self._rival: tuple[int, int] | None = None
@@ -287,8 +291,12 @@ class Watcher:
             calls[0] += 1
             if id(module) == self._model_id:
                 calls[3] += 1
-                if calls[3] > 1 and any(isinstance(a, torch.Tensor) and a.grad_fn is not None for a in args):
-                    calls[4] += 1
+                if calls[3] > 1:
+                    if any(isinstance(a, torch.Tensor) and a.grad_fn is not None for a in args):
+                        calls[4] += 1
+                    if self.step_syncs > self._reads_at_call:
+                        calls[5] += 1
+                self._reads_at_call = self.step_syncs
 
     def _learn_call(self, module: torch.nn.Module, args: tuple[Any, ...]) -> None:
         """The model, its input, its device and the batch size, from the outermost module calls of the first steps."""
@@ -462,7 +470,7 @@ class Watcher:
             self.clock.drop_step()
             self.step_syncs = self.step_h2d = 0
             if self.detailed:  # the per-call hooks count nothing on the other steps: nothing to zero
-                self.step_calls = [0, 0, 0, 0, 0]
+                self.step_calls = [0, 0, 0, 0, 0, 0]
                 self.step_anomaly_s = 0.0
         else:
             wall, phases = self.clock.end_step()
@@ -470,11 +478,11 @@ class Watcher:
                 self._comm_step(phases)
             syncs, self.step_syncs = self.step_syncs, 0
             h2d, self.step_h2d = self.step_h2d, 0
-            calls, self.step_calls = self.step_calls, [0, 0, 0, 0, 0]
+            calls, self.step_calls = self.step_calls, [0, 0, 0, 0, 0, 0]
             anomaly, self.step_anomaly_s = self.step_anomaly_s, 0.0
             self._keep_step(StepRecord(index, wall, phases, syncs, h2d, detailed=self.detailed,
                                        micro_batches=_micro_batches(calls) if self.detailed else None,
-                                       model_calls=(calls[3], calls[4]) if self.detailed else None,
+                                       model_calls=(calls[3], calls[4], calls[5]) if self.detailed else None,
                                        anomaly_s=anomaly))
         if self.pending:
             self._drain_events()
@@ -765,6 +773,7 @@ class Watcher:
             micro_batches_per_step=median([r.micro_batches for r in detailed if r.micro_batches is not None]),
             model_calls_per_step=median([r.model_calls[0] for r in detailed if r.model_calls is not None]),
             model_calls_chained=median([r.model_calls[1] for r in detailed if r.model_calls is not None]),
+            model_calls_after_read=median([r.model_calls[2] for r in detailed if r.model_calls is not None]),
             optimizer_changes=self.primary_changes, optimizers_built=self.optimizers_built,
             optimizer_build_ms=self.optimizer_build_s * 1e3 / self.optimizers_built if self.optimizers_built else None,
             optimizer=self._optimizer_info(),
@@ -794,7 +803,12 @@ class Watcher:
         s = self.sampler
         if s is None or not s.other_total:
             return []
-        return [OtherSite(site, source_of(site), count, count / s.other_total)
+        inside: dict[str, tuple[str, int]] = {}
+        for (site, library), count in s.other_inside.items():
+            if count > inside.get(site, ("", 0))[1]:
+                inside[site] = (library, count)
+        return [OtherSite(site, source_of(site), count, count / s.other_total,
+                          inside=inside[site][0] if site in inside and 2 * inside[site][1] >= count else None)
                 for site, count in s.other_samples.most_common(10)]
 
     def _gpu_util(self, step_ms: list[float]) -> GpuUtil:
