@@ -631,8 +631,9 @@ def small_batch(r: WatchResult, c: Context, launch: Verdict | None) -> Verdict |
               "the largest batch that fits")
     if calls >= 2 and r.batch_size == 1:
         if (r.model_calls_after_read or 0) >= (calls - 1) / 2:
+            after = min(r.model_calls_after_read or 0, calls - 1)
             evidence = (f"the model is called {calls} times per step on a batch of 1, and before most calls the host "
-                        f"read a tensor's value ({min(r.model_calls_after_read or 0, calls - 1):.0f} of them): each input waits for the last "
+                        f"read a tensor's value ({after:.0f} of them): each input waits for the last "
                         "output (an agent acting on the action it sampled, a decoder fed the token it picked), so "
                         "these calls cannot be stacked after the fact, and every one pays the model's per-op overhead "
                         "for one sample")

@@ -132,13 +132,13 @@ class OpCounter(TorchDispatchMode):
 
 
 def least_per_call(steps: list[tuple[int, float]]) -> float:
-    """Seconds per call at the least a step's calls averaged, given each step's (calls, seconds); 0 when none.
+    """The least of the steps' mean seconds per call, given each step's (calls, seconds); 0 when none.
 
     The window's host times are the truth of a few steps only, and a stall adds to them and never
     takes away: the VM losing its core for a scheduler tick (4 ms on the 2-vCPU VM, where a 40 us op
-    then took 4 ms), an intra-op thread waited for. One such stall made the seed's one
-    log_softmax a call look like 7 ms of work (2026-11-23, the seed loop beside two busy processes),
-    so the demo named compute_bound. An op's work does not change from step to step; its least
+    then took 4 ms), an intra-op thread waited for. Such stalls made the seed's single log_softmax call
+    a step look like 7 ms of work (2026-11-23, the seed loop beside two busy processes), and the demo
+    named compute_bound. An op's work does not change from step to step; its least
     per-call time over the window's steps is its time with no stall in it, unless every step stalled.
     Per call, not per step: an op may run more often in one step than in the next."""
     return min((seconds / calls for calls, seconds in steps if calls > 0), default=0.0)
