@@ -708,9 +708,14 @@ def thread_oversubscription(r: WatchResult, c: Context) -> Verdict | None:
         evidence = (f"torch uses {r.torch_threads} intra-op threads and the DataLoaders {workers} worker processes "
                     f"on {c.physical_cores} cores / {c.logical_threads} hardware threads")
         keep = max(1, c.physical_cores - workers)
-        action = f"torch.set_num_threads({keep}) (or OMP_NUM_THREADS={keep}); `trainspeed sweep threads` measures the best value"
+        action = _set_threads(keep, "")
         return Verdict("thread_oversubscription", evidence, action, None)
     return _machine_busy(r, c, workers)
+
+
+def _set_threads(keep: int, when: str) -> str:
+    return (f"torch.set_num_threads({keep}) (or OMP_NUM_THREADS={keep}){when}; `trainspeed sweep threads` measures "
+            "the best value")
 
 
 def _machine_busy(r: WatchResult, c: Context, workers: int) -> Verdict | None:
@@ -730,8 +735,7 @@ def _machine_busy(r: WatchResult, c: Context, workers: int) -> Verdict | None:
     evidence = (f"other processes kept {others:.1f} of this machine's {c.logical_threads} hardware threads busy while "
                 f"the steps were measured, beside torch's {r.torch_threads} intra-op threads and {workers} DataLoader "
                 f"workers: a parallel op waits for each of its threads to get a core{tail}")
-    action = (f"torch.set_num_threads({keep}) (or OMP_NUM_THREADS={keep}) while the machine is shared, or stop the other "
-              "processes; `trainspeed sweep threads` measures the best value")
+    action = _set_threads(keep, " while the machine is shared, or stop the other processes")
     predicted = None
     if mean is not None and r.median_ms and mean > r.median_ms:
         # upper bound: every step as fast as the median one, the whole tail being waits for a core

@@ -25,10 +25,10 @@ import torch
 
 from trainspeed.watch.syncs import READ_CODE
 
-_SKIP = (os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-         os.path.dirname(os.__file__), "<frozen")
-TIMELINE_MAX = 20_000
 _TORCH = os.path.dirname(torch.__file__)
+_STDLIB = os.path.dirname(os.__file__)
+_SKIP = (_TORCH, os.path.dirname(os.path.dirname(os.path.abspath(__file__))), _STDLIB, "<frozen")
+TIMELINE_MAX = 20_000
 PHASE_FILES = tuple(os.path.join(_TORCH, *parts) for parts in (
     ("nn", "modules", "module.py"),  # forward: every module call goes through Module._call_impl
     ("autograd",),  # backward
@@ -63,9 +63,6 @@ def other_site(frame: Any) -> str | None:
     return site
 
 
-_STDLIB = os.path.dirname(os.__file__) + os.sep
-
-
 def library_of(frame: Any) -> str | None:
     """The library the innermost Python frame of a sample runs in, as an import name ("torch.distributions",
     "numpy", "json"); None where that frame is the user's own code (a C function it calls has no frame)."""
@@ -78,8 +75,8 @@ def library_of(frame: Any) -> str | None:
     _, found, rest = name.partition("site-packages" + os.sep)
     if found:
         return rest.split(os.sep)[0].removesuffix(".py")
-    if name.startswith(_STDLIB):
-        return name[len(_STDLIB):].split(os.sep)[0].removesuffix(".py")
+    if name.startswith(_STDLIB + os.sep):
+        return name[len(_STDLIB) + 1:].split(os.sep)[0].removesuffix(".py")
     return None
 
 
