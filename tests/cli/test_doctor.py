@@ -28,6 +28,7 @@ def _doctor(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, d
     ("wide_mlp.py", ["--steps", "25"], "compute_bound"),
     ("metric_every_step.py", ["--steps", "150"], "host_code_heavy"),
     ("float64_numpy.py", ["--steps", "150"], "slow_dtype"),
+    ("tensor_dataset_loader.py", ["--epochs", "1"], "input_bound"),
 ])
 def test_planted_bottleneck_is_named_first(script: str, args: list[str], first: str,
                                            capsys: pytest.CaptureFixture[str]) -> None:
@@ -35,6 +36,17 @@ def test_planted_bottleneck_is_named_first(script: str, args: list[str], first: 
     code, data = _doctor([*extra, str(EXAMPLES / script), *args], capsys)
     assert code == 0
     assert data["verdicts"] and data["verdicts"][0]["id"] == first, data["verdicts"]
+
+
+def test_a_tensor_dataset_batched_row_by_row_is_told_to_take_its_batches_whole(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    code, data = _doctor([str(EXAMPLES / "tensor_dataset_loader.py"), "--epochs", "1"], capsys)
+    assert code == 0
+    first = data["verdicts"][0]
+    assert first["id"] == "input_bound" and "BatchSampler" in first["action"] and "num_workers" not in first["action"]
+    assert data["loaders"][0]["batchable"] and data["probe"]["loader_batched_ms"] > 0
+    assert data["probe"]["loader_handover_ms"]["wall_ms"] >= data["probe"]["loader_handover_ms"]["main_ms"] > 0
+    assert data["steps"]["mean_ms"] > 0
 
 
 def test_json_contract(capsys: pytest.CaptureFixture[str]) -> None:

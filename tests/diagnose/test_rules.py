@@ -7,6 +7,7 @@ import dataclasses
 import pytest
 
 from trainspeed.diagnose.rules import _LOGGING, Context, diagnose
+from trainspeed.probe.loader import Handover
 from trainspeed.watch.phases import PHASES
 from trainspeed.watch.result import GpuUtil, LoaderInfo, OtherSite, PhaseStat, SyncSite, WatchResult
 
@@ -661,3 +662,66 @@ def test_torch_work_outside_the_phases_on_every_step_is_named_by_its_line_withou
     small = dataclasses.replace(_ema_run([copy]), phases={**_ema_run([copy]).phases,
                                 "other": PhaseStat(0.4, None, 0.1)})
     assert "outside_work" not in ids(small, ctx)
+
+
+# /tmp's unseen TensorDataset script and examples/tensor_dataset_loader.py (2026-11-23, 2-vCPU VM): a DataLoader
+# batching a TensorDataset row by row; a worker's handover of its batches measured 1.7 ms, 0.8 ms of it in the
+# training process, and the batch taken whole 0.15 ms
+TWO_CORES = Context(dispatch_us=2.0, matmul_gflops=100.0, physical_cores=2, logical_threads=2,
+                    handover=Handover(wall_ms=1.7, main_ms=0.8), batched_ms=0.15)
+
+
+def _loader_run(step_ms: float, data_ms: float, loader: LoaderInfo, mean_ms: float | None = None) -> WatchResult:
+    r = recorded(step_ms, {"data": data_ms, "forward": 0.2 * (step_ms - data_ms), "backward": 0.4 * (step_ms - data_ms),
+                           "optimizer": 0.3 * (step_ms - data_ms)}, flops=2e6, batch=loader.batch_size,
+                 loaders=[loader], threads=2)
+    return dataclasses.replace(r, mean_ms=mean_ms or step_ms)
+
+
+def test_input_bound_on_a_tensor_dataset_fetched_row_by_row_says_take_each_batch_whole() -> None:
+    rows = LoaderInfo(0, False, 64, False, dataset="TensorDataset", item_by_item=True, batchable=True, batches=620)
+    r = _loader_run(0.9, 0.37, rows, mean_ms=0.95)
+    data = next(v for v in diagnose(r, TWO_CORES) if v.id == "input_bound")
+    assert "BatchSampler(RandomSampler(dataset), 64" in data.action and "num_workers=2" not in data.action
+    assert "one by one" in data.evidence and "0.15 ms" in data.evidence
+    # the run's mean step less its mean wait, plus the batch taken whole
+    wait = 0.37 / 0.9 * 0.95
+    assert data.predicted_speedup == pytest.approx(0.95 / (0.95 - wait + 0.15), abs=0.01)
+    # with workers already there, the same fix drops them
+    workers = dataclasses.replace(r, loaders=[dataclasses.replace(rows, num_workers=2)])
+    assert "num_workers=0" in next(v for v in diagnose(workers, TWO_CORES) if v.id == "input_bound").action
+    # not probed (a script that kept no batch to copy): the worker advice as before, no batch taken whole
+    assert "BatchSampler" not in next(v for v in diagnose(r, CTX) if v.id == "input_bound").action
+
+
+def test_input_bound_advises_no_workers_whose_handover_costs_more_than_making_the_batch() -> None:
+    # a custom Dataset returning x[i], y[i]: 0.28 ms of a 0.78 ms step waiting, each batch 0.29 ms to make here;
+    # on this VM 2 workers ran the same loop 2.7x slower
+    custom = LoaderInfo(0, False, 64, False, dataset="Mem", item_by_item=True, batches=900)
+    r = _loader_run(0.78, 0.28, custom)
+    data = next(v for v in diagnose(r, TWO_CORES) if v.id == "input_bound")
+    assert "num_workers=" not in data.action and "hands __getitem__ the batch's list of indices" in data.action
+    assert "1.70 ms to hand over" in data.evidence and "would not make the run faster" in data.evidence
+    assert data.predicted_speedup == pytest.approx(1 / (1 - 0.28 / 0.78), abs=0.01)
+    # a TensorDataset whose batches are already taken whole: only the DataLoader's own Python is left
+    whole = dataclasses.replace(custom, dataset="TensorDataset", item_by_item=False)
+    direct = next(v for v in diagnose(dataclasses.replace(r, loaders=[whole]), TWO_CORES) if v.id == "input_bound")
+    assert "x[perm[i:i + 64]]" in direct.action and "num_workers=" not in direct.action
+
+
+def test_input_bound_with_heavy_items_advises_workers_and_cores_for_them() -> None:
+    # examples/slow_dataloader.py: 16.2 ms of a 20.8 ms step making the batch; workers=2 with torch's 2 threads
+    # ran no faster on this VM, with torch.set_num_threads(1) 1.5x faster
+    heavy = LoaderInfo(0, False, 32, False, dataset="AugmentedImages", item_by_item=True, batches=129)
+    r = _loader_run(20.8, 16.224, heavy)
+    ctx = dataclasses.replace(TWO_CORES, handover=Handover(wall_ms=2.5, main_ms=1.08))
+    data = next(v for v in diagnose(r, ctx) if v.id == "input_bound")
+    assert "num_workers=2" in data.action and "torch.set_num_threads(1)" in data.action
+    assert "upper bound" in data.evidence
+    # the longest of: the step with the handover, each worker's turn, all the work over the 2 cores
+    share, hand, main = 16.224 / 20.8, 2.5 / 20.8, 1.08 / 20.8
+    new = max(1 - share + main, (share + hand) / 2, (1 + hand) / 2)
+    assert data.predicted_speedup == pytest.approx(1 / new, abs=0.01)
+    # on 8 cores and 2 torch threads the workers get cores of their own: no thread advice
+    wide = dataclasses.replace(ctx, physical_cores=8, logical_threads=16)
+    assert "set_num_threads" not in next(v for v in diagnose(r, wide) if v.id == "input_bound").action

@@ -391,6 +391,12 @@ def test_dataloader_wait_and_checkpoints_are_phases() -> None:
     r = w.measurements()
     assert r.phases["data"].host_ms > 0 and r.phases["checkpoint"].host_ms > 0
     assert r.loaders and r.loaders[0].num_workers == 0 and r.loaders[0].batch_size == 8
+    # 8 batches, and the 9th ask that ended the pass; fetched row by row from a TensorDataset; for the probes
+    # after the run, an item of its shapes and the dataset's rows (not the data)
+    assert (r.loaders[0].batches, r.loaders[0].dataset, r.loaders[0].batchable) == (9, "TensorDataset", True)
+    (item, rows), = w.loader_probes.values()
+    assert [(t.shape, t.dtype) for t in item] == [((8,), torch.float32), ((), torch.int64)] and rows == 64
+    assert float(item[0].abs().sum()) == 0.0
 
 
 class _SlowStartSampler(torch.utils.data.Sampler[int]):

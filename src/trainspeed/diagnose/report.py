@@ -6,11 +6,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainspeed.diagnose.rules import (MEMORY_SHARE, Context, diagnose, optimizer_candidate, rebuilt_candidate,
-                                       slow_dtype_candidates)
+from trainspeed.diagnose.rules import (MEMORY_SHARE, Context, busiest_loader, diagnose, loader_candidate,
+                                       optimizer_candidate, rebuilt_candidate, slow_dtype_candidates)
 from trainspeed.hardware.report import HardwareReport, detect_hardware
 from trainspeed.probe.dispatch import cpu_dispatch_us, cuda_op_us
 from trainspeed.probe.matmul import cpu_dtype_gflops, cpu_matmul_gflops
+from trainspeed.probe.loader import Handover, batched_ms, handover_ms
 from trainspeed.probe.optimizer import rebuild_ms, step_ms
 from trainspeed.watch.result import Verdict, WatchResult
 
@@ -36,6 +37,10 @@ class DoctorReport:
     """One step of the run's optimizer on its parameters' shapes: (as configured, fused=True) ms, when probed."""
     rebuild_ms: tuple[float, float] | None = None
     """The run's optimizer on its parameters' shapes: (built and stepped once, a step of one kept) ms, when probed."""
+    handover: Handover | None = None
+    """One worker process handing over batches shaped like the busiest loader's, when probed."""
+    batched_ms: float | None = None
+    """A batch of the busiest loader's TensorDataset taken whole, when probed."""
     script: str | None = None
     exit_code: int | None = None
     error: str | None = None
@@ -89,11 +94,24 @@ def _rebuild_probe(watcher: Any, result: WatchResult) -> tuple[float, float] | N
     return rebuild_ms(spec) if spec is not None else None
 
 
+def _loader_probes(watcher: Any, result: WatchResult) -> tuple[Handover | None, float | None]:
+    """The busiest loader's batches handed over by a worker (if it has none) and, for a TensorDataset fetched
+    row by row, taken whole (only where the run waited on data: `loader_candidate`)."""
+    info = busiest_loader(result)
+    if watcher is None or info is None or not loader_candidate(result) or not info.batch_size:
+        return None, None
+    key = list(watcher.loaders)[result.loaders.index(info)]
+    item, rows = watcher.loader_probes.get(key, (None, 0))
+    handover = handover_ms(item, info.batch_size) if info.num_workers == 0 else None
+    return handover, batched_ms(item, info.batch_size, rows) if rows else None
+
+
 def diagnose_run(result: WatchResult, watcher: Any = None, hardware: HardwareReport | None = None,
                  dispatch_us: float | None = None, matmul_gflops: float | None = None,
                  launch_us: float | None = None, dtype_gflops: dict[str, float] | None = None,
                  optimizer_ms: tuple[float, float] | None = None,
-                 rebuilt_ms: tuple[float, float] | None = None) -> DoctorReport:
+                 rebuilt_ms: tuple[float, float] | None = None,
+                 loader_ms: tuple[Handover | None, float | None] | None = None) -> DoctorReport:
     """Measure the machine constants the rules need, then judge the run."""
     hw = hardware or detect_hardware()
     dispatch = dispatch_us if dispatch_us is not None else cpu_dispatch_us()
@@ -106,13 +124,15 @@ def diagnose_run(result: WatchResult, watcher: Any = None, hardware: HardwareRep
         optimizer_ms = _optimizer_probe(watcher, result)
     if rebuilt_ms is None:
         rebuilt_ms = _rebuild_probe(watcher, result)
+    handover, batched = loader_ms if loader_ms is not None else _loader_probes(watcher, result)
     largest = None
     if result.peak_memory_bytes and result.memory_capacity_bytes and \
             result.peak_memory_bytes / result.memory_capacity_bytes >= MEMORY_SHARE:
         largest = _largest_batch(watcher, result)
     ctx = Context(dispatch_us=dispatch, matmul_gflops=gflops, physical_cores=hw.cpu.physical_cores or 1,
                   logical_threads=hw.cpu.logical_threads or 1, largest_batch=largest, cuda_op_us=launch_us,
-                  dtype_gflops=dtype_gflops, optimizer_ms=optimizer_ms, rebuild_ms=rebuilt_ms)
+                  dtype_gflops=dtype_gflops, optimizer_ms=optimizer_ms, rebuild_ms=rebuilt_ms, handover=handover,
+                  batched_ms=batched)
     return DoctorReport(hardware=hw, watch=result, verdicts=diagnose(result, ctx), dispatch_us=dispatch,
                         matmul_gflops=gflops, cuda_op_us=launch_us, dtype_gflops=dtype_gflops,
-                        optimizer_ms=optimizer_ms, rebuild_ms=rebuilt_ms)
+                        optimizer_ms=optimizer_ms, rebuild_ms=rebuilt_ms, handover=handover, batched_ms=batched)

@@ -12,9 +12,11 @@ import re
 from dataclasses import dataclass, field
 
 from trainspeed.watch.phases import EDGE_PHASES
-from trainspeed.watch.result import OpTime, OtherSite, SyncSite, Verdict, WatchResult
+from trainspeed.probe.loader import Handover
+from trainspeed.watch.result import LoaderInfo, OpTime, OtherSite, SyncSite, Verdict, WatchResult
 
 DATA_SHARE = 0.20  # waiting on data for a fifth of the step is worth fixing first
+WORKERS_GAIN = 1.05  # workers are advised only where they are predicted to make the run this much faster
 START_SHARE = 0.5  # a loader's starts (workers spawned anew each epoch) are the cause when they are half its wait
 STARTS_PER_STEP = 0.5  # a DataLoader iterator started every other step or more often: `next(iter(loader))` in the loop
 CHECKPOINT_SHARE = 0.10
@@ -101,17 +103,28 @@ class Context:
     cuda_op_us: float | None = None
     """Measured cost of one tiny CUDA op (probe.cuda_op_us): dispatch plus a kernel launch. None without CUDA."""
     dtype_gflops: dict[str, float] = field(default_factory=dict)
+    """Measured CPU matmul rate in the dtypes `slow_dtype_candidates` names ("bfloat16": 1.3)."""
     optimizer_ms: tuple[float, float] | None = None
     """One step of the run's optimizer over its parameters' shapes, measured after the run: (as configured,
     with fused=True) milliseconds; None when not probed (`optimizer_candidate`) or it has no fused kernel."""
     rebuild_ms: tuple[float, float] | None = None
     """The run's optimizer on its parameters' shapes, measured after the run: (built and stepped once, one step
     of one kept) milliseconds; None when not probed (`rebuilt_candidate`)."""
-    """Measured CPU matmul rate in the dtypes `slow_dtype_candidates` names ("bfloat16": 1.3)."""
+    handover: Handover | None = None
+    """One worker process handing over batches shaped like the busiest loader's, measured after the run (None:
+    not probed, `loader_candidate`)."""
+    batched_ms: float | None = None
+    """A batch of the busiest loader's TensorDataset taken whole (one index op per tensor), measured after the
+    run; None unless that loader fetches a TensorDataset row by row."""
 
 
 def _ms(r: WatchResult, phase: str) -> float:
     return r.phases[phase].host_ms
+
+
+def _run_step_ms(r: WatchResult) -> float:
+    """Milliseconds per step over the whole run (the mean), where shares of the run's time turn into time."""
+    return r.mean_ms or r.median_ms or 0.0
 
 
 def _speedup(step: float, new_step: float) -> float:
@@ -243,15 +256,86 @@ def input_bound(r: WatchResult, c: Context) -> Verdict | None:
         action = (f"DataLoader(..., persistent_workers=True{pin}): the workers then live from one epoch to the next; "
                   "a dataset already in memory as tensors needs no workers at all (num_workers=0)")
         return Verdict("input_bound", evidence, action, _speedup(1.0, 1 - starts))
+    loader = busiest_loader(r)
+    if loader is not None and loader.batchable and c.batched_ms is not None:
+        # a TensorDataset fetched row by row: one index op per tensor per batch instead (measured after the run)
+        step = _run_step_ms(r)
+        wait = share * step
+        if c.batched_ms < wait:
+            evidence += (f"; the DataLoader takes each batch's {loader.batch_size} rows of a TensorDataset one by one and "
+                         f"collates them; taking the batch whole took {c.batched_ms:.2f} ms (measured after the run, "
+                         f"{loader.batch_size} rows by one index per tensor)")
+            return Verdict("input_bound", evidence, _batched_action(loader, workers),
+                           _speedup(step, step - wait + c.batched_ms))
     if suggest <= workers:
         evidence += (f", {'as many as' if workers == cores else 'more than'} this machine's {cores} physical cores: "
                      "more workers would share them (predicted speed-up is an upper bound: the run without its wait)")
         return Verdict("input_bound", evidence, cheaper, _speedup(1.0, 1 - share))
-    action = f"DataLoader(..., num_workers={suggest}, persistent_workers=True{pin}); if that is not enough, {cheaper}"
-    # in shares of the run's time (exact sums, bursts included): workers load in parallel with the step,
-    # so the wait shrinks by the workers added, down to nothing but what they cannot hide
-    new = max(1 - share, share * max(workers, 1) / suggest)
+    new, why = _with_workers(r, c, share, workers, suggest)
+    if new >= 1 / WORKERS_GAIN:  # handing the batches over would cost what the workers save
+        evidence += (f"{why}, so {suggest} workers would not make the run faster on this machine's {cores} physical "
+                     "cores (predicted speed-up is an upper bound: the run without its wait)")
+        if loader is not None and loader.dataset == "TensorDataset" and not loader.item_by_item:
+            size = loader.batch_size or "B"
+            cheaper = ("the batches are rows of tensors in memory, and the DataLoader's own Python is most of their "
+                       "cost: index the tensors directly (perm = torch.randperm(len(x)), then x[perm[i:i + "
+                       f"{size}]] and y[perm[i:i + {size}]] each step), or let trainspeed.fit do that")
+        elif loader is not None and loader.item_by_item:
+            cheaper += ("; if __getitem__ only indexes data held in memory, take each batch whole: "
+                        "DataLoader(dataset, batch_size=None, sampler=BatchSampler(RandomSampler(dataset), "
+                        f"{loader.batch_size or 'B'}, drop_last=False)) hands __getitem__ the batch's list of indices")
+        return Verdict("input_bound", evidence, cheaper, _speedup(1.0, 1 - share))
+    threads = ""
+    if r.torch_threads + suggest > c.logical_threads:
+        keep = max(1, c.logical_threads - suggest)
+        threads = (f" and torch.set_num_threads({keep}) (torch's {r.torch_threads} intra-op threads would take the "
+                   f"cores the workers need)" if keep < r.torch_threads else "")
+    action = (f"DataLoader(..., num_workers={suggest}, persistent_workers=True{pin}){threads}; if that is not enough, "
+              f"{cheaper}")
+    if why:
+        evidence += why + " (predicted speed-up is an upper bound)"
     return Verdict("input_bound", evidence, action, _speedup(1.0, new))
+
+
+def busiest_loader(r: WatchResult) -> LoaderInfo | None:
+    """The loader that handed out the most batches while watched (the training set's)."""
+    return max(r.loaders, key=lambda ld: ld.batches, default=None)
+
+
+def loader_candidate(r: WatchResult) -> bool:
+    """Whether the run waited on data enough for `input_bound`: the loader probes are worth running."""
+    return bool(r.loaders) and r.phases["data"].share >= DATA_SHARE and bool(r.median_ms)
+
+
+def _batched_action(loader: LoaderInfo, workers: int) -> str:
+    size = loader.batch_size or "B"
+    return (f"take each batch whole: DataLoader(dataset, batch_size=None, sampler=BatchSampler(RandomSampler(dataset), "
+            f"{size}, drop_last=False){', num_workers=0' if workers else ''}) - TensorDataset then indexes each tensor "
+            "once per batch (SequentialSampler for a loader without shuffle; torch.utils.data has both); or "
+            "trainspeed.fit, which does that itself")
+
+
+def _with_workers(r: WatchResult, c: Context, share: float, workers: int, suggest: int) -> tuple[float, str]:
+    """The run's time with `suggest` workers, in shares of its time now, and what the estimate rests on.
+
+    Workers make batches beside the step, but each batch still costs the training process its
+    handover (receiving and rebuilding it: `main_ms`, measured after the run with a worker handing
+    over batches of the run's shapes), and a worker its making plus its handover (`wall_ms`). All of
+    that shares the machine's cores with the step: the run is no faster than the longest of the step
+    with the handover, the workers' turn per batch, and all that work spread over the cores (the
+    step's compute counted as one core's)."""
+    busy = 1 - share
+    if workers or c.handover is None or not r.median_ms:
+        # the wait left with workers already there (its making unknown): it shrinks by the workers added
+        return max(busy, share * max(workers, 1) / suggest), ""
+    step = _run_step_ms(r)
+    hand, main = c.handover.wall_ms / step, c.handover.main_ms / step
+    cores = max(1, c.physical_cores)
+    new = max(busy + main, (share + hand) / suggest, (busy + share + hand) / cores)
+    why = (f"; a worker process took {c.handover.wall_ms:.2f} ms to hand over each batch of this shape, "
+           f"{c.handover.main_ms:.2f} ms of it in the training process (measured after the run), against "
+           f"{share * step:.2f} ms to make one here")
+    return new, why
 
 
 def checkpoint_heavy(r: WatchResult, c: Context) -> Verdict | None:

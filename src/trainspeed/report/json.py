@@ -138,7 +138,8 @@ def doctor_dict(report: DoctorReport) -> dict[str, Any]:
         "error": report.error,
         "hardware": hardware_dict(report.hardware),
         "device": w.device,
-        "steps": {"seen": w.steps_seen, "measured": w.steps_measured, "median_ms": w.median_ms, "p90_ms": w.p90_ms},
+        "steps": {"seen": w.steps_seen, "measured": w.steps_measured, "median_ms": w.median_ms, "p90_ms": w.p90_ms,
+                  "mean_ms": w.mean_ms},
         "phases": _clean(w.phases),
         "per_step": {"syncs": w.syncs_per_step, "h2d_bytes": w.h2d_bytes_per_step, "ops": w.ops_per_step,
                      "kernels": w.kernels_per_step, "flops": w.flops_per_step, "gpu_busy_ms": w.gpu_busy_ms_per_step,
@@ -172,7 +173,9 @@ def doctor_dict(report: DoctorReport) -> dict[str, Any]:
                   "optimizer_step_ms": ({"configured": report.optimizer_ms[0], "fused": report.optimizer_ms[1]}
                                         if report.optimizer_ms else None),
                   "optimizer_rebuild_ms": ({"built_and_stepped": report.rebuild_ms[0], "kept_step": report.rebuild_ms[1]}
-                                           if report.rebuild_ms else None)},
+                                           if report.rebuild_ms else None),
+                  "loader_handover_ms": _clean(report.handover) if report.handover else None,
+                  "loader_batched_ms": report.batched_ms},
         "notes": w.notes + report.notes,
         "distributed": _clean(w.distributed) if w.distributed is not None else None,
     }

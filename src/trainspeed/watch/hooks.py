@@ -42,7 +42,8 @@ class Listener(Protocol):
     def step_ended(self, optimizer: torch.optim.Optimizer | None = None, *hook_args: Any) -> None: ...
     def backward_done(self) -> None: ...
     def h2d(self, nbytes: int, pinned: bool, non_blocking: bool) -> None: ...
-    def loader_seen(self, iterator: Any) -> None: ...
+    def loader_seen(self, iterator: Any) -> bool: ...
+    def loader_batch(self, iterator: Any, batch: Any) -> None: ...
     def loader_started(self, seconds: float, stop: bool = False) -> None: ...
     def host_read(self, op: str, t0: float, t1: float, frame: Any) -> None: ...
     def anomaly_stack(self, seconds: float) -> None: ...
@@ -279,16 +280,19 @@ class Hooks:
         def next_wrap(orig: Callable[..., Any]) -> Callable[..., Any]:
             @functools.wraps(orig)
             def wrapper(it: Any) -> Any:
-                L.loader_seen(it)
+                new = L.loader_seen(it)
                 L.enter("data")
                 started = fresh.pop(id(it), None) if fresh else None  # this iterator's first batch
                 t0 = time.perf_counter() if started is not None else 0.0
                 try:
-                    return orig(it)
+                    batch = orig(it)
                 finally:
                     L.exit("data")
                     if started is not None:
                         L.loader_started(started + time.perf_counter() - t0)
+                if new:
+                    L.loader_batch(it, batch)
+                return batch
             return wrapper
 
         self._patch(dataloader_module.DataLoader, "__iter__", iter_wrap)

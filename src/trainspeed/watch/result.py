@@ -75,6 +75,16 @@ class LoaderInfo:
     pin_memory: bool
     batch_size: int | None
     persistent_workers: bool
+    dataset: str | None = None
+    """The class name of its dataset ("TensorDataset")."""
+    item_by_item: bool = False
+    """It fetches a batch one `dataset[i]` at a time and collates the items (a map-style dataset, batched by the
+    loader, without `__getitems__`)."""
+    batchable: bool = False
+    """Item by item from a TensorDataset with torch's default collate and a plain sampler, in host memory: the same
+    batches could be taken whole, one index op per tensor."""
+    batches: int = 0
+    """Batches it handed out while watched."""
 
 
 @dataclass(frozen=True)
@@ -208,6 +218,9 @@ class WatchResult:
     step_times_ms: list[float] = field(repr=False)
     """A bounded uniform sample of measured step times, for the histogram."""
     notes: list[str] = field(default_factory=list)
+    mean_ms: float | None = None
+    """The measured steps' mean, from the clock's sums over all of them: the run's time per step, its slow
+    steps included (None: the statistics came from warm-up steps)."""
     others_cpu_cores: float | None = None
     """Cores other processes of this machine kept busy while the steps were measured, on average (psutil;
     `machine_load`); None when not known or the measured steps took under half a second."""

@@ -27,11 +27,13 @@ import psutil
 import torch
 
 from trainspeed.diagnose.scaling import bus_bandwidth_gbs, predict
+from trainspeed.probe.loader import item_like
 from trainspeed.probe.optimizer import OptimizerSpec, spec_of
 from trainspeed.watch import machine_load
 from trainspeed.watch.comm import CommStep, CommTimer
 from trainspeed.watch.gather import gather, rank_stat, this_rank
 from trainspeed.watch.hooks import Hooks
+from trainspeed.watch.loader_info import loader_info
 from trainspeed.watch.phases import CALL_PHASES, EDGE_PHASES, PHASES, PhaseClock
 from trainspeed.watch.profile_window import ProfileWindow
 from trainspeed.watch.result import (
@@ -137,6 +139,10 @@ class Watcher:
         self.device_index = 0
         self.batch_size: int | None = None
         self.loaders: dict[int, LoaderInfo] = {}
+        self.loader_batches: dict[int, int] = {}
+        """Batches asked of each loader (by the id of its dataset), warm-up included."""
+        self.loader_probes: dict[int, tuple[Any, int]] = {}
+        """(an item shaped like the loader's, the rows of its TensorDataset when it is `batchable`, else 0) per loader."""
         self.events: list[tuple[str, Any, Any]] = []
         self.open_events: list[tuple[str, Any]] = []
         self.pending: collections.deque[tuple[StepRecord, list[tuple[str, Any, Any]]]] = collections.deque(maxlen=256)
@@ -407,15 +413,24 @@ class Watcher:
         kind = ("pinned" if pinned else "pageable") + (", non_blocking" if non_blocking else "")
         self.h2d_kinds[kind] = self.h2d_kinds.get(kind, 0) + nbytes
 
-    def loader_seen(self, iterator: Any) -> None:
+    def loader_seen(self, iterator: Any) -> bool:
+        """A batch is asked of a DataLoader iterator; True the first time its dataset is seen (the hooks then
+        hand its first batch to `loader_batch`)."""
         key = id(getattr(iterator, "_dataset", iterator))
-        if key not in self.loaders:
-            self.loaders[key] = LoaderInfo(
-                num_workers=int(getattr(iterator, "_num_workers", 0)),
-                pin_memory=bool(getattr(iterator, "_pin_memory", False)),
-                batch_size=getattr(getattr(iterator, "_index_sampler", None), "batch_size", None),
-                persistent_workers=bool(getattr(iterator, "_persistent_workers", False)),
-            )
+        if key in self.loader_batches:
+            self.loader_batches[key] += 1
+            return False
+        self.loader_batches[key] = 1
+        self.loaders[key] = loader_info(iterator)
+        return True
+
+    def loader_batch(self, iterator: Any, batch: Any) -> None:
+        """The first batch of a loader: the probes after the run copy its shapes (and, for a TensorDataset
+        fetched row by row, its number of rows); nothing of the user's data is kept."""
+        key = id(getattr(iterator, "_dataset", iterator))
+        info = self.loaders[key]
+        rows = len(iterator._dataset) if info.batchable else 0
+        self.loader_probes[key] = (item_like(batch, info.batch_size) if info.batch_size else None, rows)
 
     def loader_started(self, seconds: float, stop: bool = False) -> None:
         """A DataLoader iterator was started and gave its first batch, in `seconds`; or (`stop`) one with
@@ -752,6 +767,7 @@ class Watcher:
         result = WatchResult(
             steps_seen=self.steps_seen, steps_measured=n,
             median_ms=median(step_ms), p90_ms=quantile(step_ms, 0.9),
+            mean_ms=summed[1] * 1e3 / n if summed is not None and n and summed[1] > 0 else None,
             phases=phases,
             syncs_per_step=(sum(r.syncs for r in records) / len(records)) if records else 0.0,
             h2d_bytes_per_step=(sum(r.h2d_bytes for r in records) / len(records)) if records else 0.0,
@@ -763,7 +779,8 @@ class Watcher:
             loader_starts=self.loader_starts, loader_start_share=start_share,
             loader_start_ms=self.loader_start_s * 1e3 / self.loader_starts if self.loader_starts else None,
             sync_sites=self._sync_sites(), other_sites=self._other_sites(), gpu_util=self._gpu_util(step_ms),
-            device=self.device, batch_size=self.batch_size, loaders=list(self.loaders.values()),
+            device=self.device, batch_size=self.batch_size,
+            loaders=[dataclasses.replace(info, batches=self.loader_batches[key]) for key, info in self.loaders.items()],
             torch_threads=torch.get_num_threads(), process_cpu_percent=self._cpu(),
             others_cpu_cores=machine_load.others_cores(self.load_from, self.load_to),
             peak_memory_bytes=self._peak_memory(), memory_capacity_bytes=self._capacity(),

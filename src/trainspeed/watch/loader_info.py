@@ -1,0 +1,44 @@
+"""What the doctor notes about a DataLoader from its iterator: workers, batch size, and how it fetches."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch.utils.data import BatchSampler, RandomSampler, SequentialSampler, TensorDataset
+from torch.utils.data._utils.collate import default_collate
+from torch.utils.data.dataloader import _DatasetKind
+
+from trainspeed.watch.result import LoaderInfo
+
+
+def loader_info(iterator: Any) -> LoaderInfo:
+    """The LoaderInfo of a DataLoader iterator (torch's `_BaseDataLoaderIter`; attributes it lacks read as
+    torch's defaults)."""
+    dataset = getattr(iterator, "_dataset", None)
+    batches = getattr(iterator, "_index_sampler", None)
+    item_by_item = (getattr(iterator, "_dataset_kind", None) == _DatasetKind.Map
+                    and bool(getattr(iterator, "_auto_collation", False))
+                    and not getattr(dataset, "__getitems__", None))
+    return LoaderInfo(
+        num_workers=int(getattr(iterator, "_num_workers", 0)),
+        pin_memory=bool(getattr(iterator, "_pin_memory", False)),
+        batch_size=getattr(batches, "batch_size", None),
+        persistent_workers=bool(getattr(iterator, "_persistent_workers", False)),
+        dataset=type(dataset).__name__ if dataset is not None else None,
+        item_by_item=item_by_item,
+        batchable=item_by_item and isinstance(dataset, TensorDataset) and _plain(batches)
+        and getattr(iterator, "_collate_fn", None) is default_collate
+        and all(t.device.type == "cpu" for t in dataset.tensors),
+    )
+
+
+def _plain(batches: Any) -> bool:
+    """A BatchSampler over every index once, in order or shuffled: what BatchSampler(RandomSampler) (or
+    SequentialSampler) with batch_size=None gives too."""
+    if type(batches) is not BatchSampler:
+        return False
+    sampler = batches.sampler
+    if type(sampler) is SequentialSampler:
+        return True
+    return type(sampler) is RandomSampler and not sampler.replacement and \
+        sampler.num_samples == len(sampler.data_source)

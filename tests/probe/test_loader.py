@@ -1,0 +1,40 @@
+"""The loader probes: a worker's handover of batches shaped like the run's, and a TensorDataset's batch taken whole."""
+
+from __future__ import annotations
+
+import torch
+
+from trainspeed.probe.loader import PROBE_BYTES, Handover, batched_ms, handover_ms, item_like, item_bytes
+
+
+def test_item_like_keeps_the_structure_of_a_collated_batch_one_row_each() -> None:
+    batch = (torch.randn(8, 3, 5), torch.arange(8), ["a"] * 8, torch.zeros(3))
+    item = item_like(batch, 8)
+    assert isinstance(item, tuple) and len(item) == 2  # the strings and the tensor of another length left out
+    assert item[0].shape == (3, 5) and item[0].dtype == torch.float32
+    assert item[1].shape == () and item[1].dtype == torch.int64
+    nested = item_like({"x": torch.ones(4, 2, dtype=torch.float16), "meta": {"id": torch.arange(4)}, "name": "n"}, 4)
+    assert set(nested) == {"x", "meta"} and nested["x"].shape == (2,) and nested["x"].dtype == torch.float16
+    assert nested["meta"]["id"].shape == ()
+    assert item_like(["only", "strings"], 2) is None and item_like(torch.zeros(3), 8) is None
+    assert item_bytes(item) == 3 * 5 * 4 + 8
+
+
+def test_a_worker_hands_batches_over_in_measured_time() -> None:
+    got = handover_ms((torch.zeros(16), torch.zeros((), dtype=torch.int64)), 32, batches=6)
+    assert isinstance(got, Handover)
+    assert 0 < got.main_ms <= got.wall_ms < 1000
+
+
+def test_a_batch_too_large_or_nothing_to_hand_over_is_not_probed() -> None:
+    big = torch.zeros(PROBE_BYTES // 4 + 1)
+    assert handover_ms((big,), 4) is None
+    assert handover_ms(None, 32) is None
+
+
+def test_a_tensor_dataset_batch_taken_whole_is_timed_on_zeros_of_its_row_shape() -> None:
+    item = (torch.zeros(64), torch.zeros((), dtype=torch.int64))
+    ms = batched_ms(item, 64, rows=20000, batches=6)
+    assert ms is not None and 0 < ms < 1000
+    assert batched_ms(item, 64, rows=64 * 3) is None  # under the settling batches and one timed one
+    assert batched_ms({"x": torch.zeros(4)}, 64, rows=20000) is None  # a TensorDataset gives tuples
