@@ -9,7 +9,7 @@ import pytest
 from trainspeed.diagnose.rules import _LOGGING, Context, diagnose
 from trainspeed.probe.loader import Handover
 from trainspeed.watch.phases import PHASES
-from trainspeed.watch.result import GpuUtil, LoaderInfo, OtherSite, PhaseStat, SyncSite, WatchResult
+from trainspeed.watch.result import Evaluation, GpuUtil, LoaderInfo, OtherSite, PhaseStat, SyncSite, WatchResult
 
 CTX = Context(dispatch_us=2.0, matmul_gflops=100.0, physical_cores=8, logical_threads=16)
 
@@ -725,3 +725,17 @@ def test_input_bound_with_heavy_items_advises_workers_and_cores_for_them() -> No
     # on 8 cores and 2 torch threads the workers get cores of their own: no thread advice
     wide = dataclasses.replace(ctx, physical_cores=8, logical_threads=16)
     assert "set_num_threads" not in next(v for v in diagnose(r, wide) if v.id == "input_bound").action
+
+
+def test_evaluation_heavy_from_a_large_share_of_the_run_in_evaluation() -> None:
+    # examples/eval_too_often.py (2026-11-23, CPU): 19 evaluations of 142.5 ms, one every 50 steps, 43% of the run
+    r = recorded(3.76, {"forward": 1.3, "backward": 1.6, "optimizer": 0.27}, flops=2.7e8, batch=512, threads=2)
+    heavy = dataclasses.replace(r, evaluation=Evaluation(count=19, mean_ms=142.5, share=0.43, every_steps=50.0))
+    verdict = diagnose(heavy, CTX)[0]
+    assert verdict.id == "evaluation_heavy"
+    assert "43%" in verdict.evidence and "one every 50 steps" in verdict.evidence
+    assert "every 200 steps" in verdict.action and "inference_mode" in verdict.action
+    assert verdict.predicted_speedup == pytest.approx(1 / (1 - 0.43 * 3 / 4), abs=0.01)
+    # one evaluation a tenth of the run: not worth a verdict
+    light = dataclasses.replace(r, evaluation=Evaluation(count=1, mean_ms=40.0, share=0.1, every_steps=None))
+    assert "evaluation_heavy" not in ids(light)

@@ -965,3 +965,42 @@ def test_ops_outside_every_phase_are_counted_and_timed_apart() -> None:
     assert r.other_ops_per_step == 3
     assert r.other_op_ms_per_step is not None and r.other_op_ms_per_step > 0
     assert r.ops_per_step is not None and r.ops_per_step > 10
+
+
+def _evaluating_loop(steps: int, every: int, frozen_norm: bool = False) -> None:
+    """A small model trained on fixed data, evaluated (model.eval() ... model.train()) every `every` steps; with
+    `frozen_norm`, trained in eval mode throughout (batch norm frozen, as fine-tuning does)."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Linear(16, 2))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, y = torch.randn(32, 8), torch.randint(0, 2, (32,))
+    if frozen_norm:
+        model.eval()
+    for step in range(steps):
+        loss = nn.functional.cross_entropy(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        if not frozen_norm and step % every == every - 1:
+            model.eval()
+            with torch.no_grad():
+                for _ in range(20):
+                    model(x)
+                    time.sleep(0.0005)
+            model.train()
+    model.eval()  # a final evaluation with no train() after it: not one of the run's
+
+
+def test_evaluations_between_steps_are_counted_with_their_share_of_the_run() -> None:
+    with Watcher(warmup=3, profile_steps=0) as w:
+        _evaluating_loop(60, 10)
+    ev = w.measurements().evaluation
+    # those ending after steps 10, 20, ... 60: the measured steps start after the 3 warm-up steps
+    assert ev is not None and ev.count == 6 and ev.every_steps == 10
+    assert ev.mean_ms >= 20 * 0.5 and 0.2 < ev.share < 1.0  # 20 sleeps of 0.5 ms against 10 tiny steps
+
+
+def test_a_model_trained_in_eval_mode_is_not_an_evaluation() -> None:
+    with Watcher(warmup=3, profile_steps=0) as w:
+        _evaluating_loop(30, 10, frozen_norm=True)
+    assert w.measurements().evaluation is None

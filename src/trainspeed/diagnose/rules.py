@@ -77,6 +77,8 @@ OPTIMIZER_GAIN = 0.05  # ...if fusing would save this share of the step
 REBUILT_PER_STEP = 0.5  # a new optimizer built every other step or more often: inside the loop
 ANOMALY_SHARE = 0.10  # anomaly detection's own work for a tenth of the step
 ANOMALY_OPS = ("aten.isnan", "aten._is_any_true")  # backward's check of every gradient for NaN, in anomaly mode
+EVAL_SHARE = 0.15  # evaluation for this share of the run: worth asking whether it is needed that often
+EVAL_LESS = 4  # evaluation_heavy's prediction: evaluating a quarter as often
 MAX_PREDICTED = 10.0  # no model here is trusted beyond a 10x prediction
 
 OUTSIDE_SHARE = 0.20  # torch's work outside forward, backward and the optimizer for a fifth of the run
@@ -624,6 +626,22 @@ def slow_dtype(r: WatchResult, c: Context) -> Verdict | None:
     return max(found, key=lambda f: f[0])[1] if found else None
 
 
+def evaluation_heavy(r: WatchResult, c: Context) -> Verdict | None:
+    """Evaluation (model.eval() to model.train()) a large share of the run: no training happens then."""
+    ev = r.evaluation
+    if ev is None or ev.share < EVAL_SHARE or not r.median_ms:
+        return None
+    every = f", one every {ev.every_steps:.0f} steps" if ev.every_steps else ""
+    evidence = (f"evaluation (from model.eval() to model.train()) took {ev.share:.0%} of the run's time: {ev.count} "
+                f"evaluations of {ev.mean_ms:.1f} ms each{every}, beside a {r.median_ms:.2f} ms training step "
+                f"(predicted speed-up: evaluating {EVAL_LESS} times less often)")
+    less = f"every {ev.every_steps * EVAL_LESS:.0f} steps" if ev.every_steps else "less often"
+    action = (f"evaluate {less}, or on a fixed subset of the validation data; and under torch.inference_mode() with "
+              "the largest batch that fits (evaluation keeps no gradients or activations), so the same data costs "
+              "fewer, larger ops")
+    return Verdict("evaluation_heavy", evidence, action, _speedup(1.0, 1 - ev.share * (1 - 1 / EVAL_LESS)))
+
+
 def sync_bound(r: WatchResult, c: Context) -> Verdict | None:
     share = r.phases["sync"].share
     if r.device != "cuda" or share < SYNC_SHARE or r.syncs_per_step < 1 or not r.median_ms:
@@ -958,7 +976,7 @@ def diagnose(r: WatchResult, c: Context) -> list[Verdict]:
     launch = launch_bound(r, c)
     host = host_code_heavy(r, c)
     found = [v for v in (
-        input_bound(r, c), checkpoint_heavy(r, c), logging_heavy(r, c), host, outside_work(r, c, host), sync_bound(r, c),
+        input_bound(r, c), evaluation_heavy(r, c), checkpoint_heavy(r, c), logging_heavy(r, c), host, outside_work(r, c, host), sync_bound(r, c),
         h2d_bound(r, c), slow_dtype(r, c), anomaly_detection(r, c), optimizer_heavy(r, c), optimizer_rebuilt(r, c),
         launch, small_batch(r, c, launch), cpu_faster(r, c, launch), thread_oversubscription(r, c),
         memory_pressure(r, c), comm_bound(r, c), straggler(r, c),

@@ -159,6 +159,7 @@ def doctor_dict(report: DoctorReport) -> dict[str, Any]:
         "optimizers_built": {"count": w.optimizers_built, "mean_ms": w.optimizer_build_ms,
                              "changes": w.optimizer_changes},
         "loaders": _clean(w.loaders),
+        "evaluation": _clean(w.evaluation) if w.evaluation is not None else None,
         "loader_starts": {"count": w.loader_starts, "share": w.loader_start_share, "mean_ms": w.loader_start_ms},
         "torch_threads": w.torch_threads,
         "process_cpu_percent": w.process_cpu_percent,

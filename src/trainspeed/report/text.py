@@ -190,6 +190,11 @@ def doctor_view(report: DoctorReport) -> Group:
                         f"{w.gpu_busy_ms_per_step / w.median_ms:.0%})")
         parts.append(Text(f"per step: {w.syncs_per_step:.2f} host reads (syncs), {w.h2d_bytes_per_step / 2**20:.2f} MiB "
                           f"host->device, {ops}{kernels}; batch {w.batch_size or '?'}"))
+    if w.evaluation is not None:
+        ev = w.evaluation
+        parts.append(Text(f"evaluation (model.eval() to model.train()): {ev.count} x {ev.mean_ms:.1f} ms, "
+                          f"{ev.share:.0%} of the run's time" + (f", one every {ev.every_steps:.0f} steps"
+                                                                 if ev.every_steps else "")))
     for s in w.sync_sites[:3]:
         parts.append(Text(f"  sync site {s.where}: {s.op} x{s.count}, {s.total_ms:.1f} ms in all", style="dim"))
     for o in w.other_sites[:3]:

@@ -48,6 +48,7 @@ class Listener(Protocol):
     def host_read(self, op: str, t0: float, t1: float, frame: Any) -> None: ...
     def anomaly_stack(self, seconds: float) -> None: ...
     def optimizer_built(self, seconds: float) -> None: ...
+    def mode_set(self, module: torch.nn.Module, training: bool) -> None: ...
 
 
 class Hooks:
@@ -199,6 +200,27 @@ class Hooks:
         self._per_call.append((with_phase, edge_only))
         self._undo.append(remove)
         self._patch(torch.optim.Optimizer, "zero_grad", lambda orig: self._phase("optimizer", orig), per_call=True)
+
+        # model.eval() / model.train(): a module put in evaluation mode and back, on the watched thread (the
+        # span between is evaluation). Module.train sets each child's mode through child.train(): only the
+        # outermost call is told
+        home_thread = threading.get_ident()
+        setting = [False]
+
+        def train_wrap(orig: Callable[..., Any]) -> Callable[..., Any]:
+            @functools.wraps(orig)
+            def wrapper(module: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
+                if setting[0] or threading.get_ident() != home_thread:
+                    return orig(module, *args, **kwargs)
+                setting[0] = True
+                try:
+                    return orig(module, *args, **kwargs)
+                finally:
+                    setting[0] = False
+                    L.mode_set(module, bool(module.training))
+            return wrapper
+
+        self._patch(torch.nn.Module, "train", train_wrap)
 
         # an optimizer built: one built inside the loop starts with no state at every step
         self._patch(torch.optim.Optimizer, "__init__", lambda orig: self._timed(orig, L.optimizer_built))

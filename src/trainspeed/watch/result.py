@@ -88,6 +88,18 @@ class LoaderInfo:
 
 
 @dataclass(frozen=True)
+class Evaluation:
+    """The run's evaluations: spans from `model.eval()` to the next `model.train()` with no step between."""
+
+    count: int
+    mean_ms: float
+    share: float
+    """Of the measured run's time."""
+    every_steps: float | None
+    """Steps from one to the next, on average (None: one evaluation)."""
+
+
+@dataclass(frozen=True)
 class OptimizerInfo:
     """The optimizer whose steps delimit the run's steps, as it was made."""
 
@@ -218,6 +230,9 @@ class WatchResult:
     step_times_ms: list[float] = field(repr=False)
     """A bounded uniform sample of measured step times, for the histogram."""
     notes: list[str] = field(default_factory=list)
+    evaluation: Evaluation | None = None
+    """Evaluations during the measured steps (None: none seen; one made under `no_grad` alone, without
+    `model.eval()`, is not told apart from the step's other work)."""
     mean_ms: float | None = None
     """The measured steps' mean, from the clock's sums over all of them: the run's time per step, its slow
     steps included (None: the statistics came from warm-up steps)."""

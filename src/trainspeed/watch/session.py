@@ -37,6 +37,7 @@ from trainspeed.watch.loader_info import loader_info
 from trainspeed.watch.phases import CALL_PHASES, EDGE_PHASES, PHASES, PhaseClock
 from trainspeed.watch.profile_window import ProfileWindow
 from trainspeed.watch.result import (
+    Evaluation,
     GpuUtil,
     LoaderInfo,
     DistRun,
@@ -183,6 +184,13 @@ class Watcher:
         with their first batch, and the stops of their workers (`loader_started`)."""
         self._mode_left = 0
         self._detail_runs = 0
+        self.evals = 0
+        self.eval_s = 0.0
+        """Evaluations (model.eval() ... model.train() with no step between) ended during the measured steps,
+        and their seconds (`mode_set`)."""
+        self.eval_steps: tuple[int, int] | None = None
+        """The step counts at the first and the last of them."""
+        self._eval_from: tuple[float, int] | None = None
 
     # -- lifecycle --------------------------------------------------------------------------
     def start(self) -> Watcher:
@@ -438,6 +446,22 @@ class Watcher:
         if self.clock.sums is not None:
             self.loader_starts += not stop
             self.loader_start_s += seconds
+
+    def mode_set(self, module: torch.nn.Module, training: bool) -> None:
+        """A module's mode was set (`model.eval()`, `model.train()`). From a module with parameters put in
+        evaluation mode to the next `train()` is an evaluation, if no step ended between (a model trained in
+        eval mode, to freeze its batch norm, trains on) and the steps are measured."""
+        if not training:
+            if self._eval_from is None and any(True for _ in module.parameters()):
+                self._eval_from = (self.clock.now(), self.steps_seen)
+            return
+        if self._eval_from is None:
+            return
+        (t0, steps), self._eval_from = self._eval_from, None
+        if steps == self.steps_seen and self.clock.sums is not None:
+            self.evals += 1
+            self.eval_s += self.clock.now() - t0
+            self.eval_steps = (self.eval_steps[0] if self.eval_steps else steps, steps)
 
     def read_span(self, op: str, t0: float, t1: float, frame: Any) -> None:
         """A host read ran from t0 to t1 (the counter has tallied it by its line already): into the phase
@@ -768,6 +792,7 @@ class Watcher:
             steps_seen=self.steps_seen, steps_measured=n,
             median_ms=median(step_ms), p90_ms=quantile(step_ms, 0.9),
             mean_ms=summed[1] * 1e3 / n if summed is not None and n and summed[1] > 0 else None,
+            evaluation=self._evaluation(summed),
             phases=phases,
             syncs_per_step=(sum(r.syncs for r in records) / len(records)) if records else 0.0,
             h2d_bytes_per_step=(sum(r.h2d_bytes for r in records) / len(records)) if records else 0.0,
@@ -799,6 +824,14 @@ class Watcher:
         if gathering:
             return result
         return dataclasses.replace(result, distributed=self._dist_run(result))
+
+    def _evaluation(self, summed: tuple[dict[str, float], float] | None) -> Evaluation | None:
+        if not self.evals or summed is None or summed[1] <= 0:
+            return None
+        first, last = self.eval_steps or (0, 0)
+        return Evaluation(count=self.evals, mean_ms=self.eval_s * 1e3 / self.evals,
+                          share=min(1.0, self.eval_s / summed[1]),
+                          every_steps=(last - first) / (self.evals - 1) if self.evals > 1 else None)
 
     def _optimizer_info(self) -> OptimizerInfo | None:
         spec = self.optimizer_spec
