@@ -274,7 +274,7 @@ def input_bound(r: WatchResult, c: Context) -> Verdict | None:
                      "more workers would share them (predicted speed-up is an upper bound: the run without its wait)")
         return Verdict("input_bound", evidence, cheaper, _speedup(1.0, 1 - share))
     new, why = _with_workers(r, c, share, workers, suggest)
-    if new >= 1 / WORKERS_GAIN:  # handing the batches over would cost what the workers save
+    if why and new >= 1 / WORKERS_GAIN:  # handing the batches over would cost what the workers save
         evidence += (f"{why}, so {suggest} workers would not make the run faster on this machine's {cores} physical "
                      "cores (predicted speed-up is an upper bound: the run without its wait)")
         if loader is not None and loader.dataset == "TensorDataset" and not loader.item_by_item:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from torch.utils.data import BatchSampler, RandomSampler, SequentialSampler, TensorDataset
-from torch.utils.data._utils.collate import default_collate
+from torch.utils.data import BatchSampler, RandomSampler, SequentialSampler, TensorDataset, default_collate
 from torch.utils.data.dataloader import _DatasetKind
 
 from trainspeed.watch.result import LoaderInfo
