@@ -38,3 +38,9 @@ def test_a_tensor_dataset_batch_taken_whole_is_timed_on_zeros_of_its_row_shape()
     assert ms is not None and 0 < ms < 1000
     assert batched_ms(item, 64, rows=64 * 3) is None  # under the settling batches and one timed one
     assert batched_ms({"x": torch.zeros(4)}, 64, rows=20000) is None  # a TensorDataset gives tuples
+
+
+def test_no_worker_is_started_where_it_could_not_be_forked(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # spawn and forkserver import the main module again: a watched script without a __main__ guard would rerun
+    monkeypatch.setattr("sys.platform", "darwin")
+    assert handover_ms((torch.zeros(16),), 32, batches=2) is None

@@ -12,6 +12,7 @@ zeros shaped like the user's rows (fewer of them: the probe keeps none of the us
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -95,10 +96,15 @@ def _per_batch(loader: DataLoader, batches: int) -> tuple[float, float]:
 
 def handover_ms(item: Any, batch_size: int, batches: int = PROBE_BATCHES) -> Handover | None:
     """Per batch of `batch_size` items like `item` (see `item_like`), one worker process; None when the
-    batch is too large to probe or the worker could not start."""
-    if item is None or batch_size < 1 or item_bytes(item) * batch_size > PROBE_BYTES:
+    batch is too large to probe, the worker could not start, or this is not Linux. The worker is forked:
+    a worker started any other way imports the main module again, which, in a script that calls
+    `trainspeed.watch()` and has no `if __name__ == "__main__":` guard (it needs none without workers of
+    its own), would run its training again."""
+    if not sys.platform.startswith("linux") or item is None or batch_size < 1 or \
+            item_bytes(item) * batch_size > PROBE_BYTES:
         return None
-    loader = DataLoader(_Same(item, batch_size * (batches + _SETTLE)), batch_size=batch_size, num_workers=1)
+    loader = DataLoader(_Same(item, batch_size * (batches + _SETTLE)), batch_size=batch_size, num_workers=1,
+                        multiprocessing_context="fork")
     try:
         wall, main = _per_batch(loader, batches)
     except Exception:  # no worker processes here (a sandbox, a frozen app): the verdict goes on without
