@@ -720,7 +720,7 @@ def test_input_bound_with_heavy_items_advises_workers_and_cores_for_them() -> No
     assert "upper bound" in data.evidence
     # the longest of: the step with the handover, each worker's turn, all the work over the 2 cores
     share, hand, main = 16.224 / 20.8, 2.5 / 20.8, 1.08 / 20.8
-    new = max(1 - share + main, (share + hand) / 2, (1 + hand) / 2)
+    new = max(1 - share + main, (share + hand) / 2, (1 + main + hand) / 2)
     assert data.predicted_speedup == pytest.approx(1 / new, abs=0.01)
     # on 8 cores and 2 torch threads the workers get cores of their own: no thread advice
     wide = dataclasses.replace(ctx, physical_cores=8, logical_threads=16)

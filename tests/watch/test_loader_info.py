@@ -48,3 +48,13 @@ def test_loaders_that_fetch_whole_batches_are_not_item_by_item() -> None:
     assert not whole.item_by_item and not whole.batchable and whole.batch_size == 8
     assert not loader_info(iter(DataLoader(_Batched(), batch_size=8))).item_by_item  # __getitems__
     assert not loader_info(iter(DataLoader(_Stream(), batch_size=8))).item_by_item
+
+
+def test_a_subset_fetches_as_the_dataset_under_it_does() -> None:
+    # random_split gives Subsets, whose own __getitems__ fetches item by item unless the dataset under it has one
+    train, _ = torch.utils.data.random_split(DATA, [30, 10])
+    info = loader_info(iter(DataLoader(train, batch_size=8, shuffle=True)))
+    assert (info.dataset, info.item_by_item, info.batchable) == ("Subset", True, True)
+    custom = loader_info(iter(DataLoader(torch.utils.data.Subset(_Rows(), range(20)), batch_size=8)))
+    assert custom.item_by_item and not custom.batchable
+    assert not loader_info(iter(DataLoader(torch.utils.data.Subset(_Batched(), range(20)), batch_size=8))).item_by_item

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from torch.utils.data import BatchSampler, RandomSampler, SequentialSampler, TensorDataset, default_collate
+from torch.utils.data import BatchSampler, RandomSampler, SequentialSampler, Subset, TensorDataset, default_collate
 from torch.utils.data.dataloader import _DatasetKind
 
 from trainspeed.watch.result import LoaderInfo
@@ -14,10 +14,11 @@ def loader_info(iterator: Any) -> LoaderInfo:
     """The LoaderInfo of a DataLoader iterator (torch's `_BaseDataLoaderIter`; attributes it lacks read as
     torch's defaults)."""
     dataset = getattr(iterator, "_dataset", None)
+    inner = _under_subsets(dataset)
     batches = getattr(iterator, "_index_sampler", None)
     item_by_item = (getattr(iterator, "_dataset_kind", None) == _DatasetKind.Map
                     and bool(getattr(iterator, "_auto_collation", False))
-                    and not getattr(dataset, "__getitems__", None))
+                    and not callable(getattr(inner, "__getitems__", None)))
     return LoaderInfo(
         num_workers=int(getattr(iterator, "_num_workers", 0)),
         pin_memory=bool(getattr(iterator, "_pin_memory", False)),
@@ -25,10 +26,18 @@ def loader_info(iterator: Any) -> LoaderInfo:
         persistent_workers=bool(getattr(iterator, "_persistent_workers", False)),
         dataset=type(dataset).__name__ if dataset is not None else None,
         item_by_item=item_by_item,
-        batchable=item_by_item and isinstance(dataset, TensorDataset) and _plain(batches)
+        batchable=item_by_item and isinstance(inner, TensorDataset) and _plain(batches)
         and getattr(iterator, "_collate_fn", None) is default_collate
-        and all(t.device.type == "cpu" for t in dataset.tensors),
+        and all(t.device.type == "cpu" for t in inner.tensors),
     )
+
+
+def _under_subsets(dataset: Any) -> Any:
+    """The dataset under any Subsets (random_split's): Subset's own `__getitems__` fetches item by item unless
+    the dataset under it has one, and a list of indices given to a Subset indexes the dataset under it."""
+    while isinstance(dataset, Subset):
+        dataset = dataset.dataset
+    return dataset
 
 
 def _plain(batches: Any) -> bool:
