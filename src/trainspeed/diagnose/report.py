@@ -112,7 +112,21 @@ def diagnose_run(result: WatchResult, watcher: Any = None, hardware: HardwareRep
                  optimizer_ms: tuple[float, float] | None = None,
                  rebuilt_ms: tuple[float, float] | None = None,
                  loader_ms: tuple[Handover | None, float | None] | None = None) -> DoctorReport:
-    """Measure the machine constants the rules need, then judge the run."""
+    """Measure the machine constants the rules need, then judge the run. The probes draw random numbers (fresh
+    tensors, a DataLoader's shuffle and seeds): torch's random state is put back after them, so that a script
+    that asks for the result and trains on draws what it would have unwatched."""
+    import torch
+
+    devices = [torch.cuda.current_device()] if torch.cuda.is_available() and torch.cuda.is_initialized() else []
+    with torch.random.fork_rng(devices=devices):
+        return _diagnose_run(result, watcher, hardware, dispatch_us, matmul_gflops, launch_us, dtype_gflops,
+                             optimizer_ms, rebuilt_ms, loader_ms)
+
+
+def _diagnose_run(result: WatchResult, watcher: Any, hardware: HardwareReport | None, dispatch_us: float | None,
+                  matmul_gflops: float | None, launch_us: float | None, dtype_gflops: dict[str, float] | None,
+                  optimizer_ms: tuple[float, float] | None, rebuilt_ms: tuple[float, float] | None,
+                  loader_ms: tuple[Handover | None, float | None] | None) -> DoctorReport:
     hw = hardware or detect_hardware()
     dispatch = dispatch_us if dispatch_us is not None else cpu_dispatch_us()
     gflops = matmul_gflops if matmul_gflops is not None else cpu_matmul_gflops()
