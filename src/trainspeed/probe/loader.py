@@ -116,7 +116,8 @@ def batched_ms(item: Any, batch_size: int, rows: int, batches: int = PROBE_BATCH
     """Milliseconds per batch of `batch_size` rows taken whole from a TensorDataset of tensors shaped like
     `item`'s (a tuple of row tensors, `item_like`): a DataLoader with `batch_size=None` and a BatchSampler
     over a RandomSampler as its sampler, in this process. The probe's dataset has at most `rows` rows, and
-    only as many as its batches use (at most PROBE_BYTES); None when that is under two batches."""
+    only as many as its batches use (at most PROBE_BYTES); None when that leaves no batch to time after the
+    first few."""
     if not isinstance(item, tuple) or batch_size < 1:
         return None
     row_bytes = max(1, item_bytes(item))
