@@ -119,34 +119,26 @@ def diagnose_run(result: WatchResult, watcher: Any = None, hardware: HardwareRep
 
     devices = [torch.cuda.current_device()] if torch.cuda.is_available() and torch.cuda.is_initialized() else []
     with torch.random.fork_rng(devices=devices):
-        return _diagnose_run(result, watcher, hardware, dispatch_us, matmul_gflops, launch_us, dtype_gflops,
-                             optimizer_ms, rebuilt_ms, loader_ms)
-
-
-def _diagnose_run(result: WatchResult, watcher: Any, hardware: HardwareReport | None, dispatch_us: float | None,
-                  matmul_gflops: float | None, launch_us: float | None, dtype_gflops: dict[str, float] | None,
-                  optimizer_ms: tuple[float, float] | None, rebuilt_ms: tuple[float, float] | None,
-                  loader_ms: tuple[Handover | None, float | None] | None) -> DoctorReport:
-    hw = hardware or detect_hardware()
-    dispatch = dispatch_us if dispatch_us is not None else cpu_dispatch_us()
-    gflops = matmul_gflops if matmul_gflops is not None else cpu_matmul_gflops()
-    if launch_us is None and result.device == "cuda":
-        launch_us = cuda_op_us()
-    if dtype_gflops is None:
-        dtype_gflops = {name: cpu_dtype_gflops(name) for name in slow_dtype_candidates(result)}
-    if optimizer_ms is None:
-        optimizer_ms = _optimizer_probe(watcher, result)
-    if rebuilt_ms is None:
-        rebuilt_ms = _rebuild_probe(watcher, result)
-    handover, batched = loader_ms if loader_ms is not None else _loader_probes(watcher, result)
-    largest = None
-    if result.peak_memory_bytes and result.memory_capacity_bytes and \
-            result.peak_memory_bytes / result.memory_capacity_bytes >= MEMORY_SHARE:
-        largest = _largest_batch(watcher, result)
-    ctx = Context(dispatch_us=dispatch, matmul_gflops=gflops, physical_cores=hw.cpu.physical_cores or 1,
-                  logical_threads=hw.cpu.logical_threads or 1, largest_batch=largest, cuda_op_us=launch_us,
-                  dtype_gflops=dtype_gflops, optimizer_ms=optimizer_ms, rebuild_ms=rebuilt_ms, handover=handover,
-                  batched_ms=batched)
-    return DoctorReport(hardware=hw, watch=result, verdicts=diagnose(result, ctx), dispatch_us=dispatch,
-                        matmul_gflops=gflops, cuda_op_us=launch_us, dtype_gflops=dtype_gflops,
-                        optimizer_ms=optimizer_ms, rebuild_ms=rebuilt_ms, handover=handover, batched_ms=batched)
+        hw = hardware or detect_hardware()
+        dispatch = dispatch_us if dispatch_us is not None else cpu_dispatch_us()
+        gflops = matmul_gflops if matmul_gflops is not None else cpu_matmul_gflops()
+        if launch_us is None and result.device == "cuda":
+            launch_us = cuda_op_us()
+        if dtype_gflops is None:
+            dtype_gflops = {name: cpu_dtype_gflops(name) for name in slow_dtype_candidates(result)}
+        if optimizer_ms is None:
+            optimizer_ms = _optimizer_probe(watcher, result)
+        if rebuilt_ms is None:
+            rebuilt_ms = _rebuild_probe(watcher, result)
+        handover, batched = loader_ms if loader_ms is not None else _loader_probes(watcher, result)
+        largest = None
+        if result.peak_memory_bytes and result.memory_capacity_bytes and \
+                result.peak_memory_bytes / result.memory_capacity_bytes >= MEMORY_SHARE:
+            largest = _largest_batch(watcher, result)
+        ctx = Context(dispatch_us=dispatch, matmul_gflops=gflops, physical_cores=hw.cpu.physical_cores or 1,
+                      logical_threads=hw.cpu.logical_threads or 1, largest_batch=largest, cuda_op_us=launch_us,
+                      dtype_gflops=dtype_gflops, optimizer_ms=optimizer_ms, rebuild_ms=rebuilt_ms, handover=handover,
+                      batched_ms=batched)
+        return DoctorReport(hardware=hw, watch=result, verdicts=diagnose(result, ctx), dispatch_us=dispatch,
+                            matmul_gflops=gflops, cuda_op_us=launch_us, dtype_gflops=dtype_gflops,
+                            optimizer_ms=optimizer_ms, rebuild_ms=rebuilt_ms, handover=handover, batched_ms=batched)

@@ -170,6 +170,7 @@ class Hooks:
     def install(self) -> None:
         self.live = True
         L = self.listener
+        home = threading.get_ident()  # the watched thread: the wrappers that must not listen to others check it
         from torch.optim import optimizer as optim_module
 
         # optimizer.step: PyTorch's global step hooks. The step edge (the listener's own method, no
@@ -204,13 +205,12 @@ class Hooks:
         # model.eval() / model.train(): a module put in evaluation mode and back, on the watched thread (the
         # span between is evaluation). Module.train sets each child's mode through child.train(): only the
         # outermost call is told
-        home_thread = threading.get_ident()
         setting = [False]
 
         def train_wrap(orig: Callable[..., Any]) -> Callable[..., Any]:
             @functools.wraps(orig)
             def wrapper(module: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
-                if setting[0] or threading.get_ident() != home_thread:
+                if setting[0] or threading.get_ident() != home:
                     return orig(module, *args, **kwargs)
                 setting[0] = True
                 try:
@@ -322,8 +322,6 @@ class Hooks:
         # an iterator with workers stops them (joins each process) when it runs out, or when it is dropped:
         # `next(iter(loader))` on every step drops one, outside every other phase. Data, and timed with the starts;
         # only on the watched thread (a garbage collection on another thread may drop one too)
-        home = threading.get_ident()
-
         def stop_wrap(orig: Callable[..., Any]) -> Callable[..., Any]:
             @functools.wraps(orig)
             def wrapper(*args: Any, **kwargs: Any) -> Any:

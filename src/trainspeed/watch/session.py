@@ -317,7 +317,7 @@ class Watcher:
         first = next((a for a in args if isinstance(a, torch.Tensor)), None)
         if first is None:
             return
-        if self.model is None and any(True for _ in module.parameters()):
+        if self.model is None and _has_parameters(module):
             # the first outermost module with parameters is the model (a loss module has none)
             self.model = weakref.ref(module)
             self._model_id = id(module)
@@ -424,7 +424,7 @@ class Watcher:
     def loader_seen(self, iterator: Any) -> bool:
         """A batch is asked of a DataLoader iterator; True the first time its dataset is seen (the hooks then
         hand its first batch to `loader_batch`)."""
-        key = id(getattr(iterator, "_dataset", iterator))
+        key = _loader_key(iterator)
         if key in self.loader_batches:
             self.loader_batches[key] += 1
             return False
@@ -435,7 +435,7 @@ class Watcher:
     def loader_batch(self, iterator: Any, batch: Any) -> None:
         """The first batch of a loader: the probes after the run copy its shapes (and, for a TensorDataset
         fetched row by row, its number of rows); nothing of the user's data is kept."""
-        key = id(getattr(iterator, "_dataset", iterator))
+        key = _loader_key(iterator)
         info = self.loaders[key]
         rows = len(iterator._dataset) if info.batchable else 0
         self.loader_probes[key] = (item_like(batch, info.batch_size) if info.batch_size else None, rows)
@@ -452,7 +452,7 @@ class Watcher:
         evaluation mode to the next `train()` is an evaluation, if no step ended between (a model trained in
         eval mode, to freeze its batch norm, trains on) and the steps are measured."""
         if not training:
-            if self._eval_from is None and any(True for _ in module.parameters()):
+            if self._eval_from is None and _has_parameters(module):
                 self._eval_from = (self.clock.now(), self.steps_seen)
             return
         if self._eval_from is None:
@@ -891,6 +891,16 @@ class Watcher:
         if self.device == "cuda" and torch.cuda.is_initialized():
             return int(torch.cuda.get_device_properties(self.device_index).total_memory)
         return int(psutil.virtual_memory().total)
+
+
+def _loader_key(iterator: Any) -> int:
+    """A DataLoader iterator's loader, as the watcher keys it: by its dataset (each epoch's new iterator is the
+    same loader's)."""
+    return id(getattr(iterator, "_dataset", iterator))
+
+
+def _has_parameters(module: torch.nn.Module) -> bool:
+    return any(True for _ in module.parameters())
 
 
 def _micro_batches(calls: list[int]) -> float:
