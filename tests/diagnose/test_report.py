@@ -136,3 +136,29 @@ def test_the_report_probes_the_optimizer_only_where_its_phase_is_worth_it(monkey
                                        matmul_gflops=100.0)
     assert calls == [] and small.optimizer_ms is None
     assert doctor_dict(dataclasses.replace(small))["probe"]["optimizer_step_ms"] is None
+
+
+def test_a_prediction_at_the_models_cap_is_shown_as_a_floor() -> None:
+    import dataclasses
+
+    from rich.console import Console
+    from test_rules import recorded
+
+    from trainspeed.diagnose.report import diagnose_run
+    from trainspeed.diagnose.rules import MAX_PREDICTED, predicted_label
+    from trainspeed.hardware import detect_hardware
+    from trainspeed.report.text import doctor_view
+    from trainspeed.watch.result import Verdict
+
+    assert predicted_label(2.214) == "predicted 2.21x"
+    assert predicted_label(MAX_PREDICTED) == "predicted at least 10x (no prediction goes past 10x)"
+    r = recorded(40.0, {"forward": 8.0, "backward": 30.0, "optimizer": 1.5}, ops=100, flops=170e6)
+    report = diagnose_run(r, hardware=detect_hardware(), dispatch_us=2.0, matmul_gflops=100.0)
+    capped = dataclasses.replace(report, verdicts=[Verdict("slow_dtype", "e", "a", MAX_PREDICTED),
+                                                   Verdict("small_batch", "e", "a", 1.5)])
+    console = Console(width=200, record=True)
+    console.print(doctor_view(capped))
+    text = console.export_text()
+    assert "1. slow_dtype - predicted at least 10x" in text and "2. small_batch - predicted 1.50x" in text
+    page = doctor_html(capped)
+    assert "predicted at least 10x" in page and "predicted 1.50x" in page

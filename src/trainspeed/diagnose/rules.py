@@ -129,6 +129,13 @@ def _run_step_ms(r: WatchResult) -> float:
     return r.mean_ms or r.median_ms or 0.0
 
 
+def predicted_label(speedup: float) -> str:
+    """How a report words a predicted speed-up: the models' cap shown as a floor, not as the figure."""
+    if speedup >= MAX_PREDICTED:
+        return f"predicted at least {MAX_PREDICTED:.0f}x (no prediction goes past {MAX_PREDICTED:.0f}x)"
+    return f"predicted {speedup:.2f}x"
+
+
 def _speedup(step: float, new_step: float) -> float:
     return round(min(MAX_PREDICTED, step / max(new_step, step / MAX_PREDICTED)), 2)
 

@@ -7,6 +7,7 @@ import base64
 from jinja2 import Environment, select_autoescape
 
 from trainspeed.diagnose.report import DoctorReport
+from trainspeed.diagnose.rules import predicted_label
 from trainspeed.report.plots import doctor_histogram_png, doctor_phases_png, doctor_util_png
 
 _TEMPLATE = """<!doctype html>
@@ -24,7 +25,7 @@ td:first-child, th:first-child { text-align: left; }
 {{ "%.3f"|format(w.median_ms) }} ms, p90 {{ "%.3f"|format(w.p90_ms) }} ms per step{% endif %}.</p>
 <h2>Verdicts <span class="muted">(most important first; speed-ups are predictions)</span></h2>
 {% for v in r.verdicts %}<div class="verdict"><b>{{ loop.index }}. {{ v.id }}</b>{% if v.predicted_speedup %}
-&mdash; predicted {{ "%.2f"|format(v.predicted_speedup) }}x{% endif %}<br>
+&mdash; {{ label(v.predicted_speedup) }}{% endif %}<br>
 <span class="muted">evidence</span> {{ v.evidence }}<br><span class="muted">action</span> {{ v.action }}</div>
 {% else %}<p>No rule found a problem worth a tenth of the step.</p>{% endfor %}
 <h2>Where a step's time goes</h2>
@@ -73,4 +74,5 @@ def doctor_html(report: DoctorReport) -> str:
     if util is not None:
         plots.append(("GPU utilisation", base64.b64encode(util).decode()))
     env = Environment(autoescape=select_autoescape(default=True))
-    return env.from_string(_TEMPLATE).render(r=report, w=w, plots=plots, title=report.script or "watched loop")
+    return env.from_string(_TEMPLATE).render(r=report, w=w, plots=plots, title=report.script or "watched loop",
+                                              label=predicted_label)

@@ -9,6 +9,7 @@ from rich.text import Text
 
 from trainspeed.demo.result import DemoResult
 from trainspeed.diagnose.report import DoctorReport
+from trainspeed.diagnose.rules import predicted_label
 from trainspeed.hardware.cpu import CpuInfo
 from trainspeed.hardware.gpu import GpuInfo
 from trainspeed.hardware.report import HardwareReport
@@ -102,7 +103,7 @@ def demo_view(result: DemoResult, folder: str | None = None, doctor: dict[str, D
         parts.append(Text(f"The doctor on the seed's loop, {device.upper()} ({rep.watch.steps_seen} steps watched, "
                           f"median {step} per step):", style="bold"))
         for i, v in enumerate(rep.verdicts, 1):
-            gain = f" (predicted {v.predicted_speedup:.2f}x)" if v.predicted_speedup else ""
+            gain = f" ({predicted_label(v.predicted_speedup)})" if v.predicted_speedup else ""
             parts.append(Text(f"{i}. {v.id}{gain}: {v.evidence}. Action: {v.action}"))
     if folder:
         parts.append(Text(f"Wrote {folder}", style="dim"))
@@ -215,7 +216,7 @@ def doctor_view(report: DoctorReport) -> Group:
     if not report.verdicts:
         parts.append(Text("  none: no rule found a problem worth a tenth of the step", style="green"))
     for i, v in enumerate(report.verdicts, 1):
-        gain = f" - predicted {v.predicted_speedup:.2f}x" if v.predicted_speedup else ""
+        gain = f" - {predicted_label(v.predicted_speedup)}" if v.predicted_speedup else ""
         parts.append(Text(f"{i}. {v.id}{gain}", style="bold cyan"))
         parts.append(Text(f"   evidence: {v.evidence}"))
         parts.append(Text(f"   action:   {v.action}"))
