@@ -30,6 +30,7 @@ def _doctor(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, d
     ("float64_numpy.py", ["--steps", "150"], "slow_dtype"),
     ("tensor_dataset_loader.py", ["--epochs", "1"], "input_bound"),
     ("eval_too_often.py", ["--steps", "300"], "evaluation_heavy"),
+    ("too_many_threads.py", ["--steps", "60"], "thread_oversubscription"),
 ])
 def test_planted_bottleneck_is_named_first(script: str, args: list[str], first: str,
                                            capsys: pytest.CaptureFixture[str]) -> None:

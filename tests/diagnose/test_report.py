@@ -162,3 +162,26 @@ def test_a_prediction_at_the_models_cap_is_shown_as_a_floor() -> None:
     assert "1. slow_dtype - predicted at least 10x" in text and "2. small_batch - predicted 1.50x" in text
     page = doctor_html(capped)
     assert "predicted at least 10x" in page and "predicted 1.50x" in page
+
+
+def test_the_report_probes_the_threads_only_where_torch_has_more_than_the_cores(monkeypatch) -> None:
+    import dataclasses
+
+    from test_rules import recorded
+
+    import trainspeed.diagnose.report as report_module
+    from trainspeed.hardware import detect_hardware
+    from trainspeed.report.json import doctor_dict
+
+    hw = detect_hardware()
+    cores = hw.cpu.physical_cores or 1
+    asked: list[tuple[int, tuple[int, int]]] = []
+    monkeypatch.setattr(report_module, "thread_gflops", lambda n, threads: asked.append((n, threads)) or (50.0, 100.0))
+    r = recorded(15.0, {"forward": 5.0, "backward": 8.0, "optimizer": 1.0}, ops=55, flops=1e9, threads=cores)
+    report = report_module.diagnose_run(r, hardware=hw, dispatch_us=2.0, matmul_gflops=100.0)
+    assert asked == [] and doctor_dict(report)["probe"]["threads_matmul_gflops"] is None
+    over = dataclasses.replace(r, torch_threads=4 * cores)
+    report = report_module.diagnose_run(over, hardware=hw, dispatch_us=2.0, matmul_gflops=100.0)
+    assert asked == [(256, (4 * cores, cores))]  # no matrix op timed: a 256 x 256 product
+    assert doctor_dict(report)["probe"]["threads_matmul_gflops"] == {"as_run": 50.0, "advised": 100.0}
+    assert report.verdicts[0].id == "thread_oversubscription"

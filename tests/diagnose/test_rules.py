@@ -169,6 +169,11 @@ def test_big_matmuls_on_cpu_are_compute_bound() -> None:
     # 10 GFLOP at 100 GFLOP/s is 100 ms of a 110 ms step
     r = recorded(110.0, {"forward": 40.0, "backward": 65.0, "optimizer": 2.0}, ops=30, flops=1e10)
     assert ids(r) == ["compute_bound"]
+    assert "(93% of 107.00 ms)" in diagnose(r, CTX)[0].evidence
+    # the probe after the run slower than the run itself (8 threads on 2 cores gave 50 GFLOP/s, the run 77):
+    # the arithmetic's need outgrows the time it took, and the evidence says so rather than "162%"
+    slow = diagnose(r, dataclasses.replace(CTX, matmul_gflops=60.0))[0]
+    assert slow.id == "compute_bound" and "more than their 107.00 ms" in slow.evidence and "%)" not in slow.evidence
 
 
 def test_busy_gpu_is_compute_bound() -> None:
@@ -210,6 +215,35 @@ def test_thread_oversubscription_and_memory_pressure() -> None:
     assert {"thread_oversubscription", "memory_pressure"} <= {v.id for v in found}
     memory = next(v for v in found if v.id == "memory_pressure")
     assert "48" in memory.action
+
+
+def test_more_threads_than_cores_predicts_from_a_matmul_at_each_count() -> None:
+    # many_threads.py (scratch, 2026-11-23): 8 intra-op threads on 2 cores, a 15 ms MLP step; measured after,
+    # 2 threads ran 1.4x faster
+    from trainspeed.diagnose.rules import matmul_side, threads_candidate
+    from trainspeed.watch.result import OpTime
+
+    ctx = Context(2.0, 120.0, physical_cores=2, logical_threads=2)
+    rows = [OpTime("aten.mm", "float32", 5, 8.6, True, 681.6e6), OpTime("aten.addmm", "float32", 3, 3.9, True, 407.9e6),
+            OpTime("aten.relu", "float32", 2, 0.35, False, None)]
+    r = dataclasses.replace(recorded(15.2, {"forward": 4.8, "backward": 8.5, "optimizer": 0.8}, ops=55, flops=1.09e9,
+                                     threads=8), op_times=rows, op_ms_per_step=13.0, mean_ms=15.8)
+    assert threads_candidate(r, 2) == 2 and matmul_side(r) == 408  # (681.6e6 / 5 / 2) ** (1 / 3)
+    assert threads_candidate(dataclasses.replace(r, torch_threads=2), 2) is None
+    assert threads_candidate(dataclasses.replace(r, loaders=[LoaderInfo(2, False, 64, False)]), 2) is None
+    assert matmul_side(dataclasses.replace(r, op_times=[])) == 256
+    verdict = next(v for v in diagnose(r, dataclasses.replace(ctx, thread_gflops=(100.0, 125.0)))
+                   if v.id == "thread_oversubscription")
+    assert "100 GFLOP/s with 8 threads and 125 with 2" in verdict.evidence
+    # 12.5 ms of matrix ops and relu's work beyond 30 dispatches a call (0.35 - 2 x 30 x 2 us), a fifth of it
+    # saved; the mean step down to the median less that
+    parallel = 12.5 + 0.35 - 2 * 30 * 0.002
+    assert verdict.predicted_speedup == round(15.8 / (15.2 - parallel * 0.2), 2) == 1.25
+    slower = next(v for v in diagnose(r, dataclasses.replace(ctx, thread_gflops=(125.0, 100.0)))
+                  if v.id == "thread_oversubscription")
+    assert slower.predicted_speedup is None and "125 GFLOP/s with 8 threads" in slower.evidence
+    unprobed = next(v for v in diagnose(r, ctx) if v.id == "thread_oversubscription")
+    assert unprobed.predicted_speedup is None and "GFLOP/s" not in unprobed.evidence
 
 
 def test_other_processes_on_the_cores_torchs_threads_need_are_thread_oversubscription() -> None:

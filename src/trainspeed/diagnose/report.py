@@ -6,11 +6,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainspeed.diagnose.rules import (MEMORY_SHARE, Context, busiest_loader, diagnose, loader_candidate,
-                                       optimizer_candidate, rebuilt_candidate, slow_dtype_candidates)
+from trainspeed.diagnose.rules import (MEMORY_SHARE, Context, busiest_loader, diagnose, loader_candidate, matmul_side,
+                                       optimizer_candidate, rebuilt_candidate, slow_dtype_candidates,
+                                       threads_candidate)
 from trainspeed.hardware.report import HardwareReport, detect_hardware
 from trainspeed.probe.dispatch import cpu_dispatch_us, cuda_op_us
-from trainspeed.probe.matmul import cpu_dtype_gflops, cpu_matmul_gflops
+from trainspeed.probe.matmul import cpu_dtype_gflops, cpu_matmul_gflops, thread_gflops, torch_threads
 from trainspeed.probe.loader import Handover, batched_ms, handover_ms
 from trainspeed.probe.optimizer import rebuild_ms, step_ms
 from trainspeed.watch.result import Verdict, WatchResult
@@ -41,6 +42,8 @@ class DoctorReport:
     """One worker process handing over batches shaped like the busiest loader's, when probed."""
     batched_ms: float | None = None
     """A batch of the busiest loader's TensorDataset taken whole, when probed."""
+    thread_gflops: tuple[float, float] | None = None
+    """A matmul of the run's size at the run's intra-op threads and at the threads advised: GFLOP/s, when probed."""
     script: str | None = None
     exit_code: int | None = None
     error: str | None = None
@@ -111,7 +114,8 @@ def diagnose_run(result: WatchResult, watcher: Any = None, hardware: HardwareRep
                  launch_us: float | None = None, dtype_gflops: dict[str, float] | None = None,
                  optimizer_ms: tuple[float, float] | None = None,
                  rebuilt_ms: tuple[float, float] | None = None,
-                 loader_ms: tuple[Handover | None, float | None] | None = None) -> DoctorReport:
+                 loader_ms: tuple[Handover | None, float | None] | None = None,
+                 thread_rates: tuple[float, float] | None = None) -> DoctorReport:
     """Measure the machine constants the rules need, then judge the run. The probes draw random numbers (fresh
     tensors, a DataLoader's shuffle and seeds): torch's random state is put back after them, so that a script
     that asks for the result and trains on draws what it would have unwatched."""
@@ -121,7 +125,14 @@ def diagnose_run(result: WatchResult, watcher: Any = None, hardware: HardwareRep
     with torch.random.fork_rng(devices=devices):
         hw = hardware or detect_hardware()
         dispatch = dispatch_us if dispatch_us is not None else cpu_dispatch_us()
-        gflops = matmul_gflops if matmul_gflops is not None else cpu_matmul_gflops()
+        keep = threads_candidate(result, hw.cpu.physical_cores or 1)
+        if matmul_gflops is not None:
+            gflops = matmul_gflops
+        else:  # what the CPU can do: with more threads than cores, the rate at the threads advised
+            with torch_threads(keep or torch.get_num_threads()):
+                gflops = cpu_matmul_gflops()
+        if thread_rates is None and keep is not None:
+            thread_rates = thread_gflops(matmul_side(result), (result.torch_threads, keep))
         if launch_us is None and result.device == "cuda":
             launch_us = cuda_op_us()
         if dtype_gflops is None:
@@ -138,7 +149,8 @@ def diagnose_run(result: WatchResult, watcher: Any = None, hardware: HardwareRep
         ctx = Context(dispatch_us=dispatch, matmul_gflops=gflops, physical_cores=hw.cpu.physical_cores or 1,
                       logical_threads=hw.cpu.logical_threads or 1, largest_batch=largest, cuda_op_us=launch_us,
                       dtype_gflops=dtype_gflops, optimizer_ms=optimizer_ms, rebuild_ms=rebuilt_ms, handover=handover,
-                      batched_ms=batched)
+                      batched_ms=batched, thread_gflops=thread_rates)
         return DoctorReport(hardware=hw, watch=result, verdicts=diagnose(result, ctx), dispatch_us=dispatch,
                             matmul_gflops=gflops, cuda_op_us=launch_us, dtype_gflops=dtype_gflops,
-                            optimizer_ms=optimizer_ms, rebuild_ms=rebuilt_ms, handover=handover, batched_ms=batched)
+                            optimizer_ms=optimizer_ms, rebuild_ms=rebuilt_ms, handover=handover, batched_ms=batched,
+                            thread_gflops=thread_rates)

@@ -118,6 +118,9 @@ class Context:
     batched_ms: float | None = None
     """A batch of the busiest loader's TensorDataset taken whole (one index op per tensor), measured after the
     run; None unless that loader fetches a TensorDataset row by row."""
+    thread_gflops: tuple[float, float] | None = None
+    """GFLOP/s of a matmul of the run's size at torch's threads as the run had them and as advised
+    (`threads_candidate`), measured in turn after the run; None when not probed."""
 
 
 def _ms(r: WatchResult, phase: str) -> float:
@@ -812,6 +815,25 @@ def _merged_passes(r: WatchResult, c: Context, k: int, evidence: str, action: st
     return Verdict("small_batch", evidence.format(passes=passes, around=around), action, _speedup(step, step - saved))
 
 
+def threads_candidate(r: WatchResult, physical_cores: int) -> int | None:
+    """The intra-op threads to advise where the run gave torch more threads than cores and had no DataLoader
+    workers (then torch's threads alone fight for the cores, and a matmul at each count tells what the advice
+    buys); None otherwise."""
+    if r.device != "cpu" or r.torch_threads <= physical_cores or any(ld.num_workers for ld in r.loaders):
+        return None
+    return max(1, physical_cores)
+
+
+def matmul_side(r: WatchResult) -> int:
+    """The side of a square matmul as big as the run's dearest matrix op's average call (from the profiler
+    window's FLOPs), for probes that should multiply matrices of the run's size; 256 without one."""
+    rows = [row for row in r.op_times or [] if row.arithmetic and row.flops and row.calls]
+    if not rows:
+        return 256
+    row = max(rows, key=lambda row: row.ms)
+    return int(min(2048, max(64, round((row.flops / row.calls / 2) ** (1 / 3)))))
+
+
 def thread_oversubscription(r: WatchResult, c: Context) -> Verdict | None:
     workers = sum(ld.num_workers for ld in r.loaders)
     busy_threads = r.torch_threads + workers
@@ -820,8 +842,31 @@ def thread_oversubscription(r: WatchResult, c: Context) -> Verdict | None:
                     f"on {c.physical_cores} cores / {c.logical_threads} hardware threads")
         keep = max(1, c.physical_cores - workers)
         action = _set_threads(keep, "")
-        return Verdict("thread_oversubscription", evidence, action, None)
+        predicted = None
+        if c.thread_gflops is not None and threads_candidate(r, c.physical_cores) == keep:
+            more, gain = _fewer_threads(r, c, keep)
+            evidence += more
+            predicted = gain
+        return Verdict("thread_oversubscription", evidence, action, predicted)
     return _machine_busy(r, c, workers)
+
+
+def _fewer_threads(r: WatchResult, c: Context, keep: int) -> tuple[str, float | None]:
+    """What `keep` threads buy, from `Context.thread_gflops`. Model: the window's matrix ops and the other
+    ops' work beyond their fixed cost (the ops torch runs in parallel) speed up by the probe's ratio; and the
+    run's tail goes (a parallel op that waits for a thread without a core is the cause oversubscription
+    adds), so the mean step falls to the median less that saving."""
+    assert c.thread_gflops is not None
+    now, fixed = c.thread_gflops
+    text = (f"; a matmul of the run's size ran at {now:.0f} GFLOP/s with {r.torch_threads} threads and {fixed:.0f} "
+            f"with {keep} (measured in turn after the run)")
+    if fixed <= now or not r.median_ms or not r.op_times:
+        return text, None
+    parallel = sum(row.ms for row in r.op_times if row.arithmetic) * _window_scale(r) + _op_work(r, c)[0]
+    saved = parallel * (1 - now / fixed)
+    text += (f" (predicted speed-up: {parallel:.2f} ms of matrix and other heavy ops per step at that ratio, and "
+             f"the mean step, {_run_step_ms(r):.2f} ms, down to the median, {r.median_ms:.2f} ms)")
+    return text, _speedup(_run_step_ms(r), r.median_ms - saved)
 
 
 def _set_threads(keep: int, when: str) -> str:
@@ -918,8 +963,10 @@ def compute_bound(r: WatchResult, c: Context) -> Verdict | None:
                          f"{c.matmul_gflops:.0f} GFLOP/s")
         if work >= 0.05 * compute:
             parts.append(f"{work:.2f} ms goes to work in ops torch has no FLOP formula for ({_names(heavy)} per step)")
+        whole = (f"{done / compute:.0%} of {compute:.2f} ms" if done <= compute else
+                 f"more than their {compute:.2f} ms: the run multiplied faster than the probe after it")
         evidence = (f"forward+backward+optimizer are {compute / r.median_ms:.0%} of the step; " + "; ".join(parts)
-                    + f" ({done / compute:.0%} of {compute:.2f} ms): real work")
+                    + f" ({whole}): real work")
     action = "healthy; the next levers are bf16 autocast where the hardware has it, torch.compile, or a larger batch"
     return Verdict("compute_bound", evidence, action, None)
 

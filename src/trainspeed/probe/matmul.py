@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import torch
 
@@ -31,3 +32,27 @@ def cpu_dtype_gflops(dtype: str) -> float:
     multiplies those matrices about a hundred times slower than float32 (1.3 GFLOP/s against 113 on a
     Zen 3 core pair: 25 ms per 256 x 256 product), so 3 x 2 products after 3 to warm up."""
     return cpu_matmul_gflops(repeats=3, inner=2, dtype=getattr(torch, dtype))
+
+
+@contextmanager
+def torch_threads(count: int) -> Iterator[None]:
+    """torch's intra-op threads set to `count` inside the block, put back after it."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def thread_gflops(n: int, threads: tuple[int, int], rounds: int = 3) -> tuple[float, float]:
+    """GFLOP/s of an n x n float32 matmul at each of two thread counts (as configured, as advised), the two
+    measured in turn `rounds` times so that a slow moment of the machine hits both; each count's median. A
+    repeat multiplies about 0.2 GFLOP, so that a large n stays a fraction of a second."""
+    inner = max(1, round(0.2e9 / (2 * n**3)))
+    rates: tuple[list[float], list[float]] = ([], [])
+    for _ in range(rounds):
+        for count, into in zip(threads, rates):
+            with torch_threads(count):
+                into.append(cpu_matmul_gflops(n=n, repeats=3, inner=inner))
+    return statistics.median(rates[0]), statistics.median(rates[1])

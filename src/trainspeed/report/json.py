@@ -176,7 +176,9 @@ def doctor_dict(report: DoctorReport) -> dict[str, Any]:
                   "optimizer_rebuild_ms": ({"built_and_stepped": report.rebuild_ms[0], "kept_step": report.rebuild_ms[1]}
                                            if report.rebuild_ms else None),
                   "loader_handover_ms": _clean(report.handover) if report.handover else None,
-                  "loader_batched_ms": report.batched_ms},
+                  "loader_batched_ms": report.batched_ms,
+                  "threads_matmul_gflops": ({"as_run": report.thread_gflops[0], "advised": report.thread_gflops[1]}
+                                            if report.thread_gflops else None)},
         "notes": w.notes + report.notes,
         "distributed": _clean(w.distributed) if w.distributed is not None else None,
     }

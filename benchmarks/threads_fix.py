@@ -1,0 +1,55 @@
+"""What the cores' count of threads buys on examples/too_many_threads.py, against thread_oversubscription's prediction.
+
+    python benchmarks/threads_fix.py                 # 4 x cores threads against cores, 5 rounds
+    python benchmarks/threads_fix.py --rounds 9 --steps 300
+
+The example's training loop is timed in one process with its default threads (four per core, as
+given) and with one per core (the advice), alternating round by round; the speed-up is the median of
+the round by round ratios. Compare it with `trainspeed doctor examples/too_many_threads.py`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+
+from too_many_threads import cores, train  # noqa: E402
+
+from trainspeed.hardware import detect_hardware  # noqa: E402
+
+
+def timed(steps: int, threads: int) -> float:
+    t0 = time.perf_counter()
+    train(steps, threads)
+    return time.perf_counter() - t0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=150)
+    args = parser.parse_args()
+    if args.rounds < 1 or args.steps < 1:
+        parser.exit(2, "threads_fix.py: --rounds and --steps must be at least 1\n")
+    many, fixed = 4 * cores(), cores()
+    given, advised = [], []
+    for _ in range(args.rounds):
+        given.append(timed(args.steps, many))
+        advised.append(timed(args.steps, fixed))
+    ratios = [a / b for a, b in zip(given, advised)]
+    hw = detect_hardware()
+    print(f"Measured {datetime.date.today()} on {hw.cpu.model} ({hw.cpu.microarchitecture}, {hw.cpu.logical_threads} "
+          f"threads); torch {hw.torch_version}; {args.rounds} rounds of {args.steps} steps.")
+    print(f"{many} threads: median {statistics.median(given) / args.steps * 1e3:.2f} ms per step; {fixed} threads: "
+          f"median {statistics.median(advised) / args.steps * 1e3:.2f} ms; speed-up {statistics.median(ratios):.2f}x "
+          f"[{min(ratios):.2f}x, {max(ratios):.2f}x]")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,24 @@
+"""The matmul probes: a rate at torch's threads, and at two thread counts in turn."""
+
+from __future__ import annotations
+
+import torch
+
+from trainspeed.probe.matmul import cpu_matmul_gflops, thread_gflops, torch_threads
+
+
+def test_a_matmul_rate_is_its_flops_over_its_time() -> None:
+    ticks = iter(range(100))
+    # a fake clock: every product block takes one "second"
+    rate = cpu_matmul_gflops(n=8, repeats=3, inner=5, now=lambda: float(next(ticks)))
+    assert rate == 2 * 8**3 * 5 / 1e9
+
+
+def test_thread_rates_run_at_each_count_and_put_the_threads_back() -> None:
+    before = torch.get_num_threads()
+    with torch_threads(1):
+        assert torch.get_num_threads() == 1
+    assert torch.get_num_threads() == before
+    slow, fast = thread_gflops(64, (2, 1), rounds=2)
+    assert slow > 0 and fast > 0
+    assert torch.get_num_threads() == before
