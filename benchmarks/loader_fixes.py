@@ -1,11 +1,12 @@
 """What the doctor's input_bound advice buys, measured: DataLoader workers, torch's threads, batches taken whole.
 
     python benchmarks/loader_fixes.py                # both loops, 5 rounds
-    python benchmarks/loader_fixes.py --loops rows --rounds 8
+    python benchmarks/loader_fixes.py --loops rows --rounds 8 --batch 64
 
 Two of examples/'s planted loops, each arm a way to feed the same model, alternated round by round
 in one process (the arms meet the machine's slow moments alike), timed over whole passes of the
-loader (`rows`: one epoch, 313 steps) or 100 steps (`heavy`), the first batch left out:
+loader (`rows`: one epoch, 79 steps of `--batch` 256 rows, the example's default since session 22;
+313 steps of 64 before) or 100 steps (`heavy`), the first batch left out:
 - `rows` (examples/tensor_dataset_loader.py): a TensorDataset batched row by row, as given; the
   same with 2 worker processes; the batch taken whole by a BatchSampler; the tensors indexed by hand.
 - `heavy` (examples/slow_dataloader.py): NumPy work per item, no workers; 2 workers beside torch's
@@ -53,7 +54,7 @@ def _timed(batches: Iterable[Any], step: Callable[[Any], None], limit: int | Non
     return ms
 
 
-def rows_arms() -> dict[str, Arm]:
+def rows_arms(size: int) -> dict[str, Arm]:
     torch.manual_seed(0)
     x = torch.randn(20000, 64)
     y = (x[:, 0] + x[:, 1] > 0).long()
@@ -70,13 +71,13 @@ def rows_arms() -> dict[str, Arm]:
 
     def by_hand() -> Iterable[Any]:
         perm = torch.randperm(len(x))
-        for i in range(0, len(x), 64):
-            idx = perm[i:i + 64]
+        for i in range(0, len(x), size):
+            idx = perm[i:i + size]
             yield x[idx], y[idx]
 
-    rows = DataLoader(data, batch_size=64, shuffle=True)
-    workers = DataLoader(data, batch_size=64, shuffle=True, num_workers=2, persistent_workers=True)
-    whole = DataLoader(data, batch_size=None, sampler=BatchSampler(RandomSampler(data), 64, drop_last=False))
+    rows = DataLoader(data, batch_size=size, shuffle=True)
+    workers = DataLoader(data, batch_size=size, shuffle=True, num_workers=2, persistent_workers=True)
+    whole = DataLoader(data, batch_size=None, sampler=BatchSampler(RandomSampler(data), size, drop_last=False))
     return {"row by row (as given)": lambda: _timed(rows, step),
             "row by row, num_workers=2": lambda: _timed(workers, step),
             "whole, BatchSampler": lambda: _timed(whole, step),
@@ -113,11 +114,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--loops", default="rows,heavy")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--batch", type=int, default=256, help="the rows loop's batch (examples/tensor_dataset_loader.py)")
     args = parser.parse_args()
-    makers = {"rows": rows_arms, "heavy": heavy_arms}
+    makers = {"rows": lambda: rows_arms(args.batch), "heavy": heavy_arms}
     loops = [name.strip() for name in args.loops.split(",")]
-    if args.rounds < 1 or not loops or any(name not in makers for name in loops):
-        parser.exit(2, f"loader_fixes.py: --loops takes {', '.join(makers)}; --rounds at least 1\n")
+    if args.rounds < 1 or args.batch < 1 or not loops or any(name not in makers for name in loops):
+        parser.exit(2, f"loader_fixes.py: --loops takes {', '.join(makers)}; --rounds and --batch at least 1\n")
     hw = detect_hardware()
     print(f"Measured {datetime.date.today()} on {hw.cpu.model} ({hw.cpu.microarchitecture}, {hw.cpu.logical_threads} "
           f"threads); torch {hw.torch_version}; {args.rounds} rounds.")

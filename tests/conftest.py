@@ -9,10 +9,14 @@ tests start (scripts, torchrun ranks).
 Each test also starts with the process's budget of hook resumes unspent (watch/hooks.RESUME_BUDGET),
 as a script watched by `trainspeed doctor` does, whatever the tests before it used; and with no graph
 compiled by torch.compile counted (the profiler window's choice, profile_window.compiled_code_seen),
-whatever `fit`'s tests compiled before it.
+whatever `fit`'s tests compiled before it. And each test leaves torch's intra-op threads as it found
+them: a script a test runs in-process under the doctor (examples/too_many_threads.py) sets them for the
+rest of its process, as it would in its own.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator
 
 import pytest
 import torch
@@ -48,3 +52,11 @@ def _no_compiled_graphs_yet(monkeypatch: pytest.MonkeyPatch) -> None:
     from torch._dynamo.utils import counters
 
     monkeypatch.setitem(counters["stats"], "unique_graphs", 0)
+
+
+@pytest.fixture(autouse=True)
+def _torch_threads_kept() -> Iterator[None]:
+    threads = torch.get_num_threads()
+    yield
+    if torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)

@@ -125,6 +125,22 @@ def test_tiny_cpu_model_is_launch_bound() -> None:
     assert "small_batch" in [v.id for v in found] and "cpu_faster" not in [v.id for v in found]
 
 
+def test_cpu_launch_bound_counts_only_the_ops_of_forward_backward_and_the_optimizer() -> None:
+    # examples/tensor_dataset_loader.py with a batch of 64 (2026-11-23): 168 ops per step, 131 of them the
+    # DataLoader's row-by-row indexing and collation and 3 in "other"; counted as the compute's, they took the
+    # bare dispatches of 131 ops off its per-op overhead, and the per-op figure came out at a third
+    r = recorded(0.84, {"data": 0.35, "forward": 0.11, "backward": 0.19, "optimizer": 0.14}, ops=168, flops=2e6,
+                 threads=2)
+    r = dataclasses.replace(r, edge_ops_per_step=131.0, other_ops_per_step=3.0, other_op_ms_per_step=0.01)
+    launch = next(v for v in diagnose(r, CTX) if v.id == "launch_bound")
+    assert launch.evidence.startswith("34 ops per step in forward, backward and the optimizer average 12.9 us each")
+    overhead = 0.44 - (2e6 / 100e9 * 1e3 + 34 * 2.0 / 1e3)
+    assert launch.predicted_speedup == pytest.approx(0.84 / (0.84 - overhead), abs=0.01)
+    counted = next(v for v in diagnose(dataclasses.replace(r, edge_ops_per_step=None, other_ops_per_step=None), CTX)
+                   if v.id == "launch_bound")
+    assert counted.evidence.startswith("168 ops") and counted.predicted_speedup < launch.predicted_speedup
+
+
 def test_big_ops_on_a_machine_slower_than_at_its_probes_are_not_per_op_overhead() -> None:
     # examples/log_every_step.py shaped as two fresh-clone CI runs saw it (2026-11-23): its 50 ops
     # per step averaging 50 us (49 to 51 us logged; about 30 us on a usual hour) over 71 MFLOP, and a
@@ -319,6 +335,29 @@ def test_host_code_outside_every_phase_is_named_at_its_line() -> None:
     host_ms = 3.85 - (0.45 + 3 * 2 * 2.0 / 1e3)
     assert f"{host_ms:.2f} ms" in host.evidence
     assert host.predicted_speedup == pytest.approx(4.82 / (4.82 - host_ms), abs=0.01)
+
+
+def test_a_function_the_loop_calls_is_named_by_the_loops_line_that_calls_it() -> None:
+    # gen_data.py (scratch, 2026-11-23): a generator augmenting each batch in numpy over four lines; the
+    # samples split 46/25/12/12% over them, and 98% ran under the loop's `for ... in enumerate(batches(400))`
+    r = _metric_run(3, 0.45)
+    sites = [OtherSite("gen.py:8", "out = np.stack([np.roll(o, 1, axis=0) for o in out])", 46, 0.46),
+             OtherSite("gen.py:9", "noise = rng.normal(0, 0.1, out.shape)", 25, 0.25)]
+    loop = [OtherSite("gen.py:13", "for step, (x, y) in enumerate(batches(400)):", 98, 0.98),
+            OtherSite("gen.py:14", "loss = f(model(x), y)", 2, 0.02)]
+    host = diagnose(dataclasses.replace(r, other_sites=sites, loop_sites=loop), CTX)[0]
+    assert host.id == "host_code_heavy" and "46% of the stack samples there are at gen.py:8" in host.evidence
+    assert "98% ran under the training loop's line gen.py:13: `for step, (x, y)" in host.evidence
+    host_ms = 3.85 - (0.45 + 3 * 2 * 2.0 / 1e3)
+    assert host.predicted_speedup == pytest.approx(4.82 / (4.82 - min(host_ms, 3.85 * 0.98)), abs=0.01)
+    # a loop line no more than the top line's share plus LOOP_LINE_MORE: the innermost line stays the subject
+    near = [dataclasses.replace(loop[0], share_of_other=0.55)]
+    plain = diagnose(dataclasses.replace(r, other_sites=sites, loop_sites=near), CTX)[0]
+    assert "training loop's line" not in plain.evidence
+    assert plain.predicted_speedup == pytest.approx(4.82 / (4.82 - 3.85 * 0.46), abs=0.01)
+    # a top line under the bar (30%) with the loop's line above it: still a verdict
+    spread = [dataclasses.replace(site, share_of_other=0.2) for site in sites]
+    assert diagnose(dataclasses.replace(r, other_sites=spread, loop_sites=loop), CTX)[0].id == "host_code_heavy"
 
 
 def test_the_library_under_a_line_is_named_and_torch_distributions_checks_are_a_known_lever() -> None:

@@ -110,7 +110,7 @@ def test_the_sampler_keeps_no_frame_of_the_main_thread_between_samples() -> None
 def test_a_samples_innermost_library_is_named_by_its_import_name() -> None:
     import json
 
-    seen: list[tuple[str | None, str | None]] = []
+    seen: list[tuple[str | None, str | None, str | None]] = []
 
     class Spy(json.JSONEncoder):
         def default(self, o: object) -> object:
@@ -118,7 +118,8 @@ def test_a_samples_innermost_library_is_named_by_its_import_name() -> None:
             return str(o)
 
     json.dumps({"a": object()}, cls=Spy)
-    (site, library), = seen
+    (site, outer, library), = seen
+    assert outer is None  # no training loop learnt
     assert site is not None and site.startswith(__file__) and library == "json"
     assert library_of(sys._getframe()) is None  # the user's own code
     # torch's own Python by its package (a module of torch's top level is "torch"), other packages by theirs
@@ -133,3 +134,52 @@ def test_a_samples_innermost_library_is_named_by_its_import_name() -> None:
     assert library_of(at("/venv", "lib", "site-packages", "numpy", "_core", "_methods.py")) == "numpy"
     assert library_of(at("/venv", "lib", "site-packages", "six.py")) == "six"
     assert library_of(None) is None
+
+
+def test_a_sample_names_the_training_loops_line_that_called_its_function() -> None:
+    from trainspeed.watch.sampler import loop_codes, sites_of
+
+    def helper() -> tuple[str | None, str | None]:
+        return sites_of(sys._getframe(), loop)  # a line of a function the loop called
+
+    def step_end() -> tuple[object, ...]:
+        return loop_codes(sys._getframe(1))  # as the watcher learns them at a step's end: this test's frames
+
+    codes = step_end()
+    assert sys._getframe().f_code in codes and step_end.__code__ not in codes
+    loop = frozenset(id(code) for code in codes)
+    (site, outer), line = helper(), _here()
+    assert site is not None and site != line and site.startswith(__file__)
+    assert outer == line  # the loop's own line, the call
+    own, own_line = sites_of(sys._getframe(), loop), _here()
+    assert own == (own_line, own_line)  # the loop's own code: the same line twice
+    assert sites_of(sys._getframe())[1] is None  # no loop learnt yet
+
+
+def test_the_sampler_shortens_the_switch_interval_only_while_no_other_python_thread_runs() -> None:
+    import threading
+    import time
+
+    from trainspeed.watch.sampler import SWITCH_S, Sampler
+
+    before = sys.getswitchinterval()
+    sampler = Sampler(lambda: False, hz=1000.0)
+    sampler.start()
+    try:
+        deadline = time.monotonic() + 5
+        while abs(sys.getswitchinterval() - SWITCH_S) > 1e-7 and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert abs(sys.getswitchinterval() - SWITCH_S) <= 1e-7
+        release = threading.Event()
+        other = threading.Thread(target=release.wait)  # the script's own thread: its interval comes back
+        other.start()
+        try:
+            while sys.getswitchinterval() != before and time.monotonic() < deadline:
+                time.sleep(0.001)
+            assert sys.getswitchinterval() == before
+        finally:
+            release.set()
+            other.join()
+    finally:
+        sampler.stop()
+    assert sys.getswitchinterval() == before

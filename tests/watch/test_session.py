@@ -1028,3 +1028,52 @@ def test_asking_for_the_result_leaves_torchs_random_state_as_unwatched() -> None
     report = w.result()
     assert report.handover is not None or sys.platform != "linux"  # the loader probes did run
     assert torch.equal(torch.rand(3), unwatched)
+
+
+def _busy_batches(steps: int, seconds: float) -> Any:
+    """A data generator that spends `seconds` of pure Python per batch, over three lines."""
+    for _ in range(steps):
+        end = time.perf_counter() + seconds / 3
+        while time.perf_counter() < end:
+            pass
+        end = time.perf_counter() + seconds / 3
+        while time.perf_counter() < end:
+            pass
+        end = time.perf_counter() + seconds / 3
+        while time.perf_counter() < end:
+            pass
+        yield torch.randn(8, 4)
+
+
+def test_the_training_loops_line_gathers_the_samples_of_the_functions_it_calls() -> None:
+    model, optimizer, _ = _tiny_step()
+    with Watcher(warmup=2, profile_steps=0, sample_hz=500) as w:
+        for x in _busy_batches(60, 0.003):
+            loop_line = f"{__file__}:{sys._getframe().f_lineno - 1}"
+            model(x).sum().backward()
+            optimizer.step()
+            optimizer.zero_grad()
+    r = w.measurements()
+    generator = _busy_batches.__code__.co_firstlineno
+    # samples in the generator's lines, each line with a part of its time
+    assert any(generator < int(s.where.rsplit(":", 1)[1]) <= generator + 12 for s in r.other_sites)
+    top = r.loop_sites[0]
+    assert top.where == loop_line and top.code.startswith("for x in _busy_batches")
+    assert top.share_of_other > r.other_sites[0].share_of_other
+
+
+def test_the_cpu_window_counts_the_ops_of_the_edge_phases_apart() -> None:
+    # a TensorDataset batched row by row: every row is a `dataset[i]` (one index op per tensor), the batch a stack
+    model, optimizer, _ = _tiny_step()
+    data = TensorDataset(torch.randn(512, 4), torch.randn(512, 3))
+    with Watcher(warmup=2, profile_steps=3) as w:
+        for x, y in DataLoader(data, batch_size=8):
+            loss = ((model(x) - y) ** 2).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            loss.item()
+    r = w.measurements()
+    assert r.edge_ops_per_step is not None and r.ops_per_step is not None
+    # 8 rows x 2 tensors indexed, 2 stacks, and the read's one op at least; the step's own ops are not among them
+    assert 8 * 2 + 2 + 1 <= r.edge_ops_per_step < r.ops_per_step - 10

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from trainspeed.watch.phases import EDGE_PHASES
@@ -81,6 +82,10 @@ EVAL_SHARE = 0.15  # evaluation for this share of the run: worth asking whether 
 EVAL_LESS = 4  # evaluation_heavy's prediction: evaluating a quarter as often
 MAX_PREDICTED = 10.0  # no model here is trusted beyond a 10x prediction
 
+LOOP_LINE_MORE = 0.15
+"""A training loop's line names a verdict instead of the innermost line the samples name most where the samples
+under it (its own and those of the functions it called) outnumber that line's by this share of all: a function
+called from the loop (a data generator, a metric helper) spreads its time over its lines."""
 OUTSIDE_SHARE = 0.20  # torch's work outside forward, backward and the optimizer for a fifth of the run
 _LOSS = re.compile(r"\bloss\w*|criterion|cross_entropy|_loss\(|\bnll")  # a loss computed outside the model: the step's own work
 _LOGGING = re.compile(  # a name or a method that logs; not log_prob, log_softmax, logits, torch.log(x), x.log()
@@ -424,6 +429,18 @@ def _library_tip(r: WatchResult) -> str:
     return ""
 
 
+def _subject(r: WatchResult, top: OtherSite, keep: Callable[[OtherSite], bool]) -> tuple[OtherSite, str]:
+    """The line a verdict about time in "other" names, and the words that say why where it is not `top` (the
+    innermost line the samples name most): the training loop's line the samples ran under, when more of them
+    did than at `top` by LOOP_LINE_MORE (of those `keep` lets through)."""
+    loop = [s for s in r.loop_sites if keep(s)]
+    if not loop or loop[0].where == top.where or loop[0].share_of_other < top.share_of_other + LOOP_LINE_MORE:
+        return top, ""
+    line = loop[0]
+    return line, (f"; {line.share_of_other:.0%} ran under the training loop's line {line.where}: `{line.code}` (the "
+                  "line and the functions it calls)")
+
+
 def host_code_heavy(r: WatchResult, c: Context) -> Verdict | None:
     """Time outside every phase that torch's ops there do not explain: the script's own host code on
     every step (a metric computed with numpy or scikit-learn, a Python loop over items, a sleep or
@@ -432,9 +449,12 @@ def host_code_heavy(r: WatchResult, c: Context) -> Verdict | None:
     if share < OTHER_SHARE or not r.median_ms or not r.other_sites or r.other_ops_per_step is None:
         return None
     sites = [s for s in r.other_sites if not _LOGGING.search(s.code)]
-    if not sites or sites[0].share_of_other < LOG_SITE_SHARE:
+    if not sites:
         return None
     top = sites[0]
+    line, under = _subject(r, top, lambda s: not _LOGGING.search(s.code))
+    if line.share_of_other < LOG_SITE_SHARE:
+        return None
     # by the run's share of other (summed over every detailed step), steadier than other's median
     step = r.median_ms
     other = share * step
@@ -442,13 +462,13 @@ def host_code_heavy(r: WatchResult, c: Context) -> Verdict | None:
     host = other - torch_ms
     if host < OTHER_SHARE * step:
         return None
-    gain = min(host, other * top.share_of_other)  # that line's part, less all of torch's
+    gain = min(host, other * line.share_of_other)  # that line's part, less all of torch's
     ops = (f"the {r.other_ops_per_step:.0f} torch ops per step there take at most {torch_ms:.2f} ms"
            if r.other_ops_per_step >= 0.5 else "no torch op runs there")
     evidence = (f"{share:.0%} of the run's time ({other:.2f} ms of the median {step:.2f} ms step) is outside every "
                 f"PyTorch phase; {ops}, so "
                 f"{host:.2f} ms ({host / step:.0%}) is the script's own host code; {top.share_of_other:.0%} of the "
-                f"stack samples there are at {_site(top)}")
+                f"stack samples there are at {_site(top)}{under}")
     action = ("that line runs on every step: run it every N steps or after the loop, hand it to a background "
               "thread, or make it cheaper (vectorise Python loops; keep metrics as tensors and read them every N "
               "steps); if it prepares data, a DataLoader with workers runs it beside the step" + _library_tip(r))
@@ -466,14 +486,17 @@ def outside_work(r: WatchResult, c: Context, host: Verdict | None) -> Verdict | 
     if host is not None or share < OUTSIDE_SHARE or not r.median_ms:
         return None
     sites = [s for s in r.other_sites if not _LOGGING.search(s.code) and not _LOSS.search(s.code)]
-    if not sites or sites[0].share_of_other < LOG_SITE_SHARE:
+    if not sites:
         return None
     top, step = sites[0], r.median_ms
+    line, under = _subject(r, top, lambda s: not _LOGGING.search(s.code) and not _LOSS.search(s.code))
+    if line.share_of_other < LOG_SITE_SHARE:
+        return None
     other = share * step
     ops = (f"; {r.other_ops_per_step:.0f} torch ops per step run there" if r.other_ops_per_step else "")
     evidence = (f"{share:.0%} of the run's time ({other:.2f} ms of the median {step:.2f} ms step) is outside forward, "
                 f"backward and the optimizer{ops}; {top.share_of_other:.0%} of the stack samples there are at "
-                f"{_site(top)} (about {other * top.share_of_other:.2f} ms per step; no prediction: "
+                f"{_site(top)}{under} (about {other * line.share_of_other:.2f} ms per step; no prediction: "
                 "whether that work is needed on every step is the script's to say)")
     action = ("that line runs on every step, beside the training step: if it need not (a copy of the model, an average "
               "of its weights, a metric), run it every N steps; copy weights into one model kept for it "
@@ -690,6 +713,8 @@ def launch_bound(r: WatchResult, c: Context) -> Verdict | None:
     stacks, checks, check_ops = _anomaly(r)
     compute = _compute_ms(r) - stacks - checks
     ops = (r.ops_per_step or 0.0) - check_ops
+    if r.device == "cpu":  # the ops that ran in forward, backward and the optimizer: a DataLoader's are not
+        ops -= (r.edge_ops_per_step or 0.0) + (r.other_ops_per_step or 0.0)
     if ops <= 0 or compute <= 0 or not r.median_ms:
         return None
     step = r.median_ms
@@ -717,7 +742,8 @@ def launch_bound(r: WatchResult, c: Context) -> Verdict | None:
             return None
         if work * 1e3 / ops >= OP_WORK_DISPATCHES * c.dispatch_us:
             return None  # big ops running slow: not their fixed cost (a loaded machine, memory-bound ops)
-        evidence = (f"{ops:.0f} ops per step average {per_op:.1f} us each; their arithmetic "
+        evidence = (f"{ops:.0f} ops per step in forward, backward and the optimizer average {per_op:.1f} us each; "
+                    "their arithmetic "
                     f"({r.flops_per_step / 1e6:.2f} MFLOP) needs {arithmetic * 1e3:.1f} us at this CPU's measured "
                     f"{c.matmul_gflops:.0f} GFLOP/s, {arithmetic / compute:.0%} of the {compute:.2f} ms of "
                     f"forward+backward+optimizer: per-op overhead fills the step")

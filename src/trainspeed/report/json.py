@@ -144,6 +144,7 @@ def doctor_dict(report: DoctorReport) -> dict[str, Any]:
         "per_step": {"syncs": w.syncs_per_step, "h2d_bytes": w.h2d_bytes_per_step, "ops": w.ops_per_step,
                      "kernels": w.kernels_per_step, "flops": w.flops_per_step, "gpu_busy_ms": w.gpu_busy_ms_per_step,
                      "ops_in_other": w.other_ops_per_step, "ops_in_other_ms": w.other_op_ms_per_step,
+                     "ops_in_edges": w.edge_ops_per_step,
                      "ops_ms": w.op_ms_per_step, "micro_batches": w.micro_batches_per_step,
                      "model_calls": w.model_calls_per_step, "model_calls_chained": w.model_calls_chained,
                      "model_calls_after_read": w.model_calls_after_read,
@@ -151,6 +152,8 @@ def doctor_dict(report: DoctorReport) -> dict[str, Any]:
         "sync_sites": [{"where": s.where, "op": s.op, "count": s.count, "total_ms": s.total_ms}  # DESIGN.md's keys
                        for s in w.sync_sites],
         "other_sites": _clean(w.other_sites),
+        "loop_sites": [{"where": o.where, "code": o.code, "samples": o.samples, "share_of_other": o.share_of_other}
+                       for o in w.loop_sites],
         "gpu_util": {"available": w.gpu_util.available, "mean": w.gpu_util.mean, "samples": w.gpu_util.samples,
                      "sawtooth": w.gpu_util.sawtooth, "why": w.gpu_util.why},
         "verdicts": _clean(report.verdicts),

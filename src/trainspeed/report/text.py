@@ -200,6 +200,10 @@ def doctor_view(report: DoctorReport) -> Group:
         parts.append(Text(f"  sync site {s.where}: {s.op} x{s.count}, {s.total_ms:.1f} ms in all", style="dim"))
     for o in w.other_sites[:3]:
         parts.append(Text(f"  'other' time at {o.where} ({o.share_of_other:.0%} of samples): {o.code}", style="dim"))
+    for o in w.loop_sites[:1]:
+        if not w.other_sites or o.where != w.other_sites[0].where:
+            parts.append(Text(f"  'other' time under the training loop's line {o.where} ({o.share_of_other:.0%} of "
+                              f"samples, with the functions it calls): {o.code}", style="dim"))
     for op in (w.op_times or [])[:3]:
         parts.append(Text(f"  op {op.op} ({op.dtype or '-'}) x{op.calls:.0f}: {op.ms:.3f} ms per step in the "
                           "profiler window" + (f", {op.flops / (op.ms * 1e6):.1f} GFLOP/s" if op.flops and op.ms else ""),

@@ -81,10 +81,14 @@ class OpCounter(TorchDispatchMode):
     `by_op`, times every op, by op and dtype (`by_op`). The profiler's own ops (the record_function
     ranges torch opens around every optimizer step) are no work, and not counted."""
 
-    def __init__(self, outside: Callable[[], bool] | None = None, by_op: bool = False) -> None:
+    def __init__(self, outside: Callable[[], bool] | None = None, by_op: bool = False,
+                 edge: Callable[[], bool] | None = None) -> None:
         super().__init__()
         self.ops = 0
         self.outside = outside
+        self.edge = edge
+        self.edge_ops = 0
+        """Ops dispatched while `edge()` is true (not outside): a DataLoader's, a copy's, a host read's."""
         self.outside_ops = 0
         self.outside_s = 0.0
         """Host seconds of the ops dispatched outside: below the dispatch mode, so without this mode's
@@ -112,6 +116,8 @@ class OpCounter(TorchDispatchMode):
             return func(*args, **kwargs)
         self.ops += 1
         outside = self.outside is not None and self.outside()
+        if not outside and self.edge is not None and self.edge():
+            self.edge_ops += 1
         if not outside and self.by_op is None:
             return func(*args, **kwargs)
         t0 = time.perf_counter()
@@ -273,9 +279,11 @@ class ProfileWindow:
     """Opens torch.profiler at the end of warm-up, closes it `steps` steps later. `outside()`: whether an
     op dispatched now is outside every phase the watcher names (None: not asked)."""
 
-    def __init__(self, steps: int, outside: Callable[[], bool] | None = None) -> None:
+    def __init__(self, steps: int, outside: Callable[[], bool] | None = None,
+                 edge: Callable[[], bool] | None = None) -> None:
         self.steps = steps
         self.outside = outside
+        self.edge = edge
         self.prof: Any = None
         self.counter: OpCounter | None = None
         """Counts the ops outside the phases (on the CPU, every op as well)."""
@@ -289,6 +297,9 @@ class ProfileWindow:
         """Multiply-add FLOPs of the ops PyTorch has formulas for (matmul, conv, ...), per step."""
         self.outside_ops_per_step: float | None = None
         """Aten ops dispatched outside every phase the watcher names, per step (None: not counted)."""
+        self.edge_ops_per_step: float | None = None
+        """CPU: aten ops dispatched in the edge phases (data, h2d, sync, checkpoint, comm), per step (None: not
+        counted)."""
         self.outside_op_ms_per_step: float | None = None
         """Their host milliseconds per step."""
         self.op_times: list[OpTime] | None = None
@@ -326,7 +337,7 @@ class ProfileWindow:
                               "alone (a dispatch mode would send compiled code back to eager for its steps, and "
                               "change the run's numbers); no per-op times, and torch's ops outside the phases uncounted")
         if not cuda and not compiled:
-            self.counter = OpCounter(self.outside, by_op=True)
+            self.counter = OpCounter(self.outside, by_op=True, edge=self.edge)
             self.prof = (self.counter, flop_counter())
             for mode in self.prof:
                 mode.__enter__()
@@ -365,6 +376,7 @@ class ProfileWindow:
             flops.__exit__(None, None, None)
             self._take_counter(steps)
             self.ops_per_step = counter.ops / steps
+            self.edge_ops_per_step = counter.edge_ops / steps if counter.edge is not None else None
             self.kernels_per_step = None
             self.flops_per_step = flops.get_total_flops() / steps
             if counter.steps_by_op:

@@ -288,3 +288,11 @@ class WatchResult:
     anomaly_ms_per_step: float | None = None
     """Milliseconds per step (mean over the detailed steps) that autograd's anomaly detection spent
     storing a formatted Python stack for every op that records a gradient; 0.0 when it was off."""
+    edge_ops_per_step: float | None = None
+    """CPU: aten ops per step dispatched in the edge phases (data, h2d, sync, checkpoint, comm: a DataLoader's
+    row-by-row indexing and collation, a read's), the profiler window's; with `other_ops_per_step`, what of
+    `ops_per_step` is not forward, backward or the optimizer. None: not counted."""
+    loop_sites: list[OtherSite] = field(default_factory=list)
+    """The training loop's own lines (of the user's functions on the stack at a step's end) that the samples in
+    "other" ran under, most first: a line's own time and that of every function it called (a data generator,
+    a metric helper), where `other_sites` splits a called function's time over its lines."""

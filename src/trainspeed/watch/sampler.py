@@ -29,6 +29,13 @@ _TORCH = os.path.dirname(torch.__file__)
 _STDLIB = os.path.dirname(os.__file__)
 _SKIP = (_TORCH, os.path.dirname(os.path.dirname(os.path.abspath(__file__))), _STDLIB, "<frozen")
 TIMELINE_MAX = 20_000
+SWITCH_S = 0.0002
+"""The interpreter's switch interval while the main thread is the only other Python thread. The sampler waits for
+the GIL, and with Python's 5 ms the main thread hands it over at its next release - most often a torch op - so
+the lines of a pure-Python loop got no samples and the torch op after it all of them (a generator's 3 ms of
+Python per batch: 48 of 52 samples on its `yield torch.randn(...)`, none on the loop; 2026-11-23). At 0.2 ms the
+main thread hands it over where it is. With other Python threads (a pin-memory thread, the script's own) the
+script's interval stays: a shorter one would switch between them more often."""
 PHASE_FILES = tuple(os.path.join(_TORCH, *parts) for parts in (
     ("nn", "modules", "module.py"),  # forward: every module call goes through Module._call_impl
     ("autograd",),  # backward
@@ -43,24 +50,50 @@ _WATCHER = os.path.dirname(os.path.abspath(__file__)) + os.sep
 """The watcher's own source: a sample running it, under the user's line, is the watcher's time."""
 
 
-def other_site(frame: Any) -> str | None:
-    """The user's file:line a stack sample in "other" charges, or None when the stack shows a
-    named phase (PHASE_FILES), a counted host read (the sync phase), the watcher's own code at work
-    for that line (its wrappers around a module call or backward, outside the phase they time: the
-    cost of watching, which no line of the script has) or no user code."""
-    site = None
+def _is_site(filename: str) -> bool:
+    """Whether a frame of this file can be a site of 'other': the user's code, not torch's, ours, the standard
+    library's, an installed package's or generated code's."""
+    return not filename.startswith(_SKIP) and "site-packages" not in filename and not filename.startswith("<")
+
+
+def sites_of(frame: Any, loop: frozenset[int] = frozenset()) -> tuple[str | None, str | None]:
+    """The user's file:line a stack sample in "other" charges, and the line of the training loop's own code
+    (`loop`: the ids of the user's code objects on the stack at a step's end, `loop_codes`) that the sample
+    runs under: the same line, or the loop's line that called the function the sample is in. (None, None)
+    when the stack shows a named phase (PHASE_FILES), a counted host read (the sync phase), the watcher's
+    own code at work for that line (its wrappers around a module call or backward, outside the phase they
+    time: the cost of watching, which no line of the script has) or no user code."""
+    site = outer = None
     while frame is not None:
         code = frame.f_code
         name = code.co_filename
         if code is READ_CODE or name.startswith(PHASE_FILES):
-            return None
+            return None, None
         if site is None:
             if name.startswith(_WATCHER):
-                return None
-            if not name.startswith(_SKIP) and "site-packages" not in name and not name.startswith("<"):
+                return None, None
+            if _is_site(name):
                 site = f"{name}:{frame.f_lineno}"
+        if outer is None and id(code) in loop:
+            outer = f"{name}:{frame.f_lineno}"
         frame = frame.f_back
-    return site
+    return site, (outer if site is not None else None)
+
+
+def other_site(frame: Any) -> str | None:
+    """`sites_of`'s first: the user's innermost line a stack sample in "other" charges, or None."""
+    return sites_of(frame)[0]
+
+
+def loop_codes(frame: Any) -> tuple[Any, ...]:
+    """The code objects of the user's frames on the stack from `frame` outward (the training loop and the
+    functions around it, seen at a step's end), for `sites_of`."""
+    codes = []
+    while frame is not None:
+        if _is_site(frame.f_code.co_filename):
+            codes.append(frame.f_code)
+        frame = frame.f_back
+    return tuple(codes)
 
 
 def library_of(frame: Any) -> str | None:
@@ -80,10 +113,10 @@ def library_of(frame: Any) -> str | None:
     return None
 
 
-def site_and_library(frame: Any) -> tuple[str | None, str | None]:
-    """`other_site` and `library_of` of one sample."""
-    site = other_site(frame)
-    return site, (library_of(frame) if site is not None else None)
+def site_and_library(frame: Any, loop: frozenset[int] = frozenset()) -> tuple[str | None, str | None, str | None]:
+    """`sites_of` and `library_of` of one sample."""
+    site, outer = sites_of(frame, loop)
+    return site, outer, (library_of(frame) if site is not None else None)
 
 
 def source_of(site: str) -> str:
@@ -109,6 +142,11 @@ class Sampler(threading.Thread):
         self.other_inside: collections.Counter[tuple[str, str]] = collections.Counter()
         """(site, library) -> samples of that site whose innermost frame ran in that library (`library_of`)."""
         self.other_total = 0
+        self.loop: frozenset[int] = frozenset()
+        """Ids of the training loop's code objects (`loop_codes`), once the watcher has seen a step end."""
+        self._loop_codes: tuple[Any, ...] = ()  # kept alive, so that their ids are not reused
+        self.other_loop: collections.Counter[str] = collections.Counter()
+        """The training loop's line -> samples under it: its own time and the time of everything it called."""
         self.util: collections.deque[tuple[float, float]] = collections.deque(maxlen=TIMELINE_MAX)
         self.util_sum = 0.0
         self.util_n = 0
@@ -119,6 +157,8 @@ class Sampler(threading.Thread):
         self.nvml: Any = None
         self.handle: Any = None
         self.nvml_why: str | None = None
+        self.switch_s = sys.getswitchinterval()
+        """The script's switch interval, put back whenever another Python thread runs and at stop()."""
 
     def want_gpu(self, device_index: int) -> None:
         """Start sampling the GPU the run uses (NVML); says why not when it cannot."""
@@ -156,6 +196,7 @@ class Sampler(threading.Thread):
         proc = psutil.Process()
         proc.cpu_percent(None)
         tick = 0
+        switch = self.switch_s
         last_cpu = time.perf_counter()
         while not self.halt.wait(self.period):
             tick += 1
@@ -165,12 +206,19 @@ class Sampler(threading.Thread):
                 # keeps its locals when the frame returns, and a thread holding them between samples made
                 # printing a tensor on the main thread fail (torch 2.13, Python 3.11: "Attempted to make a
                 # tensor into a differentiable view ...", now and then an abort)
-                site, library = site_and_library(sys._current_frames().get(self.main_id))
+                site, outer, library = site_and_library(sys._current_frames().get(self.main_id), self.loop)
                 if site is not None:
                     self.other_samples[site] += 1
                     self.other_total += 1
                     if library is not None:
                         self.other_inside[site, library] += 1
+                    if outer is not None:
+                        self.other_loop[outer] += 1
+            alone = all(t is self or t.ident == self.main_id for t in threading.enumerate())
+            wanted = SWITCH_S if alone and self.switch_s > SWITCH_S else self.switch_s
+            if wanted != switch:  # (the interpreter keeps it in microseconds: not compared with its own)
+                sys.setswitchinterval(wanted)
+                switch = wanted
             if self.nvml is not None and tick % self.nvml_every == 0:
                 self._sample_gpu(now)
             if now - last_cpu >= 1.0 and len(self.cpu_percent) < 100_000:
@@ -178,16 +226,24 @@ class Sampler(threading.Thread):
                 self.threads.append(proc.num_threads())
                 last_cpu = now
 
+    def learn_loop(self, codes: tuple[Any, ...]) -> None:
+        """The training loop's code objects (`loop_codes` at a step's end): from now on a sample also names
+        the loop's line it runs under."""
+        self._loop_codes = codes
+        self.loop = frozenset(id(code) for code in codes)
+
     def forget_other(self) -> None:
         """Drop the 'other' samples taken so far (the watcher starts measuring over)."""
         self.other_samples = collections.Counter()
         self.other_inside = collections.Counter()
+        self.other_loop = collections.Counter()
         self.other_total = 0
 
     def stop(self) -> None:
         self.halt.set()
         if self.is_alive():
             self.join(timeout=2.0)
+        sys.setswitchinterval(self.switch_s)
         if self.nvml is not None:
             try:
                 self.nvml.nvmlShutdown()

@@ -50,7 +50,7 @@ from trainspeed.watch.result import (
     SyncSite,
     WatchResult,
 )
-from trainspeed.watch.sampler import Sampler, source_of
+from trainspeed.watch.sampler import Sampler, loop_codes, source_of
 from trainspeed.watch.sawtooth import detect_sawtooth
 from trainspeed.watch.stats import Reservoir, median, quantile
 from trainspeed.watch.syncs import SyncCounter, reading
@@ -166,7 +166,7 @@ class Watcher:
         warm-up it settles after, the samples, the loaders' starts and the detail schedule. Set at
         construction, and again when the first optimizer step comes after backward-delimited steps
         (`_rebase`)."""
-        self.window = ProfileWindow(profile_steps, outside=self._outside_phases)
+        self.window = ProfileWindow(profile_steps, outside=self._outside_phases, edge=self._in_edge_phase)
         self.settled_at = self.window.settled_from(self.warmup)
         self.steps_seen = 0
         self.measured = Reservoir[StepRecord](seed=1)
@@ -210,9 +210,12 @@ class Watcher:
         return self
 
     def _start_sums(self) -> None:
-        """The measured steps start now: their sums, and the machine's load beside them."""
+        """The measured steps start now: their sums, and the machine's load beside them. Called at a step's
+        end (or backward's), under the training loop's frames: the sampler learns them here."""
         self.clock.start_sums()
         self.load_from = machine_load.mark()
+        if self.sampler is not None:
+            self.sampler.learn_loop(loop_codes(sys._getframe(1)))
 
     def stop(self) -> None:
         if not self.running:
@@ -281,6 +284,12 @@ class Watcher:
         """Whether an op dispatched now runs in "other": on the thread that runs the steps, with no phase
         open and no host read under way (a read's op is the sync phase's)."""
         return not self.clock.stack and threading.get_ident() == self._thread and not reading()
+
+    def _in_edge_phase(self) -> bool:
+        """Whether an op dispatched now (not in "other") runs in an edge phase: on the thread that runs the steps,
+        in a host read or with data, h2d, sync, checkpoint or comm open innermost."""
+        stack = self.clock.stack
+        return threading.get_ident() == self._thread and (reading() or bool(stack) and stack[-1] in EDGE_PHASES)
 
     def _set_edges(self) -> None:
         """Phase edges also record CUDA events on the detailed steps of a CUDA run, and only there. On the
@@ -798,12 +807,13 @@ class Watcher:
             h2d_bytes_per_step=(sum(r.h2d_bytes for r in records) / len(records)) if records else 0.0,
             ops_per_step=self.window.ops_per_step, kernels_per_step=self.window.kernels_per_step,
             flops_per_step=self.window.flops_per_step,
-            other_ops_per_step=self.window.outside_ops_per_step,
+            other_ops_per_step=self.window.outside_ops_per_step, edge_ops_per_step=self.window.edge_ops_per_step,
             other_op_ms_per_step=self.window.outside_op_ms_per_step, op_times=self.window.op_times,
             op_ms_per_step=self.window.op_ms_per_step,
             loader_starts=self.loader_starts, loader_start_share=start_share,
             loader_start_ms=self.loader_start_s * 1e3 / self.loader_starts if self.loader_starts else None,
-            sync_sites=self._sync_sites(), other_sites=self._other_sites(), gpu_util=self._gpu_util(step_ms),
+            sync_sites=self._sync_sites(), other_sites=self._other_sites(), loop_sites=self._loop_sites(),
+            gpu_util=self._gpu_util(step_ms),
             device=self.device, batch_size=self.batch_size,
             loaders=[dataclasses.replace(info, batches=self.loader_batches[key]) for key, info in self.loaders.items()],
             torch_threads=torch.get_num_threads(), process_cpu_percent=self._cpu(),
@@ -860,6 +870,13 @@ class Watcher:
         return [OtherSite(site, source_of(site), count, count / s.other_total,
                           inside=inside[site][0] if site in inside and 2 * inside[site][1] >= count else None)
                 for site, count in s.other_samples.most_common(10)]
+
+    def _loop_sites(self) -> list[OtherSite]:
+        s = self.sampler
+        if s is None or not s.other_total:
+            return []
+        return [OtherSite(site, source_of(site), count, count / s.other_total)
+                for site, count in s.other_loop.most_common(5)]
 
     def _gpu_util(self, step_ms: list[float]) -> GpuUtil:
         s = self.sampler
