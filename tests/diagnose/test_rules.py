@@ -123,6 +123,11 @@ def test_tiny_cpu_model_is_launch_bound() -> None:
     found = diagnose(r, CTX)
     assert found[0].id == "launch_bound" and found[0].predicted_speedup and found[0].predicted_speedup > 1.5
     assert "small_batch" in [v.id for v in found] and "cpu_faster" not in [v.id for v in found]
+    assert "compiled step" in found[0].action
+    # a torch.compile'd model (compiled.py, scratch, 2026-11-23): not told to compile what is compiled
+    compiled = diagnose(dataclasses.replace(r, compiled=True), CTX)[0]
+    assert compiled.id == "launch_bound" and compiled.action.startswith("the model is compiled already")
+    assert compiled.predicted_speedup == found[0].predicted_speedup
 
 
 def test_cpu_launch_bound_counts_only_the_ops_of_forward_backward_and_the_optimizer() -> None:

@@ -83,6 +83,7 @@ def test_watching_a_torch_compiled_model_does_not_change_its_losses_bit_for_bit(
         torch._dynamo.reset()  # its compiled code is no later test's (conftest zeroes the count of graphs)
     assert watched == plain
     assert any("torch.profiler alone" in note for note in w.measurements().notes)
+    assert w.measurements().compiled
 
 
 def test_steps_phases_and_sync_sites() -> None:
@@ -90,7 +91,7 @@ def test_steps_phases_and_sync_sites() -> None:
         _seed_loop(50)
     r = w.measurements()
     assert r.steps_seen == 50 and r.steps_measured == 46  # warm-up and profiled steps left out
-    assert r.syncs_per_step == 1.0 and r.batch_size == 120 and r.device == "cpu"
+    assert r.syncs_per_step == 1.0 and r.batch_size == 120 and r.device == "cpu" and not r.compiled
     assert r.ops_per_step and r.ops_per_step > 10 and r.flops_per_step and r.flops_per_step > 0
     assert sum(p.share for p in r.phases.values()) == __import__("pytest").approx(1.0)
     assert r.phases["forward"].host_ms > 0 and r.phases["backward"].host_ms > 0

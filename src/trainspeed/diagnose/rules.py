@@ -742,13 +742,18 @@ def launch_bound(r: WatchResult, c: Context) -> Verdict | None:
             return None
         if work * 1e3 / ops >= OP_WORK_DISPATCHES * c.dispatch_us:
             return None  # big ops running slow: not their fixed cost (a loaded machine, memory-bound ops)
-        evidence = (f"{ops:.0f} ops per step in forward, backward and the optimizer average {per_op:.1f} us each; "
-                    "their arithmetic "
+        which = " in forward, backward and the optimizer" if r.edge_ops_per_step is not None else ""
+        evidence = (f"{ops:.0f} ops per step{which} average {per_op:.1f} us each; their arithmetic "
                     f"({r.flops_per_step / 1e6:.2f} MFLOP) needs {arithmetic * 1e3:.1f} us at this CPU's measured "
                     f"{c.matmul_gflops:.0f} GFLOP/s, {arithmetic / compute:.0%} of the {compute:.2f} ms of "
                     f"forward+backward+optimizer: per-op overhead fills the step")
         action = ("do more work per op: a larger batch, or a captured or compiled step (trainspeed.fit replays "
                   "the step's ops without Python and compiles long jobs); intra-op threads do not help ops this small")
+        if r.compiled:
+            action = ("the model is compiled already: what is left per op runs around its graph - the optimizer's "
+                      "updates (fused=True, or the optimizer step compiled too), the loss, the graph's own guards and "
+                      "calls; a larger batch, or trainspeed.fit, which captures the whole step with its optimizer; "
+                      "intra-op threads do not help ops this small")
         # what is left if each op cost only its bare dispatch plus its arithmetic
         overhead = compute - (work + ops * c.dispatch_us / 1e3)
     if overhead < LAUNCH_GAIN * step:

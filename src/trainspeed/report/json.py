@@ -152,6 +152,7 @@ def doctor_dict(report: DoctorReport) -> dict[str, Any]:
         "sync_sites": [{"where": s.where, "op": s.op, "count": s.count, "total_ms": s.total_ms}  # DESIGN.md's keys
                        for s in w.sync_sites],
         "other_sites": _clean(w.other_sites),
+        "compiled": w.compiled,
         "loop_sites": [{"where": o.where, "code": o.code, "samples": o.samples, "share_of_other": o.share_of_other}
                        for o in w.loop_sites],
         "gpu_util": {"available": w.gpu_util.available, "mean": w.gpu_util.mean, "samples": w.gpu_util.samples,

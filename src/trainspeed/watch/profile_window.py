@@ -297,6 +297,8 @@ class ProfileWindow:
         """Multiply-add FLOPs of the ops PyTorch has formulas for (matmul, conv, ...), per step."""
         self.outside_ops_per_step: float | None = None
         """Aten ops dispatched outside every phase the watcher names, per step (None: not counted)."""
+        self.compiled = False
+        """torch.compile had compiled a graph in this process when the window opened (after the warm-up)."""
         self.edge_ops_per_step: float | None = None
         """CPU: aten ops dispatched in the edge phases (data, h2d, sync, checkpoint, comm), per step (None: not
         counted)."""
@@ -331,7 +333,7 @@ class ProfileWindow:
         return profiled
 
     def _open(self, cuda: bool, first: int) -> None:
-        compiled = compiled_code_seen()
+        compiled = self.compiled = compiled_code_seen()
         if compiled:
             self.notes.append("torch.compile'd code ran before the profiler window: the window used torch.profiler "
                               "alone (a dispatch mode would send compiled code back to eager for its steps, and "

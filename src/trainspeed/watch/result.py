@@ -292,6 +292,8 @@ class WatchResult:
     """CPU: aten ops per step dispatched in the edge phases (data, h2d, sync, checkpoint, comm: a DataLoader's
     row-by-row indexing and collation, a read's), the profiler window's; with `other_ops_per_step`, what of
     `ops_per_step` is not forward, backward or the optimizer. None: not counted."""
+    compiled: bool = False
+    """torch.compile had compiled a graph in this process by the end of the warm-up (the run's model, most likely)."""
     loop_sites: list[OtherSite] = field(default_factory=list)
     """The training loop's own lines (of the user's functions on the stack at a step's end) that the samples in
     "other" ran under, most first: a line's own time and that of every function it called (a data generator,
