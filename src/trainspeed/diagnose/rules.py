@@ -662,12 +662,15 @@ def slow_dtype(r: WatchResult, c: Context) -> Verdict | None:
 
 
 def evaluation_heavy(r: WatchResult, c: Context) -> Verdict | None:
-    """Evaluation (model.eval() to model.train()) a large share of the run: no training happens then."""
+    """Evaluation (model.eval() to model.train(), or the model called under torch.no_grad()) a large share of the
+    run: no training happens then."""
     ev = r.evaluation
     if ev is None or ev.share < EVAL_SHARE or not r.median_ms:
         return None
     every = f", one every {ev.every_steps:.0f} steps" if ev.every_steps else ""
-    evidence = (f"evaluation (from model.eval() to model.train()) took {ev.share:.0%} of the run's time: {ev.count} "
+    told = {"model.eval()": "from model.eval() to model.train()",
+            "no_grad": "the model called under torch.no_grad() or inference_mode, outside the training step"}
+    evidence = (f"evaluation ({told.get(ev.by, ev.by)}) took {ev.share:.0%} of the run's time: {ev.count} "
                 f"evaluations of {ev.mean_ms:.1f} ms each{every}, beside a {r.median_ms:.2f} ms training step "
                 f"(predicted speed-up: evaluating {EVAL_LESS} times less often)")
     less = f"every {ev.every_steps * EVAL_LESS:.0f} steps" if ev.every_steps else "less often"

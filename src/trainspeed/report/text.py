@@ -193,7 +193,8 @@ def doctor_view(report: DoctorReport) -> Group:
                           f"host->device, {ops}{kernels}; batch {w.batch_size or '?'}"))
     if w.evaluation is not None:
         ev = w.evaluation
-        parts.append(Text(f"evaluation (model.eval() to model.train()): {ev.count} x {ev.mean_ms:.1f} ms, "
+        told = "model.eval() to model.train()" if ev.by == "model.eval()" else ev.by
+        parts.append(Text(f"evaluation ({told}): {ev.count} x {ev.mean_ms:.1f} ms, "
                           f"{ev.share:.0%} of the run's time" + (f", one every {ev.every_steps:.0f} steps"
                                                                  if ev.every_steps else "")))
     for s in w.sync_sites[:3]:

@@ -49,6 +49,8 @@ class Listener(Protocol):
     def anomaly_stack(self, seconds: float) -> None: ...
     def optimizer_built(self, seconds: float) -> None: ...
     def mode_set(self, module: torch.nn.Module, training: bool) -> None: ...
+    def grad_off_entered(self) -> None: ...
+    def grad_off_left(self) -> None: ...
 
 
 class Hooks:
@@ -221,6 +223,37 @@ class Hooks:
             return wrapper
 
         self._patch(torch.nn.Module, "train", train_wrap)
+
+        # torch.no_grad() / torch.inference_mode(): the outermost one entered on the watched thread, and left (a
+        # validation pass without model.eval() runs under one)
+        grad_off = [0]
+
+        def enter_wrap(orig: Callable[..., Any]) -> Callable[..., Any]:
+            @functools.wraps(orig)
+            def wrapper(cm: Any, *args: Any, **kwargs: Any) -> Any:
+                out = orig(cm, *args, **kwargs)
+                if threading.get_ident() == home:
+                    grad_off[0] += 1
+                    if grad_off[0] == 1:
+                        L.grad_off_entered()
+                return out
+            return wrapper
+
+        def exit_wrap(orig: Callable[..., Any]) -> Callable[..., Any]:
+            @functools.wraps(orig)
+            def wrapper(cm: Any, *args: Any, **kwargs: Any) -> Any:
+                try:
+                    return orig(cm, *args, **kwargs)
+                finally:
+                    if threading.get_ident() == home and grad_off[0]:
+                        grad_off[0] -= 1
+                        if not grad_off[0]:
+                            L.grad_off_left()
+            return wrapper
+
+        for cls in (torch.no_grad, torch.inference_mode):
+            self._patch(cls, "__enter__", enter_wrap)
+            self._patch(cls, "__exit__", exit_wrap)
 
         # an optimizer built: one built inside the loop starts with no state at every step
         self._patch(torch.optim.Optimizer, "__init__", lambda orig: self._timed(orig, L.optimizer_built))

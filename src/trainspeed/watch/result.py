@@ -89,7 +89,8 @@ class LoaderInfo:
 
 @dataclass(frozen=True)
 class Evaluation:
-    """The run's evaluations: spans from `model.eval()` to the next `model.train()` with no step between."""
+    """The run's evaluations: spans from `model.eval()` to the next `model.train()` with no step between, and spans of
+    `torch.no_grad()` (or inference_mode) outside every phase that called the model."""
 
     count: int
     mean_ms: float
@@ -97,6 +98,9 @@ class Evaluation:
     """Of the measured run's time."""
     every_steps: float | None
     """Steps from one to the next, on average (None: one evaluation)."""
+    by: str = "model.eval()"
+    """How they were told: "model.eval()" (spans to the next model.train()), "no_grad" (spans of torch.no_grad() or
+    torch.inference_mode() that called the model, at most every other step), or both ("model.eval() and no_grad")."""
 
 
 @dataclass(frozen=True)
@@ -231,8 +235,7 @@ class WatchResult:
     """A bounded uniform sample of measured step times, for the histogram."""
     notes: list[str] = field(default_factory=list)
     evaluation: Evaluation | None = None
-    """Evaluations during the measured steps (None: none seen; one made under `no_grad` alone, without
-    `model.eval()`, is not told apart from the step's other work)."""
+    """Evaluations during the measured steps (None: none seen)."""
     mean_ms: float | None = None
     """The measured steps' mean, from the clock's sums over all of them: the run's time per step, its slow
     steps included (None: the statistics came from warm-up steps)."""

@@ -191,6 +191,13 @@ class Watcher:
         self.eval_steps: tuple[int, int] | None = None
         """The step counts at the first and the last of them."""
         self._eval_from: tuple[float, int] | None = None
+        self.quiet_evals = [0, 0.0, -1, -1]
+        """Evaluations without model.eval(): spans of torch.no_grad() or torch.inference_mode() entered outside every
+        phase in which the model was called, with no step ended inside, during the measured steps: [count, seconds,
+        step count at the first, at the last] (`grad_off_entered`)."""
+        self._grad_off: tuple[float, int] | None = None
+        self._grad_off_called = False
+        self._grad_off_hook: Any = None
 
     # -- lifecycle --------------------------------------------------------------------------
     def start(self) -> Watcher:
@@ -471,6 +478,38 @@ class Watcher:
             self.evals += 1
             self.eval_s += self.clock.now() - t0
             self.eval_steps = (self.eval_steps[0] if self.eval_steps else steps, steps)
+
+    def grad_off_entered(self) -> None:
+        """torch.no_grad() or torch.inference_mode() entered on the watched thread (the outermost one). Outside every
+        phase, during the measured steps and outside a model.eval() span, it may hold an evaluation: a global
+        module pre-hook stands until the model is called (then it goes, and the rest of the span's module calls take
+        torch's fast path again) or the span ends."""
+        if self.clock.stack or self.clock.sums is None or self._eval_from is not None or self._model_id is None:
+            return
+        self._grad_off = (self.clock.now(), self.steps_seen)
+        self._grad_off_called = False
+        self._grad_off_hook = torch.nn.modules.module.register_module_forward_pre_hook(self._grad_off_call)
+
+    def _grad_off_call(self, module: torch.nn.Module, args: Any) -> None:
+        if id(module) == self._model_id and self._grad_off_hook is not None:
+            self._grad_off_called = True
+            self._grad_off_hook.remove()
+            self._grad_off_hook = None
+
+    def grad_off_left(self) -> None:
+        """The outermost torch.no_grad() or torch.inference_mode() on the watched thread was left."""
+        if self._grad_off is None:
+            return
+        if self._grad_off_hook is not None:
+            self._grad_off_hook.remove()
+            self._grad_off_hook = None
+        (t0, steps), self._grad_off = self._grad_off, None
+        if self._grad_off_called and steps == self.steps_seen and self.clock.sums is not None:
+            ev = self.quiet_evals
+            ev[0] += 1
+            ev[1] += self.clock.now() - t0
+            ev[2] = steps if ev[2] < 0 else ev[2]
+            ev[3] = steps
 
     def read_span(self, op: str, t0: float, t1: float, frame: Any) -> None:
         """A host read ran from t0 to t1 (the counter has tallied it by its line already): into the phase
@@ -801,7 +840,7 @@ class Watcher:
             steps_seen=self.steps_seen, steps_measured=n,
             median_ms=median(step_ms), p90_ms=quantile(step_ms, 0.9),
             mean_ms=summed[1] * 1e3 / n if summed is not None and n and summed[1] > 0 else None,
-            evaluation=self._evaluation(summed),
+            evaluation=self._evaluation(summed, n),
             phases=phases,
             syncs_per_step=(sum(r.syncs for r in records) / len(records)) if records else 0.0,
             h2d_bytes_per_step=(sum(r.h2d_bytes for r in records) / len(records)) if records else 0.0,
@@ -836,13 +875,22 @@ class Watcher:
             return result
         return dataclasses.replace(result, distributed=self._dist_run(result))
 
-    def _evaluation(self, summed: tuple[dict[str, float], float] | None) -> Evaluation | None:
-        if not self.evals or summed is None or summed[1] <= 0:
+    def _evaluation(self, summed: tuple[dict[str, float], float] | None, measured: int) -> Evaluation | None:
+        """The model.eval() spans, and the no_grad spans that called the model where they came at most every other
+        step (a generator run under no_grad for a GAN's critic, an agent choosing its actions, come every step: work
+        of the step, not an evaluation)."""
+        count, seconds, kinds = self.evals, self.eval_s, ["model.eval()"] if self.evals else []
+        first, last = self.eval_steps or (-1, -1)
+        quiet, quiet_s, quiet_first, quiet_last = self.quiet_evals
+        if quiet and quiet <= max(1, measured // 2):
+            count, seconds = count + quiet, seconds + quiet_s
+            first = quiet_first if first < 0 else min(first, quiet_first)
+            last = max(last, quiet_last)
+            kinds.append("no_grad")
+        if not count or summed is None or summed[1] <= 0:
             return None
-        first, last = self.eval_steps or (0, 0)
-        return Evaluation(count=self.evals, mean_ms=self.eval_s * 1e3 / self.evals,
-                          share=min(1.0, self.eval_s / summed[1]),
-                          every_steps=(last - first) / (self.evals - 1) if self.evals > 1 else None)
+        return Evaluation(count=count, mean_ms=seconds * 1e3 / count, share=min(1.0, seconds / summed[1]),
+                          every_steps=(last - first) / (count - 1) if count > 1 else None, by=" and ".join(kinds))
 
     def _optimizer_info(self) -> OptimizerInfo | None:
         spec = self.optimizer_spec
