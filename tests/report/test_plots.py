@@ -30,3 +30,15 @@ def test_sweep_plots_are_pngs() -> None:
            SweepPoint("cuda", 0.5, None, None, True, predicted=True)]
     r = SweepResult("record-every", "iris", "cpu", 10, 5, pts, findings={"fit": {"a": 0.9, "b": 0.01, "r2": 1.0}})
     assert sweep_png(r)[:4] == b"\x89PNG"
+
+
+def test_the_cli_leaves_matplotlib_unimported_until_a_plot_is_drawn() -> None:
+    # the doctor imports its renderers before it runs the script: matplotlib's objects would lengthen every full
+    # garbage collection of the watched run
+    import subprocess
+    import sys
+
+    code = "import sys, trainspeed.cli; print('matplotlib' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"
