@@ -2,9 +2,10 @@
 
     python benchmarks/threads_fix.py                 # 4 x cores threads against cores, 5 rounds
     python benchmarks/threads_fix.py --rounds 9 --steps 300
+    python benchmarks/threads_fix.py --given 1       # 1 thread against cores (threads_unused)
 
 The example's training loop is timed in one process with its default threads (four per core, as
-given) and with one per core (the advice), alternating round by round; the speed-up is the median of
+given; `--given N` for another count) and with one per core (the advice), alternating round by round; the speed-up is the median of
 the round by round ratios. Compare it with `trainspeed doctor examples/too_many_threads.py`.
 """
 
@@ -34,10 +35,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--steps", type=int, default=150)
+    parser.add_argument("--given", type=int, default=4 * cores(), help="torch's threads as given")
     args = parser.parse_args()
-    if args.rounds < 1 or args.steps < 1:
-        parser.exit(2, "threads_fix.py: --rounds and --steps must be at least 1\n")
-    many, fixed = 4 * cores(), cores()
+    if args.rounds < 1 or args.steps < 1 or args.given < 1:
+        parser.exit(2, "threads_fix.py: --rounds, --steps and --given must be at least 1\n")
+    many, fixed = args.given, cores()
     given, advised = [], []
     for _ in range(args.rounds):
         given.append(timed(args.steps, many))

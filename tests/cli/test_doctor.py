@@ -178,3 +178,17 @@ def test_ctrl_c_gives_a_partial_report(tmp_path: Path, capsys: pytest.CaptureFix
     """)
     code, data = _doctor([path], capsys)
     assert code == 130 and data["steps"]["seen"] == 8
+
+
+def test_one_thread_on_several_cores_is_threads_unused(capsys: pytest.CaptureFixture[str]) -> None:
+    from trainspeed.hardware.cpu import detect_cpu, usable_cores
+
+    cores = min(detect_cpu().physical_cores or 1, usable_cores() or 1)
+    if cores < 2:
+        pytest.skip("one usable core: one thread is all of them")
+    code, data = _doctor([str(EXAMPLES / "too_many_threads.py"), "--steps", "60", "--threads", "1"], capsys)
+    assert code == 0
+    first = data["verdicts"][0]
+    assert first["id"] == "threads_unused" and f"torch.set_num_threads({cores})" in first["action"]
+    rates = data["probe"]["threads_matmul_gflops"]
+    assert rates["advised"] > rates["as_run"] > 0

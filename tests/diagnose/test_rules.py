@@ -267,6 +267,31 @@ def test_more_threads_than_cores_predicts_from_a_matmul_at_each_count() -> None:
     assert unprobed.predicted_speedup is None and "GFLOP/s" not in unprobed.evidence
 
 
+def test_fewer_threads_than_cores_on_matrix_work_is_threads_unused() -> None:
+    # one_thread.py (scratch, 2026-11-23): torch.set_num_threads(1) on 2 cores, the same 15 ms MLP step; a matmul
+    # of its size ran at 88 GFLOP/s on 1 thread and 160 on 2, and 2 threads ran the loop about 1.5x faster
+    from trainspeed.diagnose.rules import threads_candidate
+    from trainspeed.watch.result import OpTime
+
+    rows = [OpTime("aten.mm", "float32", 5, 9.0, True, 681.6e6), OpTime("aten.addmm", "float32", 3, 4.5, True, 407.9e6)]
+    r = dataclasses.replace(recorded(15.2, {"forward": 4.8, "backward": 8.5, "optimizer": 0.8}, ops=55, flops=1.09e9,
+                                     threads=1), op_times=rows, op_ms_per_step=13.5, mean_ms=15.6)
+    ctx = Context(2.0, 160.0, physical_cores=2, logical_threads=2, thread_gflops=(88.0, 160.0))
+    verdict = next(v for v in diagnose(r, ctx) if v.id == "threads_unused")
+    assert verdict.evidence.startswith("torch uses 1 intra-op thread on 2 cores; a matmul of the run's size ran at "
+                                       "88 GFLOP/s with 1 thread and 160 with 2")
+    assert "torch.set_num_threads(2)" in verdict.action
+    assert verdict.predicted_speedup == round(15.6 / (15.6 - 13.5 * (1 - 88 / 160)), 2)
+    assert threads_candidate(r, 2) == 2 and threads_candidate(r, 2, usable=1) is None  # a process held to 1 CPU
+    assert threads_candidate(dataclasses.replace(r, loaders=[LoaderInfo(1, False, 64, False)]), 2) is None
+    assert threads_candidate(dataclasses.replace(r, others_cpu_cores=1.0), 2) is None
+    # little matrix work, or no faster on more threads: nothing to say
+    small = dataclasses.replace(r, op_times=[dataclasses.replace(rows[0], ms=0.5)])
+    assert "threads_unused" not in ids(small, ctx)
+    assert "threads_unused" not in ids(r, dataclasses.replace(ctx, thread_gflops=(88.0, 85.0)))
+    assert "threads_unused" not in ids(r, dataclasses.replace(ctx, usable_cores=1))
+
+
 def test_other_processes_on_the_cores_torchs_threads_need_are_thread_oversubscription() -> None:
     # the seed's loop beside a busy process on the 2-vCPU VM: the median step unchanged, the mean 3x it
     import dataclasses

@@ -41,3 +41,20 @@ def test_every_row_cites_a_source_and_is_dense_sane() -> None:
         assert spec.source.startswith("https://"), key
         if spec.tf32 is not None and spec.bf16 is not None:
             assert spec.bf16 >= spec.tf32, key  # bf16 tensor math is never slower than tf32
+
+
+def test_usable_cores_are_the_least_of_the_affinity_and_the_cgroup_quota(tmp_path) -> None:
+    import os
+
+    from trainspeed.hardware.cpu import usable_cores
+
+    affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+    (tmp_path / "cpu.max").write_text("max 100000\n")  # no quota
+    assert usable_cores(str(tmp_path)) == affinity
+    (tmp_path / "cpu.max").write_text("150000 100000\n")  # --cpus=1.5: two threads may run
+    assert usable_cores(str(tmp_path)) == min(2, affinity or 2)
+    v1 = tmp_path / "v1"
+    (v1 / "cpu").mkdir(parents=True)
+    (v1 / "cpu" / "cpu.cfs_quota_us").write_text("100000\n")
+    (v1 / "cpu" / "cpu.cfs_period_us").write_text("100000\n")
+    assert usable_cores(str(v1)) == 1

@@ -9,6 +9,7 @@ from typing import Any
 from trainspeed.diagnose.rules import (MEMORY_SHARE, Context, busiest_loader, diagnose, loader_candidate, matmul_side,
                                        optimizer_candidate, rebuilt_candidate, slow_dtype_candidates,
                                        threads_candidate)
+from trainspeed.hardware.cpu import usable_cores
 from trainspeed.hardware.report import HardwareReport, detect_hardware
 from trainspeed.probe.dispatch import cpu_dispatch_us, cuda_op_us
 from trainspeed.probe.matmul import cpu_dtype_gflops, cpu_matmul_gflops, thread_gflops, torch_threads
@@ -125,7 +126,8 @@ def diagnose_run(result: WatchResult, watcher: Any = None, hardware: HardwareRep
     with torch.random.fork_rng(devices=devices):
         hw = hardware or detect_hardware()
         dispatch = dispatch_us if dispatch_us is not None else cpu_dispatch_us()
-        keep = threads_candidate(result, hw.cpu.physical_cores or 1)
+        usable = usable_cores() if result.device == "cpu" else None
+        keep = threads_candidate(result, hw.cpu.physical_cores or 1, usable)
         if matmul_gflops is not None:
             gflops = matmul_gflops
         else:  # what the CPU can do: with more threads than cores, the rate at the threads advised
@@ -149,7 +151,7 @@ def diagnose_run(result: WatchResult, watcher: Any = None, hardware: HardwareRep
         ctx = Context(dispatch_us=dispatch, matmul_gflops=gflops, physical_cores=hw.cpu.physical_cores or 1,
                       logical_threads=hw.cpu.logical_threads or 1, largest_batch=largest, cuda_op_us=launch_us,
                       dtype_gflops=dtype_gflops, optimizer_ms=optimizer_ms, rebuild_ms=rebuilt_ms, handover=handover,
-                      batched_ms=batched, thread_gflops=thread_rates)
+                      batched_ms=batched, thread_gflops=thread_rates, usable_cores=usable)
         return DoctorReport(hardware=hw, watch=result, verdicts=diagnose(result, ctx), dispatch_us=dispatch,
                             matmul_gflops=gflops, cuda_op_us=launch_us, dtype_gflops=dtype_gflops,
                             optimizer_ms=optimizer_ms, rebuild_ms=rebuilt_ms, handover=handover, batched_ms=batched,

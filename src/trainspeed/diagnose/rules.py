@@ -17,6 +17,7 @@ from trainspeed.probe.loader import Handover
 from trainspeed.watch.result import LoaderInfo, OpTime, OtherSite, SyncSite, Verdict, WatchResult
 
 DATA_SHARE = 0.20  # waiting on data for a fifth of the step is worth fixing first
+THREADS_GAIN = 1.10  # threads_unused: more threads advised only where predicted to make the run this much faster
 WORKERS_GAIN = 1.05  # workers are advised only where they are predicted to make the run this much faster
 START_SHARE = 0.5  # a loader's starts (workers spawned anew each epoch) are the cause when they are half its wait
 STARTS_PER_STEP = 0.5  # a DataLoader iterator started every other step or more often: `next(iter(loader))` in the loop
@@ -123,6 +124,8 @@ class Context:
     batched_ms: float | None = None
     """A batch of the busiest loader's TensorDataset taken whole (one index op per tensor), measured after the
     run; None unless that loader fetches a TensorDataset row by row."""
+    usable_cores: int | None = None
+    """CPUs this process may run on at once (affinity, cgroup quota: hardware.cpu.usable_cores); None: not known."""
     thread_gflops: tuple[float, float] | None = None
     """GFLOP/s of a matmul of the run's size at torch's threads as the run had them and as advised
     (`threads_candidate`), measured in turn after the run; None when not probed."""
@@ -849,13 +852,19 @@ def _merged_passes(r: WatchResult, c: Context, k: int, evidence: str, action: st
     return Verdict("small_batch", evidence.format(passes=passes, around=around), action, _speedup(step, step - saved))
 
 
-def threads_candidate(r: WatchResult, physical_cores: int) -> int | None:
-    """The intra-op threads to advise where the run gave torch more threads than cores and had no DataLoader
-    workers (then torch's threads alone fight for the cores, and a matmul at each count tells what the advice
-    buys); None otherwise."""
-    if r.device != "cpu" or r.torch_threads <= physical_cores or any(ld.num_workers for ld in r.loaders):
+def threads_candidate(r: WatchResult, physical_cores: int, usable: int | None = None) -> int | None:
+    """The intra-op threads to advise where the run gave torch more threads than cores, or fewer, and had no
+    DataLoader workers (then torch's threads alone use the cores, and a matmul at each count tells what the
+    advice buys; with workers, fewer threads may leave them their cores) and, for fewer, no other process kept
+    cores busy and the process may use more CPUs (`usable`: hardware.cpu.usable_cores); None otherwise."""
+    if r.device != "cpu" or any(ld.num_workers for ld in r.loaders):
         return None
-    return max(1, physical_cores)
+    if r.torch_threads > physical_cores:
+        return max(1, physical_cores)
+    target = min(physical_cores, usable or physical_cores)  # a process held to fewer CPUs than the machine has
+    if r.torch_threads < target and (r.others_cpu_cores or 0.0) < OTHERS_BUSY:
+        return target
+    return None
 
 
 def matmul_side(r: WatchResult) -> int:
@@ -885,22 +894,43 @@ def thread_oversubscription(r: WatchResult, c: Context) -> Verdict | None:
     return _machine_busy(r, c, workers)
 
 
-def _fewer_threads(r: WatchResult, c: Context, keep: int) -> tuple[str, float | None]:
+def _fewer_threads(r: WatchResult, c: Context, keep: int, tail: bool = True) -> tuple[str, float | None]:
     """What `keep` threads buy, from `Context.thread_gflops`. Model: the window's matrix ops and the other
-    ops' work beyond their fixed cost (the ops torch runs in parallel) speed up by the probe's ratio; and the
-    run's tail goes (a parallel op that waits for a thread without a core is the cause oversubscription
-    adds), so the mean step falls to the median less that saving."""
+    ops' work beyond their fixed cost (the ops torch runs in parallel) speed up by the probe's ratio; and, with
+    `tail` (more threads than cores), the run's tail goes (a parallel op that waits for a thread without a core
+    is the cause oversubscription adds), so the mean step falls to the median less that saving; without it,
+    the mean step less that saving."""
     assert c.thread_gflops is not None
     now, fixed = c.thread_gflops
-    text = (f"; a matmul of the run's size ran at {now:.0f} GFLOP/s with {r.torch_threads} threads and {fixed:.0f} "
-            f"with {keep} (measured in turn after the run)")
+    text = (f"; a matmul of the run's size ran at {now:.0f} GFLOP/s with {r.torch_threads} "
+            f"thread{'s' if r.torch_threads > 1 else ''} and {fixed:.0f} with {keep} (measured in turn after the run)")
     if fixed <= now or not r.median_ms or not r.op_times:
         return text, None
     parallel = sum(row.ms for row in r.op_times if row.arithmetic) * _window_scale(r) + _op_work(r, c)[0]
     saved = parallel * (1 - now / fixed)
-    text += (f" (predicted speed-up: {parallel:.2f} ms of matrix and other heavy ops per step at that ratio, and "
-             f"the mean step, {_run_step_ms(r):.2f} ms, down to the median, {r.median_ms:.2f} ms)")
-    return text, _speedup(_run_step_ms(r), r.median_ms - saved)
+    text += f" (predicted speed-up: {parallel:.2f} ms of matrix and other heavy ops per step at that ratio"
+    if tail:
+        text += f", and the mean step, {_run_step_ms(r):.2f} ms, down to the median, {r.median_ms:.2f} ms)"
+        return text, _speedup(_run_step_ms(r), r.median_ms - saved)
+    return text + ")", _speedup(_run_step_ms(r), _run_step_ms(r) - saved)
+
+
+def threads_unused(r: WatchResult, c: Context) -> Verdict | None:
+    """torch given fewer intra-op threads than the machine has cores (torch.set_num_threads(1), OMP_NUM_THREADS=1
+    set by a launcher or a library) on a step whose matrix ops would run faster on all of them: measured, a
+    matmul of the run's size at both counts (`Context.thread_gflops`). Not where DataLoader workers or other
+    processes use the cores (`threads_candidate`)."""
+    keep = threads_candidate(r, c.physical_cores, c.usable_cores)
+    if keep is None or r.torch_threads >= keep or c.thread_gflops is None:
+        return None
+    more, gain = _fewer_threads(r, c, keep, tail=False)
+    if gain is None or gain < THREADS_GAIN:
+        return None
+    evidence = (f"torch uses {r.torch_threads} intra-op thread{'s' if r.torch_threads > 1 else ''} on "
+                f"{c.physical_cores} cores" + more)
+    action = (f"torch.set_num_threads({keep}) (or OMP_NUM_THREADS={keep}; a launcher or a library may have set it "
+              "lower); `trainspeed sweep threads` measures the best value")
+    return Verdict("threads_unused", evidence, action, gain)
 
 
 def _set_threads(keep: int, when: str) -> str:
@@ -1069,6 +1099,7 @@ def diagnose(r: WatchResult, c: Context) -> list[Verdict]:
         input_bound(r, c), evaluation_heavy(r, c), checkpoint_heavy(r, c), logging_heavy(r, c), host, outside_work(r, c, host), sync_bound(r, c),
         h2d_bound(r, c), slow_dtype(r, c), anomaly_detection(r, c), optimizer_heavy(r, c), optimizer_rebuilt(r, c),
         launch, small_batch(r, c, launch), cpu_faster(r, c, launch), thread_oversubscription(r, c),
+        threads_unused(r, c),
         memory_pressure(r, c), comm_bound(r, c), straggler(r, c),
     ) if v is not None]
     found.sort(key=lambda v: v.predicted_speedup or 1.0, reverse=True)

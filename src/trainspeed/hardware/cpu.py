@@ -70,3 +70,31 @@ def detect_cpu() -> CpuInfo:
         cores=psutil.cpu_count(logical=False), threads=psutil.cpu_count(logical=True),
         ram_total=int(mem.total), ram_available=int(mem.available),
     )
+
+
+def usable_cores(root: str = "/sys/fs/cgroup") -> int | None:
+    """How many CPUs this process may run on at once: its affinity (taskset, a container's cpuset) and its cgroup's
+    CPU quota (a container's --cpus, cgroup v2 `cpu.max` or v1 `cpu.cfs_quota_us`), the least of those known;
+    None when neither is. torch's default intra-op threads follow the affinity only."""
+    import math
+    import os
+
+    found = []
+    if hasattr(os, "sched_getaffinity"):
+        found.append(len(os.sched_getaffinity(0)))
+    for quota_file, period_file in (("cpu.max", None), ("cpu/cpu.cfs_quota_us", "cpu/cpu.cfs_period_us")):
+        try:
+            with open(os.path.join(root, quota_file)) as f:
+                text = f.read().split()
+            if period_file is not None:
+                with open(os.path.join(root, period_file)) as f:
+                    text.append(f.read().strip())
+        except (OSError, ValueError):
+            continue
+        if len(text) >= 2 and text[0] not in ("max", "-1"):
+            try:
+                found.append(max(1, math.ceil(int(text[0]) / int(text[1]))))
+            except ValueError:
+                pass
+        break
+    return min(found) if found else None
