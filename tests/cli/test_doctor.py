@@ -24,7 +24,7 @@ def _doctor(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, d
     ("seed_iris.py", ["--epochs", "1500"], "launch_bound"),
     ("slow_dataloader.py", [], "input_bound"),
     ("checkpoint_every_step.py", ["--steps", "60"], "checkpoint_heavy"),
-    ("log_every_step.py", ["--steps", "600"], "logging_heavy"),
+    ("log_every_step.py", ["--steps", "1500"], "logging_heavy"),  # 600 steps: 5 to 11 samples on the write line
     ("wide_mlp.py", ["--steps", "25"], "compute_bound"),
     ("metric_every_step.py", ["--steps", "150"], "host_code_heavy"),
     ("float64_numpy.py", ["--steps", "150"], "slow_dtype"),

@@ -147,6 +147,8 @@ class Sampler(threading.Thread):
         self._loop_codes: tuple[Any, ...] = ()  # kept alive, so that their ids are not reused
         self.other_loop: collections.Counter[str] = collections.Counter()
         """The training loop's line -> samples under it: its own time and the time of everything it called."""
+        self.loop_total = 0
+        """Samples in 'other' taken since the loop was learnt (what `other_loop`'s shares are of)."""
         self.util: collections.deque[tuple[float, float]] = collections.deque(maxlen=TIMELINE_MAX)
         self.util_sum = 0.0
         self.util_n = 0
@@ -212,8 +214,10 @@ class Sampler(threading.Thread):
                     self.other_total += 1
                     if library is not None:
                         self.other_inside[site, library] += 1
-                    if outer is not None:
-                        self.other_loop[outer] += 1
+                    if self.loop:
+                        self.loop_total += 1
+                        if outer is not None:
+                            self.other_loop[outer] += 1
             alone = all(t is self or t.ident == self.main_id for t in threading.enumerate())
             wanted = SWITCH_S if alone and self.switch_s > SWITCH_S else self.switch_s
             if wanted != switch:  # (the interpreter keeps it in microseconds: not compared with its own)
@@ -237,6 +241,7 @@ class Sampler(threading.Thread):
         self.other_samples = collections.Counter()
         self.other_inside = collections.Counter()
         self.other_loop = collections.Counter()
+        self.loop_total = 0
         self.other_total = 0
 
     def stop(self) -> None:

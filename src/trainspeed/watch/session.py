@@ -922,9 +922,9 @@ class Watcher:
 
     def _loop_sites(self) -> list[OtherSite]:
         s = self.sampler
-        if s is None or not s.other_total:
+        if s is None or not s.loop_total:
             return []
-        return [OtherSite(site, source_of(site), count, count / s.other_total)
+        return [OtherSite(site, source_of(site), count, count / s.loop_total)
                 for site, count in s.other_loop.most_common(5)]
 
     def _gpu_util(self, step_ms: list[float]) -> GpuUtil:
