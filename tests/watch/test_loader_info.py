@@ -58,3 +58,13 @@ def test_a_subset_fetches_as_the_dataset_under_it_does() -> None:
     custom = loader_info(iter(DataLoader(torch.utils.data.Subset(_Rows(), range(20)), batch_size=8)))
     assert custom.item_by_item and not custom.batchable
     assert not loader_info(iter(DataLoader(torch.utils.data.Subset(_Batched(), range(20)), batch_size=8))).item_by_item
+
+
+def pad_texts(rows: list[tuple[torch.Tensor, torch.Tensor]]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    return rows
+
+
+def test_the_scripts_own_collate_fn_is_named_and_torchs_are_not() -> None:
+    assert loader_info(iter(DataLoader(DATA, batch_size=8, collate_fn=pad_texts))).collate == "pad_texts"
+    assert loader_info(iter(DataLoader(DATA, batch_size=8))).collate is None  # default_collate
+    assert loader_info(iter(DataLoader(DATA, batch_size=None))).collate is None  # default_convert

@@ -251,7 +251,10 @@ def input_bound(r: WatchResult, c: Context) -> Verdict | None:
     evidence = f"waiting on the DataLoader took {_burst_note(r, 'data')}; num_workers={workers}"
     if r.gpu_util.sawtooth:
         evidence += f"; GPU utilisation is a saw-tooth ({r.gpu_util.why})"
-    cheaper = ("make __getitem__ cheaper (precompute, cache) or move the augmentation to the device" +
+    collates = sorted({ld.collate for ld in r.loaders if ld.collate})
+    made = f"__getitem__ or the collate_fn `{'`, `'.join(collates)}`" if collates else "__getitem__"
+    precompute = "precompute: tokenize or decode once, before training; cache" if collates else "precompute, cache"
+    cheaper = (f"make {made} cheaper ({precompute}) or move the augmentation to the device" +
                ("; if it is cheap already (a dataset held in memory as tensors), num_workers=0 saves each batch "
                 "its trip between processes" if workers else ""))
     pin = ", pin_memory=True" if r.device == "cuda" else ""

@@ -25,6 +25,7 @@ def loader_info(iterator: Any) -> LoaderInfo:
         batch_size=getattr(batches, "batch_size", None),
         persistent_workers=bool(getattr(iterator, "_persistent_workers", False)),
         dataset=type(dataset).__name__ if dataset is not None else None,
+        collate=_collate_name(getattr(iterator, "_collate_fn", None)),
         item_by_item=item_by_item,
         batchable=item_by_item and isinstance(inner, TensorDataset) and _plain(batches)
         and getattr(iterator, "_collate_fn", None) is default_collate
@@ -50,3 +51,10 @@ def _plain(batches: Any) -> bool:
         return True
     return type(sampler) is RandomSampler and not sampler.replacement and \
         sampler.num_samples == len(sampler.data_source)
+
+
+def _collate_name(collate: Any) -> str | None:
+    """A collate_fn's name where it is not one of torch's (default_collate, or default_convert without batching)."""
+    if collate is None or getattr(collate, "__module__", "").startswith("torch."):
+        return None
+    return getattr(collate, "__qualname__", None) or type(collate).__name__

@@ -85,6 +85,8 @@ class LoaderInfo:
     batches could be taken whole, one index op per tensor."""
     batches: int = 0
     """Batches it handed out while watched."""
+    collate: str | None = None
+    """The name of its collate_fn where it is the script's own (None: torch's default_collate)."""
 
 
 @dataclass(frozen=True)
