@@ -952,7 +952,8 @@ def _machine_busy(r: WatchResult, c: Context, workers: int) -> Verdict | None:
     keep = max(1, math.floor(c.logical_threads - others - workers))
     if keep >= r.torch_threads:
         return None
-    mean = sum(r.step_times_ms) / len(r.step_times_ms) if r.step_times_ms else None
+    # the measured steps' exact mean (the clock's sums), else the step sample's
+    mean = r.mean_ms or (sum(r.step_times_ms) / len(r.step_times_ms) if r.step_times_ms else None)
     tail = (f"; the mean step is {mean:.2f} ms against a median of {r.median_ms:.2f} ms (p90 {r.p90_ms:.2f} ms)"
             if mean is not None and r.median_ms and r.p90_ms else "")
     evidence = (f"other processes kept {others:.1f} of this machine's {c.logical_threads} hardware threads busy while "
