@@ -263,6 +263,11 @@ def test_more_threads_than_cores_predicts_from_a_matmul_at_each_count() -> None:
     slower = next(v for v in diagnose(r, dataclasses.replace(ctx, thread_gflops=(125.0, 100.0)))
                   if v.id == "thread_oversubscription")
     assert slower.predicted_speedup is None and "125 GFLOP/s with 8 threads" in slower.evidence
+    # a container held to 2 CPUs of a 16-core machine, torch at its default of one thread per core: 16
+    held = Context(2.0, 120.0, physical_cores=16, logical_threads=32, usable_cores=2, thread_gflops=(100.0, 125.0))
+    boxed = next(v for v in diagnose(dataclasses.replace(r, torch_threads=16), held) if v.id == "thread_oversubscription")
+    assert "(2 of them this process may use" in boxed.evidence and "torch.set_num_threads(2)" in boxed.action
+    assert boxed.predicted_speedup is not None and threads_candidate(r, 16, usable=2) == 2
     unprobed = next(v for v in diagnose(r, ctx) if v.id == "thread_oversubscription")
     assert unprobed.predicted_speedup is None and "GFLOP/s" not in unprobed.evidence
 

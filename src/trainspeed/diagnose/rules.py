@@ -862,10 +862,8 @@ def threads_candidate(r: WatchResult, physical_cores: int, usable: int | None = 
     cores busy and the process may use more CPUs (`usable`: hardware.cpu.usable_cores); None otherwise."""
     if r.device != "cpu" or any(ld.num_workers for ld in r.loaders):
         return None
-    if r.torch_threads > physical_cores:
-        return max(1, physical_cores)
-    target = min(physical_cores, usable or physical_cores)  # a process held to fewer CPUs than the machine has
-    if r.torch_threads < target and (r.others_cpu_cores or 0.0) < OTHERS_BUSY:
+    target = max(1, min(physical_cores, usable or physical_cores))  # a process held to fewer CPUs than the machine
+    if r.torch_threads > target or (r.torch_threads < target and (r.others_cpu_cores or 0.0) < OTHERS_BUSY):
         return target
     return None
 
@@ -883,13 +881,16 @@ def matmul_side(r: WatchResult) -> int:
 def thread_oversubscription(r: WatchResult, c: Context) -> Verdict | None:
     workers = sum(ld.num_workers for ld in r.loaders)
     busy_threads = r.torch_threads + workers
-    if r.torch_threads > c.physical_cores or busy_threads > c.logical_threads:
+    cores = min(c.physical_cores, c.usable_cores or c.physical_cores)  # a container's --cpus, a taskset
+    if r.torch_threads > cores or busy_threads > min(c.logical_threads, c.usable_cores or c.logical_threads):
+        held = (f" ({c.usable_cores} of them this process may use: its affinity or cgroup quota)"
+                if cores < c.physical_cores else "")
         evidence = (f"torch uses {r.torch_threads} intra-op threads and the DataLoaders {workers} worker processes "
-                    f"on {c.physical_cores} cores / {c.logical_threads} hardware threads")
-        keep = max(1, c.physical_cores - workers)
+                    f"on {c.physical_cores} cores / {c.logical_threads} hardware threads{held}")
+        keep = max(1, cores - workers)
         action = _set_threads(keep, "")
         predicted = None
-        if c.thread_gflops is not None and threads_candidate(r, c.physical_cores) == keep:
+        if c.thread_gflops is not None and threads_candidate(r, c.physical_cores, c.usable_cores) == keep:
             more, gain = _fewer_threads(r, c, keep)
             evidence += more
             predicted = gain
