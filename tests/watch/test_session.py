@@ -1108,3 +1108,21 @@ def test_the_cpu_window_counts_the_ops_of_the_edge_phases_apart() -> None:
     assert r.edge_ops_per_step is not None and r.ops_per_step is not None
     # 8 rows x 2 tensors indexed, 2 stacks, and the read's one op at least; the step's own ops are not among them
     assert 8 * 2 + 2 + 1 <= r.edge_ops_per_step < r.ops_per_step - 10
+
+
+def test_a_teacher_called_first_under_no_grad_is_not_taken_for_the_model() -> None:
+    torch.manual_seed(0)
+    teacher = nn.Sequential(nn.Linear(8, 64), nn.ReLU(), nn.Linear(64, 4))
+    student = nn.Linear(8, 4)
+    optimizer = torch.optim.SGD(student.parameters(), lr=0.1)
+    x = torch.randn(16, 8)
+    with Watcher(warmup=2, profile_steps=0) as w:
+        for _ in range(10):
+            with torch.no_grad():
+                target = teacher(x).softmax(1)
+            loss = nn.functional.kl_div(student(x).log_softmax(1), target, reduction="batchmean")
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    assert w.model is not None and w.model() is student
+    assert w.measurements().evaluation is None  # the teacher's no_grad calls are not the model's

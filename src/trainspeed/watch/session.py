@@ -333,8 +333,9 @@ class Watcher:
         first = next((a for a in args if isinstance(a, torch.Tensor)), None)
         if first is None:
             return
-        if self.model is None and _has_parameters(module):
-            # the first outermost module with parameters is the model (a loss module has none)
+        if self.model is None and _has_parameters(module) and torch.is_grad_enabled():
+            # the first outermost module with parameters called with gradients on is the model (a loss module has
+            # none; a distillation's teacher, a target network, a validation pass run under no_grad)
             self.model = weakref.ref(module)
             self._model_id = id(module)
             self.input_spec = (list(first.shape[1:]), first.dtype)
