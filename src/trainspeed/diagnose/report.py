@@ -12,9 +12,10 @@ from trainspeed.diagnose.rules import (MEMORY_SHARE, Context, busiest_loader, di
 from trainspeed.hardware.cpu import usable_cores
 from trainspeed.hardware.report import HardwareReport, detect_hardware
 from trainspeed.probe.dispatch import cpu_dispatch_us, cuda_op_us
-from trainspeed.probe.matmul import cpu_dtype_gflops, cpu_matmul_gflops, thread_gflops, torch_threads
+from trainspeed.probe.matmul import cpu_dtype_gflops, cpu_matmul_gflops, thread_gflops
 from trainspeed.probe.loader import Handover, batched_ms, handover_ms
 from trainspeed.probe.optimizer import rebuild_ms, step_ms
+from trainspeed.threads import intra_op_threads
 from trainspeed.watch.result import Verdict, WatchResult
 
 _OPTIMIZER_NAMES = {"sgd": "sgd-momentum", "adam": "adam", "adamw": "adamw", "rmsprop": "rmsprop", "adagrad": "adagrad"}
@@ -131,7 +132,7 @@ def diagnose_run(result: WatchResult, watcher: Any = None, hardware: HardwareRep
         if matmul_gflops is not None:
             gflops = matmul_gflops
         else:  # what the CPU can do: with more threads than cores, the rate at the threads advised
-            with torch_threads(keep or torch.get_num_threads()):
+            with intra_op_threads(keep):
                 gflops = cpu_matmul_gflops()
         if thread_rates is None and keep is not None:
             thread_rates = thread_gflops(matmul_side(result), (result.torch_threads, keep))

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 
 import torch
+
+from trainspeed.threads import intra_op_threads
 
 
 def cpu_matmul_gflops(n: int = 256, repeats: int = 5, inner: int = 10,
@@ -34,17 +35,6 @@ def cpu_dtype_gflops(dtype: str) -> float:
     return cpu_matmul_gflops(repeats=3, inner=2, dtype=getattr(torch, dtype))
 
 
-@contextmanager
-def torch_threads(count: int) -> Iterator[None]:
-    """torch's intra-op threads set to `count` inside the block, put back after it."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(count)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
 def thread_gflops(n: int, threads: tuple[int, int], rounds: int = 3) -> tuple[float, float]:
     """GFLOP/s of an n x n float32 matmul at each of two thread counts (as configured, as advised), the two
     measured in turn `rounds` times so that a slow moment of the machine hits both; each count's median. A
@@ -53,6 +43,6 @@ def thread_gflops(n: int, threads: tuple[int, int], rounds: int = 3) -> tuple[fl
     rates: tuple[list[float], list[float]] = ([], [])
     for _ in range(rounds):
         for count, into in zip(threads, rates):
-            with torch_threads(count):
+            with intra_op_threads(count):
                 into.append(cpu_matmul_gflops(n=n, repeats=3, inner=inner))
     return statistics.median(rates[0]), statistics.median(rates[1])

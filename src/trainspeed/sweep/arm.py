@@ -21,6 +21,7 @@ from torch.utils.data import DataLoader, Dataset, TensorDataset
 from trainspeed.memory.checkpointing import apply_checkpointing
 from trainspeed.memory.estimate import _state_tensors
 from trainspeed.memory.measure import step_peak
+from trainspeed.threads import intra_op_threads
 from trainspeed.workloads.workload import Workload
 
 AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
@@ -70,19 +71,6 @@ class Setup:
 def synchronize(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-
-
-@contextlib.contextmanager
-def intra_op_threads(n: int | None):  # noqa: ANN201
-    if n is None:
-        yield
-        return
-    before = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 class Arm:
