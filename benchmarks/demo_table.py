@@ -7,11 +7,11 @@
 from __future__ import annotations
 
 import argparse
-import datetime
 import platform
 
 import torch
 
+from bench_common import measured_on
 from trainspeed.demo import SEED_EPOCHS, run_demo
 from trainspeed.hardware import detect_hardware
 
@@ -25,8 +25,7 @@ def main() -> None:
     hw = detect_hardware()
     result = run_demo(args.devices.split(","), epochs=args.epochs)
     gpus = ", ".join(g.name for g in hw.gpu.gpus) or "no GPU"
-    print(f"Measured {datetime.date.today()} on {hw.cpu.model} ({hw.cpu.microarchitecture}, "
-          f"{hw.cpu.logical_threads} threads), {gpus}; torch {hw.torch_version}, "
+    print(f"{measured_on(hw)}, {gpus}; torch {hw.torch_version}, "
           f"{torch.get_num_threads()} intra-op threads, Python {platform.python_version()}.\n")
     print("| device | variant | seconds | us/epoch | host reads | final loss | test acc |")
     print("|---|---|---:|---:|---:|---:|---:|")

@@ -32,7 +32,6 @@ first import of what the op/FLOP window uses) is not in these figures.
 from __future__ import annotations
 
 import argparse
-import datetime
 import random
 import statistics
 import time
@@ -44,6 +43,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from bench_common import measured_on  # noqa: E402
 from doctor_overhead import iris_stepper  # noqa: E402
 
 from trainspeed.hardware import detect_hardware  # noqa: E402
@@ -132,8 +132,7 @@ def main() -> None:
     quart = statistics.quantiles(ratios, n=4)
     hw = detect_hardware()
     where = torch.cuda.get_device_name() if cuda else "CPU"
-    print(f"Measured {datetime.date.today()} on {hw.cpu.model} ({hw.cpu.microarchitecture}, "
-          f"{hw.cpu.logical_threads} threads), {where}; torch {hw.torch_version}; {args.rounds} rounds of "
+    print(f"{measured_on(hw)}, {where}; torch {hw.torch_version}; {args.rounds} rounds of "
           f"{args.block} steps, sampler {args.sample_hz:g} Hz, "
           + ("whole default runs.\n" if args.whole else f"step sample advanced to {args.sampled} steps.\n"))
     p, w = statistics.median(plain), statistics.median(watched)

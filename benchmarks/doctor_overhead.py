@@ -15,7 +15,6 @@ process slower for whatever runs after it, so arms sharing a process would not b
 
 from __future__ import annotations
 
-import datetime
 import statistics
 import subprocess
 import sys
@@ -25,6 +24,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+from bench_common import measured_on
 from trainspeed.hardware import detect_hardware
 from trainspeed.watch import Watcher
 from trainspeed._io import quiet_fd2
@@ -163,8 +163,7 @@ def main() -> None:
                            "torch.profiler)\n")
     hw = detect_hardware()
     where = hw.gpu.gpus[0].name if args.device == "cuda" else "CPU"
-    print(f"Measured {datetime.date.today()} on {hw.cpu.model} ({hw.cpu.microarchitecture}, "
-          f"{hw.cpu.logical_threads} threads), {where}; torch {hw.torch_version}.\n")
+    print(f"{measured_on(hw)}, {where}; torch {hw.torch_version}.\n")
     print("| loop | steps | arm | median s | per step | overhead vs plain | each round (s) |")
     print("|---|---:|---|---:|---:|---:|---|")
     mlp_name = "MLP, ~10 ms step" if args.device == "cpu" else "MLP 512-1024-1024-10, batch 256"

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime
 import io
 import statistics
 import sys
@@ -21,6 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 
+from bench_common import alternated, measured_on, speedup  # noqa: E402
 from eval_too_often import train  # noqa: E402
 
 from trainspeed.hardware import detect_hardware  # noqa: E402
@@ -40,17 +40,11 @@ def main() -> None:
     args = parser.parse_args()
     if args.rounds < 1 or args.steps < 1:
         parser.exit(2, "eval_every.py: --rounds and --steps must be at least 1\n")
-    given, advised = [], []
-    for _ in range(args.rounds):
-        given.append(timed(args.steps, 50))
-        advised.append(timed(args.steps, 200))
-    ratios = [a / b for a, b in zip(given, advised)]
+    given, advised = alternated(args.rounds, lambda: timed(args.steps, 50), lambda: timed(args.steps, 200))
     hw = detect_hardware()
-    print(f"Measured {datetime.date.today()} on {hw.cpu.model} ({hw.cpu.microarchitecture}, {hw.cpu.logical_threads} "
-          f"threads); torch {hw.torch_version}; {args.rounds} rounds of {args.steps} steps.")
+    print(f"{measured_on(hw)}; torch {hw.torch_version}; {args.rounds} rounds of {args.steps} steps.")
     print(f"every 50 steps: median {statistics.median(given):.2f} s; every 200 steps: median "
-          f"{statistics.median(advised):.2f} s; speed-up {statistics.median(ratios):.2f}x "
-          f"[{min(ratios):.2f}x, {max(ratios):.2f}x]")
+          f"{statistics.median(advised):.2f} s; {speedup(given, advised)}")
 
 
 if __name__ == "__main__":

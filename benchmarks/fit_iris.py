@@ -14,7 +14,6 @@ runs the same job once at the smallest epoch count.
 from __future__ import annotations
 
 import argparse
-import datetime
 import io
 import os
 import platform
@@ -45,6 +44,7 @@ def main() -> None:
     import torch
     from torch import nn
 
+    from bench_common import measured_on
     from trainspeed import fit
     from trainspeed.demo.variants import make_loop
     from trainspeed.hardware import detect_hardware
@@ -77,8 +77,7 @@ def main() -> None:
 
     hw = detect_hardware()
     gpus = ", ".join(g.name for g in hw.gpu.gpus) or "no GPU"
-    print(f"Measured {datetime.date.today()} on {hw.cpu.model} ({hw.cpu.microarchitecture}, "
-          f"{hw.cpu.logical_threads} threads), {gpus}; device {device}; torch {hw.torch_version}, "
+    print(f"{measured_on(hw)}, {gpus}; device {device}; torch {hw.torch_version}, "
           f"Python {platform.python_version()}; caches {args.caches}.\n")
     print("| epochs | seed s | fit s | end-to-end | seed µs/step | fit steady µs/step | steady | fit strategy "
           "| capture s | compile s | final loss seed / fit |")

@@ -18,7 +18,6 @@ by round ratios.
 from __future__ import annotations
 
 import argparse
-import datetime
 import statistics
 import sys
 import time
@@ -32,6 +31,7 @@ from torch.utils.data import BatchSampler, DataLoader, RandomSampler, TensorData
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 
+from bench_common import measured_on  # noqa: E402
 from slow_dataloader import AugmentedImages  # noqa: E402
 
 from trainspeed.hardware import detect_hardware  # noqa: E402
@@ -121,8 +121,7 @@ def main() -> None:
     if args.rounds < 1 or args.batch < 1 or not loops or any(name not in makers for name in loops):
         parser.exit(2, f"loader_fixes.py: --loops takes {', '.join(makers)}; --rounds and --batch at least 1\n")
     hw = detect_hardware()
-    print(f"Measured {datetime.date.today()} on {hw.cpu.model} ({hw.cpu.microarchitecture}, {hw.cpu.logical_threads} "
-          f"threads); torch {hw.torch_version}; {args.rounds} rounds.")
+    print(f"{measured_on(hw)}; torch {hw.torch_version}; {args.rounds} rounds.")
     for name in loops:
         arms = makers[name]()
         times: dict[str, list[float]] = {arm: [] for arm in arms}

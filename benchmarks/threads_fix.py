@@ -12,7 +12,6 @@ the round by round ratios. Compare it with `trainspeed doctor examples/too_many_
 from __future__ import annotations
 
 import argparse
-import datetime
 import statistics
 import sys
 import time
@@ -20,6 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 
+from bench_common import alternated, measured_on, speedup  # noqa: E402
 from too_many_threads import cores, train  # noqa: E402
 
 from trainspeed.hardware import detect_hardware  # noqa: E402
@@ -40,17 +40,11 @@ def main() -> None:
     if args.rounds < 1 or args.steps < 1 or args.given < 1:
         parser.exit(2, "threads_fix.py: --rounds, --steps and --given must be at least 1\n")
     many, fixed = args.given, cores()
-    given, advised = [], []
-    for _ in range(args.rounds):
-        given.append(timed(args.steps, many))
-        advised.append(timed(args.steps, fixed))
-    ratios = [a / b for a, b in zip(given, advised)]
+    given, advised = alternated(args.rounds, lambda: timed(args.steps, many), lambda: timed(args.steps, fixed))
     hw = detect_hardware()
-    print(f"Measured {datetime.date.today()} on {hw.cpu.model} ({hw.cpu.microarchitecture}, {hw.cpu.logical_threads} "
-          f"threads); torch {hw.torch_version}; {args.rounds} rounds of {args.steps} steps.")
+    print(f"{measured_on(hw)}; torch {hw.torch_version}; {args.rounds} rounds of {args.steps} steps.")
     print(f"{many} threads: median {statistics.median(given) / args.steps * 1e3:.2f} ms per step; {fixed} threads: "
-          f"median {statistics.median(advised) / args.steps * 1e3:.2f} ms; speed-up {statistics.median(ratios):.2f}x "
-          f"[{min(ratios):.2f}x, {max(ratios):.2f}x]")
+          f"median {statistics.median(advised) / args.steps * 1e3:.2f} ms; {speedup(given, advised)}")
 
 
 if __name__ == "__main__":

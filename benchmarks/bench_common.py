@@ -1,0 +1,31 @@
+"""What the benchmarks print and do alike: the machine they ran on, and two arms alternated round by round."""
+
+from __future__ import annotations
+
+import datetime
+import statistics
+from collections.abc import Callable
+
+from trainspeed.hardware.report import HardwareReport
+
+
+def measured_on(hw: HardwareReport) -> str:
+    """"Measured <date> on <CPU> (<generation>, <n> threads)": the start of each benchmark's first line."""
+    return (f"Measured {datetime.date.today()} on {hw.cpu.model} ({hw.cpu.microarchitecture}, "
+            f"{hw.cpu.logical_threads} threads)")
+
+
+def alternated(rounds: int, given: Callable[[], float], advised: Callable[[], float]) -> tuple[list[float], list[float]]:
+    """Each arm's times over `rounds` rounds, the arms run in turn (a slow moment of the machine hits both alike)."""
+    first: list[float] = []
+    second: list[float] = []
+    for _ in range(rounds):
+        first.append(given())
+        second.append(advised())
+    return first, second
+
+
+def speedup(given: list[float], advised: list[float]) -> str:
+    """"speed-up <median>x [<least>x, <most>x]" of the round by round ratios given / advised."""
+    ratios = [a / b for a, b in zip(given, advised)]
+    return f"speed-up {statistics.median(ratios):.2f}x [{min(ratios):.2f}x, {max(ratios):.2f}x]"
