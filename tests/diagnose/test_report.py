@@ -7,8 +7,11 @@ import weakref
 import torch
 from torch import nn
 
-from trainspeed.diagnose.report import _largest_batch
+from rich.console import Console
+
+from trainspeed.diagnose.report import DoctorReport, _largest_batch
 from trainspeed.report.html import doctor_html
+from trainspeed.report.text import doctor_view
 from trainspeed.watch import Watcher
 
 
@@ -17,6 +20,13 @@ class _FakeWatcher:
         self.model = weakref.ref(model)
         self.input_spec = ([64], torch.float32)
         self.optimizer_kind = "adam"
+
+
+def _rendered(report: DoctorReport) -> str:
+    """The terminal summary as text, wide enough that no line wraps."""
+    console = Console(width=200, record=True)
+    console.print(doctor_view(report))
+    return console.export_text()
 
 
 def test_largest_batch_for_the_watched_model() -> None:
@@ -54,19 +64,15 @@ def test_callable_package_and_html() -> None:
 
 
 def test_a_cuda_report_says_what_device_ms_is_and_how_much_the_gpu_works() -> None:
-    from rich.console import Console
     from test_rules import recorded
 
     from trainspeed.diagnose.report import diagnose_run
     from trainspeed.hardware import detect_hardware
-    from trainspeed.report.text import doctor_view
 
     r = recorded(1.2, {"forward": 0.43, "backward": 0.67, "optimizer": 0.25}, {"forward": 0.42, "backward": 0.66},
                  dev="cuda", ops=28, kernels=21, flops=40800, busy=0.055)
     report = diagnose_run(r, hardware=detect_hardware(), dispatch_us=1.4, matmul_gflops=700, launch_us=14.5)
-    console = Console(width=200, record=True)
-    console.print(doctor_view(report))
-    text = console.export_text()
+    text = _rendered(report)
     assert "the GPU works 0.055 ms of the step, 5%" in text and "idle gaps included" in text
     page = doctor_html(report)
     assert "the GPU works 0.055 ms of the step, 5%" in page and "14.50 us on CUDA" in page
@@ -76,13 +82,11 @@ def test_a_cuda_report_says_what_device_ms_is_and_how_much_the_gpu_works() -> No
 def test_the_report_probes_only_the_dtypes_a_rule_needs_and_shows_the_slowest_ops(monkeypatch) -> None:
     import dataclasses
 
-    from rich.console import Console
     from test_rules import recorded
 
     import trainspeed.diagnose.report as report_module
     from trainspeed.hardware import detect_hardware
     from trainspeed.report.json import doctor_dict
-    from trainspeed.report.text import doctor_view
     from trainspeed.watch.result import OpTime
 
     probed: list[str] = []
@@ -99,9 +103,7 @@ def test_the_report_probes_only_the_dtypes_a_rule_needs_and_shows_the_slowest_op
     assert data["ops_by_time"][0] == {"op": "aten.mm", "dtype": "bfloat16", "calls": 5, "ms": 30.0,
                                       "arithmetic": True, "flops": 102e6}
     assert data["per_step"]["ops_ms"] == 33.0
-    console = Console(width=200, record=True)
-    console.print(doctor_view(report))
-    assert "op aten.mm (bfloat16) x5: 30.000 ms per step in the profiler window, 3.4 GFLOP/s" in console.export_text()
+    assert "op aten.mm (bfloat16) x5: 30.000 ms per step in the profiler window, 3.4 GFLOP/s" in _rendered(report)
     page = doctor_html(report)
     assert "The slowest ops" in page and "1.5 in bfloat16" in page
 
@@ -141,13 +143,11 @@ def test_the_report_probes_the_optimizer_only_where_its_phase_is_worth_it(monkey
 def test_a_prediction_at_the_models_cap_is_shown_as_a_floor() -> None:
     import dataclasses
 
-    from rich.console import Console
     from test_rules import recorded
 
     from trainspeed.diagnose.report import diagnose_run
     from trainspeed.diagnose.rules import MAX_PREDICTED, predicted_label
     from trainspeed.hardware import detect_hardware
-    from trainspeed.report.text import doctor_view
     from trainspeed.watch.result import Verdict
 
     assert predicted_label(2.214) == "predicted 2.21x"
@@ -156,9 +156,7 @@ def test_a_prediction_at_the_models_cap_is_shown_as_a_floor() -> None:
     report = diagnose_run(r, hardware=detect_hardware(), dispatch_us=2.0, matmul_gflops=100.0)
     capped = dataclasses.replace(report, verdicts=[Verdict("slow_dtype", "e", "a", MAX_PREDICTED),
                                                    Verdict("small_batch", "e", "a", 1.5)])
-    console = Console(width=200, record=True)
-    console.print(doctor_view(capped))
-    text = console.export_text()
+    text = _rendered(capped)
     assert "1. slow_dtype - predicted at least 10x" in text and "2. small_batch - predicted 1.50x" in text
     page = doctor_html(capped)
     assert "predicted at least 10x" in page and "predicted 1.50x" in page
