@@ -77,6 +77,23 @@ class StopWatching(BaseException):
     script's `except Exception` does not swallow it)."""
 
 
+@dataclasses.dataclass
+class _Spans:
+    """Evaluation spans of one kind ended during the measured steps: how many, their seconds, and the step counts at
+    the first and the last of them."""
+
+    count: int = 0
+    seconds: float = 0.0
+    first: int = -1
+    last: int = -1
+
+    def add(self, seconds: float, steps: int) -> None:
+        self.count += 1
+        self.seconds += seconds
+        self.first = steps if self.first < 0 else self.first
+        self.last = steps
+
+
 class Watcher:
     """Context manager that watches a training loop; `measurements()` returns a WatchResult,
     `result()` the doctor's DoctorReport (measurements, hardware, verdicts)."""
@@ -184,17 +201,14 @@ class Watcher:
         with their first batch, and the stops of their workers (`loader_started`)."""
         self._mode_left = 0
         self._detail_runs = 0
-        self.evals = 0
-        self.eval_s = 0.0
-        """Evaluations (model.eval() ... model.train() with no step between) ended during the measured steps,
-        and their seconds (`mode_set`)."""
-        self.eval_steps: tuple[int, int] | None = None
-        """The step counts at the first and the last of them."""
+        self.evals = _Spans()
+        """Evaluations (model.eval() ... model.train() with no step between) ended during the measured steps
+        (`mode_set`)."""
         self._eval_from: tuple[float, int] | None = None
-        self.quiet_evals = [0, 0.0, -1, -1]
+        self.quiet_evals = _Spans()
         """Evaluations without model.eval(): spans of torch.no_grad() or torch.inference_mode() entered outside every
-        phase in which the model was called, with no step ended inside, during the measured steps: [count, seconds,
-        step count at the first, at the last] (`grad_off_entered`)."""
+        phase in which the model was called, with no step ended inside, during the measured steps
+        (`grad_off_entered`)."""
         self._grad_off: tuple[float, int] | None = None
         self._grad_off_called = False
         self._grad_off_hook: Any = None
@@ -476,9 +490,7 @@ class Watcher:
             return
         (t0, steps), self._eval_from = self._eval_from, None
         if steps == self.steps_seen and self.clock.sums is not None:
-            self.evals += 1
-            self.eval_s += self.clock.now() - t0
-            self.eval_steps = (self.eval_steps[0] if self.eval_steps else steps, steps)
+            self.evals.add(self.clock.now() - t0, steps)
 
     def grad_off_entered(self) -> None:
         """torch.no_grad() or torch.inference_mode() entered on the watched thread (the outermost one). Outside every
@@ -506,11 +518,7 @@ class Watcher:
             self._grad_off_hook = None
         (t0, steps), self._grad_off = self._grad_off, None
         if self._grad_off_called and steps == self.steps_seen and self.clock.sums is not None:
-            ev = self.quiet_evals
-            ev[0] += 1
-            ev[1] += self.clock.now() - t0
-            ev[2] = steps if ev[2] < 0 else ev[2]
-            ev[3] = steps
+            self.quiet_evals.add(self.clock.now() - t0, steps)
 
     def read_span(self, op: str, t0: float, t1: float, frame: Any) -> None:
         """A host read ran from t0 to t1 (the counter has tallied it by its line already): into the phase
@@ -880,18 +888,17 @@ class Watcher:
         """The model.eval() spans, and the no_grad spans that called the model where they came at most every other
         step (a generator run under no_grad for a GAN's critic, an agent choosing its actions, come every step: work
         of the step, not an evaluation)."""
-        count, seconds, kinds = self.evals, self.eval_s, ["model.eval()"] if self.evals else []
-        first, last = self.eval_steps or (-1, -1)
-        quiet, quiet_s, quiet_first, quiet_last = self.quiet_evals
-        if quiet and quiet <= max(1, measured // 2):
-            count, seconds = count + quiet, seconds + quiet_s
-            first = quiet_first if first < 0 else min(first, quiet_first)
-            last = max(last, quiet_last)
-            kinds.append("no_grad")
-        if not count or summed is None or summed[1] <= 0:
+        kinds = [("model.eval()", self.evals)] if self.evals.count else []
+        if self.quiet_evals.count and self.quiet_evals.count <= max(1, measured // 2):
+            kinds.append(("no_grad", self.quiet_evals))
+        if not kinds or summed is None or summed[1] <= 0:
             return None
+        count = sum(spans.count for _, spans in kinds)
+        seconds = sum(spans.seconds for _, spans in kinds)
+        first, last = min(spans.first for _, spans in kinds), max(spans.last for _, spans in kinds)
         return Evaluation(count=count, mean_ms=seconds * 1e3 / count, share=min(1.0, seconds / summed[1]),
-                          every_steps=(last - first) / (count - 1) if count > 1 else None, by=" and ".join(kinds))
+                          every_steps=(last - first) / (count - 1) if count > 1 else None,
+                          by=" and ".join(name for name, _ in kinds))
 
     def _optimizer_info(self) -> OptimizerInfo | None:
         spec = self.optimizer_spec
