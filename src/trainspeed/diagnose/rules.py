@@ -855,6 +855,12 @@ def _merged_passes(r: WatchResult, c: Context, k: int, evidence: str, action: st
     return Verdict("small_batch", evidence.format(passes=passes, around=around), action, _speedup(step, step - saved))
 
 
+def _cores(physical_cores: int, usable: int | None) -> int:
+    """The cores this process's threads can have: the machine's, or fewer where its affinity or a cgroup quota
+    (a container's --cpus, a taskset) holds it to fewer CPUs."""
+    return min(physical_cores, usable or physical_cores)
+
+
 def threads_candidate(r: WatchResult, physical_cores: int, usable: int | None = None) -> int | None:
     """The intra-op threads to advise where the run gave torch more threads than cores, or fewer, and had no
     DataLoader workers (then torch's threads alone use the cores, and a matmul at each count tells what the
@@ -862,7 +868,7 @@ def threads_candidate(r: WatchResult, physical_cores: int, usable: int | None = 
     cores busy and the process may use more CPUs (`usable`: hardware.cpu.usable_cores); None otherwise."""
     if r.device != "cpu" or any(ld.num_workers for ld in r.loaders):
         return None
-    target = max(1, min(physical_cores, usable or physical_cores))  # a process held to fewer CPUs than the machine
+    target = max(1, _cores(physical_cores, usable))
     if r.torch_threads > target or (r.torch_threads < target and (r.others_cpu_cores or 0.0) < OTHERS_BUSY):
         return target
     return None
@@ -881,7 +887,7 @@ def matmul_side(r: WatchResult) -> int:
 def thread_oversubscription(r: WatchResult, c: Context) -> Verdict | None:
     workers = sum(ld.num_workers for ld in r.loaders)
     busy_threads = r.torch_threads + workers
-    cores = min(c.physical_cores, c.usable_cores or c.physical_cores)  # a container's --cpus, a taskset
+    cores = _cores(c.physical_cores, c.usable_cores)
     if r.torch_threads > cores or busy_threads > min(c.logical_threads, c.usable_cores or c.logical_threads):
         held = (f" ({c.usable_cores} of them this process may use: its affinity or cgroup quota)"
                 if cores < c.physical_cores else "")
@@ -891,14 +897,14 @@ def thread_oversubscription(r: WatchResult, c: Context) -> Verdict | None:
         action = _set_threads(keep, "")
         predicted = None
         if c.thread_gflops is not None and threads_candidate(r, c.physical_cores, c.usable_cores) == keep:
-            more, gain = _fewer_threads(r, c, keep)
+            more, gain = _thread_gain(r, c, keep)
             evidence += more
             predicted = gain
         return Verdict("thread_oversubscription", evidence, action, predicted)
     return _machine_busy(r, c, workers)
 
 
-def _fewer_threads(r: WatchResult, c: Context, keep: int, tail: bool = True) -> tuple[str, float | None]:
+def _thread_gain(r: WatchResult, c: Context, keep: int, tail: bool = True) -> tuple[str, float | None]:
     """What `keep` threads buy, from `Context.thread_gflops`. Model: the window's matrix ops and the other
     ops' work beyond their fixed cost (the ops torch runs in parallel) speed up by the probe's ratio; and, with
     `tail` (more threads than cores), the run's tail goes (a parallel op that waits for a thread without a core
@@ -927,7 +933,7 @@ def threads_unused(r: WatchResult, c: Context) -> Verdict | None:
     keep = threads_candidate(r, c.physical_cores, c.usable_cores)
     if keep is None or r.torch_threads >= keep or c.thread_gflops is None:
         return None
-    more, gain = _fewer_threads(r, c, keep, tail=False)
+    more, gain = _thread_gain(r, c, keep, tail=False)
     if gain is None or gain < THREADS_GAIN:
         return None
     evidence = (f"torch uses {r.torch_threads} intra-op thread{'s' if r.torch_threads > 1 else ''} on "
