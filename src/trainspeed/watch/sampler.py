@@ -80,11 +80,6 @@ def sites_of(frame: Any, loop: frozenset[int] = frozenset()) -> tuple[str | None
     return site, (outer if site is not None else None)
 
 
-def other_site(frame: Any) -> str | None:
-    """`sites_of`'s first: the user's innermost line a stack sample in "other" charges, or None."""
-    return sites_of(frame)[0]
-
-
 def loop_codes(frame: Any) -> tuple[Any, ...]:
     """The code objects of the user's frames on the stack from `frame` outward (the training loop and the
     functions around it, seen at a step's end), for `sites_of`."""
