@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import weakref
 
+import pytest
 import torch
 from torch import nn
 
@@ -106,6 +108,23 @@ def test_the_report_probes_only_the_dtypes_a_rule_needs_and_shows_the_slowest_op
     assert "op aten.mm (bfloat16) x5: 30.000 ms per step in the profiler window, 3.4 GFLOP/s" in _rendered(report)
     page = doctor_html(report)
     assert "The slowest ops" in page and "1.5 in bfloat16" in page
+
+
+def test_the_float32_rate_beside_a_dtype_probe_is_measured_in_turn_with_it(monkeypatch) -> None:
+    from test_rules import recorded
+
+    import trainspeed.diagnose.report as report_module
+    from trainspeed.hardware import detect_hardware
+    from trainspeed.watch.result import OpTime
+
+    asked: list[list[str]] = []
+    monkeypatch.setattr(report_module, "paired_dtype_gflops", lambda names: asked.append(names) or (120.0, {"float64": 50.0}))
+    monkeypatch.setattr(report_module, "cpu_matmul_gflops", lambda: pytest.fail("float32 probed apart"))
+    r = recorded(12.0, {"forward": 3.0, "backward": 7.0, "optimizer": 1.0}, ops=40, flops=1e9, threads=1)
+    r = dataclasses.replace(r, op_times=[OpTime("aten.mm", "float64", 8, 9.0, True, 1e9)], op_ms_per_step=10.0)
+    report = report_module.diagnose_run(r, hardware=detect_hardware(), dispatch_us=2.0, thread_rates=(1.0, 1.0))
+    assert asked == [["float64"]] and report.matmul_gflops == 120.0 and report.dtype_gflops == {"float64": 50.0}
+    assert report.verdicts[0].id == "slow_dtype"
 
 
 def test_the_report_probes_the_optimizer_only_where_its_phase_is_worth_it(monkeypatch) -> None:

@@ -19,3 +19,14 @@ def test_thread_rates_run_at_each_count_and_put_the_threads_back() -> None:
     slow, fast = thread_gflops(64, (2, 1), rounds=2)
     assert slow > 0 and fast > 0
     assert torch.get_num_threads() == before
+
+
+def test_float32_and_another_dtype_are_measured_in_turn(monkeypatch) -> None:
+    import trainspeed.probe.matmul as matmul
+
+    calls: list[torch.dtype] = []
+    monkeypatch.setattr(matmul, "cpu_matmul_gflops", lambda dtype=torch.float32, **kw: calls.append(dtype) or
+                        (100.0 if dtype == torch.float32 else 40.0) + len(calls))
+    reference, rates = matmul.paired_dtype_gflops(["float64"], rounds=3)
+    assert calls == [torch.float32, torch.float64] * 3  # in turn, not one then the other
+    assert reference == 100.0 + 3 and rates == {"float64": 40.0 + 4}  # each one's median

@@ -12,7 +12,7 @@ from trainspeed.diagnose.rules import (MEMORY_SHARE, Context, busiest_loader, di
 from trainspeed.hardware.cpu import usable_cores
 from trainspeed.hardware.report import HardwareReport, detect_hardware
 from trainspeed.probe.dispatch import cpu_dispatch_us, cuda_op_us
-from trainspeed.probe.matmul import cpu_dtype_gflops, cpu_matmul_gflops, thread_gflops
+from trainspeed.probe.matmul import cpu_dtype_gflops, cpu_matmul_gflops, paired_dtype_gflops, thread_gflops
 from trainspeed.probe.loader import Handover, batched_ms, handover_ms
 from trainspeed.probe.optimizer import rebuild_ms, step_ms
 from trainspeed.threads import intra_op_threads
@@ -129,17 +129,21 @@ def diagnose_run(result: WatchResult, watcher: Any = None, hardware: HardwareRep
         dispatch = dispatch_us if dispatch_us is not None else cpu_dispatch_us()
         usable = usable_cores() if result.device == "cpu" else None
         keep = threads_candidate(result, hw.cpu.physical_cores or 1, usable)
+        dtypes = slow_dtype_candidates(result) if dtype_gflops is None else []
         if matmul_gflops is not None:
             gflops = matmul_gflops
         else:  # what the CPU can do: with more threads than cores, the rate at the threads advised
             with intra_op_threads(keep):
-                gflops = cpu_matmul_gflops()
+                if dtypes:  # float32 and the other dtypes measured in turn: slow_dtype compares them
+                    gflops, dtype_gflops = paired_dtype_gflops(dtypes)
+                else:
+                    gflops = cpu_matmul_gflops()
         if thread_rates is None and keep is not None:
             thread_rates = thread_gflops(matmul_side(result), (result.torch_threads, keep))
         if launch_us is None and result.device == "cuda":
             launch_us = cuda_op_us()
         if dtype_gflops is None:
-            dtype_gflops = {name: cpu_dtype_gflops(name) for name in slow_dtype_candidates(result)}
+            dtype_gflops = {name: cpu_dtype_gflops(name) for name in dtypes}
         if optimizer_ms is None:
             optimizer_ms = _optimizer_probe(watcher, result)
         if rebuilt_ms is None:

@@ -35,6 +35,20 @@ def cpu_dtype_gflops(dtype: str) -> float:
     return cpu_matmul_gflops(repeats=3, inner=2, dtype=getattr(torch, dtype))
 
 
+def paired_dtype_gflops(dtypes: list[str], rounds: int = 3) -> tuple[float, dict[str, float]]:
+    """The float32 rate and each dtype's (as `cpu_dtype_gflops`), measured in turn `rounds` times; each one's median.
+    A rule that compares the two then compares moments alike: measured apart, a slow moment of a shared machine
+    during the float32 probe alone (83 GFLOP/s against 152-156 in the runs before and after it, 2026-11-23) brought
+    float64 to 0.54 of float32, near the 0.6 that slow_dtype asks for, and once past it."""
+    reference: list[float] = []
+    rates: dict[str, list[float]] = {name: [] for name in dtypes}
+    for _ in range(rounds):
+        reference.append(cpu_matmul_gflops())
+        for name, into in rates.items():
+            into.append(cpu_matmul_gflops(repeats=1, inner=2, dtype=getattr(torch, name)))
+    return statistics.median(reference), {name: statistics.median(into) for name, into in rates.items()}
+
+
 def thread_gflops(n: int, threads: tuple[int, int], rounds: int = 3) -> tuple[float, float]:
     """GFLOP/s of an n x n float32 matmul at each of two thread counts (as configured, as advised), the two
     measured in turn `rounds` times so that a slow moment of the machine hits both; each count's median. A
