@@ -128,3 +128,47 @@ def test_a_read_seen_by_another_wrapper_counts_for_every_active_counter() -> Non
         [(where, op, n, seconds)] = counter.sites()
         assert where.endswith(f":{_line_of('a synchronize')}") and (op, n, seconds) == ("torch.cuda.synchronize", 1, 0.5)
     assert seen == [("torch.cuda.synchronize", 0.5)]
+
+
+def test_reads_on_another_thread_nest_on_their_own() -> None:
+    # the watched thread's nesting is a plain list, every other thread's its own thread-local: while the watched
+    # thread is inside a read, a read on a second thread still counts, and a read inside a read there counts once
+    import threading
+
+    from trainspeed.watch.syncs import _REGISTRY, reading
+
+    x = torch.tensor(2.5)
+    seen: list[bool] = []
+
+    def other() -> None:
+        _ = f"{x:.2f}"  # __format__ calls item() inside: one read
+        x.item()
+        seen.append(reading())
+
+    with SyncCounter() as c:
+        _REGISTRY.home_depth[0] = 1  # the watched thread inside a read, as while a __format__ runs
+        try:
+            seen.append(reading())
+            t = threading.Thread(target=other)
+            t.start()
+            t.join()
+        finally:
+            _REGISTRY.home_depth[0] = 0
+        x.item()
+    assert c.by_op == {"item": 2, "__format__": 1} and seen == [True, False]
+
+
+def _read(method: object, x: torch.Tensor) -> object:
+    return method(x)  # one place: its tally entry is remembered by the wrapper between reads  # type: ignore[operator]
+
+
+def test_a_wrapper_kept_after_its_counter_left_counts_for_the_next_one() -> None:
+    x = torch.tensor(1.0)
+    with SyncCounter():
+        kept = torch.Tensor.item  # the wrapper, as a script's `read = torch.Tensor.item` would keep it
+        for _ in range(3):
+            _read(kept, x)
+    with SyncCounter() as later:
+        for _ in range(2):
+            _read(kept, x)  # the old wrapper, from the same place, into the table the new counter reads
+    assert later.count == 2

@@ -113,6 +113,12 @@ class _Registry:
         places. Emptied (never replaced: the wrappers hold it) when the last counter leaves."""
         self.saved: dict[str, tuple[bool, Any]] = {}
         self.local = _Depth()
+        self.home = threading.get_ident()
+        """The thread the wrappers were installed from (the watched one): its nesting is `home_depth`, a plain list
+        the wrappers hold, where every other thread's is its thread-local `local.cell`."""
+        self.home_depth = [0]
+        self.lasts: list[list[Any]] = []
+        """Each wrapper's [code, instruction offset, tally entry] of the last read it counted (`_wrap`)."""
         self.device_only = False
         """Every active counter counts reads of accelerator tensors only: a CPU tensor's read is not a sync."""
 
@@ -130,16 +136,22 @@ class _Registry:
         return self.tally.setdefault((where, op), [0, 0.0, where, op, None])
 
     def _wrap(self, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
-        # the wrapper runs on every read of a training step: one Python frame (no callback while no
-        # counter wants one), locals bound here
+        # the wrapper runs on every read of a training step, between the user's torch work, where what it
+        # touches has gone cold: one Python frame (no callback while no counter wants one), locals bound here;
+        # on the watched thread no thread-local lookup, and a read made where the last one was (a loop's
+        # `loss.item()`) finds its tally entry without building a key (measured on the seed loop: 2.0 µs of 8.9
+        # per read, two processes taking turns, 2026-11-23)
         local, tally = self.local, self.tally
         reads_always = name not in ("cpu", "to")  # the others hand values to the host on every call
-        getframe, clock = sys._getframe, time.perf_counter
+        getframe, clock, ident = sys._getframe, time.perf_counter, threading.get_ident
+        home, home_depth = self.home, self.home_depth
+        last: list[Any] = [None, -1, None]
+        self.lasts.append(last)
 
         # (*args, **kwargs) with the tensor in args: the call below passes that tuple on as it is, where
         # (tensor, *args) would build a list and a tuple, and **kwargs a new dict, on every read
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            depth = local.cell
+            depth = home_depth if ident() == home else local.cell
             if depth[0] or not (reads_always or (args and _moves_to_host(name, args[0], args[1:], kwargs))) or \
                     (self.device_only and args and args[0].device.type == "cpu"):
                 depth[0] += 1
@@ -155,9 +167,15 @@ class _Registry:
                 t1 = clock()
                 depth[0] = 0
                 frame = getframe(1)  # what record() does, inlined: no second frame per read
-                entry = tally.get((id(frame.f_code), frame.f_lasti, name))
-                if entry is None:
-                    entry = self.entry(frame, name)
+                code, lasti = frame.f_code, frame.f_lasti
+                if code is last[0] and lasti == last[1]:
+                    entry = last[2]
+                else:
+                    entry = tally.get((id(code), lasti, name))
+                    if entry is None:  # first sight, or a read made inside torch: its user's line varies, no caching
+                        entry = self.entry(frame, name)
+                    else:
+                        last[0], last[1], last[2] = code, lasti, entry
                 entry[0] += 1
                 entry[1] += t1 - t0
                 for on_read in self.timed:
@@ -185,6 +203,8 @@ class _Registry:
         """Activate `counter`; returns the table as it stands (what it must not count)."""
         with self.lock:
             if not self.active:
+                self.home = threading.get_ident()
+                self.home_depth[0] = 0
                 for name in HOST_READ_METHODS:
                     own = name in torch.Tensor.__dict__
                     original = getattr(torch.Tensor, name)
@@ -206,17 +226,22 @@ class _Registry:
                         delattr(torch.Tensor, name)
                 self.saved.clear()
                 self.tally.clear()
+                for last in self.lasts:  # a wrapper someone kept a reference to counts into the tally again
+                    last[0], last[1], last[2] = None, -1, None
+                self.lasts.clear()
 
 
 _REGISTRY = _Registry()
 READ_CODE = _REGISTRY._wrap("item", torch.Tensor.item).__code__
 """The code of every read wrapper: a stack with a frame of it is inside a counted host read (how a
 sampler on another thread tells, at no cost to the read itself)."""
+_REGISTRY.lasts.clear()  # that wrapper is never installed
 
 
 def reading() -> bool:
     """Whether this thread is inside a counted host read now."""
-    return _REGISTRY.local.cell[0] > 0
+    r = _REGISTRY
+    return (r.home_depth if threading.get_ident() == r.home else r.local.cell)[0] > 0
 
 
 class SyncCounter:
