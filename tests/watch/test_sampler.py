@@ -162,30 +162,49 @@ def test_a_sample_names_the_training_loops_line_that_called_its_function() -> No
     assert sites_of(sys._getframe())[1] is None  # no loop learnt yet
 
 
-def test_the_sampler_shortens_the_switch_interval_only_while_no_other_python_thread_runs() -> None:
+def test_the_sampler_shortens_the_switch_interval_only_while_no_other_python_thread_is_busy() -> None:
     import threading
     import time
 
     from trainspeed.watch.sampler import SWITCH_S, Sampler
 
     before = sys.getswitchinterval()
+    short = lambda: abs(sys.getswitchinterval() - SWITCH_S) <= 1e-7  # noqa: E731
+
+    def wait_for(condition: Any, seconds: float = 5.0) -> bool:
+        deadline = time.monotonic() + seconds
+        while not condition() and time.monotonic() < deadline:
+            time.sleep(0.001)
+        return bool(condition())
+
     sampler = Sampler(lambda: False, hz=1000.0)
     sampler.start()
     try:
-        deadline = time.monotonic() + 5
-        while abs(sys.getswitchinterval() - SWITCH_S) > 1e-7 and time.monotonic() < deadline:
-            time.sleep(0.001)
-        assert abs(sys.getswitchinterval() - SWITCH_S) <= 1e-7
+        assert wait_for(short)  # alone with the main thread
         release = threading.Event()
-        other = threading.Thread(target=release.wait)  # the script's own thread: its interval comes back
-        other.start()
+        idle = threading.Thread(target=release.wait)  # asleep, as tqdm's monitor thread: no rival for the GIL
+        idle.start()
         try:
-            while sys.getswitchinterval() != before and time.monotonic() < deadline:
-                time.sleep(0.001)
-            assert sys.getswitchinterval() == before
+            time.sleep(0.3)  # the sampler's look after the thread started (LOOK_S): it took no CPU
+            assert wait_for(short)
+            stop = threading.Event()
+
+            def spin() -> None:
+                while not stop.is_set():
+                    pass
+
+            busy = threading.Thread(target=spin)  # the script's own busy thread: its interval comes back
+            busy.start()
+            try:
+                assert wait_for(lambda: sys.getswitchinterval() == before)
+                time.sleep(2 * 1.0)  # two more looks see it busy
+                assert sys.getswitchinterval() == before
+            finally:
+                stop.set()
+                busy.join()
         finally:
             release.set()
-            other.join()
+            idle.join()
     finally:
         sampler.stop()
     assert sys.getswitchinterval() == before

@@ -1126,3 +1126,28 @@ def test_a_teacher_called_first_under_no_grad_is_not_taken_for_the_model() -> No
             optimizer.step()
     assert w.model is not None and w.model() is student
     assert w.measurements().evaluation is None  # the teacher's no_grad calls are not the model's
+
+
+def test_a_sleeping_thread_of_the_scripts_leaves_the_samples_on_the_lines_that_ran() -> None:
+    # tqdm's monitor thread, started by any progress bar, sleeps all run long: the sampler still takes the short
+    # switch interval, and the generator's busy lines get their samples (with the script's 5 ms interval they got
+    # none: the samples landed where the main thread released the GIL, its torch ops)
+    import threading
+
+    release = threading.Event()
+    sleeper = threading.Thread(target=release.wait, daemon=True)
+    sleeper.start()
+    try:
+        model, optimizer, _ = _tiny_step()
+        with Watcher(warmup=2, profile_steps=0, sample_hz=500) as w:
+            for x in _busy_batches(60, 0.003):
+                model(x).sum().backward()
+                optimizer.step()
+                optimizer.zero_grad()
+    finally:
+        release.set()
+        sleeper.join()
+    first = _busy_batches.__code__.co_firstlineno
+    busy_lines = {first + 4, first + 5, first + 7, first + 8, first + 10, first + 11}  # the three busy-wait loops
+    on_them = sum(s.samples for s in w.measurements().other_sites if int(s.where.rsplit(":", 1)[1]) in busy_lines)
+    assert on_them >= 5

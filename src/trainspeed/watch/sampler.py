@@ -30,12 +30,20 @@ _STDLIB = os.path.dirname(os.__file__)
 _SKIP = (_TORCH, os.path.dirname(os.path.dirname(os.path.abspath(__file__))), _STDLIB, "<frozen")
 TIMELINE_MAX = 20_000
 SWITCH_S = 0.0002
-"""The interpreter's switch interval while the main thread is the only other Python thread. The sampler waits for
-the GIL, and with Python's 5 ms the main thread hands it over at its next release - most often a torch op - so
-the lines of a pure-Python loop got no samples and the torch op after it all of them (a generator's 3 ms of
-Python per batch: 48 of 52 samples on its `yield torch.randn(...)`, none on the loop; 2026-11-23). At 0.2 ms the
-main thread hands it over where it is. With other Python threads (a pin-memory thread, the script's own) the
-script's interval stays: a shorter one would switch between them more often."""
+"""The interpreter's switch interval while no other Python thread is busy. The sampler waits for the GIL, and with
+Python's 5 ms the main thread hands it over at its next release - most often a torch op - so the lines of a
+pure-Python loop got no samples and the torch op after it all of them (a generator's 3 ms of Python per batch: 48 of
+52 samples on its `yield torch.randn(...)`, none on the loop; 2026-11-23). At 0.2 ms the main thread hands it over
+where it is. While another Python thread is busy (OTHERS_BUSY) the script's interval stays: a shorter one would
+switch between them more often."""
+OTHERS_BUSY = 0.05
+"""Python threads other than the main one and the sampler that used more than this share of a core since the last
+look are busy. Idle ones do not compete for the GIL: tqdm's monitor thread, started by any progress bar and asleep
+all but once every ten seconds, kept the script's interval for a whole run (and a test's samples off the lines of
+a generator) while the rule was "no other Python thread at all"."""
+LOOK_S = (0.1, 1.0)
+"""When the sampler looks at the other Python threads' CPU times: first this long after it starts (/proc counts a
+thread's time in 10 ms ticks), then every this long."""
 PHASE_FILES = tuple(os.path.join(_TORCH, *parts) for parts in (
     ("nn", "modules", "module.py"),  # forward: every module call goes through Module._call_impl
     ("autograd",),  # backward
@@ -155,7 +163,7 @@ class Sampler(threading.Thread):
         self.handle: Any = None
         self.nvml_why: str | None = None
         self.switch_s = sys.getswitchinterval()
-        """The script's switch interval, put back whenever another Python thread runs and at stop()."""
+        """The script's switch interval, put back while another Python thread is busy (OTHERS_BUSY) and at stop()."""
 
     def want_gpu(self, device_index: int) -> None:
         """Start sampling the GPU the run uses (NVML); says why not when it cannot."""
@@ -189,12 +197,29 @@ class Sampler(threading.Thread):
         self.util_n += 1
         self.gpu_mem_peak = max(self.gpu_mem_peak or 0, mem)
 
+    def _others(self) -> list[int]:
+        """Native ids of the Python threads other than the main one and this one."""
+        return [t.native_id for t in threading.enumerate()
+                if t is not self and t.ident != self.main_id and t.native_id is not None]
+
+    @staticmethod
+    def _cpu_of(proc: psutil.Process) -> dict[int, float] | None:
+        """CPU seconds of each of the process's threads by native id (None where the OS does not tell)."""
+        try:
+            return {t.id: t.user_time + t.system_time for t in proc.threads()}
+        except (psutil.Error, OSError):
+            return None
+
     def run(self) -> None:
         proc = psutil.Process()
         proc.cpu_percent(None)
         tick = 0
         switch = self.switch_s
         last_cpu = time.perf_counter()
+        seen, seen_at = self._cpu_of(proc), last_cpu
+        look_at = last_cpu + LOOK_S[0]
+        busy = True  # until the first look says otherwise
+        looked = set(self._others())
         while not self.halt.wait(self.period):
             tick += 1
             now = time.perf_counter()
@@ -213,8 +238,17 @@ class Sampler(threading.Thread):
                         self.loop_total += 1
                         if outer is not None:
                             self.other_loop[outer] += 1
-            alone = all(t is self or t.ident == self.main_id for t in threading.enumerate())
-            wanted = SWITCH_S if alone and self.switch_s > SWITCH_S else self.switch_s
+            others = self._others()
+            if not looked.issuperset(others):  # a thread started since the last look: busy until a look says not
+                busy, looked = True, set(others)
+                seen, seen_at, look_at = self._cpu_of(proc), now, now + LOOK_S[0]
+            elif now >= look_at:
+                cpu = self._cpu_of(proc)
+                busy = cpu is None or seen is None or any(
+                    (cpu.get(n, 0.0) - seen.get(n, 0.0)) / (now - seen_at) > OTHERS_BUSY for n in others)
+                seen, seen_at, look_at, looked = cpu, now, now + LOOK_S[1], set(others)
+            quiet = not others or not busy
+            wanted = SWITCH_S if quiet and self.switch_s > SWITCH_S else self.switch_s
             if wanted != switch:  # (the interpreter keeps it in microseconds: not compared with its own)
                 sys.setswitchinterval(wanted)
                 switch = wanted
