@@ -112,7 +112,7 @@ def mean_interval(values: list[float], resamples: int = 4000, seed: int = 0) -> 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=10, help="whole runs per arm")
+    parser.add_argument("--runs", type=int, default=10, help="whole runs, each timed plain in one process and watched in the other")
     parser.add_argument("--steps", type=int, default=20000, help="steps per run (doctor_overhead.py's seed run)")
     parser.add_argument("--slice", type=int, default=500, help="steps per turn")
     parser.add_argument("--sample-hz", type=float, default=50.0, help="stack sampler rate (1e-4: off)")
