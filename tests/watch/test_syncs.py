@@ -172,3 +172,14 @@ def test_a_wrapper_kept_after_its_counter_left_counts_for_the_next_one() -> None
         for _ in range(2):
             _read(kept, x)  # the old wrapper, from the same place, into the table the new counter reads
     assert later.count == 2
+
+
+def test_switching_the_callback_tells_the_seconds_read_so_far() -> None:
+    # the watcher takes a quiet run's read seconds from two switches, without building the sites
+    with SyncCounter() as c:
+        SyncCounter.record("item", 0.0, 2.0, sys._getframe())
+        start, seconds = c.time_reads(None), c.seconds()
+        SyncCounter.record("item", 1.0, 1.25, sys._getframe())
+        SyncCounter.record("tolist", 3.0, 3.5, sys._getframe())
+        end = c.time_reads(lambda *a: None)
+    assert (start, seconds) == (2.0, 2.0) and end - start == 0.75 == c.seconds() - seconds

@@ -554,8 +554,7 @@ class Watcher:
         comm_busy = comm.spans or comm.events
         woke = self.quiet_until != 0
         if woke:  # this step's clock started with the quiet run's: passed over too
-            self._catch_up(index)
-            self.clock.totals["sync"] += self.syncs.seconds() - self._quiet_read_s  # for the sums
+            self.clock.totals["sync"] += self._catch_up(index)  # the run's reads, for the sums
             if comm_busy:
                 comm.take()  # all-reduces of a DDP made during the quiet run: several steps' worth
         if woke or (index >= self.settled_at and not self.events and not comm_busy and not self.measured.wants()
@@ -628,20 +627,21 @@ class Watcher:
             until = min(until, self.max_steps - 1)
         if until > index + 1:
             self.quiet_until, self._quiet_from = until, index + 1
-            self._quiet_read_s = self.syncs.seconds()
-            self.syncs.time_reads(None)  # the reads only go to their line's tally
+            self._quiet_read_s = self.syncs.time_reads(None)  # the reads only go to their line's tally
 
-    def _catch_up(self, upto: int) -> None:
+    def _catch_up(self, upto: int) -> float:
         """Count the quiet steps ended before step `upto` into the sample and the detail mode (at the
-        step that ends the quiet run, or at stop())."""
-        if self.quiet_until:
-            quiet = upto - self._quiet_from
-            self.measured.skip(quiet)
-            if (sample := self._detail_sample()) is not None:  # a quiet run keeps its step's mode
-                sample.skip(quiet)
-            self._mode_left -= quiet
-            self.quiet_until = 0
-            self.syncs.time_reads(self.read_span)
+        step that ends the quiet run, or at stop()); returns the seconds the quiet run's reads took (0 if
+        there was none)."""
+        if not self.quiet_until:
+            return 0.0
+        quiet = upto - self._quiet_from
+        self.measured.skip(quiet)
+        if (sample := self._detail_sample()) is not None:  # a quiet run keeps its step's mode
+            sample.skip(quiet)
+        self._mode_left -= quiet
+        self.quiet_until = 0
+        return self.syncs.time_reads(self.read_span) - self._quiet_read_s
 
     def _quiet_so_far(self) -> int:
         """Steps of the current quiet run ended so far (not yet counted into the sample)."""

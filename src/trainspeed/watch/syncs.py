@@ -9,6 +9,7 @@ from inside another (`__format__` calls `item()`) counts once.
 
 from __future__ import annotations
 
+import operator
 import os
 import sys
 import threading
@@ -196,8 +197,14 @@ class _Registry:
             on_read(op, t0, t1, frame)
 
     def _regroup(self) -> None:
-        self.timed = tuple(c.on_read for c in self.active if c.on_read is not None)
-        self.device_only = bool(self.active) and all(c.device_only for c in self.active)
+        active = self.active
+        if len(active) == 1:  # the usual case, at every quiet run's start and end: no generator frames
+            counter = active[0]
+            self.timed = () if counter.on_read is None else (counter.on_read,)
+            self.device_only = counter.device_only
+            return
+        self.timed = tuple(c.on_read for c in active if c.on_read is not None)
+        self.device_only = bool(active) and all(c.device_only for c in active)
 
     def add(self, counter: SyncCounter) -> dict[tuple[Any, ...], tuple[int, float]]:
         """Activate `counter`; returns the table as it stands (what it must not count)."""
@@ -230,6 +237,9 @@ class _Registry:
                     last[0], last[1], last[2] = None, -1, None
                 self.lasts.clear()
 
+
+_SECONDS = operator.itemgetter(1)
+"""A tally entry's seconds."""
 
 _REGISTRY = _Registry()
 READ_CODE = _REGISTRY._wrap("item", torch.Tensor.item).__code__
@@ -264,11 +274,14 @@ class SyncCounter:
             self.device_only = True
             _REGISTRY._regroup()
 
-    def time_reads(self, on_read: ReadCallback | None) -> None:
-        """Call `on_read` after each read from now on (None: no call; the reads are still counted)."""
+    def time_reads(self, on_read: ReadCallback | None) -> float:
+        """Call `on_read` after each read from now on (None: no call; the reads are still counted). Returns the
+        seconds of every read tallied so far, by any counter: the difference of two calls is the seconds read
+        between them (what `seconds()` would give, without building the sites)."""
         with _REGISTRY.lock:
             self.on_read = on_read
             _REGISTRY._regroup()
+            return sum(map(_SECONDS, _REGISTRY.tally.values()))
 
     @staticmethod
     def record(op: str, t0: float, t1: float, frame: Any) -> None:
