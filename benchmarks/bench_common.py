@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import random
 import statistics
 from collections.abc import Callable
 
@@ -29,3 +30,12 @@ def speedup(given: list[float], advised: list[float]) -> str:
     """"speed-up <median>x [<least>x, <most>x]" of the round by round ratios given / advised."""
     ratios = [a / b for a, b in zip(given, advised)]
     return f"speed-up {statistics.median(ratios):.2f}x [{min(ratios):.2f}x, {max(ratios):.2f}x]"
+
+
+def bootstrap_interval(values: list[float], statistic: Callable[[list[float]], float], resamples: int,
+                       seed: int = 0) -> tuple[float, float]:
+    """95% bootstrap interval of `statistic` over `values` (percentile method, seeded: the same values give the
+    same interval)."""
+    rng = random.Random(seed)
+    draws = sorted(statistic(rng.choices(values, k=len(values))) for _ in range(resamples))
+    return draws[int(0.025 * resamples)], draws[int(0.975 * resamples) - 1]

@@ -38,7 +38,6 @@ import argparse
 import math
 import multiprocessing as mp
 import os
-import random
 import signal
 import statistics
 import sys
@@ -103,13 +102,6 @@ class _Arm:
         self.proc.join(timeout=30)
 
 
-def mean_interval(values: list[float], resamples: int = 4000, seed: int = 0) -> tuple[float, float]:
-    """95% bootstrap interval of the mean of `values` (percentile method, seeded)."""
-    rng = random.Random(seed)
-    means = sorted(statistics.fmean(rng.choices(values, k=len(values))) for _ in range(resamples))
-    return means[int(0.025 * resamples)], means[int(0.975 * resamples) - 1]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10, help="whole runs, each timed plain in one process and watched in the other")
@@ -127,7 +119,7 @@ def main() -> None:
 
     import torch
 
-    from bench_common import measured_on
+    from bench_common import bootstrap_interval, measured_on
     from trainspeed.hardware import detect_hardware
 
     ctx = mp.get_context("spawn")
@@ -175,7 +167,7 @@ def main() -> None:
     # run 2k: process 2 watched over process 1 plain, (1 + o)(1 + d); run 2k+1 the other way, (1 + o) / (1 + d)
     gaps = [math.sqrt((totals[k][1] / totals[k][0]) / (totals[k + 1][1] / totals[k + 1][0])) - 1
             for k in range(0, len(totals) - 1, 2)]
-    low, high = mean_interval(pairs)
+    low, high = bootstrap_interval(pairs, statistics.fmean, resamples=4000)
     print(f"\nwatched / plain over each pair of runs (the watcher once in each process): mean {statistics.fmean(pairs):+.2%} "
           f"(95% interval of the mean {low:+.2%} to {high:+.2%}), median {statistics.median(pairs):+.2%}, pairs from "
           f"{min(pairs):+.2%} to {max(pairs):+.2%}")

@@ -32,7 +32,6 @@ first import of what the op/FLOP window uses) is not in these figures.
 from __future__ import annotations
 
 import argparse
-import random
 import statistics
 import time
 from collections.abc import Callable
@@ -43,7 +42,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_common import measured_on  # noqa: E402
+from bench_common import bootstrap_interval, measured_on  # noqa: E402
 from doctor_overhead import iris_stepper  # noqa: E402
 
 from trainspeed.hardware import detect_hardware  # noqa: E402
@@ -61,13 +60,6 @@ def advance(sample: Reservoir[StepRecord], measured: int) -> None:
             sample.add(sample.items[0])
         else:
             sample.skip()
-
-
-def median_interval(values: list[float], resamples: int = 2000, seed: int = 0) -> tuple[float, float]:
-    """95% bootstrap interval of the median of `values` (percentile method, seeded)."""
-    rng = random.Random(seed)
-    medians = sorted(statistics.median(rng.choices(values, k=len(values))) for _ in range(resamples))
-    return medians[int(0.025 * resamples)], medians[int(0.975 * resamples) - 1]
 
 
 def main() -> None:
@@ -136,7 +128,7 @@ def main() -> None:
           f"{args.block} steps, sampler {args.sample_hz:g} Hz, "
           + ("whole default runs.\n" if args.whole else f"step sample advanced to {args.sampled} steps.\n"))
     p, w = statistics.median(plain), statistics.median(watched)
-    low, high = median_interval(ratios)
+    low, high = bootstrap_interval(ratios, statistics.median, resamples=2000)
     print("| arm | median µs per step | watched − plain | pair by pair: median [quartiles] | "
           "95% interval of that median |")
     print("|---|---:|---:|---|---|")
