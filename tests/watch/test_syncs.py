@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 import numpy as np
+import pytest
 import torch
 
 from trainspeed.watch import SyncCounter
@@ -131,11 +132,14 @@ def test_a_read_seen_by_another_wrapper_counts_for_every_active_counter() -> Non
 
 
 def test_reads_on_another_thread_nest_on_their_own() -> None:
-    # the watched thread's nesting is a plain list, every other thread's its own thread-local: while the watched
-    # thread is inside a read, a read on a second thread still counts, and a read inside a read there counts once
+    # while the watched thread is inside a read, a read on a second thread still counts, and a read inside a read
+    # there counts once. A TorchFunctionMode runs the script's code inside a read: torch hands the mode the
+    # wrapped method, which the mode calls again (a read inside a read, counted once)
     import threading
 
-    from trainspeed.watch.syncs import _REGISTRY, reading
+    from torch.overrides import TorchFunctionMode
+
+    from trainspeed.watch.syncs import reading
 
     x = torch.tensor(2.5)
     seen: list[bool] = []
@@ -145,17 +149,20 @@ def test_reads_on_another_thread_nest_on_their_own() -> None:
         x.item()
         seen.append(reading())
 
+    class Mode(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            if getattr(func, "__name__", "") == "item":
+                seen.append(reading())  # inside the read of x.item() below
+                t = threading.Thread(target=other)
+                t.start()
+                t.join()
+            return func(*args, **(kwargs or {}))
+
     with SyncCounter() as c:
-        _REGISTRY.home_depth[0] = 1  # the watched thread inside a read, as while a __format__ runs
-        try:
-            seen.append(reading())
-            t = threading.Thread(target=other)
-            t.start()
-            t.join()
-        finally:
-            _REGISTRY.home_depth[0] = 0
-        x.item()
-    assert c.by_op == {"item": 2, "__format__": 1} and seen == [True, False]
+        with Mode():
+            assert x.item() == 2.5  # the mode's own func(*args) inside: one read
+        seen.append(reading())
+    assert c.by_op == {"item": 2, "__format__": 1} and seen == [True, False, False]
 
 
 def _read(method: object, x: torch.Tensor) -> object:
@@ -183,3 +190,12 @@ def test_switching_the_callback_tells_the_seconds_read_so_far() -> None:
         SyncCounter.record("tolist", 3.0, 3.5, sys._getframe())
         end = c.time_reads(lambda *a: None)
     assert (start, seconds) == (2.0, 2.0) and end - start == 0.75 == c.seconds() - seconds
+
+
+def test_the_reads_without_arguments_count_through_their_slots_and_keep_torchs_errors() -> None:
+    x, i = torch.tensor(3.0), torch.tensor(2)
+    with SyncCounter() as c:
+        assert bool(x) and int(x) == 3 and complex(x) == 3 and [10, 20, 30][i] == 30 and x.tolist() == 3.0
+        with pytest.raises(TypeError, match="takes no arguments"):
+            x.item(1)  # passed to torch, which raises its own error: no read
+    assert c.by_op == {"__bool__": 1, "__int__": 1, "__complex__": 1, "__index__": 1, "tolist": 1}

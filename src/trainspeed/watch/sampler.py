@@ -23,7 +23,9 @@ from typing import Any
 import psutil
 import torch
 
-from trainspeed.watch.syncs import READ_CODE
+from trainspeed.watch.syncs import READ_CODES
+
+_READ_PLAIN, _READ_ANY = READ_CODES
 
 _TORCH = os.path.dirname(torch.__file__)
 _STDLIB = os.path.dirname(os.__file__)
@@ -75,7 +77,7 @@ def sites_of(frame: Any, loop: frozenset[int] = frozenset()) -> tuple[str | None
     while frame is not None:
         code = frame.f_code
         name = code.co_filename
-        if code is READ_CODE or name.startswith(PHASE_FILES):
+        if code is _READ_PLAIN or code is _READ_ANY or name.startswith(PHASE_FILES):
             return None, None
         if site is None:
             if name.startswith(_WATCHER):
