@@ -1,7 +1,8 @@
-"""Whole watched runs of the seed loop against plain ones, two processes taking turns slice by slice.
+"""Whole watched runs of the seed loop (or the ~10 ms MLP step) against plain ones, two processes taking turns.
 
     python benchmarks/doctor_alternating.py
     python benchmarks/doctor_alternating.py --runs 12 --steps 20000 --slice 500
+    python benchmarks/doctor_alternating.py --loop mlp            # the ~10 ms step: 600 steps, turns of 50
     python benchmarks/doctor_alternating.py --sample-hz 1e-4     # the stack sampler off
     python benchmarks/doctor_alternating.py --plain-both          # A/A: the harness's own bias
 
@@ -48,14 +49,19 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
-def _child(sample_hz: float, conn: Any) -> None:
+LOOPS = {"iris": (20000, 500, 1000, 60), "mlp": (600, 50, 20, 4)}
+"""--loop: (steps per run, steps per turn, steps run once at the start for first-call costs, steps run
+between runs), for the seed's Iris loop (0.4 ms steps) and doctor_overhead.py's ~10 ms MLP step."""
+
+
+def _child(loop_name: str, sample_hz: float, conn: Any) -> None:
     """One process: answers ("slice", steps, first, last, watched) with the slice's seconds, until ("quit",)."""
-    from doctor_overhead import iris_stepper
+    from doctor_overhead import iris_stepper, mlp_stepper
 
     from trainspeed.watch import Watcher, hooks
 
-    loop = iris_stepper()
-    loop(1000)  # first-call costs
+    loop = (iris_stepper if loop_name == "iris" else mlp_stepper)()
+    loop(LOOPS[loop_name][2])  # first-call costs
     watcher: Watcher | None = None
     conn.send("ready")
     while True:
@@ -81,9 +87,9 @@ def _child(sample_hz: float, conn: Any) -> None:
 class _Arm:
     """A child process that runs only when asked (SIGCONT), stopped otherwise (SIGSTOP)."""
 
-    def __init__(self, ctx: Any, sample_hz: float) -> None:
+    def __init__(self, ctx: Any, loop: str, sample_hz: float) -> None:
         self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_child, args=(sample_hz, child), daemon=True)
+        self.proc = ctx.Process(target=_child, args=(loop, sample_hz, child), daemon=True)
         self.proc.start()
         if self.conn.recv() != "ready":
             raise RuntimeError("arm did not start")
@@ -105,12 +111,16 @@ class _Arm:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10, help="whole runs, each timed plain in one process and watched in the other")
-    parser.add_argument("--steps", type=int, default=20000, help="steps per run (doctor_overhead.py's seed run)")
-    parser.add_argument("--slice", type=int, default=500, help="steps per turn")
+    parser.add_argument("--loop", choices=sorted(LOOPS), default="iris",
+                        help="the seed's Iris loop (0.4 ms steps) or doctor_overhead.py's ~10 ms MLP step")
+    parser.add_argument("--steps", type=int, help="steps per run (iris: 20000, doctor_overhead.py's seed run; mlp: 600)")
+    parser.add_argument("--slice", type=int, help="steps per turn (iris: 500, mlp: 50)")
     parser.add_argument("--sample-hz", type=float, default=50.0, help="stack sampler rate (1e-4: off)")
     parser.add_argument("--plain-both", action="store_true",
                         help="the second process runs plain too: what the harness itself gives two equal arms")
     args = parser.parse_args()
+    args.steps = LOOPS[args.loop][0] if args.steps is None else args.steps
+    args.slice = min(LOOPS[args.loop][1], args.steps) if args.slice is None else args.slice
     if args.runs < 4 or args.runs % 2 or args.steps < 1 or not 1 <= args.slice <= args.steps or args.sample_hz <= 0:
         parser.exit(2, "doctor_alternating.py: --runs must be even and at least 4, --steps and --slice at least 1 "
                        "(--slice at most --steps), --sample-hz above 0\n")
@@ -123,7 +133,7 @@ def main() -> None:
     from trainspeed.hardware import detect_hardware
 
     ctx = mp.get_context("spawn")
-    procs = (_Arm(ctx, args.sample_hz), _Arm(ctx, args.sample_hz))
+    procs = (_Arm(ctx, args.loop, args.sample_hz), _Arm(ctx, args.loop, args.sample_hz))
     slices = [args.slice] * (args.steps // args.slice) + ([args.steps % args.slice] if args.steps % args.slice else [])
     by_slice: list[list[float]] = [[] for _ in slices]
     totals: list[tuple[float, float]] = []
@@ -136,7 +146,7 @@ def main() -> None:
             # cost in one run of each pair and takes it off in the other
             plain, watched = procs if run % 2 == 0 else procs[::-1]
             for proc in procs:
-                proc.ask("warm", 60)
+                proc.ask("warm", LOOPS[args.loop][3])
             p_total = w_total = 0.0
             for i, steps in enumerate(slices):
                 msg = ("slice", steps, i == 0, i == len(slices) - 1)
@@ -157,7 +167,7 @@ def main() -> None:
             proc.close()
 
     hw = detect_hardware()
-    print(f"{measured_on(hw)}, CPU; torch {torch.__version__}; {args.runs} runs of {args.steps} seed steps per arm, "
+    print(f"{measured_on(hw)}, CPU; torch {torch.__version__}; {args.runs} runs of {args.steps} {args.loop} steps per arm, "
           f"turns of {args.slice} steps, sampler {args.sample_hz:g} Hz"
           + (", both arms plain (A/A).\n" if args.plain_both else ".\n"))
     print("\n".join(lines))
