@@ -199,3 +199,37 @@ def test_the_reads_without_arguments_count_through_their_slots_and_keep_torchs_e
         with pytest.raises(TypeError, match="takes no arguments"):
             x.item(1)  # passed to torch, which raises its own error: no read
     assert c.by_op == {"__bool__": 1, "__int__": 1, "__complex__": 1, "__index__": 1, "tolist": 1}
+
+
+def _optimizer_steps(optimizer_class: type, steps: int, **options: object) -> SyncCounter:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
+    optimizer = optimizer_class(model.parameters(), **options)
+    x, y = torch.randn(16, 4), torch.randint(0, 3, (16,))
+    with SyncCounter() as c:
+        for _ in range(steps):
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            loss.item()  # the script's one read a step
+    return c
+
+
+@pytest.mark.parametrize("optimizer_class", [torch.optim.Adam, torch.optim.AdamW, torch.optim.NAdam, torch.optim.RAdam])
+@pytest.mark.parametrize("foreach", [False, True])
+def test_an_optimizers_step_counters_which_torch_keeps_on_the_host_are_no_reads(optimizer_class: type, foreach: bool) -> None:
+    # Adam and its kin read each parameter's step counter with .item() on every step; without capturable or fused,
+    # torch keeps those on the host on every device: no sync, and not the script's `optimizer.step()` line's read
+    c = _optimizer_steps(optimizer_class, 3, foreach=foreach)
+    assert c.by_op == {"item": 3} and [n for _, _, n, _ in c.sites()] == [3]
+
+
+def test_the_optimizers_reads_of_values_on_a_device_still_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    # ASGD reads eta and its step counter through _get_value, for each of the 4 parameter tensors, each step; it keeps
+    # eta on the parameters' device, so on a GPU those reads wait for it. Here the tensors are on the CPU; then the
+    # wrapper is told they are not (what is_cpu says of a CUDA tensor)
+    on_host = _optimizer_steps(torch.optim.ASGD, 2, foreach=False).count
+    monkeypatch.setattr(torch.Tensor, "is_cpu", property(lambda t: False))
+    on_device = _optimizer_steps(torch.optim.ASGD, 2, foreach=False).count
+    assert on_device - on_host == 2 * 4 * 2

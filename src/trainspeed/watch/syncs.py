@@ -39,6 +39,24 @@ def is_user_code(code: Any) -> bool:
     return known[0]
 
 
+def _optimizer_value_code() -> Any:
+    try:
+        from torch.optim.optimizer import _get_value
+    except ImportError:  # a torch without it: its optimizers' reads are counted like any other
+        return None
+    return getattr(_get_value, "__code__", None)
+
+
+_OPTIMIZER_VALUE = _optimizer_value_code()
+"""The code of torch.optim's `_get_value(x)`, which Adam, AdamW, Adamax, Adagrad, NAdam, RAdam and ASGD call on every
+step, for every parameter, to read their step counters (and NAdam its `mu_product`, ASGD its `eta` and `mu`) with
+`.item()`. Without capturable=True or fused=True, torch keeps the counters on the host whatever the parameters'
+device ("special device hosting for step", torch/optim/adam.py): reading them is no synchronisation on any device,
+and on a CPU run they were counted as the user's `optimizer.step()` line's host reads, one per parameter tensor.
+So a read it makes of a CPU tensor is not counted. ASGD keeps `eta` and `mu` on the parameters' device: on a GPU
+their reads still count, on a CPU run they are left out with the rest."""
+
+
 _SITES: dict[tuple[int, int], tuple[str, Any]] = {}
 """(id of a user frame's code, instruction offset) -> ("file:line", the code), formatted once (a
 frame's line number is decoded from its code's line table on every ask; its instruction offset is
@@ -138,12 +156,15 @@ class _Registry:
         where = site_of(frame)
         return self.tally.setdefault((where, op), [0, 0.0, where, op, None])
 
-    def _counted(self, op: str, t0: float, t1: float, frame: Any, last: list[Any]) -> None:
-        """Count a read that `frame` made from t0 to t1 (a wrapper whose `last` entry is not that place's)."""
+    def _counted(self, op: str, t0: float, t1: float, frame: Any, last: list[Any], tensor: Any) -> None:
+        """Count a read of `tensor` that `frame` made from t0 to t1 (a wrapper whose `last` entry is not that
+        place's), unless it reads an optimizer's step counter (`_OPTIMIZER_VALUE`)."""
         code, lasti = frame.f_code, frame.f_lasti
         if code is last[0] and lasti == last[1]:
             entry = last[2]
         else:
+            if code is _OPTIMIZER_VALUE and tensor is not None and tensor.is_cpu:
+                return  # its seconds stay in the phase around it: the optimizer's
             entry = self.tally.get((id(code), lasti, op))
             if entry is None:  # first sight, or a read made inside torch: its user's line varies, no caching
                 entry = self.entry(frame, op)
@@ -187,7 +208,7 @@ class _Registry:
                     for on_read in self.timed:
                         on_read(name, t0, t1, frame)
                 else:
-                    self._counted(name, t0, t1, frame, last)
+                    self._counted(name, t0, t1, frame, last, tensor)
 
         return _named(read, name, original)
 
@@ -210,7 +231,7 @@ class _Registry:
             finally:
                 t1 = clock()
                 busy[0] -= 1
-                self._counted(name, t0, t1, getframe(1), last)
+                self._counted(name, t0, t1, getframe(1), last, args[0] if args else None)
 
         return _named(read_any, name, original)
 
