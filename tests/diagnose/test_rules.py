@@ -421,6 +421,23 @@ def test_torch_ops_outside_the_model_are_not_the_scripts_host_code() -> None:
     assert ids(r)[0] == "logging_heavy" and "host_code_heavy" not in ids(r)
 
 
+def test_a_line_that_builds_what_a_logging_line_writes_is_logging() -> None:
+    # examples/log_every_step.py in a make test run (2026-11-24): 23% of the step outside every phase, the samples
+    # split between the line building the record (with its five .item() reads) and the line writing it; with the
+    # record's line taken for host code, host_code_heavy came first
+    r = _metric_run(3, 0.45)
+    record = OtherSite("log.py:30", 'record = {"step": step, "loss": loss.item(), "grad_norms": [p.grad.norm().item() '
+                                    "for p in model.parameters()]}", 45, 0.45)
+    write = OtherSite("log.py:31", 'log.write(json.dumps(record) + "\\n"); log.flush(); os.fsync(log.fileno())', 40, 0.40)
+    read = SyncSite("log.py:30", "item", 5000, 12.0, record.code)
+    logged = dataclasses.replace(r, other_sites=[record, write], sync_sites=[read])
+    found = ids(logged)
+    assert found[0] == "logging_heavy" and "host_code_heavy" not in found
+    # the same record line beside a line that does not log it is the script's host code
+    other = dataclasses.replace(write, code="cache.append(record_id)")
+    assert ids(dataclasses.replace(logged, other_sites=[record, other]))[0] == "host_code_heavy"
+
+
 def test_input_bound_with_a_worker_per_core_suggests_a_cheaper_item_not_more_workers() -> None:
     # a DataLoader with 2 workers on the 2-vCPU VM (2026-11-23): 38% of the run waiting on them
     r = recorded(10.74, {"data": 4.1, "forward": 3.0, "backward": 1.3, "optimizer": 0.5}, flops=2e8, batch=32,

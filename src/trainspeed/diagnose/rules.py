@@ -96,6 +96,27 @@ _LOGGING = re.compile(  # a name or a method that logs; not log_prob, log_softma
     r"|(?<!torch)(?<!np)(?<!numpy)(?<!math)\.log\s*\((?!\s*\))|\bos\.fsync\b")
 
 
+_RECORD = re.compile(r"^\s*([A-Za-z_]\w*)\s*=\s*(?:[{\[]|f?[\"']|dict\()")
+"""A line that builds a record, a row or a message under one name (`record = {"loss": loss.item(), ...}`,
+`msg = f"..."`): logging, where one of the run's logging lines uses that name (`log.write(json.dumps(record))`)."""
+
+
+def _logs(r: WatchResult) -> Callable[[str | None], bool]:
+    """Whether a line of the run logs: a logging call (_LOGGING), or a line that builds what one of the run's logging
+    lines (among the lines its samples and reads name) logs. The record's line holds the reads and the Python of
+    the logging as much as the line that writes it, and a verdict on it alone would say "host code"."""
+    codes = {s.code for s in (*r.other_sites, *r.loop_sites, *r.sync_sites) if s.code}
+    logging = [code for code in codes if _LOGGING.search(code)]
+    built = set()
+    for code in codes:
+        record = _RECORD.match(code)
+        if record and code not in logging and \
+                any(re.search(rf"\b{re.escape(record.group(1))}\b", line) for line in logging):
+            built.add(code)
+    return lambda code: bool(code) and (code in built or bool(_LOGGING.search(code)))
+
+
+
 @dataclass(frozen=True)
 class Context:
     """Facts about the machine that the rules need beside the measurements."""
@@ -384,7 +405,8 @@ def _logging_reads(r: WatchResult) -> tuple[float, list[SyncSite]]:
     if r.device == "cuda" or not r.median_ms or not r.sync_sites:
         return 0.0, []
     total = sum(s.total_ms for s in r.sync_sites)
-    sites = [s for s in r.sync_sites if s.code and _LOGGING.search(s.code)]
+    logs = _logs(r)
+    sites = [s for s in r.sync_sites if logs(s.code)]
     if total <= 0 or not sites:
         return 0.0, []
     return r.phases["sync"].share * r.median_ms * sum(s.total_ms for s in sites) / total, sites
@@ -396,7 +418,8 @@ def logging_heavy(r: WatchResult, c: Context) -> Verdict | None:
     if not r.median_ms:
         return None
     step, share, other = r.median_ms, r.phases["other"].share, _ms(r, "other")
-    logging_sites = [s for s in r.other_sites if _LOGGING.search(s.code)]
+    logs = _logs(r)
+    logging_sites = [s for s in r.other_sites if logs(s.code)]
     part = sum(s.share_of_other for s in logging_sites)
     sampled = share >= OTHER_SHARE and part >= LOG_SITE_SHARE
     reads, read_sites = _logging_reads(r)
@@ -454,11 +477,12 @@ def host_code_heavy(r: WatchResult, c: Context) -> Verdict | None:
     share = r.phases["other"].share
     if share < OTHER_SHARE or not r.median_ms or not r.other_sites or r.other_ops_per_step is None:
         return None
-    sites = [s for s in r.other_sites if not _LOGGING.search(s.code)]
+    logs = _logs(r)
+    sites = [s for s in r.other_sites if not logs(s.code)]
     if not sites:
         return None
     top = sites[0]
-    line, under = _subject(r, top, lambda s: not _LOGGING.search(s.code))
+    line, under = _subject(r, top, lambda s: not logs(s.code))
     if line.share_of_other < LOG_SITE_SHARE:
         return None
     # by the run's share of other (summed over every detailed step), steadier than other's median
@@ -491,11 +515,12 @@ def outside_work(r: WatchResult, c: Context, host: Verdict | None) -> Verdict | 
     share = r.phases["other"].share
     if host is not None or share < OUTSIDE_SHARE or not r.median_ms:
         return None
-    sites = [s for s in r.other_sites if not _LOGGING.search(s.code) and not _LOSS.search(s.code)]
+    logs = _logs(r)
+    sites = [s for s in r.other_sites if not logs(s.code) and not _LOSS.search(s.code)]
     if not sites:
         return None
     top, step = sites[0], r.median_ms
-    line, under = _subject(r, top, lambda s: not _LOGGING.search(s.code) and not _LOSS.search(s.code))
+    line, under = _subject(r, top, lambda s: not logs(s.code) and not _LOSS.search(s.code))
     if line.share_of_other < LOG_SITE_SHARE:
         return None
     other = share * step
