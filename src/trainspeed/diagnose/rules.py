@@ -116,7 +116,6 @@ def _logs(r: WatchResult) -> Callable[[str | None], bool]:
     return lambda code: bool(code) and (code in built or bool(_LOGGING.search(code)))
 
 
-
 @dataclass(frozen=True)
 class Context:
     """Facts about the machine that the rules need beside the measurements."""

@@ -49,12 +49,12 @@ def _optimizer_value_code() -> Any:
 
 _OPTIMIZER_VALUE = _optimizer_value_code()
 """The code of torch.optim's `_get_value(x)`, which Adam, AdamW, Adamax, Adagrad, NAdam, RAdam and ASGD call on every
-step, for every parameter, to read their step counters (and NAdam its `mu_product`, ASGD its `eta` and `mu`) with
+step, for every parameter, to read their step counters (and NAdam its `mu_product`, ASGD its `eta`) with
 `.item()`. Without capturable=True or fused=True, torch keeps the counters on the host whatever the parameters'
 device ("special device hosting for step", torch/optim/adam.py): reading them is no synchronisation on any device,
 and on a CPU run they were counted as the user's `optimizer.step()` line's host reads, one per parameter tensor.
-So a read it makes of a CPU tensor is not counted. ASGD keeps `eta` and `mu` on the parameters' device: on a GPU
-their reads still count, on a CPU run they are left out with the rest."""
+So a read it makes of a CPU tensor is not counted. ASGD keeps `eta` on the parameters' device: on a GPU its reads
+still count, on a CPU run they are left out with the rest."""
 
 
 _SITES: dict[tuple[int, int], tuple[str, Any]] = {}
