@@ -397,14 +397,13 @@ def checkpoint_heavy(r: WatchResult, c: Context) -> Verdict | None:
     return Verdict("checkpoint_heavy", evidence, action, _speedup(1.0, 1 - share * (1 - 1 / factor)))
 
 
-def _logging_reads(r: WatchResult) -> tuple[float, list[SyncSite]]:
-    """CPU: milliseconds per step of host reads made on logging lines (`print(loss)` formats a tensor: its
-    `__repr__`), and those lines' sites, the most time first. On a GPU a read is also a wait for the device:
-    sync_bound's."""
+def _logging_reads(r: WatchResult, logs: Callable[[str | None], bool]) -> tuple[float, list[SyncSite]]:
+    """CPU: milliseconds per step of host reads made on logging lines (`logs`, the run's `_logs`; `print(loss)`
+    formats a tensor: its `__repr__`), and those lines' sites, the most time first. On a GPU a read is also a wait
+    for the device: sync_bound's."""
     if r.device == "cuda" or not r.median_ms or not r.sync_sites:
         return 0.0, []
     total = sum(s.total_ms for s in r.sync_sites)
-    logs = _logs(r)
     sites = [s for s in r.sync_sites if logs(s.code)]
     if total <= 0 or not sites:
         return 0.0, []
@@ -421,7 +420,7 @@ def logging_heavy(r: WatchResult, c: Context) -> Verdict | None:
     logging_sites = [s for s in r.other_sites if logs(s.code)]
     part = sum(s.share_of_other for s in logging_sites)
     sampled = share >= OTHER_SHARE and part >= LOG_SITE_SHARE
-    reads, read_sites = _logging_reads(r)
+    reads, read_sites = _logging_reads(r, logs)
     if not sampled and reads + (other * part if part >= LOG_SITE_SHARE else 0.0) < OTHER_SHARE * step:
         return None
     found = []
