@@ -7,9 +7,8 @@ import weakref
 
 import pytest
 import torch
-from torch import nn
-
 from rich.console import Console
+from torch import nn
 
 from trainspeed.diagnose.report import DoctorReport, _largest_batch
 from trainspeed.report.html import doctor_html
@@ -66,7 +65,7 @@ def test_callable_package_and_html() -> None:
 
 
 def test_a_cuda_report_says_what_device_ms_is_and_how_much_the_gpu_works() -> None:
-    from test_rules import recorded
+    from recorded_runs import recorded
 
     from trainspeed.diagnose.report import diagnose_run
     from trainspeed.hardware import detect_hardware
@@ -84,7 +83,7 @@ def test_a_cuda_report_says_what_device_ms_is_and_how_much_the_gpu_works() -> No
 def test_the_report_probes_only_the_dtypes_a_rule_needs_and_shows_the_slowest_ops(monkeypatch) -> None:
     import dataclasses
 
-    from test_rules import recorded
+    from recorded_runs import recorded
 
     import trainspeed.diagnose.report as report_module
     from trainspeed.hardware import detect_hardware
@@ -111,7 +110,7 @@ def test_the_report_probes_only_the_dtypes_a_rule_needs_and_shows_the_slowest_op
 
 
 def test_the_float32_rate_beside_a_dtype_probe_is_measured_in_turn_with_it(monkeypatch) -> None:
-    from test_rules import recorded
+    from recorded_runs import recorded
 
     import trainspeed.diagnose.report as report_module
     from trainspeed.hardware import detect_hardware
@@ -130,7 +129,7 @@ def test_the_float32_rate_beside_a_dtype_probe_is_measured_in_turn_with_it(monke
 def test_the_report_probes_the_optimizer_only_where_its_phase_is_worth_it(monkeypatch) -> None:
     import dataclasses
 
-    from test_rules import _adamw_run
+    from recorded_runs import adamw_run
 
     import trainspeed.diagnose.report as report_module
     from trainspeed.hardware import detect_hardware
@@ -144,7 +143,7 @@ def test_the_report_probes_the_optimizer_only_where_its_phase_is_worth_it(monkey
         optimizer_spec = spec_of(torch.optim.AdamW(nn.Linear(4, 4).parameters(), foreach=False))
 
     hw = detect_hardware()
-    report = report_module.diagnose_run(_adamw_run(), watcher=Watched(), hardware=hw, dispatch_us=2.0,
+    report = report_module.diagnose_run(adamw_run(), watcher=Watched(), hardware=hw, dispatch_us=2.0,
                                         matmul_gflops=100.0)
     assert calls == [None, True] and report.optimizer_ms == (7.4, 1.4)
     assert "optimizer_heavy" in [v.id for v in report.verdicts]
@@ -153,7 +152,7 @@ def test_the_report_probes_the_optimizer_only_where_its_phase_is_worth_it(monkey
     assert data["optimizer"] == {"kind": "AdamW", "tensors": 162, "elements": 44932, "foreach": False, "fused": None}
     assert "ms fused" in doctor_html(report)
     calls.clear()
-    small = report_module.diagnose_run(_adamw_run(opt_ms=1.0), watcher=Watched(), hardware=hw, dispatch_us=2.0,
+    small = report_module.diagnose_run(adamw_run(opt_ms=1.0), watcher=Watched(), hardware=hw, dispatch_us=2.0,
                                        matmul_gflops=100.0)
     assert calls == [] and small.optimizer_ms is None
     assert doctor_dict(dataclasses.replace(small))["probe"]["optimizer_step_ms"] is None
@@ -162,7 +161,7 @@ def test_the_report_probes_the_optimizer_only_where_its_phase_is_worth_it(monkey
 def test_a_prediction_at_the_models_cap_is_shown_as_a_floor() -> None:
     import dataclasses
 
-    from test_rules import recorded
+    from recorded_runs import recorded
 
     from trainspeed.diagnose.report import diagnose_run
     from trainspeed.diagnose.rules import MAX_PREDICTED, predicted_label
@@ -184,7 +183,7 @@ def test_a_prediction_at_the_models_cap_is_shown_as_a_floor() -> None:
 def test_the_report_probes_the_threads_only_where_torch_has_more_than_the_cores(monkeypatch) -> None:
     import dataclasses
 
-    from test_rules import recorded
+    from recorded_runs import recorded
 
     import trainspeed.diagnose.report as report_module
     from trainspeed.hardware import detect_hardware

@@ -5,9 +5,10 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from test_rules import CTX, recorded
+from recorded_runs import CTX, recorded
 
-from trainspeed.diagnose.rules import comm_bound, diagnose, straggler
+from trainspeed.diagnose.rules import diagnose
+from trainspeed.diagnose.rules.distributed import comm_bound, straggler
 from trainspeed.diagnose.scaling import bus_bandwidth_gbs, predict, ring_factor
 from trainspeed.watch.comm import summarise
 from trainspeed.watch.result import DistRun, RankStat

@@ -1,0 +1,119 @@
+"""Arithmetic verdicts: matrix work in a dtype this CPU runs slowly (`slow_dtype`), and a step doing real work
+(`compute_bound`, the healthy verdict).
+"""
+
+from __future__ import annotations
+
+from trainspeed.diagnose.rules.common import (
+    Context,
+    _arithmetic_ms,
+    _busy_source,
+    _compute_ms,
+    _gpu_busy_ms,
+    _names,
+    _op_work,
+    _room,
+    _speedup,
+    _window_scale,
+)
+from trainspeed.watch.result import OpTime, Verdict, WatchResult
+
+ARITHMETIC_HIGH = 0.50  # arithmetic over half of them: the step is doing real work
+DEVICE_BUSY_HIGH = 0.8
+SLOW_DTYPE_SHARE = 0.20  # matrix arithmetic in one dtype for a fifth of the step...
+SLOW_DTYPE_RATE = 0.6
+"""...in a dtype this CPU multiplies at most this share of its float32 rate: float64 on AVX2 (about
+0.45 on Zen 3), bfloat16 and float16 without native matrix units (about 0.01 there). A CPU with AMX
+runs bfloat16 faster than float32, and the rule stays silent."""
+SLOW_DTYPES = ("bfloat16", "float16", "float64")
+
+
+def _dtype_arithmetic(r: WatchResult) -> dict[str, list[OpTime]]:
+    """A CPU run's matrix arithmetic (the window's ops with a FLOP formula) in each dtype but float32."""
+    out: dict[str, list[OpTime]] = {}
+    if r.device != "cpu" or not r.op_times:
+        return out
+    for row in r.op_times:
+        if row.arithmetic and row.dtype in SLOW_DTYPES:
+            out.setdefault(row.dtype, []).append(row)
+    return out
+
+
+def slow_dtype_candidates(r: WatchResult) -> list[str]:
+    """The dtypes whose matrix arithmetic took SLOW_DTYPE_SHARE of the step or more: the ones whose matmul
+    rate `slow_dtype` needs probed."""
+    if not r.median_ms:
+        return []
+    return [dtype for dtype, rows in _dtype_arithmetic(r).items()
+            if sum(row.ms for row in rows) >= SLOW_DTYPE_SHARE * r.median_ms]
+
+
+def slow_dtype(r: WatchResult, c: Context) -> Verdict | None:
+    """Matrix arithmetic (matmul, convolution) in a dtype this CPU runs far slower than float32:
+    bfloat16 autocast on a CPU without native bfloat16, a model in float64 (numpy's default)."""
+    if not r.median_ms or c.matmul_gflops <= 0:
+        return None
+    step = r.median_ms
+    room = _room(r)
+    scale = _window_scale(r)
+    found: list[tuple[float, Verdict]] = []
+    for dtype, rows in _dtype_arithmetic(r).items():
+        rate = c.dtype_gflops.get(dtype)
+        window_ms = sum(row.ms for row in rows)
+        took = min(window_ms * scale, room)
+        if rate is None or took < SLOW_DTYPE_SHARE * step or rate > SLOW_DTYPE_RATE * c.matmul_gflops:
+            continue
+        gain = took * (1 - rate / c.matmul_gflops)  # those ops at the float32 rate
+        ops = _names(rows)
+        flops = sum(row.flops or 0.0 for row in rows)
+        ran = (f", {flops / (window_ms * 1e6):.1f} GFLOP/s"
+               if all(row.flops for row in rows) else "")
+        evidence = (f"{took:.2f} ms of the {step:.2f} ms step ({took / step:.0%}) is matrix arithmetic in {dtype} "
+                    f"({ops} per step{ran}); this CPU multiplies {dtype} matrices at {rate:.1f} GFLOP/s against "
+                    f"{c.matmul_gflops:.0f} GFLOP/s in float32 (both measured after the run)")
+        if dtype == "float64":
+            action = ("train in float32: model.float() and inputs .float(); numpy's float64 passes into "
+                      "torch.from_numpy / torch.tensor unchanged, so convert the data once as it is loaded "
+                      "(.astype(np.float32))")
+        else:
+            action = (f"train in float32 on this CPU: drop torch.autocast('cpu', dtype=torch.{dtype}) or the "
+                      f".to(torch.{dtype}) of the model and inputs; {dtype} pays on CPUs with native matrix units "
+                      "(AMX, AVX512-BF16/FP16) and on GPUs, not here")
+        found.append((gain, Verdict("slow_dtype", evidence + " (predicted speed-up: those ops at the float32 "
+                                    "rate, the rest of the step as measured)", action, _speedup(step, step - gain))))
+    return max(found, key=lambda f: f[0])[1] if found else None
+
+
+def compute_bound(r: WatchResult, c: Context) -> Verdict | None:
+    compute = _compute_ms(r)
+    if not r.median_ms:
+        return None
+    if r.device == "cuda":
+        # the host may wait anywhere (a read, the allocator): what counts is whether the GPU is working
+        busy_ms = _gpu_busy_ms(r)
+        if busy_ms is None or busy_ms / r.median_ms < DEVICE_BUSY_HIGH:
+            return None
+        evidence = (f"the GPU works {busy_ms:.2f} ms of the {r.median_ms:.2f} ms step ({busy_ms / r.median_ms:.0%}, "
+                    f"from {_busy_source(r)})")
+    else:
+        if compute / r.median_ms < 0.6:
+            return None
+        arithmetic = _arithmetic_ms(r, c)
+        if arithmetic is None:
+            return None
+        work, heavy = _op_work(r, c)
+        done = arithmetic + work
+        if done / compute < ARITHMETIC_HIGH:
+            return None
+        parts = []
+        if arithmetic >= 0.05 * compute:
+            parts.append(f"their {r.flops_per_step / 1e9:.2f} GFLOP need {arithmetic:.2f} ms at this CPU's measured "
+                         f"{c.matmul_gflops:.0f} GFLOP/s")
+        if work >= 0.05 * compute:
+            parts.append(f"{work:.2f} ms goes to work in ops torch has no FLOP formula for ({_names(heavy)} per step)")
+        whole = (f"{done / compute:.0%} of {compute:.2f} ms" if done <= compute else
+                 f"more than their {compute:.2f} ms: the run multiplied faster than the probe after it")
+        evidence = (f"forward+backward+optimizer are {compute / r.median_ms:.0%} of the step; " + "; ".join(parts)
+                    + f" ({whole}): real work")
+    action = "healthy; the next levers are bf16 autocast where the hardware has it, torch.compile, or a larger batch"
+    return Verdict("compute_bound", evidence, action, None)

@@ -1,0 +1,177 @@
+"""Shared by the rule families: the machine's context, the step-time helpers every prediction uses, and the cap
+on predictions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from trainspeed.probe.loader import Handover
+from trainspeed.watch.phases import EDGE_PHASES
+from trainspeed.watch.result import OpTime, WatchResult
+
+MAX_PREDICTED = 10.0  # no model here is trusted beyond a 10x prediction
+OP_FIXED_DISPATCHES = 30.0
+"""The most one call of an op costs the host before it does any work, in bare dispatches. In the CPU's
+profiler window (its steps come soon after the warm-up, under dispatch modes) the seed's tiny ops took
+up to 12 dispatches a call (its 120 x 4 addmm: 43 us at a 3.4 us probe; 2026-11-23, the 2-vCPU VM). A
+call longer than this does work the FLOP formulas do not count (an LSTM layer as one mkldnn op, an
+embedding bag's backward, an optimizer's update of a large tensor): its time beyond this is work, not
+per-op overhead (`_op_work`). A slow window leaves a tiny op a few microseconds over, which weighs
+nothing beside a step's compute phases."""
+ANOMALY_OPS = ("aten.isnan", "aten._is_any_true")  # backward's check of every gradient for NaN, in anomaly mode
+
+
+@dataclass(frozen=True)
+class Context:
+    """Facts about the machine that the rules need beside the measurements."""
+
+    dispatch_us: float
+    """Measured cost of one tiny CPU op (probe.cpu_dispatch_us)."""
+    matmul_gflops: float
+    """Measured CPU matmul rate (probe.cpu_matmul_gflops): how fast the step's arithmetic could run."""
+    physical_cores: int
+    logical_threads: int
+    largest_batch: int | None = None
+    """From the memory estimator, when memory pressure was found and an estimate could be made."""
+    cuda_op_us: float | None = None
+    """Measured cost of one tiny CUDA op (probe.cuda_op_us): dispatch plus a kernel launch. None without CUDA."""
+    dtype_gflops: dict[str, float] = field(default_factory=dict)
+    """Measured CPU matmul rate in the dtypes `slow_dtype_candidates` names ("bfloat16": 1.3)."""
+    optimizer_ms: tuple[float, float] | None = None
+    """One step of the run's optimizer over its parameters' shapes, measured after the run: (as configured,
+    with fused=True) milliseconds; None when not probed (`optimizer_candidate`) or it has no fused kernel."""
+    rebuild_ms: tuple[float, float] | None = None
+    """The run's optimizer on its parameters' shapes, measured after the run: (built and stepped once, one step
+    of one kept) milliseconds; None when not probed (`rebuilt_candidate`)."""
+    handover: Handover | None = None
+    """One worker process handing over batches shaped like the busiest loader's, measured after the run (None:
+    not probed, `loader_candidate`)."""
+    batched_ms: float | None = None
+    """A batch of the busiest loader's TensorDataset taken whole (one index op per tensor), measured after the
+    run; None unless that loader fetches a TensorDataset row by row."""
+    usable_cores: int | None = None
+    """CPUs this process may run on at once (affinity, cgroup quota: hardware.cpu.usable_cores); None: not known."""
+    thread_gflops: tuple[float, float] | None = None
+    """GFLOP/s of a matmul of the run's size at torch's threads as the run had them and as advised
+    (`threads_candidate`), measured in turn after the run; None when not probed."""
+
+
+def _ms(r: WatchResult, phase: str) -> float:
+    return r.phases[phase].host_ms
+
+
+def _run_step_ms(r: WatchResult) -> float:
+    """Milliseconds per step over the whole run (the mean), where shares of the run's time turn into time."""
+    return r.mean_ms or r.median_ms or 0.0
+
+
+def predicted_label(speedup: float) -> str:
+    """How a report words a predicted speed-up: the models' cap shown as a floor, not as the figure."""
+    if speedup >= MAX_PREDICTED:
+        return f"predicted at least {MAX_PREDICTED:.0f}x (no prediction goes past {MAX_PREDICTED:.0f}x)"
+    return f"predicted {speedup:.2f}x"
+
+
+def _speedup(step: float, new_step: float) -> float:
+    return round(min(MAX_PREDICTED, step / max(new_step, step / MAX_PREDICTED)), 2)
+
+_COMPUTE = ("forward", "backward", "optimizer")
+
+
+def _room(r: WatchResult) -> float:
+    """Milliseconds of the median step beside its edge phases (data, h2d, sync, checkpoint, comm: timed on
+    every step): the room the detailed steps' phases and the profiler window's ops must fit in."""
+    return (r.median_ms or 0.0) - sum(_ms(r, p) for p in EDGE_PHASES)
+
+
+def _compute_ms(r: WatchResult) -> float:
+    """Forward+backward+optimizer of the median step. Their medians come from the detailed steps, which
+    also carry the per-call hooks (a module call, backward, the optimizer step each pass through the
+    watcher): on a tiny step those medians add up to more than the median step itself (0.63 ms of a
+    0.43 ms CPU seed step, the demo of 2026-11-23). Where the detailed steps' forward, backward,
+    optimizer and other outgrow the room the median step leaves beside its edge phases (data, h2d,
+    sync, checkpoint, comm: timed on every step), they are scaled down to it."""
+    compute = sum(_ms(r, p) for p in _COMPUTE)
+    detailed = compute + _ms(r, "other")
+    room = _room(r)
+    if r.median_ms and detailed > room > 0:
+        return compute * room / detailed
+    return compute
+
+
+def _compute_part_ms(r: WatchResult, *phases: str) -> float:
+    """Some of forward, backward and optimizer, in the median step: scaled as `_compute_ms` scales them all."""
+    compute = sum(_ms(r, p) for p in _COMPUTE)
+    return sum(_ms(r, p) for p in phases) * _compute_ms(r) / compute if compute > 0 else 0.0
+
+
+def _arithmetic_ms(r: WatchResult, c: Context) -> float | None:
+    """Time the step's counted FLOPs need at the measured matmul rate (CPU)."""
+    if r.flops_per_step is None or c.matmul_gflops <= 0:
+        return None
+    return r.flops_per_step / (c.matmul_gflops * 1e9) * 1e3
+
+
+def _window_scale(r: WatchResult) -> float:
+    """The CPU profiler window's clock against the median step: where the window's ops all together
+    outgrow the room the median step leaves beside its edge phases, the window ran slower than the
+    median step (soon after the warm-up), and its times are scaled down to that room."""
+    if not r.op_ms_per_step or not r.median_ms:
+        return 1.0
+    return max(0.0, min(1.0, _room(r) / r.op_ms_per_step))
+
+
+def _op_work(r: WatchResult, c: Context) -> tuple[float, list[OpTime]]:
+    """CPU: milliseconds per step the window's ops without a FLOP formula spent beyond a fixed cost per call
+    (OP_FIXED_DISPATCHES), on the median step's clock; and those ops, most of that work first."""
+    if r.device != "cpu" or not r.op_times:
+        return 0.0, []
+    fixed = OP_FIXED_DISPATCHES * c.dispatch_us / 1e3
+    heavy = sorted(((row.ms - row.calls * fixed, row) for row in r.op_times
+                    if not row.arithmetic and row.ms > row.calls * fixed), key=lambda w: w[0], reverse=True)
+    return sum(w for w, _ in heavy) * _window_scale(r), [row for _, row in heavy]
+
+
+def _names(rows: list[OpTime], most: int = 3) -> str:
+    return ", ".join(f"{row.op} x{row.calls:.0f}" for row in rows[:most])
+
+
+def _gpu_busy_ms(r: WatchResult) -> float | None:
+    """Milliseconds per step during which the GPU ran work: its kernels' own times from the profiler
+    window, else NVML's utilisation (the share of time some kernel ran) times the step. Not the
+    phases' device_ms: an event pair spans the GPU's idle gaps between launches as well."""
+    if r.device != "cuda" or not r.median_ms:
+        return None
+    if r.gpu_busy_ms_per_step is not None:
+        return r.gpu_busy_ms_per_step
+    if r.gpu_util.available and r.gpu_util.mean is not None:
+        return r.gpu_util.mean / 100 * r.median_ms
+    return None
+
+
+def _busy_source(r: WatchResult) -> str:
+    return "its kernels' own times" if r.gpu_busy_ms_per_step is not None else "NVML utilisation"
+
+
+def _burst_note(r: WatchResult, phase: str) -> str:
+    """How a phase's time is spread: a median step far under its share means waits in bursts. The
+    share of the run's time is said once, and the median step's part of it is its own percentage."""
+    typical = _ms(r, phase)
+    share = r.phases[phase].share
+    median = r.median_ms or 0.0
+    if typical >= 0.5 * share * median:
+        return f"{typical:.2f} ms of a {median:.2f} ms step ({share:.0%} of the run's time)"
+    return (f"{share:.0%} of the run's time, in bursts: the median step spends {typical:.2f} ms of "
+            f"{median:.2f} ms there ({typical / median:.0%})")
+
+
+def _anomaly(r: WatchResult) -> tuple[float, float, float]:
+    """Autograd's anomaly detection, per step: milliseconds storing formatted stacks (timed on the detailed
+    steps), milliseconds of its NaN checks in backward and how many ops they are (the CPU profiler window's,
+    on the median step's clock). Zeros when it was off."""
+    if not r.anomaly_ms_per_step:
+        return 0.0, 0.0, 0.0
+    rows = [row for row in r.op_times or () if row.op in ANOMALY_OPS]
+    return (r.anomaly_ms_per_step, sum(row.ms for row in rows) * _window_scale(r),
+            sum(row.calls for row in rows))

@@ -1,0 +1,211 @@
+"""Host verdicts: the script's own work outside forward, backward and the optimizer (`logging_heavy`,
+`host_code_heavy`, `outside_work`) and autograd's anomaly detection left on (`anomaly_detection`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from trainspeed.diagnose.rules.common import Context, _anomaly, _ms, _speedup
+from trainspeed.watch.result import OtherSite, SyncSite, Verdict, WatchResult
+
+OTHER_SHARE = 0.15
+LOG_SITE_SHARE = 0.30  # the logging line must hold this much of the unexplained time
+OTHER_OP_DISPATCHES = 2.0
+"""Python's part of each torch op in "other", in bare dispatches, beside its measured host time: the
+window times an op below its dispatch mode, and the call that issued it (a torch.nn.functional
+wrapper, the indexing of a tensor) runs above. host_code_heavy charges both to torch, not to the
+script. The window's timings are if anything high (its steps run under dispatch modes, and soon after
+the warm-up: a slice or an argmax timed 10 to 47 us there, on the 2-vCPU VM), so torch's share is an
+upper bound, and the script's own code is blamed only for what torch cannot have taken."""
+LOOP_LINE_MORE = 0.15
+"""A training loop's line names a verdict instead of the innermost line the samples name most where the samples
+under it (its own and those of the functions it called) outnumber that line's by this share of all: a function
+called from the loop (a data generator, a metric helper) spreads its time over its lines."""
+OUTSIDE_SHARE = 0.20  # torch's work outside forward, backward and the optimizer for a fifth of the run
+ANOMALY_SHARE = 0.10  # anomaly detection's own work for a tenth of the step
+_LOSS = re.compile(r"\bloss\w*|criterion|cross_entropy|_loss\(|\bnll")  # a loss computed outside the model: the step's own work
+_LOGGING = re.compile(  # a name or a method that logs; not log_prob, log_softmax, logits, torch.log(x), x.log()
+    r"(?<![\w.])(print|pprint|log|logs|logger|logging|tqdm|wandb|mlflow|writer|json\.dump)\b"
+    r"|\.(write|writelines|flush|set_postfix|add_scalars?|add_histogram|add_text"
+    r"|log_(?:metrics?|dict|scalars?|params?|artifacts?|images?|text|hyperparams|table))\s*\("
+    r"|(?<!torch)(?<!np)(?<!numpy)(?<!math)\.log\s*\((?!\s*\))|\bos\.fsync\b")
+_RECORD = re.compile(r"^\s*([A-Za-z_]\w*)\s*=\s*(?:[{\[]|f?[\"']|dict\()")
+"""A line that builds a record, a row or a message under one name (`record = {"loss": loss.item(), ...}`,
+`msg = f"..."`): logging, where one of the run's logging lines uses that name (`log.write(json.dumps(record))`)."""
+
+
+def _logs(r: WatchResult) -> Callable[[str | None], bool]:
+    """Whether a line of the run logs: a logging call (_LOGGING), or a line that builds what one of the run's logging
+    lines (among the lines its samples and reads name) logs. The record's line holds the reads and the Python of
+    the logging as much as the line that writes it, and a verdict on it alone would say "host code"."""
+    codes = {s.code for s in (*r.other_sites, *r.loop_sites, *r.sync_sites) if s.code}
+    logging = [code for code in codes if _LOGGING.search(code)]
+    built = set()
+    for code in codes:
+        record = _RECORD.match(code)
+        if record and code not in logging and \
+                any(re.search(rf"\b{re.escape(record.group(1))}\b", line) for line in logging):
+            built.add(code)
+    return lambda code: bool(code) and (code in built or bool(_LOGGING.search(code)))
+
+
+def _logging_reads(r: WatchResult, logs: Callable[[str | None], bool]) -> tuple[float, list[SyncSite]]:
+    """CPU: milliseconds per step of host reads made on logging lines (`logs`, the run's `_logs`; `print(loss)`
+    formats a tensor: its `__repr__`), and those lines' sites, the most time first. On a GPU a read is also a wait
+    for the device: sync_bound's."""
+    if r.device == "cuda" or not r.median_ms or not r.sync_sites:
+        return 0.0, []
+    total = sum(s.total_ms for s in r.sync_sites)
+    sites = [s for s in r.sync_sites if logs(s.code)]
+    if total <= 0 or not sites:
+        return 0.0, []
+    return r.phases["sync"].share * r.median_ms * sum(s.total_ms for s in sites) / total, sites
+
+
+def logging_heavy(r: WatchResult, c: Context) -> Verdict | None:
+    """Logging on every step: stack samples outside every phase on logging lines (a print, a logger, a
+    flush), and, on a CPU, the tensors those lines format (their host reads)."""
+    if not r.median_ms:
+        return None
+    step, share, other = r.median_ms, r.phases["other"].share, _ms(r, "other")
+    logs = _logs(r)
+    logging_sites = [s for s in r.other_sites if logs(s.code)]
+    part = sum(s.share_of_other for s in logging_sites)
+    sampled = share >= OTHER_SHARE and part >= LOG_SITE_SHARE
+    reads, read_sites = _logging_reads(r, logs)
+    if not sampled and reads + (other * part if part >= LOG_SITE_SHARE else 0.0) < OTHER_SHARE * step:
+        return None
+    found = []
+    if part >= LOG_SITE_SHARE:
+        top = logging_sites[0]
+        found.append(f"{share:.0%} of the step ({other:.2f} ms) is outside every PyTorch phase; {part:.0%} of those "
+                     f"stack samples are on logging lines, most at {_site(top)}")
+    else:
+        part = 0.0
+    action = "log every N steps (and aggregate in between), without flushing to disk each time; keep values on the device until then"
+    if reads:
+        top_read = read_sites[0]
+        per_call = top_read.total_ms / max(top_read.count, 1)
+        found.append(f"{reads:.2f} ms per step ({reads / step:.0%}) goes to the tensors logging lines format (host "
+                     f"reads), most at {top_read.where} ({top_read.op}, {per_call:.2f} ms a call): `{top_read.code}`")
+        if any(s.op == "__repr__" for s in read_sites):
+            action += "; print numbers (loss.item()), not tensors: a tensor's repr formats every element"
+    return Verdict("logging_heavy", "; ".join(found), action, _speedup(step, step - other * part - reads))
+
+
+def _site(top: OtherSite) -> str:
+    """A stack-sampled line as the evidence names it, with the library its time ran in, where one held most."""
+    inside = f", most of its samples inside {top.inside}" if top.inside else ""
+    return f"{top.where}: `{top.code}`{inside}"
+
+
+def _library_tip(r: WatchResult) -> str:
+    """Advice for a library that holds most of a top line's time in `other`, where there is a known lever."""
+    if any(s.inside == "torch.distributions" for s in r.other_sites[:3]):
+        return ("; torch.distributions checks its arguments on every distribution it builds and every log_prob: "
+                "torch.distributions.Distribution.set_default_validate_args(False) (or validate_args=False) turns "
+                "that off once the script is known to be right")
+    return ""
+
+
+def _subject(r: WatchResult, top: OtherSite, keep: Callable[[OtherSite], bool]) -> tuple[OtherSite, str]:
+    """The line a verdict about time in "other" names, and the words that say why where it is not `top` (the
+    innermost line the samples name most): the training loop's line the samples ran under, when more of them
+    did than at `top` by LOOP_LINE_MORE (of those `keep` lets through)."""
+    loop = [s for s in r.loop_sites if keep(s)]
+    if not loop or loop[0].where == top.where or loop[0].share_of_other < top.share_of_other + LOOP_LINE_MORE:
+        return top, ""
+    line = loop[0]
+    return line, (f"; {line.share_of_other:.0%} ran under the training loop's line {line.where}: `{line.code}` (the "
+                  "line and the functions it calls)")
+
+
+def host_code_heavy(r: WatchResult, c: Context) -> Verdict | None:
+    """Time outside every phase that torch's ops there do not explain: the script's own host code on
+    every step (a metric computed with numpy or scikit-learn, a Python loop over items, a sleep or
+    a wait, a cache flush), at the line the stack samples name. Logging lines are logging_heavy's."""
+    share = r.phases["other"].share
+    if share < OTHER_SHARE or not r.median_ms or not r.other_sites or r.other_ops_per_step is None:
+        return None
+    logs = _logs(r)
+    sites = [s for s in r.other_sites if not logs(s.code)]
+    if not sites:
+        return None
+    top = sites[0]
+    line, under = _subject(r, top, lambda s: not logs(s.code))
+    if line.share_of_other < LOG_SITE_SHARE:
+        return None
+    # by the run's share of other (summed over every detailed step), steadier than other's median
+    step = r.median_ms
+    other = share * step
+    torch_ms = (r.other_op_ms_per_step or 0.0) + r.other_ops_per_step * OTHER_OP_DISPATCHES * c.dispatch_us / 1e3
+    host = other - torch_ms
+    if host < OTHER_SHARE * step:
+        return None
+    gain = min(host, other * line.share_of_other)  # that line's part, less all of torch's
+    ops = (f"the {r.other_ops_per_step:.0f} torch ops per step there take at most {torch_ms:.2f} ms"
+           if r.other_ops_per_step >= 0.5 else "no torch op runs there")
+    evidence = (f"{share:.0%} of the run's time ({other:.2f} ms of the median {step:.2f} ms step) is outside every "
+                f"PyTorch phase; {ops}, so "
+                f"{host:.2f} ms ({host / step:.0%}) is the script's own host code; {top.share_of_other:.0%} of the "
+                f"stack samples there are at {_site(top)}{under}")
+    action = ("that line runs on every step: run it every N steps or after the loop, hand it to a background "
+              "thread, or make it cheaper (vectorise Python loops; keep metrics as tensors and read them every N "
+              "steps); if it prepares data, a DataLoader with workers runs it beside the step" + _library_tip(r))
+    return Verdict("host_code_heavy", evidence + " (predicted speed-up: that line's host time out of the step)",
+                   action, _speedup(step, step - gain))
+
+
+def outside_work(r: WatchResult, c: Context, host: Verdict | None) -> Verdict | None:
+    """Work outside forward, backward and the optimizer on every step that host_code_heavy leaves to torch (its
+    ops there explain the time): a deep copy of the model, a running average of its weights, a metric, data
+    prepared in the loop, at the line the stack samples name. Lines that compute a loss are the step's own
+    work, and logging lines logging_heavy's. No prediction: whether that line's work is needed on every
+    step is the script's to say, not the watcher's."""
+    share = r.phases["other"].share
+    if host is not None or share < OUTSIDE_SHARE or not r.median_ms:
+        return None
+    logs = _logs(r)
+    sites = [s for s in r.other_sites if not logs(s.code) and not _LOSS.search(s.code)]
+    if not sites:
+        return None
+    top, step = sites[0], r.median_ms
+    line, under = _subject(r, top, lambda s: not logs(s.code) and not _LOSS.search(s.code))
+    if line.share_of_other < LOG_SITE_SHARE:
+        return None
+    other = share * step
+    ops = (f"; {r.other_ops_per_step:.0f} torch ops per step run there" if r.other_ops_per_step else "")
+    evidence = (f"{share:.0%} of the run's time ({other:.2f} ms of the median {step:.2f} ms step) is outside forward, "
+                f"backward and the optimizer{ops}; {top.share_of_other:.0%} of the stack samples there are at "
+                f"{_site(top)}{under} (about {other * line.share_of_other:.2f} ms per step; no prediction: "
+                "whether that work is needed on every step is the script's to say)")
+    action = ("that line runs on every step, beside the training step: if it need not (a copy of the model, an average "
+              "of its weights, a metric), run it every N steps; copy weights into one model kept for it "
+              "(torch._foreach_copy_, torch._foreach_lerp_ for an average, or torch.optim.swa_utils.AveragedModel) "
+              "rather than copy.deepcopy a new one; a loop over parameters can be one torch._foreach_* call, and an update "
+              "of the parameters by hand a torch.optim optimizer (fused=True); data preparation belongs in a "
+              "DataLoader's workers" + _library_tip(r))
+    return Verdict("outside_work", evidence, action, None)
+
+
+def anomaly_detection(r: WatchResult, c: Context) -> Verdict | None:
+    """Autograd's anomaly detection left on: every op that records a gradient stores a formatted Python stack,
+    and backward checks every gradient for NaN. Prediction: the step without both."""
+    stacks, checks, _ = _anomaly(r)
+    step = r.median_ms
+    if not stacks or not step:
+        return None
+    cost = min(stacks + checks, step)
+    if cost < ANOMALY_SHARE * step:
+        return None
+    where = (f" and {checks:.2f} ms checking every gradient for NaN (aten.isnan, aten._is_any_true in the profiler "
+             "window)" if checks else "")
+    evidence = (f"autograd's anomaly detection is on: {stacks:.2f} ms per step storing a formatted Python stack for "
+                f"every op that records a gradient{where}, {cost / step:.0%} of the {step:.2f} ms step "
+                "(predicted speed-up: the step without them)")
+    action = ("turn it off for training: remove torch.autograd.set_detect_anomaly(True) or the "
+              "torch.autograd.detect_anomaly() block; switch it on only to find where a NaN or an in-place error "
+              "comes from, for a few steps")
+    return Verdict("anomaly_detection", evidence, action, _speedup(step, step - cost))

@@ -1,0 +1,149 @@
+"""Input verdicts: waiting on the DataLoader (`input_bound`) and copying batches to the device (`h2d_bound`).
+"""
+
+from __future__ import annotations
+
+from trainspeed.diagnose.rules.common import Context, _burst_note, _ms, _run_step_ms, _speedup
+from trainspeed.watch.result import LoaderInfo, Verdict, WatchResult
+
+DATA_SHARE = 0.20  # waiting on data for a fifth of the step is worth fixing first
+WORKERS_GAIN = 1.05  # workers are advised only where they are predicted to make the run this much faster
+START_SHARE = 0.5  # a loader's starts (workers spawned anew each epoch) are the cause when they are half its wait
+STARTS_PER_STEP = 0.5  # a DataLoader iterator started every other step or more often: `next(iter(loader))` in the loop
+H2D_SHARE = 0.15
+
+
+def input_bound(r: WatchResult, c: Context) -> Verdict | None:
+    share = r.phases["data"].share
+    if share < DATA_SHARE or not r.median_ms:
+        return None
+    workers = max((ld.num_workers for ld in r.loaders), default=0)
+    cores = max(1, c.physical_cores)
+    suggest = min(max(workers * 2, min(4, cores)), cores)  # worker processes beyond the cores share them
+    evidence = f"waiting on the DataLoader took {_burst_note(r, 'data')}; num_workers={workers}"
+    if r.gpu_util.sawtooth:
+        evidence += f"; GPU utilisation is a saw-tooth ({r.gpu_util.why})"
+    collates = sorted({ld.collate for ld in r.loaders if ld.collate})
+    made = f"__getitem__ or the collate_fn `{'`, `'.join(collates)}`" if collates else "__getitem__"
+    precompute = "precompute: tokenize or decode once, before training; cache" if collates else "precompute, cache"
+    cheaper = (f"make {made} cheaper ({precompute}) or move the augmentation to the device" +
+               ("; if it is cheap already (a dataset held in memory as tensors), num_workers=0 saves each batch "
+                "its trip between processes" if workers else ""))
+    pin = ", pin_memory=True" if r.device == "cuda" else ""
+    starts = min(r.loader_start_share or 0.0, share)  # a stop inside the run's last step can tip it over
+    respawned = [ld for ld in r.loaders if ld.num_workers > 0 and not ld.persistent_workers]
+    if r.loader_starts >= 2 and r.loader_starts >= STARTS_PER_STEP * r.steps_measured and starts >= START_SHARE * share:
+        evidence += (f"; {starts:.0%} of the run's time is starting and stopping DataLoader iterators: {r.loader_starts} "
+                     f"starts in {r.steps_measured} steps, {r.loader_start_ms or 0.0:.1f} ms each with its first batch "
+                     "and its stop"
+                     + (f", each starting its {respawned[0].num_workers} worker processes anew" if respawned else "")
+                     + " (predicted speed-up is an upper bound: the run without those starts)")
+        action = ("make the iterator once, before the loop (`it = iter(loader)`, then `next(it)` each step and a new "
+                  "`iter(loader)` only when it runs out), or loop `for x, y in loader:`; each `iter(loader)` starts a "
+                  "new pass over the data (a new shuffle" + (", new worker processes" if respawned else "")
+                  + (", batches prefetched that one `next()` then drops" if workers else "") + ")")
+        return Verdict("input_bound", evidence, action, _speedup(1.0, 1 - starts))
+    if respawned and r.loader_starts >= 2 and starts >= START_SHARE * share:
+        evidence += (f"; {starts:.0%} of the run's time is the DataLoader starting and stopping: {r.loader_starts} starts (one "
+                     f"per epoch), {r.loader_start_ms or 0.0:.1f} ms each with its first batch and its stop, its "
+                     f"{respawned[0].num_workers} worker processes started anew every time (persistent_workers=False; "
+                     "predicted speed-up is an upper bound: the run without those starts)")
+        action = (f"DataLoader(..., persistent_workers=True{pin}): the workers then live from one epoch to the next; "
+                  "a dataset already in memory as tensors needs no workers at all (num_workers=0)")
+        return Verdict("input_bound", evidence, action, _speedup(1.0, 1 - starts))
+    loader = busiest_loader(r)
+    if loader is not None and loader.batchable and c.batched_ms is not None:
+        # a TensorDataset fetched row by row: one index op per tensor per batch instead (measured after the run)
+        step = _run_step_ms(r)
+        wait = share * step
+        if c.batched_ms < wait:
+            evidence += (f"; the DataLoader takes each batch's {loader.batch_size} rows of a TensorDataset one by one and "
+                         f"collates them; taking the batch whole took {c.batched_ms:.2f} ms (measured after the run, "
+                         f"{loader.batch_size} rows by one index per tensor)")
+            return Verdict("input_bound", evidence, _batched_action(loader, workers),
+                           _speedup(step, step - wait + c.batched_ms))
+    if suggest <= workers:
+        evidence += (f", {'as many as' if workers == cores else 'more than'} this machine's {cores} physical cores: "
+                     "more workers would share them (predicted speed-up is an upper bound: the run without its wait)")
+        return Verdict("input_bound", evidence, cheaper, _speedup(1.0, 1 - share))
+    new, why = _with_workers(r, c, share, workers, suggest)
+    if why and new >= 1 / WORKERS_GAIN:  # handing the batches over would cost what the workers save
+        evidence += (f"{why}, so {suggest} workers would not make the run faster on this machine's {cores} physical "
+                     "cores (predicted speed-up is an upper bound: the run without its wait)")
+        if loader is not None and loader.dataset == "TensorDataset" and not loader.item_by_item:
+            size = loader.batch_size or "B"
+            cheaper = ("the batches are rows of tensors in memory, and the DataLoader's own Python is most of their "
+                       "cost: index the tensors directly (perm = torch.randperm(len(x)), then x[perm[i:i + "
+                       f"{size}]] and y[perm[i:i + {size}]] each step), or let trainspeed.fit do that")
+        elif loader is not None and loader.item_by_item:
+            cheaper += ("; if __getitem__ only indexes data held in memory, take each batch whole: "
+                        "DataLoader(dataset, batch_size=None, sampler=BatchSampler(RandomSampler(dataset), "
+                        f"{loader.batch_size or 'B'}, drop_last=False)) hands __getitem__ the batch's list of indices")
+        return Verdict("input_bound", evidence, cheaper, _speedup(1.0, 1 - share))
+    threads = ""
+    if r.torch_threads + suggest > c.logical_threads:
+        keep = max(1, c.logical_threads - suggest)
+        threads = (f" and torch.set_num_threads({keep}) (torch's {r.torch_threads} intra-op threads would take the "
+                   f"cores the workers need)" if keep < r.torch_threads else "")
+    action = (f"DataLoader(..., num_workers={suggest}, persistent_workers=True{pin}){threads}; if that is not enough, "
+              f"{cheaper}")
+    if why:
+        evidence += why + " (predicted speed-up is an upper bound)"
+    return Verdict("input_bound", evidence, action, _speedup(1.0, new))
+
+
+def busiest_loader(r: WatchResult) -> LoaderInfo | None:
+    """The loader that handed out the most batches while watched (the training set's)."""
+    return max(r.loaders, key=lambda ld: ld.batches, default=None)
+
+
+def loader_candidate(r: WatchResult) -> bool:
+    """Whether the run waited on data enough for `input_bound`: the loader probes are worth running."""
+    return bool(r.loaders) and r.phases["data"].share >= DATA_SHARE and bool(r.median_ms)
+
+
+def _batched_action(loader: LoaderInfo, workers: int) -> str:
+    size = loader.batch_size or "B"
+    return (f"take each batch whole: DataLoader(dataset, batch_size=None, sampler=BatchSampler(RandomSampler(dataset), "
+            f"{size}, drop_last=False){', num_workers=0' if workers else ''}) - TensorDataset then indexes each tensor "
+            "once per batch (SequentialSampler for a loader without shuffle; torch.utils.data has both); or "
+            "trainspeed.fit, which does that itself")
+
+
+def _with_workers(r: WatchResult, c: Context, share: float, workers: int, suggest: int) -> tuple[float, str]:
+    """The run's time with `suggest` workers, in shares of its time now, and what the estimate rests on.
+
+    Workers make batches beside the step, but each batch still costs the training process its
+    handover (receiving and rebuilding it: `main_ms`, measured after the run with a worker handing
+    over batches of the run's shapes), and a worker its making plus its handover (`wall_ms`). All of
+    that shares the machine's cores with the step: the run is no faster than the longest of the step
+    with the handover, the workers' turn per batch, and all that work (both sides of the handover)
+    spread over the cores, the step's compute counted as one core's. Cores are taken to run in
+    parallel at full speed: an upper bound (two worker processes on a 2-vCPU VM made batches of tiny
+    torch ops 1.3x to 1.6x faster than one, not 2x)."""
+    busy = 1 - share
+    if workers or c.handover is None or not r.median_ms:
+        # the wait left with workers already there (its making unknown): it shrinks by the workers added
+        return max(busy, share * max(workers, 1) / suggest), ""
+    step = _run_step_ms(r)
+    hand, main = c.handover.wall_ms / step, c.handover.main_ms / step
+    cores = max(1, c.physical_cores)
+    new = max(busy + main, (share + hand) / suggest, (busy + main + share + hand) / cores)
+    why = (f"; a worker process took {c.handover.wall_ms:.2f} ms to hand over each batch of this shape, "
+           f"{c.handover.main_ms:.2f} ms of it in the training process (measured after the run), against "
+           f"{share * step:.2f} ms to make one here")
+    return new, why
+
+
+def h2d_bound(r: WatchResult, c: Context) -> Verdict | None:
+    share = r.phases["h2d"].share
+    if share < H2D_SHARE or not r.median_ms:
+        return None
+    step, h2d = r.median_ms, _ms(r, "h2d")
+    mib = r.h2d_bytes_per_step / 2**20
+    kinds = ", ".join(f"{k} {v / 2**20:.0f} MiB" for k, v in r.h2d_bytes_by_kind.items())
+    evidence = (f"host-to-device copies of {mib:.1f} MiB per step take {h2d:.2f} ms of {step:.2f} ms ({share:.0%})"
+                + (f"; in all: {kinds}" if kinds else ""))
+    action = ("keep a dataset that fits on the device there once; otherwise DataLoader(pin_memory=True) and "
+              ".to(device, non_blocking=True) so copies overlap compute")
+    return Verdict("h2d_bound", evidence, action, _speedup(step, step - h2d))

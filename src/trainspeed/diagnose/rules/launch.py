@@ -1,0 +1,214 @@
+"""Per-op overhead verdicts: `launch_bound`, `small_batch`, `cpu_faster`, and `sync_bound` (host reads that
+wait for the GPU).
+"""
+
+from __future__ import annotations
+
+from trainspeed.diagnose.rules.common import (
+    Context,
+    _anomaly,
+    _arithmetic_ms,
+    _busy_source,
+    _compute_ms,
+    _compute_part_ms,
+    _gpu_busy_ms,
+    _ms,
+    _op_work,
+    _speedup,
+    _window_scale,
+)
+from trainspeed.watch.result import Verdict, WatchResult
+
+SYNC_SHARE = 0.10
+SYNC_GAIN = 0.05  # a sync whose removal is predicted to save less than this share of the step is not the cause
+ARITHMETIC_LOW = 0.25  # arithmetic under a quarter of the compute phases: overhead dominates
+LAUNCH_GAIN = 0.05  # per-op overhead beyond a bare dispatch per op must be this share of the step
+OP_WORK_DISPATCHES = 2.0
+"""On a CPU, ops whose arithmetic averages this many bare dispatches or more are not small, and
+launch_bound leaves them alone: for their arithmetic to fall under ARITHMETIC_LOW of the compute
+phases, each op's fixed cost (dispatch, autograd's node, the module's Python) would have to pass 6
+dispatches. The seed's tiny ops measured 3.4 to 7.9 on a 2-vCPU VM (six runs, detailed steps' medians
+with the per-call hooks; the dispatch probe alone moves between 1.6 and 3.7 us there), so ops
+carrying just over two dispatches of arithmetic under the largest of those fixed costs are the true
+positives this gives up. The test uses counted FLOPs and the two probes taken together, not the
+step's time: a machine slower during the run than at the probes cannot make big ops look like
+per-op overhead (the planted logging example's ops carry 2.6 to 10.5 dispatches of arithmetic,
+nine runs)."""
+DEVICE_BUSY_LOW = 0.5
+SMALL_BATCH = 256
+
+
+def sync_bound(r: WatchResult, c: Context) -> Verdict | None:
+    share = r.phases["sync"].share
+    if r.device != "cuda" or share < SYNC_SHARE or r.syncs_per_step < 1 or not r.median_ms:
+        return None
+    step, sync = r.median_ms, _ms(r, "sync")
+    top = r.sync_sites[0] if r.sync_sites else None
+    where = f"; most at {top.where} ({top.op}, {top.count} times)" if top else ""
+    evidence = f"{r.syncs_per_step:.1f} host reads of device data per step take {sync:.2f} ms of {step:.2f} ms ({share:.0%}){where}"
+    action = ("keep per-step values on the device (e.g. write the loss into a preallocated tensor) and read "
+              "them every N steps; avoid .item()/print(tensor)/float(tensor) inside the step")
+    # without the sync the host runs ahead: step time becomes max(host work, device work) instead of their sum
+    new = max(step - sync, _gpu_busy_ms(r) or 0.0)
+    if new >= step * (1 - SYNC_GAIN):
+        return None  # the reads wait for the GPU's own work: without them the step would wait elsewhere
+    return Verdict("sync_bound", evidence, action, _speedup(step, new))
+
+
+def launch_bound(r: WatchResult, c: Context) -> Verdict | None:
+    # anomaly detection's stacks and NaN checks are its own verdict's, not the ops' fixed cost
+    stacks, checks, check_ops = _anomaly(r)
+    compute = _compute_ms(r) - stacks - checks
+    ops = (r.ops_per_step or 0.0) - check_ops
+    if r.device == "cpu":  # the ops that ran in forward, backward and the optimizer: a DataLoader's are not
+        ops -= (r.edge_ops_per_step or 0.0) + (r.other_ops_per_step or 0.0)
+    if ops <= 0 or compute <= 0 or not r.median_ms:
+        return None
+    step = r.median_ms
+    per_op = compute * 1e3 / ops
+    if r.device == "cuda":
+        # the GPU's work against the host's time in forward+backward+optimizer: waiting on data or
+        # on the disk leaves a GPU idle too, but that is not the launches' fault
+        busy_ms = _gpu_busy_ms(r)
+        if busy_ms is None or busy_ms / compute >= DEVICE_BUSY_LOW:
+            return None
+        kernels = f"{r.kernels_per_step:.0f} kernels" if r.kernels_per_step else "kernels"
+        evidence = (f"{ops:.0f} ops and {kernels} per step, {per_op:.1f} us of host time each; the GPU "
+                    f"works {busy_ms * 1e3:.0f} us of the {compute:.2f} ms the host spends in forward+backward+optimizer "
+                    f"({busy_ms / compute:.0%}, from {_busy_source(r)}): launching work costs more than doing it")
+        action = ("capture the step as a CUDA graph (trainspeed.fit does it, and measures whether it pays) or "
+                  "torch.compile it (mode='reduce-overhead'); raise the batch size")
+        overhead = compute - busy_ms  # kernels back to back
+    else:
+        arithmetic = _arithmetic_ms(r, c)
+        if arithmetic is None:
+            return None
+        # work the FLOP formulas do not see (an LSTM layer, an embedding bag) is work all the same
+        work = arithmetic + _op_work(r, c)[0]
+        if work / compute >= ARITHMETIC_LOW:
+            return None
+        if work * 1e3 / ops >= OP_WORK_DISPATCHES * c.dispatch_us:
+            return None  # big ops running slow: not their fixed cost (a loaded machine, memory-bound ops)
+        which = " in forward, backward and the optimizer" if r.edge_ops_per_step is not None else ""
+        evidence = (f"{ops:.0f} ops per step{which} average {per_op:.1f} us each; their arithmetic "
+                    f"({r.flops_per_step / 1e6:.2f} MFLOP) needs {arithmetic * 1e3:.1f} us at this CPU's measured "
+                    f"{c.matmul_gflops:.0f} GFLOP/s, {arithmetic / compute:.0%} of the {compute:.2f} ms of "
+                    f"forward+backward+optimizer: per-op overhead fills the step")
+        action = ("do more work per op: a larger batch, or a captured or compiled step (trainspeed.fit replays "
+                  "the step's ops without Python and compiles long jobs); intra-op threads do not help ops this small")
+        if r.compiled:
+            action = ("the model is compiled already: what is left per op runs around its graph - the optimizer's "
+                      "updates (fused=True, or the optimizer step compiled too), the loss, the graph's own guards and "
+                      "calls; a larger batch, or trainspeed.fit, which captures the whole step with its optimizer; "
+                      "intra-op threads do not help ops this small")
+        # what is left if each op cost only its bare dispatch plus its arithmetic
+        overhead = compute - (work + ops * c.dispatch_us / 1e3)
+    if overhead < LAUNCH_GAIN * step:
+        return None  # ops already as cheap as a bare dispatch each: nothing per op left to save
+    # upper bound: the step without its per-op overhead
+    return Verdict("launch_bound", evidence + " (predicted speed-up is an upper bound)", action,
+                   _speedup(step, step - overhead))
+
+
+def small_batch(r: WatchResult, c: Context, launch: Verdict | None) -> Verdict | None:
+    if launch is None or r.batch_size is None or r.batch_size > SMALL_BATCH:
+        return None
+    micro = round(r.micro_batches_per_step or 1)
+    if micro >= 2:
+        return _micro_batches(r, c, micro)
+    calls = round(r.model_calls_per_step or 1)
+    evidence = (f"batch of {r.batch_size} on a step dominated by per-op overhead: a step costs about the same "
+                "whatever the batch, so samples per second grow with it")
+    action = (f"raise the batch size (try {r.batch_size * 4}) and scale the learning rate; `trainspeed memory` gives "
+              "the largest batch that fits")
+    if calls >= 2 and r.batch_size == 1:
+        if (r.model_calls_after_read or 0) >= (calls - 1) / 2:
+            after = min(r.model_calls_after_read or 0, calls - 1)
+            evidence = (f"the model is called {calls} times per step on a batch of 1, and before most calls the host "
+                        f"read a tensor's value ({after:.0f} of them): each input waits for the last "
+                        "output (an agent acting on the action it sampled, a decoder fed the token it picked), so "
+                        "these calls cannot be stacked after the fact, and every one pays the model's per-op overhead "
+                        "for one sample")
+            action = ("act for several environments (or sequences) at once: step N of them together and call the "
+                      "model once per step on all N (a vectorised environment); choose actions under torch.no_grad() "
+                      "and keep the observations, then recompute the rollout's log-probabilities in one batched "
+                      "forward when updating")
+            return Verdict("small_batch", evidence, action, None)
+        if (r.model_calls_chained or 0) < (calls - 1) / 2:
+            return _one_at_a_time(r, c, calls)
+        evidence = (f"the model is called {calls} times per step on a batch of 1, each call given an earlier one's "
+                    "output (a recurrent cell stepped by hand over a sequence): every call pays the per-op overhead "
+                    "of the whole cell for one sample")
+        action = ("step several sequences at once (a batch of them, padded or packed with "
+                  "torch.nn.utils.rnn.pack_sequence), or run the whole sequence through nn.RNN, nn.GRU or nn.LSTM "
+                  "in one call")
+    return Verdict("small_batch", evidence, action, None)
+
+
+def _one_at_a_time(r: WatchResult, c: Context, k: int) -> Verdict | None:
+    """small_batch where the model is called k times per step on one sample each, the calls independent of
+    each other (a list comprehension over the batch's rows): the same model as `_micro_batches`, one
+    forward over the k samples in place of k."""
+    return _merged_passes(r, c, k, (
+        f"the model is called {k} times per step on a batch of 1 (samples fed one at a time, each call "
+        "independent of the others): {passes:.2f} ms of forward+backward per step, most of it per-op overhead "
+        f"that each call pays again (predicted speed-up: forward, backward and the {{around:.2f}} ms of torch ops "
+        f"around them, the slicing and concatenating, run once per step instead of {k} times, the arithmetic as "
+        "before)"),
+        f"stack the {k} samples into one tensor and call the model once (model(x) on the batch of {k}, not "
+        f"model(x[i:i+1]) per row); its output rows are the per-sample outputs, in the same order")
+
+
+def _micro_batches(r: WatchResult, c: Context, k: int) -> Verdict | None:
+    """small_batch where a step accumulates gradients over k small micro-batches: each forward and backward
+    pays the per-op overhead of the whole model for a few samples. One pass over all k of them runs the
+    same ops once."""
+    batch = k * (r.batch_size or 0)
+    return _merged_passes(r, c, k, (
+        f"{k} forward and backward passes of a batch of {r.batch_size} per optimizer step (gradients "
+        "accumulated over micro-batches): {passes:.2f} ms of forward+backward per step, most of it per-op "
+        "overhead that each pass pays again (predicted speed-up: forward, backward and the {around:.2f} ms of "
+        f"torch ops around them run once per step instead of {k} times, the arithmetic as before)"),
+        f"feed the step's {batch} samples as one batch of {batch}: its mean loss has the gradient that "
+        f"accumulating `loss / {k}` over the micro-batches gives; accumulate only micro-batches too big for "
+        "memory (`trainspeed memory` gives the largest batch that fits)")
+
+
+def _merged_passes(r: WatchResult, c: Context, k: int, evidence: str, action: str) -> Verdict | None:
+    """small_batch's prediction where a step runs k small passes that could be one. Model: forward and
+    backward, less their work (arithmetic and heavy ops on a CPU, the GPU's busy time on CUDA), and the ops
+    outside every phase (the loss scaled by 1/k, a slice of the batch) each run once a step instead of k
+    times; the optimizer and the script's own Python stay. `evidence` is formatted with `passes` and
+    `around`, the milliseconds of forward+backward and of those ops."""
+    step = r.median_ms
+    if not step or _compute_ms(r) <= 0:
+        return None
+    passes = _compute_part_ms(r, "forward", "backward")
+    if r.device == "cuda":
+        work = _gpu_busy_ms(r) or 0.0
+    else:
+        work = (_arithmetic_ms(r, c) or 0.0) + _op_work(r, c)[0]
+    around = min(_ms(r, "other"), (r.other_op_ms_per_step or 0.0) * _window_scale(r))
+    saved = (max(0.0, passes - work) + around) * (1 - 1 / k)
+    return Verdict("small_batch", evidence.format(passes=passes, around=around), action, _speedup(step, step - saved))
+
+
+def cpu_faster(r: WatchResult, c: Context, launch: Verdict | None) -> Verdict | None:
+    if r.device != "cuda" or launch is None or not r.kernels_per_step or not r.median_ms or c.cuda_op_us is None:
+        return None
+    # the same step on the CPU: the host work stays (Python, autograd, dispatch), each kernel launch
+    # becomes a CPU op's dispatch, the waits for the GPU (reads) and the copies to it go, and the
+    # arithmetic runs at the CPU's measured rate
+    step = r.median_ms
+    per_launch = max(0.0, c.cuda_op_us - c.dispatch_us)
+    launches_ms = r.kernels_per_step * per_launch / 1e3
+    cpu_step = step - _ms(r, "sync") - _ms(r, "h2d") - launches_ms + (_arithmetic_ms(r, c) or 0.0)
+    if cpu_step >= step:
+        return None
+    evidence = (f"predicted CPU step {cpu_step:.2f} ms against {step:.2f} ms measured on the GPU: the GPU step "
+                f"less its reads and copies ({_ms(r, 'sync') + _ms(r, 'h2d'):.2f} ms) and {r.kernels_per_step:.0f} "
+                f"launches at {per_launch:.1f} us each (a tiny CUDA op measured {c.cuda_op_us:.1f} us "
+                f"here, a CPU op {c.dispatch_us:.1f} us), plus the arithmetic at this CPU's measured "
+                f"{c.matmul_gflops:.0f} GFLOP/s")
+    action = "for a model this small, train on the CPU (or make the GPU step bigger: batch, CUDA graphs)"
+    return Verdict("cpu_faster", evidence, action, _speedup(step, cpu_step))

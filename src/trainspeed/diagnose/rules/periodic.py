@@ -1,0 +1,47 @@
+"""Periodic work verdicts: evaluating (`evaluation_heavy`) and saving checkpoints (`checkpoint_heavy`) too
+often.
+"""
+
+from __future__ import annotations
+
+import math
+
+from trainspeed.diagnose.rules.common import Context, _burst_note, _ms, _speedup
+from trainspeed.watch.result import Verdict, WatchResult
+
+CHECKPOINT_SHARE = 0.10
+EVAL_SHARE = 0.15  # evaluation for this share of the run: worth asking whether it is needed that often
+EVAL_LESS = 4  # evaluation_heavy's prediction: evaluating a quarter as often
+
+
+def checkpoint_heavy(r: WatchResult, c: Context) -> Verdict | None:
+    share = r.phases["checkpoint"].share
+    if share < CHECKPOINT_SHARE or not r.median_ms:
+        return None
+    evidence = f"torch.save took {_burst_note(r, 'checkpoint')}"
+    # saving `factor` times less often brings it under 1% of the run's time
+    factor = max(2, math.ceil(share / 0.01))
+    if _ms(r, "checkpoint") > 0:  # the median step saves: the script saves every step (or nearly)
+        action = f"save every {factor} steps instead of every step, or hand the state_dict copy to a background thread"
+    else:
+        action = f"save {factor} times less often, or hand the state_dict copy to a background thread"
+    return Verdict("checkpoint_heavy", evidence, action, _speedup(1.0, 1 - share * (1 - 1 / factor)))
+
+
+def evaluation_heavy(r: WatchResult, c: Context) -> Verdict | None:
+    """Evaluation (model.eval() to model.train(), or the model called under torch.no_grad()) a large share of the
+    run: no training happens then."""
+    ev = r.evaluation
+    if ev is None or ev.share < EVAL_SHARE or not r.median_ms:
+        return None
+    every = f", one every {ev.every_steps:.0f} steps" if ev.every_steps else ""
+    told = {"model.eval()": "from model.eval() to model.train()",
+            "no_grad": "the model called under torch.no_grad() or inference_mode, outside the training step"}
+    evidence = (f"evaluation ({told.get(ev.by, ev.by)}) took {ev.share:.0%} of the run's time: {ev.count} "
+                f"evaluations of {ev.mean_ms:.1f} ms each{every}, beside a {r.median_ms:.2f} ms training step "
+                f"(predicted speed-up: evaluating {EVAL_LESS} times less often)")
+    less = f"every {ev.every_steps * EVAL_LESS:.0f} steps" if ev.every_steps else "less often"
+    action = (f"evaluate {less}, or on a fixed subset of the validation data; and under torch.inference_mode() with "
+              "the largest batch that fits (evaluation keeps no gradients or activations), so the same data costs "
+              "fewer, larger ops")
+    return Verdict("evaluation_heavy", evidence, action, _speedup(1.0, 1 - ev.share * (1 - 1 / EVAL_LESS)))

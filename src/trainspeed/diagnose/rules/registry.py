@@ -1,0 +1,53 @@
+"""The registry: which rules run, in which order, and how their verdicts are ranked.
+
+A rule is a function from the measurements (`WatchResult`) and the machine's `Context` to a `Verdict` or
+None. A few rules read another's verdict: `small_batch` and `cpu_faster` speak only where `launch_bound`
+found per-op overhead, and `outside_work` only where `host_code_heavy` found none. To add a verdict, write
+its rule in the family's module and name it in `ORDER` (and in `diagnose`'s `given` if it reads another's).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from trainspeed.diagnose.rules.arithmetic import compute_bound, slow_dtype
+from trainspeed.diagnose.rules.common import Context
+from trainspeed.diagnose.rules.distributed import comm_bound, straggler
+from trainspeed.diagnose.rules.host import anomaly_detection, host_code_heavy, logging_heavy, outside_work
+from trainspeed.diagnose.rules.input import h2d_bound, input_bound
+from trainspeed.diagnose.rules.launch import cpu_faster, launch_bound, small_batch, sync_bound
+from trainspeed.diagnose.rules.memory import memory_pressure
+from trainspeed.diagnose.rules.optimizer import optimizer_heavy, optimizer_rebuilt
+from trainspeed.diagnose.rules.periodic import checkpoint_heavy, evaluation_heavy
+from trainspeed.diagnose.rules.threads import thread_oversubscription, threads_unused
+from trainspeed.watch.result import Verdict, WatchResult
+
+Rule = Callable[..., "Verdict | None"]
+
+ORDER: tuple[Rule, ...] = (
+    input_bound, evaluation_heavy, checkpoint_heavy, logging_heavy, host_code_heavy, outside_work, sync_bound,
+    h2d_bound, slow_dtype, anomaly_detection, optimizer_heavy, optimizer_rebuilt, launch_bound, small_batch,
+    cpu_faster, thread_oversubscription, threads_unused, memory_pressure, comm_bound, straggler,
+)
+"""Every rule but the healthy one. Verdicts are ranked by predicted speed-up; this order breaks ties."""
+
+HEALTHY_BELOW = 1.2
+"""`compute_bound` (healthy) is added only where no verdict predicts this speed-up or more."""
+
+
+def diagnose(r: WatchResult, c: Context) -> list[Verdict]:
+    """All verdicts that apply, most important (largest predicted gain) first; healthy last."""
+    launch = launch_bound(r, c)
+    host = host_code_heavy(r, c)
+    given: dict[Rule, Verdict | None] = {  # the rules that read another's verdict
+        launch_bound: launch, host_code_heavy: host, outside_work: outside_work(r, c, host),
+        small_batch: small_batch(r, c, launch), cpu_faster: cpu_faster(r, c, launch),
+    }
+    verdicts = (given[rule] if rule in given else rule(r, c) for rule in ORDER)
+    found = [v for v in verdicts if v is not None]
+    found.sort(key=lambda v: v.predicted_speedup or 1.0, reverse=True)
+    if not any(v.predicted_speedup and v.predicted_speedup >= HEALTHY_BELOW for v in found):
+        healthy = compute_bound(r, c)
+        if healthy is not None:
+            found.append(healthy)
+    return found

@@ -1,0 +1,136 @@
+"""Thread verdicts: more threads than cores, or a shared machine (`thread_oversubscription`), and fewer threads
+than the matrix work could use (`threads_unused`).
+"""
+
+from __future__ import annotations
+
+import math
+
+from trainspeed.diagnose.rules.common import Context, _op_work, _run_step_ms, _speedup, _window_scale
+from trainspeed.watch.result import Verdict, WatchResult
+
+THREADS_GAIN = 1.10  # threads_unused: more threads advised only where predicted to make the run this much faster
+OTHERS_BUSY = 0.5
+"""Cores other processes must keep busy, on average, before the doctor calls the machine shared: a quiet
+machine's daemons use a few hundredths of one (0.01 on the 2-vCPU VM). One busy process beside the seed's
+2 intra-op threads there measured 0.64 (the threads' spinning takes the rest)."""
+
+
+def _cores(physical_cores: int, usable: int | None) -> int:
+    """The cores this process's threads can have: the machine's, or fewer where its affinity or a cgroup quota
+    (a container's --cpus, a taskset) holds it to fewer CPUs."""
+    return min(physical_cores, usable or physical_cores)
+
+
+def threads_candidate(r: WatchResult, physical_cores: int, usable: int | None = None) -> int | None:
+    """The intra-op threads to advise where the run gave torch more threads than cores, or fewer, and had no
+    DataLoader workers (then torch's threads alone use the cores, and a matmul at each count tells what the
+    advice buys; with workers, fewer threads may leave them their cores) and, for fewer, no other process kept
+    cores busy and the process may use more CPUs (`usable`: hardware.cpu.usable_cores); None otherwise."""
+    if r.device != "cpu" or any(ld.num_workers for ld in r.loaders):
+        return None
+    target = max(1, _cores(physical_cores, usable))
+    if r.torch_threads > target or (r.torch_threads < target and (r.others_cpu_cores or 0.0) < OTHERS_BUSY):
+        return target
+    return None
+
+
+def matmul_side(r: WatchResult) -> int:
+    """The side of a square matmul as big as the run's dearest matrix op's average call (from the profiler
+    window's FLOPs), for probes that should multiply matrices of the run's size; 256 without one."""
+    rows = [row for row in r.op_times or [] if row.arithmetic and row.flops and row.calls]
+    if not rows:
+        return 256
+    row = max(rows, key=lambda row: row.ms)
+    return int(min(2048, max(64, round((row.flops / row.calls / 2) ** (1 / 3)))))
+
+
+def thread_oversubscription(r: WatchResult, c: Context) -> Verdict | None:
+    workers = sum(ld.num_workers for ld in r.loaders)
+    busy_threads = r.torch_threads + workers
+    cores = _cores(c.physical_cores, c.usable_cores)
+    if r.torch_threads > cores or busy_threads > min(c.logical_threads, c.usable_cores or c.logical_threads):
+        held = (f" ({c.usable_cores} of them this process may use: its affinity or cgroup quota)"
+                if cores < c.physical_cores else "")
+        evidence = (f"torch uses {r.torch_threads} intra-op threads and the DataLoaders {workers} worker processes "
+                    f"on {c.physical_cores} cores / {c.logical_threads} hardware threads{held}")
+        keep = max(1, cores - workers)
+        action = _set_threads(keep, "")
+        predicted = None
+        if c.thread_gflops is not None and threads_candidate(r, c.physical_cores, c.usable_cores) == keep:
+            more, gain = _thread_gain(r, c, keep)
+            evidence += more
+            predicted = gain
+        return Verdict("thread_oversubscription", evidence, action, predicted)
+    return _machine_busy(r, c, workers)
+
+
+def _thread_gain(r: WatchResult, c: Context, keep: int, tail: bool = True) -> tuple[str, float | None]:
+    """What `keep` threads buy, from `Context.thread_gflops`. Model: the window's matrix ops and the other
+    ops' work beyond their fixed cost (the ops torch runs in parallel) speed up by the probe's ratio; and, with
+    `tail` (more threads than cores), the run's tail goes (a parallel op that waits for a thread without a core
+    is the cause oversubscription adds), so the mean step falls to the median less that saving; without it,
+    the mean step less that saving."""
+    assert c.thread_gflops is not None
+    now, fixed = c.thread_gflops
+    text = (f"; a matmul of the run's size ran at {now:.0f} GFLOP/s with {r.torch_threads} "
+            f"thread{'s' if r.torch_threads > 1 else ''} and {fixed:.0f} with {keep} (measured in turn after the run)")
+    if fixed <= now or not r.median_ms or not r.op_times:
+        return text, None
+    parallel = sum(row.ms for row in r.op_times if row.arithmetic) * _window_scale(r) + _op_work(r, c)[0]
+    saved = parallel * (1 - now / fixed)
+    text += f" (predicted speed-up: {parallel:.2f} ms of matrix and other heavy ops per step at that ratio"
+    if tail:
+        text += f", and the mean step, {_run_step_ms(r):.2f} ms, down to the median, {r.median_ms:.2f} ms)"
+        return text, _speedup(_run_step_ms(r), r.median_ms - saved)
+    return text + ")", _speedup(_run_step_ms(r), _run_step_ms(r) - saved)
+
+
+def threads_unused(r: WatchResult, c: Context) -> Verdict | None:
+    """torch given fewer intra-op threads than the machine has cores (torch.set_num_threads(1), OMP_NUM_THREADS=1
+    set by a launcher or a library) on a step whose matrix ops would run faster on all of them: measured, a
+    matmul of the run's size at both counts (`Context.thread_gflops`). Not where DataLoader workers or other
+    processes use the cores (`threads_candidate`)."""
+    keep = threads_candidate(r, c.physical_cores, c.usable_cores)
+    if keep is None or r.torch_threads >= keep or c.thread_gflops is None:
+        return None
+    more, gain = _thread_gain(r, c, keep, tail=False)
+    if gain is None or gain < THREADS_GAIN:
+        return None
+    evidence = (f"torch uses {r.torch_threads} intra-op thread{'s' if r.torch_threads > 1 else ''} on "
+                f"{c.physical_cores} cores" + more)
+    action = (f"torch.set_num_threads({keep}) (or OMP_NUM_THREADS={keep}; a launcher or a library may have set it "
+              "lower); `trainspeed sweep threads` measures the best value")
+    return Verdict("threads_unused", evidence, action, gain)
+
+
+def _set_threads(keep: int, when: str) -> str:
+    return (f"torch.set_num_threads({keep}) (or OMP_NUM_THREADS={keep}){when}; `trainspeed sweep threads` measures "
+            "the best value")
+
+
+def _machine_busy(r: WatchResult, c: Context, workers: int) -> Verdict | None:
+    """Other processes held the cores torch's threads count on (`machine_load`): an intra-op parallel region
+    then waits a scheduler slice for its thread that lost its core, now and then, so the run's mean step
+    outgrows its median."""
+    others = r.others_cpu_cores
+    if others is None or others < OTHERS_BUSY or r.torch_threads < 2 or \
+            r.torch_threads + workers + others <= c.logical_threads:
+        return None
+    keep = max(1, math.floor(c.logical_threads - others - workers))
+    if keep >= r.torch_threads:
+        return None
+    # the measured steps' exact mean (the clock's sums), else the step sample's
+    mean = r.mean_ms or (sum(r.step_times_ms) / len(r.step_times_ms) if r.step_times_ms else None)
+    tail = (f"; the mean step is {mean:.2f} ms against a median of {r.median_ms:.2f} ms (p90 {r.p90_ms:.2f} ms)"
+            if mean is not None and r.median_ms and r.p90_ms else "")
+    evidence = (f"other processes kept {others:.1f} of this machine's {c.logical_threads} hardware threads busy while "
+                f"the steps were measured, beside torch's {r.torch_threads} intra-op threads and {workers} DataLoader "
+                f"workers: a parallel op waits for each of its threads to get a core{tail}")
+    action = _set_threads(keep, " while the machine is shared, or stop the other processes")
+    predicted = None
+    if mean is not None and r.median_ms and mean > r.median_ms:
+        # upper bound: every step as fast as the median one, the whole tail being waits for a core
+        evidence += " (predicted speed-up is an upper bound: the mean step falling to the median)"
+        predicted = _speedup(mean, r.median_ms)
+    return Verdict("thread_oversubscription", evidence, action, predicted)

@@ -1,0 +1,51 @@
+"""Recorded measurements shaped like the watcher's, for the rule families' tests."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from trainspeed.diagnose.rules import Context, diagnose
+from trainspeed.watch.phases import PHASES
+from trainspeed.watch.result import GpuUtil, LoaderInfo, PhaseStat, SyncSite, WatchResult
+
+CTX = Context(dispatch_us=2.0, matmul_gflops=100.0, physical_cores=8, logical_threads=16)
+
+
+def recorded(step_ms: float, host: dict[str, float], device: dict[str, float] | None = None, *, dev: str = "cpu",
+             ops: float | None = 40, flops: float | None = None, syncs: float = 0.0, batch: int | None = 64,
+             loaders: list[LoaderInfo] | None = None, util: GpuUtil | None = None, threads: int = 8,
+             peak: int | None = None, capacity: int | None = None, h2d: float = 0.0,
+             busy: float | None = None, kernels: float | None = None,
+             shares: dict[str, float] | None = None) -> WatchResult:
+    """A WatchResult shaped like one the watcher records; `host` phases in ms (medians), the rest is
+    `other`; `device` the phases' event spans, `busy` the GPU's own work per step (the profiler
+    window's); `shares` of the run's time where they differ from median over step (bursts)."""
+    host = {**host, "other": step_ms - sum(host.values())}
+    share = {p: host.get(p, 0.0) / step_ms for p in PHASES}
+    if shares:
+        share.update(shares)
+        share["other"] = 1 - sum(v for p, v in share.items() if p != "other")
+    phases = {p: PhaseStat(host.get(p, 0.0), (device or {}).get(p), share[p]) for p in PHASES}
+    return WatchResult(
+        steps_seen=100, steps_measured=94, median_ms=step_ms, p90_ms=step_ms * 1.1, phases=phases,
+        syncs_per_step=syncs, h2d_bytes_per_step=h2d, h2d_bytes_by_kind={"pageable": int(h2d * 94)} if h2d else {},
+        ops_per_step=ops, kernels_per_step=(kernels or ops) if dev == "cuda" else None,
+        flops_per_step=flops, sync_sites=[SyncSite("train.py:42", "item", 94, syncs * step_ms)] if syncs else [],
+        other_sites=[], gpu_util=util or GpuUtil(False, None, 0, False), device=dev, batch_size=batch,
+        loaders=loaders or [], torch_threads=threads, process_cpu_percent=None, process_threads=None, peak_memory_bytes=peak,
+        memory_capacity_bytes=capacity, step_samples=[], step_times_ms=[], gpu_busy_ms_per_step=busy,
+    )
+
+
+def ids(r: WatchResult, ctx: Context = CTX) -> list[str]:
+    return [v.id for v in diagnose(r, ctx)]
+
+
+def adamw_run(fused: bool | None = None, opt_ms: float = 11.95) -> WatchResult:
+    """/tmp's unseen script (2026-11-23, CPU): 40 small Linear+LayerNorm blocks under AdamW(foreach=False),
+    162 parameter tensors updated one at a time, the optimizer half of a 23.9 ms step."""
+    from trainspeed.watch.result import OptimizerInfo
+
+    r = recorded(23.87, {"forward": 4.6, "backward": 5.6, "optimizer": opt_ms}, ops=2445, flops=1.56e7, batch=64,
+                 threads=2)
+    return dataclasses.replace(r, optimizer=OptimizerInfo("AdamW", 162, 44932, False, fused))

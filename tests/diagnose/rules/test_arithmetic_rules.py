@@ -1,0 +1,87 @@
+"""slow_dtype and compute_bound on recorded measurements: GPU runs judged without a GPU."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from recorded_runs import CTX, ids, recorded
+
+from trainspeed.diagnose.rules import diagnose
+from trainspeed.watch.result import WatchResult
+
+
+def test_big_matmuls_on_cpu_are_compute_bound() -> None:
+    # 10 GFLOP at 100 GFLOP/s is 100 ms of a 110 ms step
+    r = recorded(110.0, {"forward": 40.0, "backward": 65.0, "optimizer": 2.0}, ops=30, flops=1e10)
+    assert ids(r) == ["compute_bound"]
+    assert "(93% of 107.00 ms)" in diagnose(r, CTX)[0].evidence
+    # the probe after the run slower than the run itself (8 threads on 2 cores gave 50 GFLOP/s, the run 77):
+    # the arithmetic's need outgrows the time it took, and the evidence says so rather than "162%"
+    slow = diagnose(r, dataclasses.replace(CTX, matmul_gflops=60.0))[0]
+    assert slow.id == "compute_bound" and "more than their 107.00 ms" in slow.evidence and "%)" not in slow.evidence
+
+
+def test_busy_gpu_is_compute_bound() -> None:
+    r = recorded(50.0, {"forward": 15.0, "backward": 30.0, "optimizer": 3.0},
+                 {"forward": 15.0, "backward": 30.0, "optimizer": 3.0}, dev="cuda", ops=300, flops=5e12, busy=46.0)
+    assert ids(r) == ["compute_bound"]
+
+
+def _dtype_run(dtype: str, arithmetic_ms: float, step_ms: float = 40.0, dev: str = "cpu",
+               op_ms: float | None = None) -> WatchResult:
+    """A CPU step whose matmuls ran in `dtype` for `arithmetic_ms` of the window's time per step."""
+    from trainspeed.watch.result import OpTime
+
+    r = recorded(step_ms, {"forward": 0.2 * step_ms, "backward": 0.7 * step_ms, "optimizer": 0.05 * step_ms},
+                 dev=dev, ops=100, flops=170e6)
+    rows = [OpTime("aten.mm", dtype, 5, 0.8 * arithmetic_ms, True, 102e6),
+            OpTime("aten.addmm", dtype, 3, 0.2 * arithmetic_ms, True, 68e6),
+            OpTime("aten.gelu", dtype, 2, 0.5, False, None)]
+    return dataclasses.replace(r, op_times=rows, op_ms_per_step=op_ms or arithmetic_ms + 0.5)
+
+
+def test_slow_dtype_names_bfloat16_matmuls_on_a_cpu_without_native_bfloat16() -> None:
+    ctx = dataclasses.replace(CTX, dtype_gflops={"bfloat16": 1.0})
+    verdicts = diagnose(_dtype_run("bfloat16", 36.0), ctx)
+    assert [v.id for v in verdicts] == ["slow_dtype"]  # not compute_bound, not launch_bound
+    v = verdicts[0]
+    assert "bfloat16" in v.evidence and "aten.mm x5" in v.evidence and "1.0 GFLOP/s" in v.evidence
+    assert "torch.autocast('cpu', dtype=torch.bfloat16)" in v.action
+    # 36 ms of matmuls at 1/100 of their time: 40 / (40 - 36 * 0.99)
+    assert v.predicted_speedup == pytest.approx(40 / (40 - 36 * 0.99), abs=0.01)
+
+
+def test_slow_dtype_float64_says_convert_the_numpy_data() -> None:
+    ctx = dataclasses.replace(CTX, dtype_gflops={"float64": 45.0})
+    v = next(v for v in diagnose(_dtype_run("float64", 30.0), ctx) if v.id == "slow_dtype")
+    assert "float64" in v.evidence and "model.float()" in v.action and "astype(np.float32)" in v.action
+    assert v.predicted_speedup == pytest.approx(40 / (40 - 30 * 0.55), abs=0.01)
+
+
+def test_slow_dtype_takes_the_windows_clock_down_to_the_step() -> None:
+    # the window's ops add up to 50 ms in a 40 ms step: its 36 ms of matmuls count as 36 * 40 / 50
+    ctx = dataclasses.replace(CTX, dtype_gflops={"bfloat16": 1.0})
+    v = diagnose(_dtype_run("bfloat16", 36.0, op_ms=50.0), ctx)[0]
+    assert v.id == "slow_dtype" and "28.80 ms of the 40.00 ms step" in v.evidence
+
+
+@pytest.mark.parametrize(("dtype", "gflops", "arithmetic_ms", "dev"), [
+    ("bfloat16", 150.0, 36.0, "cpu"),  # a CPU with AMX: bfloat16 faster than float32
+    ("bfloat16", 1.0, 6.0, "cpu"),  # a sixth of the step: not worth the attention
+    ("float32", 1.0, 36.0, "cpu"),  # float32 is the reference, never slow
+    ("bfloat16", None, 36.0, "cpu"),  # the rate was not probed
+    ("bfloat16", 1.0, 36.0, "cuda"),  # an op's host time on CUDA is its launch
+])
+def test_slow_dtype_stays_silent(dtype: str, gflops: float | None, arithmetic_ms: float, dev: str) -> None:
+    ctx = dataclasses.replace(CTX, dtype_gflops={dtype: gflops} if gflops else {})
+    assert "slow_dtype" not in ids(_dtype_run(dtype, arithmetic_ms, dev=dev), ctx)
+
+
+def test_slow_dtype_candidates_are_the_dtypes_worth_a_probe() -> None:
+    from trainspeed.diagnose.rules import slow_dtype_candidates
+
+    assert slow_dtype_candidates(_dtype_run("bfloat16", 36.0)) == ["bfloat16"]
+    assert slow_dtype_candidates(_dtype_run("bfloat16", 6.0)) == []
+    assert slow_dtype_candidates(_dtype_run("float32", 36.0)) == []
+    assert slow_dtype_candidates(_dtype_run("float64", 36.0, dev="cuda")) == []

@@ -1,0 +1,175 @@
+"""input_bound and h2d_bound on recorded measurements: GPU runs judged without a GPU."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from recorded_runs import CTX, recorded
+
+from trainspeed.diagnose.rules import Context, diagnose
+from trainspeed.probe.loader import Handover
+from trainspeed.watch.result import GpuUtil, LoaderInfo, WatchResult
+
+
+def test_input_bound_with_sawtooth_evidence() -> None:
+    util = GpuUtil(True, 35.0, 400, True, "idle 60% / busy 35%")
+    r = recorded(20.0, {"data": 14.0, "forward": 2.0, "backward": 3.0, "optimizer": 0.5},
+                 {"forward": 1.8, "backward": 2.9, "optimizer": 0.4}, dev="cuda", flops=5e9,
+                 loaders=[LoaderInfo(0, False, 64, False)], util=util, busy=5.0)
+    verdicts = diagnose(r, CTX)
+    assert verdicts[0].id == "input_bound"
+    assert "saw-tooth" in verdicts[0].evidence and "num_workers=0" in verdicts[0].evidence
+    assert "pin_memory=True" in verdicts[0].action
+    # 4 workers hide all but max(20 - 14, 14 / 4) = 6 ms: 20 / 6
+    assert verdicts[0].predicted_speedup == pytest.approx(3.33, abs=0.01)
+
+
+def test_bursts_of_waiting_are_judged_by_their_share_of_the_run() -> None:
+    # the DataLoader-fed CNN on an H100 as the doctor recorded it (2026-11-22): the median step waits
+    # 0.11 ms for data, but the waits add up to 22% of the run
+    host = {"data": 0.1114, "h2d": 0.2753, "forward": 1.8283, "backward": 2.7851, "optimizer": 0.4863}
+    device = {"h2d": 0.2336, "forward": 1.8698, "backward": 2.9945, "optimizer": 0.4179}
+    r = recorded(6.844, host, device, dev="cuda", ops=81, kernels=105, flops=7.475e9, syncs=0.055, batch=128,
+                 loaders=[LoaderInfo(2, True, 128, True)], busy=1.8748,
+                 shares={"data": 0.2175, "h2d": 0.0312, "forward": 0.0932, "backward": 0.1335, "optimizer": 0.0254})
+    ctx = Context(dispatch_us=2.48, matmul_gflops=128, physical_cores=16, logical_threads=16, cuda_op_us=12.15)
+    verdicts = diagnose(r, ctx)
+    data = next(v for v in verdicts if v.id == "input_bound")
+    assert "22% of the run's time, in bursts" in data.evidence and "0.11 ms" in data.evidence
+    # the median step's part is its own (0.11 of 6.84 ms), not the run's 22% again
+    assert "0.11 ms of 6.84 ms there (2%)" in data.evidence and data.evidence.count("22%") == 1
+    # 4 workers instead of 2 halve the wait: 1 / max(1 - 0.2175, 0.2175 * 2 / 4)
+    assert data.predicted_speedup == pytest.approx(1 / 0.7825, abs=0.01)
+    assert verdicts[0].id == "launch_bound" and "compute_bound" not in [v.id for v in verdicts]
+
+
+def test_input_bound_with_a_worker_per_core_suggests_a_cheaper_item_not_more_workers() -> None:
+    # a DataLoader with 2 workers on the 2-vCPU VM (2026-11-23): 38% of the run waiting on them
+    r = recorded(10.74, {"data": 4.1, "forward": 3.0, "backward": 1.3, "optimizer": 0.5}, flops=2e8, batch=32,
+                 loaders=[LoaderInfo(2, False, 32, False)], threads=2)
+    ctx = Context(dispatch_us=2.0, matmul_gflops=100.0, physical_cores=2, logical_threads=2)
+    data = next(v for v in diagnose(r, ctx) if v.id == "input_bound")
+    assert "num_workers=4" not in data.action and "__getitem__ cheaper" in data.action
+    assert "num_workers=0 saves each batch its trip between processes" in data.action
+    assert "2 physical cores" in data.evidence and "upper bound" in data.evidence
+    assert data.predicted_speedup == pytest.approx(1 / (1 - 4.1 / 10.74), abs=0.01)
+    # on 8 cores the same run is told to double its workers
+    more = next(v for v in diagnose(r, CTX) if v.id == "input_bound")
+    assert "num_workers=4" in more.action
+
+
+def test_input_bound_from_workers_started_anew_each_epoch_says_persistent_workers() -> None:
+    # /tmp's unseen respawn script (2026-11-23, the 2-vCPU VM): 10 steps an epoch, 2 workers started
+    # anew at each of 39 epochs, 51 ms each with the first batch: 41% of the run, of 77% waiting on data
+    r = recorded(4.53, {"data": 2.2, "forward": 0.8, "backward": 0.7, "optimizer": 0.3}, flops=1e6, batch=100,
+                 loaders=[LoaderInfo(2, False, 100, False)], threads=1, shares={"data": 0.77})
+    r = dataclasses.replace(r, loader_starts=39, loader_start_share=0.41, loader_start_ms=50.7)
+    ctx = Context(dispatch_us=2.0, matmul_gflops=100.0, physical_cores=2, logical_threads=2)
+    data = next(v for v in diagnose(r, ctx) if v.id == "input_bound")
+    assert "persistent_workers=True" in data.action and "num_workers=4" not in data.action
+    assert "39 starts (one per epoch), 50.7 ms each" in data.evidence
+    assert data.predicted_speedup == pytest.approx(1 / (1 - 0.41), abs=0.01)
+    # persistent workers already, or starts that are a small part of the wait: the other advice
+    for kept in (dataclasses.replace(r, loaders=[LoaderInfo(2, False, 100, True)]),
+                 dataclasses.replace(r, loader_start_share=0.1)):
+        other = next(v for v in diagnose(kept, ctx) if v.id == "input_bound")
+        assert "persistent_workers=True)" not in other.action and "__getitem__ cheaper" in other.action
+
+
+def test_an_iterator_started_every_step_is_told_to_make_it_once() -> None:
+    # /tmp's unseen script (2026-11-23): `next(iter(loader))` each step with 2 workers, 94% of the run waiting
+    r = recorded(80.8, {"data": 76.0, "forward": 0.7, "backward": 0.7, "optimizer": 0.7}, flops=6e5, batch=64,
+                 loaders=[LoaderInfo(2, False, 64, False)], threads=2)
+    r = dataclasses.replace(r, loader_starts=94, loader_start_share=0.69, loader_start_ms=53.9)
+    ctx = Context(dispatch_us=2.0, matmul_gflops=100.0, physical_cores=2, logical_threads=2)
+    data = next(v for v in diagnose(r, ctx) if v.id == "input_bound")
+    assert "94 starts in 94 steps" in data.evidence and "one per epoch" not in data.evidence
+    assert "make the iterator once" in data.action and "new worker processes" in data.action
+    assert data.predicted_speedup == pytest.approx(1 / (1 - 0.69), abs=0.01)
+    # without workers: the same advice, no workers to blame
+    r0 = dataclasses.replace(r, loaders=[LoaderInfo(0, False, 64, False)])
+    data0 = next(v for v in diagnose(r0, ctx) if v.id == "input_bound")
+    assert "make the iterator once" in data0.action and "worker" not in data0.action
+
+
+def test_input_bound_says_more_workers_than_cores() -> None:
+    r = recorded(3.88, {"data": 2.25, "forward": 0.6, "backward": 0.6, "optimizer": 0.2}, flops=1.25e6, batch=32,
+                 loaders=[LoaderInfo(8, False, 32, False)], threads=2)
+    ctx = Context(dispatch_us=2.0, matmul_gflops=100.0, physical_cores=2, logical_threads=2)
+    data = next(v for v in diagnose(r, ctx) if v.id == "input_bound")
+    assert "num_workers=8, more than this machine's 2 physical cores" in data.evidence
+
+
+# /tmp's unseen TensorDataset script and examples/tensor_dataset_loader.py (2026-11-23, 2-vCPU VM): a DataLoader
+# batching a TensorDataset row by row; a worker's handover of its batches measured 1.7 ms, 0.8 ms of it in the
+# training process, and the batch taken whole 0.15 ms
+TWO_CORES = Context(dispatch_us=2.0, matmul_gflops=100.0, physical_cores=2, logical_threads=2,
+                    handover=Handover(wall_ms=1.7, main_ms=0.8), batched_ms=0.15)
+
+
+def _loader_run(step_ms: float, data_ms: float, loader: LoaderInfo, mean_ms: float | None = None) -> WatchResult:
+    r = recorded(step_ms, {"data": data_ms, "forward": 0.2 * (step_ms - data_ms), "backward": 0.4 * (step_ms - data_ms),
+                           "optimizer": 0.3 * (step_ms - data_ms)}, flops=2e6, batch=loader.batch_size,
+                 loaders=[loader], threads=2)
+    return dataclasses.replace(r, mean_ms=mean_ms or step_ms)
+
+
+def test_input_bound_on_a_tensor_dataset_fetched_row_by_row_says_take_each_batch_whole() -> None:
+    rows = LoaderInfo(0, False, 64, False, dataset="TensorDataset", item_by_item=True, batchable=True, batches=620)
+    r = _loader_run(0.9, 0.37, rows, mean_ms=0.95)
+    data = next(v for v in diagnose(r, TWO_CORES) if v.id == "input_bound")
+    assert "BatchSampler(RandomSampler(dataset), 64" in data.action and "num_workers=2" not in data.action
+    assert "one by one" in data.evidence and "0.15 ms" in data.evidence
+    # the run's mean step less its mean wait, plus the batch taken whole
+    wait = 0.37 / 0.9 * 0.95
+    assert data.predicted_speedup == pytest.approx(0.95 / (0.95 - wait + 0.15), abs=0.01)
+    # with workers already there, the same fix drops them
+    workers = dataclasses.replace(r, loaders=[dataclasses.replace(rows, num_workers=2)])
+    assert "num_workers=0" in next(v for v in diagnose(workers, TWO_CORES) if v.id == "input_bound").action
+    # not probed (a script that kept no batch to copy): the worker advice as before, no batch taken whole
+    assert "BatchSampler" not in next(v for v in diagnose(r, CTX) if v.id == "input_bound").action
+
+
+def test_input_bound_names_the_scripts_own_collate_fn_among_what_to_make_cheaper() -> None:
+    # nlp_collate.py (scratch, 2026-11-23): texts split and mapped to ids in a collate_fn, every batch of every epoch
+    texts = LoaderInfo(0, False, 64, False, dataset="Texts", item_by_item=True, batches=250, collate="collate")
+    r = _loader_run(6.0, 2.1, texts)
+    data = next(v for v in diagnose(r, CTX) if v.id == "input_bound")
+    assert "make __getitem__ or the collate_fn `collate` cheaper (precompute: tokenize or decode once" in data.action
+    plain = next(v for v in diagnose(_loader_run(6.0, 2.1, dataclasses.replace(texts, collate=None)), CTX)
+                 if v.id == "input_bound")
+    assert "make __getitem__ cheaper (precompute, cache)" in plain.action
+
+
+def test_input_bound_advises_no_workers_whose_handover_costs_more_than_making_the_batch() -> None:
+    # a custom Dataset returning x[i], y[i]: 0.28 ms of a 0.78 ms step waiting, each batch 0.29 ms to make here;
+    # on this VM 2 workers ran the same loop 2.7x slower
+    custom = LoaderInfo(0, False, 64, False, dataset="Mem", item_by_item=True, batches=900)
+    r = _loader_run(0.78, 0.28, custom)
+    data = next(v for v in diagnose(r, TWO_CORES) if v.id == "input_bound")
+    assert "num_workers=" not in data.action and "hands __getitem__ the batch's list of indices" in data.action
+    assert "1.70 ms to hand over" in data.evidence and "would not make the run faster" in data.evidence
+    assert data.predicted_speedup == pytest.approx(1 / (1 - 0.28 / 0.78), abs=0.01)
+    # a TensorDataset whose batches are already taken whole: only the DataLoader's own Python is left
+    whole = dataclasses.replace(custom, dataset="TensorDataset", item_by_item=False)
+    direct = next(v for v in diagnose(dataclasses.replace(r, loaders=[whole]), TWO_CORES) if v.id == "input_bound")
+    assert "x[perm[i:i + 64]]" in direct.action and "num_workers=" not in direct.action
+
+
+def test_input_bound_with_heavy_items_advises_workers_and_cores_for_them() -> None:
+    # examples/slow_dataloader.py: 16.2 ms of a 20.8 ms step making the batch; workers=2 with torch's 2 threads
+    # ran no faster on this VM, with torch.set_num_threads(1) 1.5x faster
+    heavy = LoaderInfo(0, False, 32, False, dataset="AugmentedImages", item_by_item=True, batches=129)
+    r = _loader_run(20.8, 16.224, heavy)
+    ctx = dataclasses.replace(TWO_CORES, handover=Handover(wall_ms=2.5, main_ms=1.08))
+    data = next(v for v in diagnose(r, ctx) if v.id == "input_bound")
+    assert "num_workers=2" in data.action and "torch.set_num_threads(1)" in data.action
+    assert "upper bound" in data.evidence
+    # the longest of: the step with the handover, each worker's turn, all the work over the 2 cores
+    share, hand, main = 16.224 / 20.8, 2.5 / 20.8, 1.08 / 20.8
+    new = max(1 - share + main, (share + hand) / 2, (1 + main + hand) / 2)
+    assert data.predicted_speedup == pytest.approx(1 / new, abs=0.01)
+    # on 8 cores and 2 torch threads the workers get cores of their own: no thread advice
+    wide = dataclasses.replace(ctx, physical_cores=8, logical_threads=16)
+    assert "set_num_threads" not in next(v for v in diagnose(r, wide) if v.id == "input_bound").action

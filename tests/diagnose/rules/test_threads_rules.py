@@ -1,0 +1,100 @@
+"""thread_oversubscription, threads_unused and memory_pressure on recorded measurements: GPU runs judged without a GPU."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from recorded_runs import CTX, ids, recorded
+
+from trainspeed.diagnose.rules import Context, diagnose
+from trainspeed.watch.result import LoaderInfo
+
+
+def test_thread_oversubscription_and_memory_pressure() -> None:
+    r = recorded(110.0, {"forward": 40.0, "backward": 65.0, "optimizer": 2.0}, ops=30, flops=1e10, threads=32,
+                 loaders=[LoaderInfo(8, True, 64, True)], peak=15 * 2**30, capacity=16 * 2**30)
+    found = diagnose(r, Context(2.0, 100.0, 8, 16, largest_batch=48))
+    assert {"thread_oversubscription", "memory_pressure"} <= {v.id for v in found}
+    memory = next(v for v in found if v.id == "memory_pressure")
+    assert "48" in memory.action
+
+
+def test_more_threads_than_cores_predicts_from_a_matmul_at_each_count() -> None:
+    # many_threads.py (scratch, 2026-11-23): 8 intra-op threads on 2 cores, a 15 ms MLP step; measured after,
+    # 2 threads ran 1.4x faster
+    from trainspeed.diagnose.rules import matmul_side, threads_candidate
+    from trainspeed.watch.result import OpTime
+
+    ctx = Context(2.0, 120.0, physical_cores=2, logical_threads=2)
+    rows = [OpTime("aten.mm", "float32", 5, 8.6, True, 681.6e6), OpTime("aten.addmm", "float32", 3, 3.9, True, 407.9e6),
+            OpTime("aten.relu", "float32", 2, 0.35, False, None)]
+    r = dataclasses.replace(recorded(15.2, {"forward": 4.8, "backward": 8.5, "optimizer": 0.8}, ops=55, flops=1.09e9,
+                                     threads=8), op_times=rows, op_ms_per_step=13.0, mean_ms=15.8)
+    assert threads_candidate(r, 2) == 2 and matmul_side(r) == 408  # (681.6e6 / 5 / 2) ** (1 / 3)
+    assert threads_candidate(dataclasses.replace(r, torch_threads=2), 2) is None
+    assert threads_candidate(dataclasses.replace(r, loaders=[LoaderInfo(2, False, 64, False)]), 2) is None
+    assert matmul_side(dataclasses.replace(r, op_times=[])) == 256
+    verdict = next(v for v in diagnose(r, dataclasses.replace(ctx, thread_gflops=(100.0, 125.0)))
+                   if v.id == "thread_oversubscription")
+    assert "100 GFLOP/s with 8 threads and 125 with 2" in verdict.evidence
+    # 12.5 ms of matrix ops and relu's work beyond 30 dispatches a call (0.35 - 2 x 30 x 2 us), a fifth of it
+    # saved; the mean step down to the median less that
+    parallel = 12.5 + 0.35 - 2 * 30 * 0.002
+    assert verdict.predicted_speedup == round(15.8 / (15.2 - parallel * 0.2), 2) == 1.25
+    slower = next(v for v in diagnose(r, dataclasses.replace(ctx, thread_gflops=(125.0, 100.0)))
+                  if v.id == "thread_oversubscription")
+    assert slower.predicted_speedup is None and "125 GFLOP/s with 8 threads" in slower.evidence
+    # a container held to 2 CPUs of a 16-core machine, torch at its default of one thread per core: 16
+    held = Context(2.0, 120.0, physical_cores=16, logical_threads=32, usable_cores=2, thread_gflops=(100.0, 125.0))
+    boxed = next(v for v in diagnose(dataclasses.replace(r, torch_threads=16), held) if v.id == "thread_oversubscription")
+    assert "(2 of them this process may use" in boxed.evidence and "torch.set_num_threads(2)" in boxed.action
+    assert boxed.predicted_speedup is not None and threads_candidate(r, 16, usable=2) == 2
+    unprobed = next(v for v in diagnose(r, ctx) if v.id == "thread_oversubscription")
+    assert unprobed.predicted_speedup is None and "GFLOP/s" not in unprobed.evidence
+
+
+def test_fewer_threads_than_cores_on_matrix_work_is_threads_unused() -> None:
+    # one_thread.py (scratch, 2026-11-23): torch.set_num_threads(1) on 2 cores, the same 15 ms MLP step; a matmul
+    # of its size ran at 88 GFLOP/s on 1 thread and 160 on 2, and 2 threads ran the loop about 1.5x faster
+    from trainspeed.diagnose.rules import threads_candidate
+    from trainspeed.watch.result import OpTime
+
+    rows = [OpTime("aten.mm", "float32", 5, 9.0, True, 681.6e6), OpTime("aten.addmm", "float32", 3, 4.5, True, 407.9e6)]
+    r = dataclasses.replace(recorded(15.2, {"forward": 4.8, "backward": 8.5, "optimizer": 0.8}, ops=55, flops=1.09e9,
+                                     threads=1), op_times=rows, op_ms_per_step=13.5, mean_ms=15.6)
+    ctx = Context(2.0, 160.0, physical_cores=2, logical_threads=2, thread_gflops=(88.0, 160.0))
+    verdict = next(v for v in diagnose(r, ctx) if v.id == "threads_unused")
+    assert verdict.evidence.startswith("torch uses 1 intra-op thread on 2 cores; a matmul of the run's size ran at "
+                                       "88 GFLOP/s with 1 thread and 160 with 2")
+    assert "torch.set_num_threads(2)" in verdict.action
+    assert verdict.predicted_speedup == round(15.6 / (15.6 - 13.5 * (1 - 88 / 160)), 2)
+    assert threads_candidate(r, 2) == 2 and threads_candidate(r, 2, usable=1) is None  # a process held to 1 CPU
+    assert threads_candidate(dataclasses.replace(r, loaders=[LoaderInfo(1, False, 64, False)]), 2) is None
+    assert threads_candidate(dataclasses.replace(r, others_cpu_cores=1.0), 2) is None
+    # little matrix work, or no faster on more threads: nothing to say
+    small = dataclasses.replace(r, op_times=[dataclasses.replace(rows[0], ms=0.5)])
+    assert "threads_unused" not in ids(small, ctx)
+    assert "threads_unused" not in ids(r, dataclasses.replace(ctx, thread_gflops=(88.0, 85.0)))
+    assert "threads_unused" not in ids(r, dataclasses.replace(ctx, usable_cores=1))
+
+
+def test_other_processes_on_the_cores_torchs_threads_need_are_thread_oversubscription() -> None:
+    # the seed's loop beside a busy process on the 2-vCPU VM: the median step unchanged, the mean 3x it
+    import dataclasses
+
+    ctx = Context(2.0, 100.0, physical_cores=2, logical_threads=2)
+    base = recorded(0.5, {"forward": 0.15, "backward": 0.2, "optimizer": 0.1}, ops=None, threads=2)
+    times = [0.45] * 8 + [4.5, 4.6]
+    busy = dataclasses.replace(base, others_cpu_cores=0.64, step_times_ms=times, p90_ms=4.5)
+    found = {v.id: v for v in diagnose(busy, ctx)}
+    verdict = found["thread_oversubscription"]
+    assert "0.6 of this machine's 2 hardware threads" in verdict.evidence and "p90 4.50" in verdict.evidence
+    assert "torch.set_num_threads(1)" in verdict.action
+    assert verdict.predicted_speedup == round(sum(times) / len(times) / 0.5, 2)
+    exact = next(v for v in diagnose(dataclasses.replace(busy, mean_ms=1.25), ctx) if v.id == "thread_oversubscription")
+    assert exact.predicted_speedup == 2.5 and "the mean step is 1.25 ms" in exact.evidence  # the sums' mean first
+    # a quiet machine, one intra-op thread, or room for every thread: nothing to say
+    for quiet in (dataclasses.replace(busy, others_cpu_cores=0.3), dataclasses.replace(busy, others_cpu_cores=None),
+                  dataclasses.replace(busy, torch_threads=1)):
+        assert "thread_oversubscription" not in ids(quiet, ctx)
+    assert "thread_oversubscription" not in ids(dataclasses.replace(busy, others_cpu_cores=4.0), CTX)  # 8 of 16
