@@ -8,7 +8,7 @@ VENV   ?= .venv
 TORCH  ?= torch==2.13.0
 PY      = $(VENV)/bin/python
 
-.PHONY: demo test venv clean
+.PHONY: demo test lint typecheck venv clean
 
 venv: $(VENV)/.installed
 
@@ -27,6 +27,13 @@ demo: venv
 
 test: venv
 	$(PY) -m pytest
+
+# A contributor's loop: ruff (the rule set in pyproject.toml) and mypy on src/; .ci/run runs both before the tests.
+lint: venv
+	$(VENV)/bin/ruff check src tests benchmarks examples
+
+typecheck: venv
+	$(VENV)/bin/mypy
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info

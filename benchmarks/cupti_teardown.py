@@ -29,8 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 def worker(steps: int, with_window: bool) -> None:
     import torch
-
     from doctor_overhead import iris_stepper
+
     from trainspeed.watch.profile_window import ProfileWindow
 
     loop = iris_stepper("cuda")

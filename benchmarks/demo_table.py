@@ -10,8 +10,8 @@ import argparse
 import platform
 
 import torch
-
 from bench_common import measured_on
+
 from trainspeed.demo import SEED_EPOCHS, run_demo
 from trainspeed.hardware import detect_hardware
 

@@ -128,8 +128,8 @@ def main() -> None:
         parser.exit(2, "doctor_alternating.py: needs SIGSTOP and SIGCONT (Linux or macOS)\n")
 
     import torch
-
     from bench_common import bootstrap_interval, measured_on
+
     from trainspeed.hardware import detect_hardware
 
     ctx = mp.get_context("spawn")

@@ -52,9 +52,9 @@ def worker(arm: str, steps: int, helper: str) -> None:
     """Under callgrind: set the arm up, then count `steps` steps only."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import torch
-
     from doctor_interleaved import advance
     from doctor_overhead import iris_stepper
+
     from trainspeed.watch import Watcher
 
     region = ctypes.CDLL(helper)

@@ -33,10 +33,10 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-import sys
 
 import torch
 
@@ -48,8 +48,8 @@ from doctor_overhead import iris_stepper  # noqa: E402
 from trainspeed.hardware import detect_hardware  # noqa: E402
 from trainspeed.watch import Watcher, hooks  # noqa: E402
 from trainspeed.watch.result import StepRecord  # noqa: E402
-from trainspeed.watch.session import DETAILED_FIRST  # noqa: E402
 from trainspeed.watch.stats import Reservoir  # noqa: E402
+from trainspeed.watch.steps import DETAILED_FIRST  # noqa: E402
 
 
 def advance(sample: Reservoir[StepRecord], measured: int) -> None:

@@ -22,12 +22,12 @@ import time
 from collections.abc import Callable
 
 import torch
+from bench_common import measured_on
 from torch import nn
 
-from bench_common import measured_on
+from trainspeed._io import quiet_fd2
 from trainspeed.hardware import detect_hardware
 from trainspeed.watch import Watcher
-from trainspeed._io import quiet_fd2
 from trainspeed.workloads import load_iris_split, make_iris_mlp
 
 

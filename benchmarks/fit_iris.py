@@ -42,9 +42,9 @@ def main() -> None:
         _fresh_caches()  # before torch reads them
 
     import torch
+    from bench_common import measured_on
     from torch import nn
 
-    from bench_common import measured_on
     from trainspeed import fit
     from trainspeed.demo.variants import make_loop
     from trainspeed.hardware import detect_hardware

@@ -2,8 +2,9 @@
 
 __version__ = "0.1.0"
 
+from trainspeed import watch  # noqa: E402  (a callable package: trainspeed.watch(...) starts watching)
 from trainspeed.demo import DemoResult, DemoRun, run_demo  # noqa: E402
-from trainspeed.loop import FitResult, fit  # noqa: E402
+from trainspeed.doctor import Doctor, make_watch_callable  # noqa: E402
 from trainspeed.hardware import (  # noqa: E402
     CpuInfo,
     GpuInfo,
@@ -12,16 +13,22 @@ from trainspeed.hardware import (  # noqa: E402
     detect_hardware,
     parse_gpu_name,
 )
+from trainspeed.loop import FitResult, fit  # noqa: E402
 from trainspeed.memory import MemoryEstimate, estimate_memory, measure_memory  # noqa: E402
 from trainspeed.sweep import SweepResult, run_sweep  # noqa: E402
+from trainspeed.watch import SyncCounter  # noqa: E402
 from trainspeed.workloads.workload import Workload  # noqa: E402
-from trainspeed import watch  # noqa: E402  (a callable package: trainspeed.watch(...) starts watching)
-from trainspeed.watch import SyncCounter, Watcher  # noqa: E402
+
+make_watch_callable()  # trainspeed.watch(...) starts a Doctor; the package stays importable as a package
+Watcher = Doctor
+"""`trainspeed.Watcher`: the watcher with `result()` (trainspeed.doctor.Doctor); `trainspeed.watch.Watcher`
+measures only."""
 
 __all__ = [
     "CpuInfo",
     "DemoResult",
     "DemoRun",
+    "Doctor",
     "FitResult",
     "GpuInfo",
     "GpuProduct",

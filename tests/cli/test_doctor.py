@@ -37,7 +37,18 @@ def test_planted_bottleneck_is_named_first(script: str, args: list[str], first: 
     extra = ["--steps", "60"] if script == "slow_dataloader.py" else []
     code, data = _doctor([*extra, str(EXAMPLES / script), *args], capsys)
     assert code == 0
-    assert data["verdicts"] and data["verdicts"][0]["id"] == first, data["verdicts"]
+    assert data["verdicts"] and _planted(data)[0]["id"] == first, data["verdicts"]
+
+
+def _planted(data: dict) -> list[dict]:  # type: ignore[type-arg]
+    """The verdicts about the script: a `thread_oversubscription` that blames other processes on the machine
+    (the doctor measured them: `others_cpu_cores` at OTHERS_BUSY or more) is about the machine's load while
+    the test ran, not about what the example plants, and is set aside; any other stays."""
+    from trainspeed.diagnose.rules.threads import OTHERS_BUSY
+
+    loaded = (data.get("others_cpu_cores") or 0.0) >= OTHERS_BUSY
+    return [v for v in data["verdicts"]
+            if not (loaded and v["id"] == "thread_oversubscription" and v["evidence"].startswith("other processes"))]
 
 
 def test_a_tensor_dataset_batched_row_by_row_is_told_to_take_its_batches_whole(

@@ -13,7 +13,6 @@ import pytest
 from launch import JOB, launch
 
 
-
 def _read(path: Path) -> dict:
     return json.loads(path.read_text())
 

@@ -6,13 +6,13 @@ import copy
 
 import pytest
 import torch
+from loop_helpers import plain_loop, seed_job
 from torch import nn
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
-from loop_helpers import plain_loop, seed_job
 from trainspeed import fit
-from trainspeed.loop import plan
 from trainspeed.errors import FitError
+from trainspeed.loop import plan
 
 
 def test_replay_gives_the_plain_loops_losses_bit_for_bit(iris) -> None:

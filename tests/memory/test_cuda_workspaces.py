@@ -6,8 +6,12 @@ import torch
 from torch import nn
 
 from trainspeed.memory import estimate_memory
-from trainspeed.memory.cuda_workspaces import (Workspaces, cublas_workspace_bytes, cublaslt_workspace_bytes,
-                                               modelled_workspaces)
+from trainspeed.memory.cuda_workspaces import (
+    Workspaces,
+    cublas_workspace_bytes,
+    cublaslt_workspace_bytes,
+    modelled_workspaces,
+)
 
 MIB = 2**20
 

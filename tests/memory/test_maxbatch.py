@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from trainspeed.memory.allocations import allocation_peak
 from trainspeed.memory.maxbatch import search_max_batch
-from trainspeed.memory.measure import allocation_peak, confirm_max_batch
+from trainspeed.memory.measure import confirm_max_batch
 from trainspeed.memory.result import MeasuredPeak, MemoryEstimate
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from trainspeed.probe.loader import PROBE_BYTES, Handover, batched_ms, handover_ms, item_like, item_bytes
+from trainspeed.probe.loader import PROBE_BYTES, Handover, batched_ms, handover_ms, item_bytes, item_like
 
 
 def test_item_like_keeps_the_structure_of_a_collated_batch_one_row_each() -> None:

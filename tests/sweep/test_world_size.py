@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from trainspeed.errors import UsageError
-from trainspeed.sweep.knobs.world_size import comm_ms, comm_model, portable_spec
+from trainspeed.sweep.knobs.world_size import comm_model, comm_ms, portable_spec
 from trainspeed.sweep.result import SweepPoint, SweepResult
 from trainspeed.sweep.summary import best_and_ties
 from trainspeed.sweep.sweep import execute, plan, run_sweep

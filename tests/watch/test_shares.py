@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from trainspeed.watch.collect import phase_shares
 from trainspeed.watch.phases import PHASES
 from trainspeed.watch.result import StepRecord
-from trainspeed.watch.session import phase_shares
 
 
 def _record(wall: float, detailed: bool, **phases: float) -> StepRecord:

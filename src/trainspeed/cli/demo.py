@@ -24,7 +24,7 @@ from trainspeed.report.text import demo_view
 KNOWN_DEVICES = ("cpu", "cuda")
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="reproduce the seed lesson: Iris on CPU vs GPU, four ways of recording the loss, and trainspeed.fit",
                        description="Train the seed's Iris MLP on every device in four variants (seed, "
                                    "record_every_200, no_record, sync_free) and with trainspeed.fit, count host "

@@ -11,15 +11,15 @@ import sys
 
 from trainspeed._io import check_writable_file, emit, new_run_dir, write_atomic
 from trainspeed.cli._common import add_json_option, console_for, non_negative_int, positive_int
+from trainspeed.doctor import Doctor
 from trainspeed.errors import UsageError
 from trainspeed.report.html import doctor_html
 from trainspeed.report.json import doctor_dict, dumps
 from trainspeed.report.text import doctor_view
 from trainspeed.watch.runner import check_script, run_target
-from trainspeed.watch.session import Watcher
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("doctor", help="watch a training script, split each step, name the bottleneck",
                        description="Run SCRIPT (or -m MODULE) exactly as python would, watch every training "
                                    "step, and report where the time goes and what to change.")
@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
             check_writable_file(path)
     folder = new_run_dir(args.out, "doctor") if args.out and not _launch_rank() else None
 
-    watcher = Watcher(warmup=args.warmup, steps=args.steps)
+    watcher = Doctor(warmup=args.warmup, steps=args.steps)
     # with --json -, stdout carries the JSON: the script's own prints go to stderr meanwhile
     redirect = contextlib.redirect_stdout(sys.stderr) if args.json == "-" else contextlib.nullcontext()
     with redirect:

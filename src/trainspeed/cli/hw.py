@@ -11,7 +11,7 @@ from trainspeed.report.json import dumps, hardware_dict
 from trainspeed.report.text import hardware_view
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("hw", help="report CPU and GPU facts that matter for training",
                        description="Report the CPU (generation, cores, threads, ISA) and each GPU "
                                    "(tier, generation, VRAM, bf16, peaks, PCIe).")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from functools import partial
 from typing import Any
 
 import psutil
@@ -13,11 +12,12 @@ import torch
 from trainspeed._io import check_writable_file, emit
 from trainspeed.cli._common import add_json_option, console_for, positive_int
 from trainspeed.errors import UsageError
-from trainspeed.memory.estimate import AMP_DTYPES, EstimateError, Estimator
+from trainspeed.memory.estimate import EstimateError, Estimator
 from trainspeed.memory.maxbatch import DEFAULT_MARGIN, search_max_batch
 from trainspeed.memory.measure import confirm_max_batch, measure_memory
 from trainspeed.memory.optimizers import OPTIMIZER_NAMES
-from trainspeed.memory.result import BatchSearch, MemoryReport
+from trainspeed.memory.result import BatchSearch, MeasuredPeak, MemoryReport
+from trainspeed.memory.step import AMP_DTYPES
 from trainspeed.report.json import dumps, memory_dict
 from trainspeed.report.text import memory_view
 from trainspeed.units import parse_size
@@ -27,7 +27,7 @@ DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.
           "int64": torch.int64, "int32": torch.int32}
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("memory", help="estimate training memory exactly; find the largest batch that fits",
                        description="Replay a training step on meta tensors and report its peak memory: "
                                    "fixed + batch x per-sample, by category and by layer.")
@@ -129,7 +129,10 @@ def run(args: argparse.Namespace) -> int:
 
     measured = None
     if args.measure:
-        measure = partial(measure_memory, spec.factory, make_input, **common)
+        def measure(batch: int) -> MeasuredPeak:
+            return measure_memory(spec.factory, make_input, batch, optimizer=args.optimizer, amp=args.amp,
+                                  checkpointing=args.checkpointing, device=device)
+
         measured = measure(args.batch_size)
         if search is not None and search.max_batch is not None and estimate is not None:
             usable = int(budget * (1 - args.margin)) if budget else 0

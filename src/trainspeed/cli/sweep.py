@@ -23,7 +23,7 @@ from trainspeed.sweep.sweep import DEFAULT_REPEATS, DEFAULT_STEPS, DEFAULT_WARMU
 from trainspeed.workloads.catalog import BUILTINS
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction) -> None:
     knobs = "; ".join(f"{name}: {k.summary}" for name, k in KNOBS.items())
     p = sub.add_parser("sweep", help="turn one knob of a training loop and measure each value",
                        description="Controlled experiments: warm-up, repeats interleaved across values, median and "

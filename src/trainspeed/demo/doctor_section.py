@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from trainspeed.demo.variants import make_loop
 from trainspeed.diagnose.report import DoctorReport
-from trainspeed.watch.session import Watcher
+from trainspeed.doctor import Doctor
 from trainspeed.workloads.iris import load_iris_split, make_iris_mlp
 
 DOCTOR_EPOCHS = 2000  # enough steps for stable medians, a second or two on a CPU
@@ -15,6 +15,6 @@ def doctor_on_seed(device: str, epochs: int = DOCTOR_EPOCHS) -> DoctorReport:
     data = load_iris_split().to(device)
     model = make_iris_mlp(seed=0).to(device)
     loop = make_loop("seed", model, data.x_train, data.y_train, epochs)
-    with Watcher() as watcher:
+    with Doctor() as watcher:
         loop.run(0, epochs)
     return watcher.result()

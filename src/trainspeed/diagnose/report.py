@@ -6,14 +6,24 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainspeed.diagnose.rules import (MEMORY_SHARE, Context, busiest_loader, diagnose, loader_candidate, matmul_side,
-                                       optimizer_candidate, rebuilt_candidate, slow_dtype_candidates,
-                                       threads_candidate)
+from trainspeed.diagnose.rules import (
+    MEMORY_SHARE,
+    Context,
+    busiest_loader,
+    diagnose,
+    loader_candidate,
+    matmul_side,
+    optimizer_candidate,
+    rebuilt_candidate,
+    slow_dtype_candidates,
+    threads_candidate,
+)
+from trainspeed.diagnose.scaling import with_scaling
 from trainspeed.hardware.cpu import usable_cores
 from trainspeed.hardware.report import HardwareReport, detect_hardware
 from trainspeed.probe.dispatch import cpu_dispatch_us, cuda_op_us
-from trainspeed.probe.matmul import cpu_dtype_gflops, cpu_matmul_gflops, paired_dtype_gflops, thread_gflops
 from trainspeed.probe.loader import Handover, batched_ms, handover_ms
+from trainspeed.probe.matmul import cpu_dtype_gflops, cpu_matmul_gflops, paired_dtype_gflops, thread_gflops
 from trainspeed.probe.optimizer import rebuild_ms, step_ms
 from trainspeed.threads import intra_op_threads
 from trainspeed.watch.result import Verdict, WatchResult
@@ -123,6 +133,7 @@ def diagnose_run(result: WatchResult, watcher: Any = None, hardware: HardwareRep
     that asks for the result and trains on draws what it would have unwatched."""
     import torch
 
+    result = with_scaling(result)
     devices = [torch.cuda.current_device()] if torch.cuda.is_available() and torch.cuda.is_initialized() else []
     with torch.random.fork_rng(devices=devices):
         hw = hardware or detect_hardware()

@@ -10,20 +10,14 @@ Every number this module returns is a prediction.
 
 from __future__ import annotations
 
-from trainspeed.watch.result import ScalePoint
+import dataclasses
+
+from trainspeed.watch.comm import bus_bandwidth_gbs, ring_factor
+from trainspeed.watch.result import ScalePoint, WatchResult
+
+__all__ = ["WORLD_SIZES", "bus_bandwidth_gbs", "predict", "ring_factor", "with_scaling"]
 
 WORLD_SIZES = (1, 2, 4, 8, 16, 32, 64)
-
-
-def ring_factor(world: int) -> float:
-    return 2 * (world - 1) / world if world > 1 else 0.0
-
-
-def bus_bandwidth_gbs(nbytes: float, comm_s: float, world: int) -> float | None:
-    """Measured bus bandwidth (GB/s) of an all-reduce of `nbytes` that took `comm_s` on `world` ranks."""
-    if world < 2 or comm_s <= 0 or nbytes <= 0:
-        return None
-    return ring_factor(world) * nbytes / comm_s / 1e9
 
 
 def predict(compute_ms: float, backward_ms: float, grad_bytes: float, bus_gbs: float,
@@ -39,3 +33,29 @@ def predict(compute_ms: float, backward_ms: float, grad_bytes: float, bus_gbs: f
         step = compute_ms + exposed
         points.append(ScalePoint(n, step, comm, exposed, compute_ms / step if step > 0 else 1.0))
     return points
+
+
+def with_scaling(result: WatchResult) -> WatchResult:
+    """The run with its data-parallel scaling predicted (`DistRun.scaling`), where it ran under torchrun. The
+    transfer is what the least-waiting rank measured, a balanced job's compute the ranks' median busy time
+    (a rank that waits for a slower one sees that wait as all-reduce time). On one rank there is no bandwidth
+    to measure: a note says so."""
+    d = result.distributed
+    if d is None or d.scaling:
+        return result
+    timed = [r for r in d.ranks if r.comm_ms is not None and r.exposed_ms is not None and r.median_ms]
+    scaling: list[ScalePoint] = []
+    notes = list(d.notes)
+    if timed and d.bus_gbs and result.median_ms:
+        least = min(timed, key=lambda r: r.exposed_ms or 0.0)
+        busy = sorted((r.median_ms or 0.0) - (r.exposed_ms or 0.0) for r in timed)
+        compute = busy[len(busy) // 2]
+        own = next((r.comm_bytes for r in d.ranks if r.rank == d.rank), None)
+        if compute and least.comm_ms is not None and least.exposed_ms is not None:
+            backward = result.phases["backward"].share * result.median_ms
+            scaling = predict(compute, backward, float(d.grad_bytes or own or 0), d.bus_gbs,
+                              hidden_ms=least.comm_ms - least.exposed_ms)
+    elif d.world_size < 2:
+        notes.append("one rank: no all-reduce bandwidth to measure, so no scaling prediction; run with "
+                     "--nproc-per-node 2 or more")
+    return dataclasses.replace(result, distributed=dataclasses.replace(d, scaling=scaling, notes=notes))

@@ -132,6 +132,7 @@ def _named_arch(name: str) -> str | None:
 
 
 def _professional(name: str) -> GpuProduct | None:
+    arch: str | None
     # Quadro RTX 6000 (Turing); Quadro P4000 (Pascal); Quadro GV100 (Volta)
     m = re.search(r"\bQuadro\s+(RTX\s+)?([A-Z]*)(\d+)", name, re.IGNORECASE)
     if m:

@@ -19,6 +19,7 @@ import operator
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
@@ -147,7 +148,8 @@ def _simplify(graph_module: torch.fx.GraphModule) -> None:
                     and len(source.args) == 3 and source.args[2] is True and not source.kwargs):
                 summed = _val(source.args[0])
                 if summed is not None:
-                    dims = {d % summed.dim() for d in source.args[1]}
+                    summed_dims: Any = source.args[1]  # sum.dim_IntList's dims: a list of ints
+                    dims = {d % summed.dim() for d in summed_dims}
                     kept = [n for i, n in enumerate(summed.shape) if i not in dims]
                     if list(node.args[1]) == kept:
                         source.args = (source.args[0], source.args[1], False)

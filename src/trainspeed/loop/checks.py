@@ -65,7 +65,7 @@ def resolve_device(device: object, model: nn.Module, data_device: torch.device |
             )
         return where if where.type != "cpu" else None
     try:
-        chosen = torch.device(device)  # type: ignore[arg-type]
+        chosen = torch.device(device)  # type: ignore[call-overload]
     except (RuntimeError, TypeError):
         raise FitError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N'; got {device!r}") from None
     if chosen.type == "cuda":

@@ -61,7 +61,7 @@ class TrainData:
         self.epochs_started += 1
         if self.loader is not None:
             if hasattr(self.sampler, "set_epoch"):
-                self.sampler.set_epoch(self.epochs_started - 1)  # type: ignore[union-attr]
+                self.sampler.set_epoch(self.epochs_started - 1)
             for item in self.loader:
                 batch = _split(item)
                 moved = tuple(t.to(self.device, non_blocking=True) for t in (*batch[0], batch[1]))
@@ -97,14 +97,14 @@ def _check_tensors(tensors: Sequence[object]) -> tuple[torch.Tensor, ...]:
             raise FitError(f"data[{i}] is a {type(t).__name__}, not a tensor")
         if t.dim() == 0:
             raise FitError(f"data[{i}] is a 0-d tensor; its first dimension must index the samples")
-    rows = [t.shape[0] for t in tensors]  # type: ignore[union-attr]
+    rows = [t.shape[0] for t in tensors]  # type: ignore[attr-defined]  # checked tensors above
     if len(set(rows)) > 1:
         names = ["inputs" if len(tensors) == 2 else f"inputs[{i}]" for i in range(len(tensors) - 1)] + ["target"]
         shown = ", ".join(f"{n} has {r} rows" for n, r in zip(names, rows))
         raise FitError(f"data tensors disagree on the number of samples: {shown}")
     if rows[0] == 0:
         raise FitError("data has no samples")
-    devices = {t.device for t in tensors}  # type: ignore[union-attr]
+    devices = {t.device for t in tensors}  # type: ignore[attr-defined]  # checked tensors above
     if len(devices) > 1:
         shown = ", ".join(f"data[{i}] {describe(t)}" for i, t in enumerate(tensors))  # type: ignore[arg-type]
         raise FitError(f"data tensors are on different devices: {shown}")
@@ -166,6 +166,7 @@ def resolve_data(data: object, batch_size: int | None, shuffle: bool | None, dev
             raise FitError("the DataLoader has batch_size=None (a batch_sampler); fit needs a fixed batch size")
         return TrainData(None, loader, len(loader.dataset), size, bool(shuffle), device)  # type: ignore[arg-type]
 
+    assert tensors is not None  # every branch without a loader set them
     tensors = _check_tensors(tensors)
     rows = tensors[0].shape[0]
     if not _fits(tensors, device):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gc
 import math
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -93,7 +94,8 @@ class DataParallel:
         loader = data.loader
         world = self.env.world_size
         per_rank = max(1, math.ceil(data.batch_size / world))
-        sampler = DistributedSampler(loader.dataset, num_replicas=world, rank=self.env.rank,
+        sampler: DistributedSampler[Any] = DistributedSampler(loader.dataset, num_replicas=world,
+                                                              rank=self.env.rank,
                                      shuffle=data.shuffle, seed=self.seed % 2**31)
         rebuilt = DataLoader(loader.dataset, batch_size=per_rank, sampler=sampler, num_workers=loader.num_workers,
                              collate_fn=loader.collate_fn, pin_memory=loader.pin_memory, drop_last=loader.drop_last,

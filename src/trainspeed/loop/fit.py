@@ -20,64 +20,76 @@ import copy
 import os
 import statistics
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-import psutil
 import torch
 from torch import nn
 
 from trainspeed.errors import FitError
-from trainspeed.loop import plan
-from trainspeed.loop.capture import CaptureRefused, capture_step
-from trainspeed.loop.checks import AMP_DTYPES, check_loss, check_parts, positive_int, resolve_device
-from trainspeed.loop.compiled import STEPS_PER_CALL, build_k_steps, default_cache_dir, load_times, save_times, step_key
-from trainspeed.loop.cuda_graph import WARMUP_STEPS, capture_graph, make_capturable
+from trainspeed.loop import capturing, choosing, plan, running
+from trainspeed.loop.capture import CapturedStep
+from trainspeed.loop.checks import AMP_DTYPES, check_parts, positive_int, resolve_device
+from trainspeed.loop.compiled import default_cache_dir
+from trainspeed.loop.cuda_graph import GraphStep
 from trainspeed.loop.data import Batch, TrainData, resolve_data
 from trainspeed.loop.ddp import DataParallel
 from trainspeed.loop.recorder import LossRecorder
 from trainspeed.loop.result import FitResult, FitTimings, Strategy
+from trainspeed.loop.running import _data_device, _sync
 
 Group = list[Batch]
 """The micro-batches of one optimizer step (one, unless accumulating)."""
-THREAD_PROBE_MIN_STEPS = 100
-THREAD_PROBE_ROUNDS = 3
-EAGER_TIMED_STEPS = 5
-REPLAY_TIMED_STEPS = 10
-COMPILED_TIMED_CALLS = 3
-SNAPSHOT_SHARE = 0.25
-"""The capture's safety copy of the state may take at most this share of the free host memory."""
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def _data_device(data: object) -> torch.device | None:
-    tensors = data if isinstance(data, (tuple, list)) else getattr(data, "tensors", None)
-    if tensors is None:
-        tensors = getattr(getattr(data, "dataset", None), "tensors", None)
-    found = {t.device for t in tensors or () if isinstance(t, torch.Tensor)}
-    return found.pop() if len(found) == 1 else None
-
-
-def _flat(group: Group) -> list[torch.Tensor]:
-    return [t for inputs, target in group for t in (*inputs, target)]
-
-
-def _unflat(flat: list[torch.Tensor] | tuple[torch.Tensor, ...], micro_batches: int) -> Group:
-    """The inverse of _flat: `micro_batches` (inputs..., target) groups from one flat list."""
-    width = len(flat) // micro_batches
-    return [(tuple(flat[i * width:(i + 1) * width - 1]), flat[(i + 1) * width - 1]) for i in range(micro_batches)]
-
-
-def _signature(flat: list[torch.Tensor]) -> tuple:
-    return tuple((t.shape, t.dtype, t.device) for t in flat)
 
 
 class FastLoop:
-    """The state of one `fit` job; `run(n)` trains n more optimizer steps (all that are left if None)."""
+    """The state of one `fit` job; `run(n)` trains n more optimizer steps (all that are left if None).
+
+    Its methods are grouped by what they do: the choices taken on the job's own timed steps (`choosing`),
+    the steps as they run (`running`), and capturing and compiling the step (`capturing`); this class holds
+    the job's state, its set-up and `run`."""
+
+    # set once the job chooses a strategy (choosing.py, capturing.py, running.py)
+    thread_plan: list[int]
+    thread_times: dict[int, list[float]]
+    template: Group
+    signature: tuple[Any, ...]
+    captured: CapturedStep
+    replay_times: dict[int, list[float]]
+    static: list[torch.Tensor]
+    graph: GraphStep
+    compile_key: str
+    k_steps: Callable[..., torch.Tensor]
+    compile_calls: list[float]
+    _capture_loss: torch.Tensor
+
+    # the choices, on the job's own timed steps
+    _will_probe_threads = choosing._will_probe_threads
+    _probe_threads = choosing._probe_threads
+    _time_eager = choosing._time_eager
+    _time_window = choosing._time_window
+    _decide_capture = choosing._decide_capture
+    _replay_sample = choosing._replay_sample
+    _decide_compile = choosing._decide_compile
+    # the steps as they run
+    _iter_groups = running._iter_groups
+    _eager = running._eager
+    _step_of_flat = running._step_of_flat
+    _record = running._record
+    _run_one = running._run_one
+    _spent = running._spent
+    _fits_capture = running._fits_capture
+    _captured_steps = running._captured_steps
+    _replay_resident = running._replay_resident
+    _compiled_resident = running._compiled_resident
+    _call_compiled = running._call_compiled
+    _note_compiled = running._note_compiled
+    # capturing and compiling the step
+    _capture = capturing._capture
+    _compiled_call = capturing._compiled_call
+    _compile_and_check = capturing._compile_and_check
+    _capture_graph = capturing._capture_graph
 
     def __init__(self, model: nn.Module, data: object, loss_fn: Callable[..., torch.Tensor],
                  optimizer: torch.optim.Optimizer, epochs: int, batch_size: int | None = None,
@@ -199,95 +211,6 @@ class FastLoop:
             "shuffled on the device each epoch" if d.shuffle else "in order")
         return f"data resident on {self.device} ({d.rows} rows, {how}): no DataLoader, no copy per step"
 
-    def _iter_groups(self) -> Iterator[tuple[Group, bool]]:
-        for _ in range(self.epochs):
-            group: Group = []
-            full = True
-            for batch, is_full in self.data.epoch():
-                group.append(batch)
-                full = full and is_full
-                if len(group) == self.accumulate:
-                    yield group, full
-                    group, full = [], True
-            if group:
-                yield group, False
-
-    # ---- one step, each runner ----------------------------------------------------------------
-    def _eager(self, group: Group) -> torch.Tensor:
-        self.optimizer.zero_grad(set_to_none=True)
-        k = len(group)
-        total: torch.Tensor | None = None
-        for inputs, target in group:
-            weight = share = 1.0
-            if self.dist is not None and self.data.loader is None:  # resident data: this rank's rows of the batch
-                inputs, target, weight, share = self.dist.rows(inputs, target)
-            with self.autocast:
-                loss = self.loss_fn(self.net(*inputs), target)
-            if self.mode == "first":
-                check_loss(loss)
-            scaled = loss / k if k > 1 else loss
-            if weight != 1.0:
-                scaled = scaled * weight
-            (self.scaler.scale(scaled) if self.scaler else scaled).backward()
-            part = loss.detach().float()
-            if self.dist is not None:
-                part = part * (share if self.data.loader is None else 1.0 / self.dist.env.world_size)
-            total = part if total is None else total + part
-        if self.scaler:
-            self.scaler.step(self.optimizer)
-            self.scaler.update()
-        else:
-            self.optimizer.step()
-        assert total is not None
-        return total / k if k > 1 else total
-
-    def _step_of_flat(self, *args: torch.Tensor) -> torch.Tensor:
-        """The eager step with every tensor it touches as an argument (what capture needs)."""
-        loss = self._eager(_unflat(args[len(self.state):], len(self.template)))
-        self._capture_loss = loss.detach()
-        return loss
-
-    def _record(self, first_step: int, losses: torch.Tensor) -> None:
-        """Record the losses of steps first_step, first_step+1, ... that fall on record_every."""
-        every = self.record_every
-        if every is None:
-            return
-        n = losses.numel()
-        steps = [s for s in range(first_step, first_step + n) if s % every == 0]
-        if not steps:
-            return
-        if len(steps) == n:
-            self.recorder.add(losses)
-        else:
-            self.recorder.add(losses.reshape(-1)[[s - first_step for s in steps]])
-        self.recorded_steps.extend(steps)
-
-    def _run_one(self, runner: str, group: Group) -> float:
-        """One optimizer step by `runner`; returns its host wall time."""
-        start = self.now()
-        if runner == "eager":
-            loss = self._eager(group)
-        elif runner == "replay":
-            with torch.no_grad():
-                loss = self.captured.replay(*self.state, *_flat(group))
-        else:  # graph
-            for static, t in zip(self.static, _flat(group)):
-                if static is not t:
-                    static.copy_(t)
-            self.graph.graph.replay()
-            loss = self.graph.loss.clone()
-        elapsed = self.now() - start
-        self._spent(runner, elapsed)
-        self.done += 1
-        self.counts[runner] = self.counts.get(runner, 0) + 1
-        self._record(self.done, loss)
-        return elapsed
-
-    def _spent(self, runner: str, seconds: float) -> None:
-        self.seconds[runner] = self.seconds.get(runner, 0.0) + seconds
-
-    def _fits_capture(self, group: Group, full: bool) -> bool:
-        return full and len(group) == len(self.template) and _signature(_flat(group)) == self.signature
 
     # ---- the plan ----------------------------------------------------------------------------
     def run(self, steps: int | None = None) -> None:
@@ -334,362 +257,6 @@ class FastLoop:
                 group, _ = next(self._groups)
                 self._run_one("eager", group)
 
-    def _will_probe_threads(self) -> bool:
-        if self.device.type != "cpu" or not self.probe_threads or self.user_threads == 1:
-            return False
-        if self.total < THREAD_PROBE_MIN_STEPS:
-            self.explain.append(f"{self.user_threads} intra-op threads kept: job too short to probe")
-            return False
-        self.thread_plan = [n for _ in range(THREAD_PROBE_ROUNDS) for n in (1, self.user_threads) for _ in range(2)]
-        self.thread_times: dict[int, list[float]] = {}
-        return True
-
-    def _probe_threads(self, target: int) -> None:
-        while self.thread_plan and self.done < target:
-            n = self.thread_plan.pop(0)
-            torch.set_num_threads(n)
-            group, _ = next(self._groups)
-            self.thread_times.setdefault(n, []).append(self._run_one("eager", group))
-        if not self.thread_plan:
-            medians = {n: statistics.median(t) for n, t in self.thread_times.items()}
-            decision = plan.pick_threads(medians)
-            self.threads = min(medians, key=medians.__getitem__)
-            torch.set_num_threads(self.threads)
-            self.explain.append(decision.reason)
-            self.samples["eager"] = self.thread_times[self.threads]
-            self.mode = "decide"
-
-    def _time_eager(self, target: int) -> None:
-        samples = self.samples.setdefault("eager", [])
-        while len(samples) < EAGER_TIMED_STEPS and self.done < target:
-            group, _ = next(self._groups)
-            samples.append(self._run_one("eager", group))
-        if len(samples) >= EAGER_TIMED_STEPS or self.done >= self.total:
-            if self.device.type == "cuda":
-                samples[:] = [self._time_window("eager", EAGER_TIMED_STEPS, target)]
-            self.mode = "decide"
-
-    def _time_window(self, runner: str, steps: int, target: int) -> float:
-        """Per-step seconds over a window with the device synchronised at both ends (CUDA probes)."""
-        _sync(self.device)
-        start, n = self.now(), 0
-        while n < steps and self.done < target:
-            group, full = next(self._groups)
-            self._run_one(runner if runner == "eager" or self._fits_capture(group, full) else "eager", group)
-            n += 1
-        _sync(self.device)
-        return (self.now() - start) / max(n, 1)
-
-    def _decide_capture(self) -> None:
-        left = self.total - self.done
-        eager_s = statistics.median(self.samples["eager"]) if self.samples.get("eager") else 0.0
-        if left == 0:
-            self.mode = "eager"
-            return
-        if self.capture_opt is False:
-            self.explain.append("capture off (capture=False): plain steps throughout")
-            self.mode = "eager"
-            return
-        decision = plan.decide_capture(left, eager_s)
-        if self.capture_opt == "auto" and self.compile_opt is True:
-            self.capture_opt = True  # compiling starts from the captured step
-        if self.capture_opt == "auto" and not decision.take:
-            self.explain.append(decision.reason)
-            self.mode = "eager"
-            return
-        self.explain.append(decision.reason if self.capture_opt == "auto" else "capture forced (capture=True)")
-        self.mode = "capture"
-
-    def _captured_steps(self, target: int) -> None:
-        resident = self.data.full_batch and self.accumulate == 1
-        if self.mode == "replay" and resident:
-            self._replay_resident(target)
-            return
-        if self.mode == "compiled" and resident and self.counts.get("compiled", 0) and self.done < target:
-            self._compiled_resident(target)
-            if self.done < target and self.mode == "compiled":
-                self._replay_resident(target)  # fewer than K steps left
-            return
-        while self.done < target:
-            group, full = next(self._groups)
-            if self.mode == "capture":
-                self._capture(group, full)
-            elif self.mode in ("replay", "time_replay", "graph") or not full:
-                runner = "graph" if self.mode == "graph" else "replay"
-                if not self._fits_capture(group, full):
-                    runner = "eager"
-                elapsed = self._run_one(runner, group)
-                if self.mode == "time_replay" and runner == "replay":
-                    self._replay_sample(elapsed)
-            else:  # compiled: this step and the next K-1 in one call
-                self._compiled_call(group, full, target)
-            if self.mode == "eager":
-                return
-
-    def _replay_resident(self, target: int) -> None:
-        """The hot loop: the same resident full batch every step, nothing but the replay and the record."""
-        n = target - self.done
-        args = [*self.state, *_flat(self.template)]
-        replay, add, every, first = self.captured.replay, self.recorder.add, self.record_every, self.done + 1
-        start = self.now()
-        with torch.no_grad():
-            if every == 1:
-                for _ in range(n):
-                    add(replay(*args))
-            else:
-                for step in range(first, first + n):
-                    loss = replay(*args)
-                    if every is not None and step % every == 0:
-                        add(loss)
-        self._spent("replay", self.now() - start)
-        if every is not None:
-            self.recorded_steps.extend(s for s in range(first, first + n) if s % every == 0)
-        for _ in range(n):  # keep the data iterator in step with the steps taken
-            next(self._groups)
-        self.done += n
-        self.counts["replay"] = self.counts.get("replay", 0) + n
-
-    def _compiled_resident(self, target: int) -> None:
-        """The compiled hot loop: K steps per call on the resident full batch."""
-        k = STEPS_PER_CALL
-        calls = (target - self.done) // k
-        args = [*self.state, *(_flat(self.template) * k)]
-        first = self.done + 1
-        timed = min(calls, COMPILED_TIMED_CALLS - len(self.compile_calls))
-        for i in range(timed):
-            self._record(first + i * k, self._call_compiled(args))
-        fn, add, every = self.k_steps, self.recorder.add, self.record_every
-        start = self.now()
-        for i in range(timed, calls):
-            losses = fn(*args)
-            if every == 1:
-                add(losses)
-            elif every is not None:
-                self._record(first + i * k, losses)
-        self._spent("compiled", self.now() - start)
-        if every == 1:
-            self.recorded_steps.extend(range(first + timed * k, first + calls * k))
-        for _ in range(calls * k):
-            next(self._groups)
-        self.done += calls * k
-        self.counts["compiled"] += calls * k
-
-    def _call_compiled(self, args: list[torch.Tensor]) -> torch.Tensor:
-        """One timed call of K compiled steps; the first few after the compile give the step time."""
-        start = self.now()
-        losses = self.k_steps(*args)
-        elapsed = self.now() - start
-        self._spent("compiled", elapsed)
-        if len(self.compile_calls) < COMPILED_TIMED_CALLS:
-            self.compile_calls.append(elapsed / STEPS_PER_CALL)
-            if len(self.compile_calls) == COMPILED_TIMED_CALLS:
-                self._note_compiled()
-        return losses
-
-    def _note_compiled(self) -> None:
-        step_s = statistics.median(self.compile_calls)
-        save_times(self.cache_dir, self.compile_key, self.compile_s, step_s)
-        self.explain.append(f"compiled {STEPS_PER_CALL} steps per call: {plan.us(step_s)} per step, compile "
-                            f"{self.compile_s:.1f} s (measured)")
-        self.samples["compiled"] = list(self.compile_calls)
-
-    def _capture(self, group: Group, full: bool) -> None:
-        self.template = group
-        self.signature = _signature(_flat(group))
-        if not full:
-            self._run_one("eager", group)  # wait for a full batch to capture
-            return
-        if self.device.type == "cuda":
-            self._capture_graph(group)
-            return
-        seen: dict[int, torch.Tensor] = {}
-        for t in [*self.model.parameters(), *self.model.buffers(),
-                  *(v for s in self.optimizer.state.values() for v in s.values() if isinstance(v, torch.Tensor))]:
-            seen.setdefault(id(t), t)
-        self.state = list(seen.values())
-        # Capturing runs the step for real; should it fail part-way, put everything back as it was.
-        need = sum(t.numel() * t.element_size() for t in self.state)
-        free = psutil.virtual_memory().available
-        if need > SNAPSHOT_SHARE * free:
-            self.explain.append(f"no capture: a safety copy of the model and optimizer state ({need / 2**30:.1f} GiB) "
-                                f"would take more than {SNAPSHOT_SHARE:.0%} of the free memory; plain steps")
-            self.mode = "eager"
-            self._run_one("eager", group)
-            return
-        snapshot = [t.detach().clone() for t in self.state]
-        rng = torch.get_rng_state()
-        start = self.now()
-        try:
-            self.captured = capture_step(self._step_of_flat, [*self.state, *_flat(group)])
-        except Exception as e:  # noqa: BLE001 - any failure to capture leaves the plain step
-            with torch.no_grad():
-                for t, saved in zip(self.state, snapshot):
-                    t.copy_(saved)
-            torch.set_rng_state(rng)
-            reason = str(e) if isinstance(e, CaptureRefused) else f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
-            self.explain.append(f"capture refused: {reason}; plain steps throughout")
-            self.mode = "eager"
-            self._run_one("eager", group)
-            return
-        finally:
-            self.capture_s += self.now() - start
-        del snapshot
-        self.done += 1  # the capture's own real step
-        self.counts["capture"] = self.counts.get("capture", 0) + 1
-        self._record(self.done, self._capture_loss)
-        for p in self.model.parameters():
-            p.grad = None  # the replay computes gradients without storing them in .grad
-        self.explain.append(f"captured the step: {self.captured.ops} aten ops per step, replayed without module "
-                            f"calls, autograd or optimizer Python (capture {plan.ms(self.capture_s)}, measured)")
-        self.mode = "time_replay"
-        self.replay_times: dict[int, list[float]] = {}
-
-    def _replay_sample(self, elapsed: float) -> None:
-        """Time the replay, alternating thread counts on a CPU whose count is ours to choose."""
-        candidates = sorted({1, self.user_threads}) if self.probe_threads and self.device.type == "cpu" else [self.threads]
-        by_threads = self.replay_times
-        by_threads.setdefault(torch.get_num_threads(), []).append(elapsed)
-        taken = sum(map(len, by_threads.values()))
-        if taken < REPLAY_TIMED_STEPS * len(candidates):
-            torch.set_num_threads(candidates[taken % len(candidates)])
-            return
-        medians = {n: statistics.median(t) for n, t in by_threads.items()}
-        if len(medians) > 1:
-            self.threads = min(medians, key=medians.__getitem__)
-            self.explain.append("replay: " + plan.pick_threads(medians).reason)
-        torch.set_num_threads(self.threads)
-        self.samples["replay"] = by_threads[self.threads]
-        eager_s, replay_s = statistics.median(self.samples["eager"]), medians[self.threads]
-        decision = plan.decide_replay(replay_s, eager_s)
-        self.explain.append(decision.reason)
-        if not decision.take:
-            self.mode = "eager"
-            return
-        self.mode = "replay"
-        self._decide_compile(replay_s)
-
-    def _decide_compile(self, replay_s: float) -> None:
-        left = self.total - self.done
-        if self.compile_opt is False or left < STEPS_PER_CALL:
-            if self.compile_opt is False:
-                self.explain.append("compile off (compile=False)")
-            return
-        inputs = [*self.state, *_flat(self.template)]
-        self.compile_key = step_key(self.captured, inputs, STEPS_PER_CALL)
-        prediction = plan.predict_compile(replay_s, load_times(self.cache_dir, self.compile_key))
-        decision = plan.decide_compile(left, replay_s, prediction)
-        if self.compile_opt == "auto" and not decision.take:
-            self.explain.append(decision.reason)
-            return
-        self.explain.append(decision.reason if self.compile_opt == "auto" else "compile forced (compile=True)")
-        width = len(_flat(self.template))
-        self.k_steps = build_k_steps(self.captured, len(self.state), width, STEPS_PER_CALL)
-        self.compile_calls: list[float] = []
-        self.mode = "compiled"
-
-    def _compiled_call(self, group: Group, full: bool, target: int) -> None:
-        k = STEPS_PER_CALL
-        if target - self.done < k or not self._fits_capture(group, full):
-            self._run_one("replay" if self._fits_capture(group, full) else "eager", group)
-            return
-        groups = [group]
-        while len(groups) < k:
-            nxt, nfull = next(self._groups)
-            if not self._fits_capture(nxt, nfull):
-                for g in groups:  # a short batch in the way: run these one by one
-                    self._run_one("replay", g)
-                self._run_one("eager", nxt)
-                return
-            groups.append(nxt)
-        args = [*self.state, *(t for g in groups for t in _flat(g))]
-        first_step = self.done + 1
-        if self.counts.get("compiled", 0) == 0:
-            losses = self._compile_and_check(groups, args)
-            if losses is None:
-                return
-        else:
-            losses = self._call_compiled(args)
-        self.done += k
-        self.counts["compiled"] = self.counts.get("compiled", 0) + k
-        self._record(first_step, losses)
-
-    def _compile_and_check(self, groups: list[Group], args: list[torch.Tensor]) -> torch.Tensor | None:
-        """Compile on these K steps, and check them against the replay; None (replayed instead) on failure.
-
-        The K steps are replayed first from a snapshot of the state, then the state is put back
-        and the compiled function runs them: losses and final state must agree (rtol 1e-4, atol
-        1e-5). Either way the job continues from one consistent state.
-        """
-        snapshot = [t.detach().clone() for t in self.state]
-        rng = torch.get_rng_state()
-        with torch.no_grad():
-            expected = torch.stack([self.captured.replay(*self.state, *_flat(g)) for g in groups])
-            expected_state = [t.detach().clone() for t in self.state]
-            for t, saved in zip(self.state, snapshot):
-                t.copy_(saved)
-        torch.set_rng_state(rng)
-        start = self.now()
-        problem = None
-        try:
-            losses = self.k_steps(*args)
-        except Exception as e:  # noqa: BLE001 - a compiler failure must not end the job
-            problem = f"compile failed ({type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''})"
-        self.compile_s += self.now() - start
-        if problem is None:
-            worst = max((a - b).abs().max().item() for a, b in zip([losses, *self.state], [expected, *expected_state]))
-            if not all(torch.allclose(a, b, rtol=1e-4, atol=1e-5)
-                       for a, b in zip([losses, *self.state], [expected, *expected_state])):
-                problem = f"the compiled steps disagreed with the replay (largest difference {worst:.3g})"
-        if problem is None:
-            return losses
-        with torch.no_grad():
-            for t, saved in zip(self.state, expected_state):
-                t.copy_(saved)
-        self.explain.append(f"{problem}; replaying instead")
-        self.mode = "replay"
-        first_step = self.done + 1
-        self.done += len(groups)
-        self.counts["replay"] = self.counts.get("replay", 0) + len(groups)
-        self._record(first_step, expected)
-        return None
-
-    def _capture_graph(self, group: Group) -> None:
-        if self.scaler is not None:
-            self.explain.append("no CUDA graph: the fp16 GradScaler reads its overflow flag on the host; plain steps")
-            self.mode = "eager"
-            self._run_one("eager", group)
-            return
-        self._restore_capturable = make_capturable(self.optimizer)
-        flat = _flat(group)
-        self.static = flat if self.data.full_batch else [t.clone() for t in flat]
-        static_group = _unflat(self.static, len(group))
-
-        def feed_next() -> None:  # warm-up steps after the first train on the next batches, as replays will
-            nxt, _ = next(self._groups)
-            for static, t in zip(self.static, _flat(nxt)):
-                if static is not t:
-                    static.copy_(t)
-
-        warmups = min(WARMUP_STEPS, self.total - self.done)
-        feeds = [lambda: None] + [feed_next] * (warmups - 1)
-        start = self.now()
-        self.graph = capture_graph(lambda: self._eager(static_group),
-                                   lambda: self.optimizer.zero_grad(set_to_none=True), feeds)
-        self.capture_s += self.now() - start
-        for loss in self.graph.warmup_losses:  # real steps run before the capture
-            self.done += 1
-            self.counts["capture"] = self.counts.get("capture", 0) + 1
-            self._record(self.done, loss)
-        if self.graph.graph is None:
-            self.explain.append(f"CUDA graph capture failed ({self.graph.error}); plain steps throughout")
-            self.mode = "eager"
-            return
-        eager_s = statistics.median(self.samples["eager"])
-        graph_s = self._time_window("graph", REPLAY_TIMED_STEPS, self.total)
-        decision = plan.decide_replay(graph_s, eager_s)
-        self.explain.append("CUDA graph: " + decision.reason)
-        self.samples["graph"] = [graph_s]
-        self.mode = "graph" if decision.take else "eager"
 
     # ---- the end ---------------------------------------------------------------------------
     def finish(self) -> FitResult:

@@ -33,5 +33,5 @@ def apply_checkpointing(model: nn.Module) -> int:
         def checkpointed(*args: Any, _forward: Any = forward, **kwargs: Any) -> Any:
             return checkpoint(_forward, *args, use_reentrant=False, preserve_rng_state=False, **kwargs)
 
-        block.forward = checkpointed  # type: ignore[method-assign]
+        block.forward = checkpointed
     return len(blocks)

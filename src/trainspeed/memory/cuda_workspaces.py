@@ -117,6 +117,7 @@ def measure_workspaces(device: torch.device) -> Workspaces:
 
         def backward() -> list[torch.Tensor]:
             (x @ w).sum().backward()
+            assert w.grad is not None
             return [w.grad]
 
         engine = added(backward)

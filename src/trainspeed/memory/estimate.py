@@ -11,32 +11,35 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from contextlib import nullcontext
-from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 import torch
 from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from trainspeed.memory.checkpointing import apply_checkpointing
+from trainspeed.memory.cuda_workspaces import step_workspaces
 from trainspeed.memory.layers import LayerRecorder
 from trainspeed.memory.optimizers import OptimizerFactory, optimizer_factory
 from trainspeed.memory.result import CATEGORIES, LayerMemory, MemoryEstimate
+from trainspeed.memory.step import (
+    AMP_DTYPES,
+    InputArg,
+    ModelArg,
+    StepSetup,
+    default_loss,
+    input_maker,
+    state_tensors,
+    training_step,
+)
 from trainspeed.memory.tracker import Block, LiveBytes, storage_key
-from trainspeed.memory.cuda_workspaces import step_workspaces
 from trainspeed.memory.workspace import hidden_outputs, unseen_notes, workspace_bytes
 
 CUDA_ALLOCATION_QUANTUM = 512
 """The CUDA caching allocator rounds every block up to 512 bytes (kMinBlockSize in
 c10/cuda/CUDACachingAllocator.cpp); max_memory_allocated counts the rounded sizes."""
-
-AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
-
-ModelArg = Union[nn.Module, Callable[[], nn.Module]]
-InputArg = Union[Callable[[int], Any], Sequence[int]]
-
 
 class EstimateError(Exception):
     """The step could not be replayed on fake tensors; the message names the op that failed."""
@@ -45,70 +48,6 @@ class EstimateError(Exception):
 def _first_line(e: BaseException) -> str:
     text = str(e).strip()
     return text.splitlines()[0] if text else ""
-
-
-def input_maker(example_input: InputArg) -> Callable[[int], tuple[Any, ...]]:
-    """A callable batch -> tuple of model inputs, from a callable or a per-sample shape (float32)."""
-    if callable(example_input):
-        def make(batch: int) -> tuple[Any, ...]:
-            value = example_input(batch)
-            return tuple(value) if isinstance(value, (tuple, list)) else (value,)
-        return make
-    shape = tuple(int(d) for d in example_input)
-    return lambda batch: (torch.randn(batch, *shape),)
-
-
-def default_loss(output: Any) -> torch.Tensor:
-    """The mean of the output (of its first element if it is a tuple or list)."""
-    first = output[0] if isinstance(output, (tuple, list)) else output
-    return first.float().mean()
-
-
-def amp_context(device_type: str, amp: str | None) -> Any:
-    if amp is None:
-        return nullcontext()
-    return torch.autocast(device_type=device_type, dtype=AMP_DTYPES[amp])
-
-
-@dataclass
-class StepSetup:
-    """What one training step needs; shared by the estimate and the measured run."""
-
-    make_inputs: Callable[[int], tuple[Any, ...]]
-    loss_fn: Callable[[Any], torch.Tensor]
-    amp: str | None
-    device_type: str
-
-
-def training_step(model: nn.Module, optimizer: torch.optim.Optimizer, setup: StepSetup, batch: int,
-                  device: torch.device, marks: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """One step: inputs, forward, loss, backward, optimizer step, gradients set to None.
-
-    `marks(phase)` is called at each phase edge. Returns what it saw at the end of backward."""
-    mark = marks or (lambda phase: None)
-    mark("input")
-    inputs = tuple(t.to(device) if isinstance(t, torch.Tensor) else t for t in setup.make_inputs(batch))
-    mark("forward")
-    with amp_context(setup.device_type, setup.amp):
-        output = model(*inputs)
-        loss = setup.loss_fn(output)
-    mark("backward")
-    loss.backward()
-    grads = [p.grad for p in model.parameters() if p.grad is not None]
-    mark("optimizer")
-    optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
-    seen = {"grads": grads}
-    del inputs, output, loss, grads
-    mark("done")
-    return seen
-
-
-def _state_tensors(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
-    tensors = []
-    for state in optimizer.state.values():
-        tensors += [v for v in state.values() if isinstance(v, torch.Tensor)]
-    return tensors
 
 
 def _capability(device: torch.device) -> tuple[int, int] | None:
@@ -163,7 +102,7 @@ class _Replay:
         cpu = self.quantum == 1
         tracker = LiveBytes(self.quantum, workspace_bytes if cpu else None, hidden_outputs if cpu else None)
         tracker.adopt(list(self.model.parameters()) + list(self.model.buffers()), "params")
-        tracker.adopt(_state_tensors(self.optimizer), "optimizer-state")
+        tracker.adopt(state_tensors(self.optimizer), "optimizer-state")
         if self.library_workspace:
             tracker.reserve(self.library_workspace, "workspace")
         recorder = LayerRecorder(self.model)

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from trainspeed._io import quiet_fd2
+from trainspeed.memory.allocations import allocation_peak, profiler_allocations
 
 FORWARD = "aten.mkldnn_rnn_layer.default"
 BACKWARD = "aten.mkldnn_rnn_layer_backward.default"
@@ -53,12 +54,10 @@ def _zeros(a: Any) -> Any:
 
 def _scratch_of(call: Any) -> tuple[Any, int]:
     """Run `call()` under the allocator events; its result and its peak minus what it kept."""
-    from trainspeed.memory.measure import _profiler_allocations, allocation_peak
-
     with quiet_fd2(), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
                                              profile_memory=True) as prof:
         out = call()
-    events = _profiler_allocations(prof)
+    events = profiler_allocations(prof)
     kept = sum(delta for _, delta in events)
     return out, max(allocation_peak(events) - kept, 0)
 

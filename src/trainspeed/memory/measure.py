@@ -20,19 +20,20 @@ import torch
 from torch import nn
 
 from trainspeed._io import quiet_fd2
+from trainspeed.memory.allocations import allocation_peak, profiler_allocations
 from trainspeed.memory.checkpointing import apply_checkpointing
 from trainspeed.memory.cuda_workspaces import free_cublas_workspaces
-from trainspeed.memory.estimate import (
+from trainspeed.memory.optimizers import OptimizerFactory, optimizer_factory
+from trainspeed.memory.result import MeasuredPeak
+from trainspeed.memory.step import (
     InputArg,
     ModelArg,
     StepSetup,
-    _state_tensors,
     default_loss,
     input_maker,
+    state_tensors,
     training_step,
 )
-from trainspeed.memory.optimizers import OptimizerFactory, optimizer_factory
-from trainspeed.memory.result import MeasuredPeak
 
 
 def _unique_bytes(tensors: list[torch.Tensor]) -> int:
@@ -41,28 +42,6 @@ def _unique_bytes(tensors: list[torch.Tensor]) -> int:
         s = t.untyped_storage()
         seen[id(s)] = s.nbytes()
     return sum(seen.values())
-
-
-def allocation_peak(events: list[tuple[int, int]]) -> int:
-    """Peak of the running sum of (time, +/- bytes) allocator events, taken from zero."""
-    live = peak = 0
-    for _, delta in sorted(events):
-        live += delta
-        peak = max(peak, live)
-    return peak
-
-
-def _profiler_allocations(prof: Any) -> list[tuple[int, int]]:
-    from torch._C._profiler import _EventType
-
-    found: list[tuple[int, int]] = []
-    stack = list(prof.profiler.kineto_results.experimental_event_tree())
-    while stack:
-        ev = stack.pop()
-        if ev.tag == _EventType.Allocation and ev.extra_fields.device.type == "cpu":
-            found.append((ev.start_time_ns, int(ev.extra_fields.alloc_size)))
-        stack.extend(ev.children)
-    return found
 
 
 def build_real(model: ModelArg, device: torch.device, checkpointing: bool) -> nn.Module:
@@ -92,7 +71,7 @@ def step_peak(run_step: Callable[[], Any], held: list[torch.Tensor], device: tor
     with quiet_fd2(), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
                                                  profile_memory=True) as prof:
         run_step()
-    return MeasuredPeak(before + allocation_peak(_profiler_allocations(prof)), str(device),
+    return MeasuredPeak(before + allocation_peak(profiler_allocations(prof)), str(device),
                         "torch.profiler allocator events")
 
 
@@ -100,7 +79,7 @@ def measure_step_peak(model: nn.Module, optimizer: torch.optim.Optimizer, setup:
                       device: torch.device) -> MeasuredPeak:
     """Run one warm-up step (creates optimizer state), then measure the next one."""
     training_step(model, optimizer, setup, batch, device)
-    held = list(model.parameters()) + list(model.buffers()) + _state_tensors(optimizer)
+    held = list(model.parameters()) + list(model.buffers()) + state_tensors(optimizer)
     return step_peak(lambda: training_step(model, optimizer, setup, batch, device), held, device)
 
 

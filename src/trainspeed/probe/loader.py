@@ -53,8 +53,8 @@ def item_like(batch: Any, batch_size: int) -> Any:
         kept = {k: v for k, v in items.items() if v is not None}
         return kept or None
     if isinstance(batch, (tuple, list)):
-        kept = [v for v in (item_like(v, batch_size) for v in batch) if v is not None]
-        return tuple(kept) if kept else None
+        parts = [v for v in (item_like(v, batch_size) for v in batch) if v is not None]
+        return tuple(parts) if parts else None
     return None
 
 

@@ -136,7 +136,7 @@ def _median_ms(run: Callable[[], Any], spec: OptimizerSpec, repeats: int, now: C
 def _init_parameters(cls: type) -> set[str] | None:
     """The keyword arguments `cls(...)` takes; None when it takes any (**kwargs) or cannot be read."""
     try:
-        params = inspect.signature(cls.__init__).parameters
+        params = inspect.signature(cls.__init__).parameters  # type: ignore[misc]  # the class's own __init__
     except (TypeError, ValueError):
         return None
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):

@@ -139,13 +139,13 @@ def sweep_png(result: SweepResult) -> bytes:
     labels = [p.value for p in points]
     if result.knob == "batch-size":
         ys = [p.extras.get("samples_per_s", 0.0) for p in points]
-        low = [y - int(p.value) * result.steps / p.ci_high for y, p in zip(ys, points)]
-        high = [int(p.value) * result.steps / p.ci_low - y for y, p in zip(ys, points)]
+        low = [y - int(p.value) * result.steps / p.interval[1] for y, p in zip(ys, points)]
+        high = [int(p.value) * result.steps / p.interval[0] - y for y, p in zip(ys, points)]
         ax.set_ylabel("samples / s (median, 95% interval)")
     else:
-        ys = [p.median_s / result.steps * 1e3 for p in points]
-        low = [0.0 if p.predicted else y - p.ci_low / result.steps * 1e3 for y, p in zip(ys, points)]
-        high = [0.0 if p.predicted else p.ci_high / result.steps * 1e3 - y for y, p in zip(ys, points)]
+        ys = [p.seconds / result.steps * 1e3 for p in points]
+        low = [0.0 if p.predicted else y - p.interval[0] / result.steps * 1e3 for y, p in zip(ys, points)]
+        high = [0.0 if p.predicted else p.interval[1] / result.steps * 1e3 - y for y, p in zip(ys, points)]
         ax.set_ylabel("ms per step (median, 95% interval)")
     xs = _numeric(labels) if result.knob in ("batch-size", "threads") else None
     if xs is None:

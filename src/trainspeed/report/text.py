@@ -273,14 +273,15 @@ def sweep_view(result: SweepResult) -> Group:
             table.add_row(p.value, "-", "-", *(["-"] * len(extras)), Text(f"failed: {p.error}", style="red"))
             continue
         per = 1e3 / result.steps
-        interval = "predicted" if p.predicted else f"{p.ci_low * per:.3f}-{p.ci_high * per:.3f}"
+        low, high = p.interval
+        interval = "predicted" if p.predicted else f"{low * per:.3f}-{high * per:.3f}"
         cells = []
         for key, _, fmt in extras:
             v = p.extras.get(key)
             cells.append("-" if v is None else human_bytes(v) if fmt is None else fmt.format(v))
         mark = "best" if p.value == result.best else "~ best" if p.value in result.same_as_best else ""
         style = "dim italic" if p.predicted else None
-        table.add_row(p.value, f"{p.median_s * per:.3f}", interval, *cells,
+        table.add_row(p.value, f"{p.seconds * per:.3f}", interval, *cells,
                       mark, style=style)
     parts: list[Table | Text] = [table]
     if result.same_as_best:

@@ -19,8 +19,8 @@ import torch
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 from trainspeed.memory.checkpointing import apply_checkpointing
-from trainspeed.memory.estimate import _state_tensors
 from trainspeed.memory.measure import step_peak
+from trainspeed.memory.step import state_tensors
 from trainspeed.threads import intra_op_threads
 from trainspeed.workloads.workload import Workload
 
@@ -88,6 +88,8 @@ class Arm:
         self._pool: ThreadPoolExecutor | None = None
         self._save_dir: tempfile.TemporaryDirectory | None = None
         self._graph: Any = None
+        self._static_loss: Any = None
+        self._iter: Any = None
 
     # ---- building -------------------------------------------------------------------------
     def build(self, warmup: int) -> Setup:
@@ -113,7 +115,7 @@ class Arm:
             per_step = (time.perf_counter() - t0) / max(1, warmup)
             setup = Setup(first, per_step, batch_size=self.batch)
             if c.measure_memory:
-                held = list(self.model.parameters()) + list(self.model.buffers()) + _state_tensors(self.optimizer)
+                held = list(self.model.parameters()) + list(self.model.buffers()) + state_tensors(self.optimizer)
                 setup.peak_bytes = step_peak(self._step, held, self.device).peak_bytes
             if c.count_ops:
                 setup.ops_per_step, setup.flops_per_step = self._count()
@@ -143,7 +145,7 @@ class Arm:
     def _build_data(self) -> None:
         c, w = self.config, self.workload
         data = w.data()
-        n = len(data) if isinstance(data, Dataset) else int(data[0].shape[0])
+        n = len(data) if isinstance(data, Dataset) else int(data[0].shape[0])  # type: ignore[arg-type]  # a map-style Dataset
         self.batch = c.batch_size or w.batch_size or n
         if self.batch % c.accumulate:
             raise ValueError(f"batch {self.batch} does not split into {c.accumulate} equal micro-batches")

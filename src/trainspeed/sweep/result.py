@@ -38,6 +38,19 @@ class SweepPoint:
     extras: dict[str, Any] = field(default_factory=dict)
     """Knob-specific numbers: samples_per_s, step_ms, peak_bytes, compile_s, ..."""
 
+    @property
+    def seconds(self) -> float:
+        """The median seconds per trial of a point that ran (a failed point has none: ValueError)."""
+        if self.median_s is None:
+            raise ValueError(f"{self.value}: no measurement ({self.error or 'failed'})")
+        return self.median_s
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        """The 95% interval of a point that ran; its median at both ends where it has none (a predicted point)."""
+        m = self.seconds
+        return (self.ci_low if self.ci_low is not None else m, self.ci_high if self.ci_high is not None else m)
+
 
 @dataclass
 class SweepResult:

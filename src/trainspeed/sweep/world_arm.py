@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import trainspeed
 from trainspeed.sweep.arm import Setup
 from trainspeed.sweep.world_worker import TAG
 
@@ -59,7 +58,7 @@ def launch_command(c: WorldConfig, steps: int, warmup: int, out: str, split_step
 
 def launch_env(c: WorldConfig) -> dict[str, str]:
     env = dict(os.environ)
-    src = str(Path(trainspeed.__file__).resolve().parents[1])  # the ranks import this same trainspeed
+    src = str(Path(__file__).resolve().parents[2])  # src/: the ranks import this same trainspeed
     env["PYTHONPATH"] = os.pathsep.join([src] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     if c.threads:
         env["OMP_NUM_THREADS"] = str(c.threads)  # torchrun would otherwise set 1 and print a banner

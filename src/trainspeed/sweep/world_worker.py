@@ -65,7 +65,8 @@ class RankArm(Arm):
                 raise ValueError(f"batch {self.batch} does not split evenly over {self.world} ranks "
                                  "(a DistributedSampler feeds equal per-rank batches)")
             dataset = self._loader.dataset
-            sampler = DistributedSampler(dataset, self.world, self.rank, shuffle=True, seed=0, drop_last=True)
+            sampler: DistributedSampler[Any] = DistributedSampler(dataset, self.world, self.rank, shuffle=True, seed=0,
+                                                                  drop_last=True)
             c = self.config
             self._loader = DataLoader(dataset, batch_size=self.batch // self.world, sampler=sampler, drop_last=True,
                                       num_workers=c.num_workers, pin_memory=c.pin_memory)
@@ -165,7 +166,7 @@ def run(args: argparse.Namespace) -> dict[str, Any] | None:
         dist.barrier()  # every rank done (a failed rank skips it: the others must not wait for it)
         return out if env.rank == 0 else None
     finally:
-        arm = None  # DDP goes before the group (destroy_group collects it)
+        arm = None  # type: ignore[assignment]  # DDP goes before the group (destroy_group collects it)
         if formed:
             destroy_group()
 

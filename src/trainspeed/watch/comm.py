@@ -36,6 +36,18 @@ class CommStep:
     buckets: int
 
 
+def ring_factor(world: int) -> float:
+    """Bytes a ring all-reduce moves through each link, per byte reduced: 2(N-1)/N."""
+    return 2 * (world - 1) / world if world > 1 else 0.0
+
+
+def bus_bandwidth_gbs(nbytes: float, comm_s: float, world: int) -> float | None:
+    """Measured bus bandwidth (GB/s) of an all-reduce of `nbytes` that took `comm_s` on `world` ranks."""
+    if world < 2 or comm_s <= 0 or nbytes <= 0:
+        return None
+    return ring_factor(world) * nbytes / comm_s / 1e9
+
+
 def summarise(spans: list[tuple[float, float, int]]) -> CommStep | None:
     """(ready, done, bytes) per bucket -> the step's CommStep (None without buckets)."""
     if not spans:
@@ -151,8 +163,8 @@ class CommTimer:
             ddp._trainspeed_hooked = True
             return original_register(ddp, state, timer.wrap(hook))
 
-        DDP.__init__ = init  # type: ignore[method-assign]
-        DDP.register_comm_hook = register  # type: ignore[method-assign]
+        DDP.__init__ = init  # type: ignore[method-assign, assignment]
+        DDP.register_comm_hook = register  # type: ignore[method-assign, assignment]
 
         def undo() -> None:
             DDP.__init__ = original_init  # type: ignore[method-assign]

@@ -16,7 +16,6 @@ from typing import Any, Protocol
 import torch
 import torch.utils.data.dataloader as dataloader_module
 
-
 RESUME_BUDGET = 200
 """Resumes of the per-call hooks one process may make. Each pause and resume sets or deletes an
 attribute of torch.nn.Module, torch.optim.Optimizer and each optimizer class seen stepping, which

@@ -230,7 +230,7 @@ class Sampler(threading.Thread):
                 # keeps its locals when the frame returns, and a thread holding them between samples made
                 # printing a tensor on the main thread fail (torch 2.13, Python 3.11: "Attempted to make a
                 # tensor into a differentiable view ...", now and then an abort)
-                site, outer, library = site_and_library(sys._current_frames().get(self.main_id), self.loop)
+                site, outer, library = site_and_library(sys._current_frames().get(self.main_id or 0), self.loop)
                 if site is not None:
                     self.other_samples[site] += 1
                     self.other_total += 1

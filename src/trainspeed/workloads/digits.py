@@ -40,7 +40,7 @@ class AugmentedDigits(Dataset):
         images, target = digits_arrays()
         self.pngs: list[bytes] = []
         for img in images:
-            pil = Image.fromarray((img * 255).astype(np.uint8)).resize((STORED, STORED), Image.BICUBIC)
+            pil = Image.fromarray((img * 255).astype(np.uint8)).resize((STORED, STORED), Image.BICUBIC)  # type: ignore[attr-defined]  # Pillow's stubs lack the constant
             buf = io.BytesIO()
             pil.save(buf, format="PNG")
             self.pngs.append(buf.getvalue())
@@ -55,10 +55,10 @@ class AugmentedDigits(Dataset):
 
         rng = np.random.default_rng((self.seed, i, torch.initial_seed() % 2**32))
         img = Image.open(io.BytesIO(self.pngs[i])).convert("L")
-        img = img.rotate(float(rng.uniform(-15, 15)), resample=Image.BILINEAR)
+        img = img.rotate(float(rng.uniform(-15, 15)), resample=Image.BILINEAR)  # type: ignore[attr-defined]  # Pillow's stubs lack the constant
         left, top = (int(v) for v in rng.integers(0, STORED // 8, size=2))
         crop = STORED - STORED // 8
-        img = img.crop((left, top, left + crop, top + crop)).resize((SIDE, SIDE), Image.BILINEAR)
+        img = img.crop((left, top, left + crop, top + crop)).resize((SIDE, SIDE), Image.BILINEAR)  # type: ignore[attr-defined]  # Pillow's stubs lack the constant
         x = torch.from_numpy(np.asarray(img, dtype=np.float32) / 255.0).unsqueeze(0)  # (1, 32, 32)
         return x, self.target[i]
 

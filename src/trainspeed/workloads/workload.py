@@ -10,7 +10,6 @@ import torch
 from torch import nn
 
 
-
 def default_loss() -> Callable[..., torch.Tensor]:
     return nn.CrossEntropyLoss()
 

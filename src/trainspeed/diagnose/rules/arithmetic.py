@@ -107,7 +107,7 @@ def compute_bound(r: WatchResult, c: Context) -> Verdict | None:
             return None
         parts = []
         if arithmetic >= 0.05 * compute:
-            parts.append(f"their {r.flops_per_step / 1e9:.2f} GFLOP need {arithmetic:.2f} ms at this CPU's measured "
+            parts.append(f"their {(r.flops_per_step or 0.0) / 1e9:.2f} GFLOP need {arithmetic:.2f} ms at this CPU's measured "
                          f"{c.matmul_gflops:.0f} GFLOP/s")
         if work >= 0.05 * compute:
             parts.append(f"{work:.2f} ms goes to work in ops torch has no FLOP formula for ({_names(heavy)} per step)")

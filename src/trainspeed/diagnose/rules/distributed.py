@@ -21,7 +21,8 @@ def comm_bound(r: WatchResult, c: Context) -> Verdict | None:
     timed = [s for s in d.ranks if s.exposed_ms is not None and s.comm_ms is not None]
     if len(timed) > 1:  # the least-waiting rank saw the transfer alone; the others also waited for a slower rank
         least = min(timed, key=lambda s: s.exposed_ms or 0.0)
-        exposed, comm = min(exposed, least.exposed_ms or 0.0), least.comm_ms
+        exposed = min(exposed, least.exposed_ms or 0.0)
+        comm = least.comm_ms if least.comm_ms is not None else comm
     share = exposed / step
     if share < COMM_SHARE:
         return None

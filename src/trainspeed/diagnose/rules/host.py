@@ -40,7 +40,7 @@ def _logs(r: WatchResult) -> Callable[[str | None], bool]:
     """Whether a line of the run logs: a logging call (_LOGGING), or a line that builds what one of the run's logging
     lines (among the lines its samples and reads name) logs. The record's line holds the reads and the Python of
     the logging as much as the line that writes it, and a verdict on it alone would say "host code"."""
-    codes = {s.code for s in (*r.other_sites, *r.loop_sites, *r.sync_sites) if s.code}
+    codes = {s.code for s in (*r.other_sites, *r.loop_sites) if s.code} | {s.code for s in r.sync_sites if s.code}
     logging = [code for code in codes if _LOGGING.search(code)]
     built = set()
     for code in codes:
@@ -48,7 +48,11 @@ def _logs(r: WatchResult) -> Callable[[str | None], bool]:
         if record and code not in logging and \
                 any(re.search(rf"\b{re.escape(record.group(1))}\b", line) for line in logging):
             built.add(code)
-    return lambda code: bool(code) and (code in built or bool(_LOGGING.search(code)))
+
+    def logs(code: str | None) -> bool:
+        return bool(code) and (code in built or bool(_LOGGING.search(code or "")))
+
+    return logs
 
 
 def _logging_reads(r: WatchResult, logs: Callable[[str | None], bool]) -> tuple[float, list[SyncSite]]:

@@ -91,7 +91,7 @@ def launch_bound(r: WatchResult, c: Context) -> Verdict | None:
             return None  # big ops running slow: not their fixed cost (a loaded machine, memory-bound ops)
         which = " in forward, backward and the optimizer" if r.edge_ops_per_step is not None else ""
         evidence = (f"{ops:.0f} ops per step{which} average {per_op:.1f} us each; their arithmetic "
-                    f"({r.flops_per_step / 1e6:.2f} MFLOP) needs {arithmetic * 1e3:.1f} us at this CPU's measured "
+                    f"({(r.flops_per_step or 0.0) / 1e6:.2f} MFLOP) needs {arithmetic * 1e3:.1f} us at this CPU's measured "
                     f"{c.matmul_gflops:.0f} GFLOP/s, {arithmetic / compute:.0%} of the {compute:.2f} ms of "
                     f"forward+backward+optimizer: per-op overhead fills the step")
         action = ("do more work per op: a larger batch, or a captured or compiled step (trainspeed.fit replays "

@@ -42,7 +42,7 @@ def matmul_side(r: WatchResult) -> int:
     if not rows:
         return 256
     row = max(rows, key=lambda row: row.ms)
-    return int(min(2048, max(64, round((row.flops / row.calls / 2) ** (1 / 3)))))
+    return int(min(2048, max(64, round(((row.flops or 0.0) / row.calls / 2) ** (1 / 3)))))
 
 
 def thread_oversubscription(r: WatchResult, c: Context) -> Verdict | None:

@@ -8,8 +8,8 @@ from typing import Any
 
 from trainspeed.errors import UsageError
 from trainspeed.sweep.arm import ArmConfig
-from trainspeed.sweep.runner import ArmSpec
 from trainspeed.sweep.result import SweepPoint, SweepResult
+from trainspeed.sweep.runner import ArmSpec
 from trainspeed.sweep.summary import by_time
 from trainspeed.workloads.workload import Workload
 

@@ -7,8 +7,8 @@ from typing import Any
 
 from trainspeed.errors import UsageError
 from trainspeed.probe import cpu_dispatch_us
-from trainspeed.sweep.gpu_model import GpuModel, reference_gpu
 from trainspeed.sweep.arm import ArmConfig
+from trainspeed.sweep.gpu_model import GpuModel, reference_gpu
 from trainspeed.sweep.knobs.base import Knob, SweepContext, choice, positive_int
 from trainspeed.sweep.result import SweepPoint, SweepResult
 from trainspeed.sweep.runner import ArmSpec
@@ -53,13 +53,13 @@ class Device(Knob):
             if point is not None:
                 result.points.append(point)
                 result.notes.append("no CUDA here: the cuda point is " + model.describe())
-        p = {q.value: q for q in result.points if q.ok}
-        if "cpu" in p and "cuda" in p:
-            fast, slow = sorted(("cpu", "cuda"), key=lambda v: p[v].median_s)  # type: ignore[arg-type,return-value]
-            label = " (predicted)" if p["cuda"].predicted else ""
+        by = {q.value: q for q in result.points if q.ok}
+        if "cpu" in by and "cuda" in by:
+            fast, slow = sorted(("cpu", "cuda"), key=lambda v: by[v].seconds)
+            label = " (predicted)" if by["cuda"].predicted else ""
             name = {"cpu": "the CPU", "cuda": "the GPU"}
-            result.recommendation = (f"train on {name[fast]}{label}: {p[slow].median_s / p[fast].median_s:.2f}x "
-                                     f"the speed of {name[slow]} for this workload")  # type: ignore[operator]
+            result.recommendation = (f"train on {name[fast]}{label}: {by[slow].seconds / by[fast].seconds:.2f}x "
+                                     f"the speed of {name[slow]} for this workload")
 
 
 class Crossover(Knob):
@@ -108,21 +108,21 @@ class Crossover(Knob):
 
         def step_ms(w: int, b: int, dev: str) -> float | None:
             p = by.get(cell(w, b, dev))
-            return None if p is None else p.median_s / ctx.steps * 1e3  # type: ignore[operator]
+            return None if p is None else p.seconds / ctx.steps * 1e3
 
-        grid = {"widths": widths, "batches": list(ctx.batches),
-                "cpu_ms": [[step_ms(w, b, "cpu") for b in ctx.batches] for w in widths],
-                "cuda_ms": [[step_ms(w, b, "cuda") for b in ctx.batches] for w in widths],
+        cpu_ms = [[step_ms(w, b, "cpu") for b in ctx.batches] for w in widths]
+        cuda_ms = [[step_ms(w, b, "cuda") for b in ctx.batches] for w in widths]
+        grid = {"widths": widths, "batches": list(ctx.batches), "cpu_ms": cpu_ms, "cuda_ms": cuda_ms,
                 "cuda_predicted": not measured_gpu, "gpu": ctx.gpu if not measured_gpu else "measured"}
         result.findings["grid"] = grid
         wins = [(w, b) for i, w in enumerate(widths) for j, b in enumerate(ctx.batches)
-                if grid["cpu_ms"][i][j] and grid["cuda_ms"][i][j] and grid["cuda_ms"][i][j] < grid["cpu_ms"][i][j]]
+                if _faster(cuda_ms[i][j], cpu_ms[i][j])]
         label = " (predicted)" if not measured_gpu else ""
         if not wins:
             result.recommendation = f"the CPU wins in every cell measured{label}: for models this size, train on the CPU"
         else:
             cells = [(w, b) for i, w in enumerate(widths) for j, b in enumerate(ctx.batches)
-                     if grid["cpu_ms"][i][j] and grid["cuda_ms"][i][j]]
+                     if cpu_ms[i][j] and cuda_ms[i][j]]
             losses = [c for c in cells if c not in wins]
             smallest = min(wins, key=lambda wb: wb[0] * wb[0] * wb[1])
             where = ("; the CPU is faster at " + ", ".join(f"{w}x{b}" for w, b in losses)) if losses else \
@@ -133,3 +133,8 @@ class Crossover(Knob):
 
 def cell(w: int | str, b: int, device: str) -> str:
     return f"w={w},b={b},{device}"
+
+
+def _faster(a: float | None, b: float | None) -> bool:
+    """Whether `a` was measured (or predicted) and is under `b`, measured too."""
+    return bool(a and b and a < b)

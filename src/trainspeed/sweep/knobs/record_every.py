@@ -42,16 +42,15 @@ class RecordEvery(Knob):
         if len({p.extras["records"] for p in ok}) < 2:
             result.notes.append("a line needs at least two different record counts")
             return
-        fit = line_fit([p.extras["records"] for p in ok], [p.median_s for p in ok])  # type: ignore[misc]
+        fit = line_fit([p.extras["records"] for p in ok], [p.seconds for p in ok])
         result.findings["fit"] = {"a": fit.a, "b": fit.b, "r2": fit.r2}
         base = min(ok, key=lambda p: p.extras["records"])
         for p in ok:
             p.extras["predicted_s"] = fit(p.extras["records"])
             extra = p.extras["records"] - base.extras["records"]
-            if extra > 0 and p.median_s > base.median_s and not overlap((p.ci_low, p.ci_high),
-                                                                         (base.ci_low, base.ci_high)):
+            if extra > 0 and p.seconds > base.seconds and not overlap(p.interval, base.interval):
                 # only where the slowdown is measurable: inside the noise a cost per record means nothing
-                p.extras["cost_per_record_us"] = (p.median_s - base.median_s) / extra * 1e6
+                p.extras["cost_per_record_us"] = (p.seconds - base.seconds) / extra * 1e6
         result.findings["linear"] = fit.r2 >= LINEAR_R2
         result.findings["why"] = self._why(ok, fit.r2, ctx.device)
         result.recommendation = self._advice(result, ok)

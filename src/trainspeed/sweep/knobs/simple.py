@@ -8,6 +8,7 @@ from trainspeed.errors import UsageError
 from trainspeed.sweep.knobs.base import Knob, OnOffKnob, SweepContext, base_config, choice, positive_int
 from trainspeed.sweep.result import SweepResult
 
+
 def _fastest_calm(result: SweepResult, prefer: list[str]) -> str | None:
     """Among the best and its ties, the first value in `prefer` order (the cheapest to adopt)."""
     if result.best is None:

@@ -18,6 +18,7 @@ one, since K ranks on one CPU share its cores.
 from __future__ import annotations
 
 import os
+from functools import partial
 
 import torch
 
@@ -29,7 +30,6 @@ from trainspeed.sweep.result import SweepPoint, SweepResult
 from trainspeed.sweep.runner import ArmSpec
 from trainspeed.sweep.stats import median
 from trainspeed.sweep.world_arm import WorldArm, WorldConfig
-
 
 LATENCY_BOUND_BYTES = 2**20
 """Below this gradient size the all-reduce's byte term is not reported as a bandwidth."""
@@ -98,7 +98,7 @@ class WorldSize(Knob):
         def config(k: int) -> WorldConfig:  # one rank also times one process on batch/K, for the prediction
             return WorldConfig(spec, k, ctx.device, self.threads(k, ctx), ctx.steps if k == 1 else 0)
 
-        return [ArmSpec(v, ctx.workload, ArmConfig(device=ctx.device), make=lambda c=config(int(v)): WorldArm(c))
+        return [ArmSpec(v, ctx.workload, ArmConfig(device=ctx.device), make=partial(WorldArm, config(int(v))))
                 for v in values]
 
     def analyse(self, result: SweepResult, ctx: SweepContext) -> None:

@@ -1,0 +1,50 @@
+"""The doctor, composed: watch a run (`watch/`), judge it (`diagnose/`), and hand the report to `report/`.
+
+`watch/` measures and returns measurements; it imports nothing of `diagnose/`. This module is the one place
+that joins the two: `Doctor` is a `Watcher` whose `result()` runs the machine probes and the rules on what
+it measured, and `watch(...)` (also `trainspeed.watch(...)`) starts one.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from typing import Any
+
+from trainspeed.diagnose.report import DoctorReport, diagnose_run
+from trainspeed.watch.session import Watcher
+
+__all__ = ["Doctor", "DoctorReport", "diagnose_watched", "watch"]
+
+
+def diagnose_watched(watcher: Watcher) -> DoctorReport:
+    """The doctor's report on what `watcher` measured: hardware, measurements and ranked verdicts."""
+    return diagnose_run(watcher.measurements(), watcher=watcher)
+
+
+class Doctor(Watcher):
+    """A `Watcher` that also judges: `result()` gives the doctor's DoctorReport (measurements, hardware,
+    verdicts)."""
+
+    def result(self) -> DoctorReport:
+        return diagnose_watched(self)
+
+
+def watch(warmup: int = 3, steps: int | None = None, profile_steps: int = 3, sample_hz: float = 50.0,
+          detail_every: int = 32) -> Doctor:
+    """Watch a training loop: `with trainspeed.watch() as w: ...` then `w.result()`."""
+    return Doctor(warmup=warmup, steps=steps, profile_steps=profile_steps, sample_hz=sample_hz,
+                  detail_every=detail_every)
+
+
+class _CallablePackage(types.ModuleType):
+    """`trainspeed.watch` is both the package `watch/` and this module's `watch(...)` (DESIGN.md's API): the
+    package's module object is made callable here, so `import trainspeed.watch.syncs` keeps working and
+    `watch/` itself stays free of the verdicts."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Doctor:
+        return watch(*args, **kwargs)
+
+
+def make_watch_callable() -> None:
+    sys.modules["trainspeed.watch"].__class__ = _CallablePackage

@@ -1,0 +1,101 @@
+"""The source tree's shape: small modules, no import circle, and measuring code that does not judge.
+
+`watch/` measures and returns measurements; `diagnose/` turns them into verdicts; `trainspeed.doctor`
+joins the two. An import from `watch/` into `diagnose/` (or into the doctor that composes them) would
+let verdicts leak into measuring, so it is checked here, with the line counts and the import graph.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+MAX_LINES = 500
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for path in SRC.rglob("*.py"):
+        name = ".".join(path.relative_to(SRC).with_suffix("").parts)
+        found[name.removesuffix(".__init__")] = path
+    return found
+
+
+def _imports(path: Path, modules: dict[str, Path]) -> set[str]:
+    """The project's modules `path` imports, at module level or inside functions; not under TYPE_CHECKING.
+    `from package import module` names the module, not the package's __init__."""
+    found: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                continue
+            if isinstance(child, ast.Import):
+                found.update(a.name for a in child.names)
+            elif isinstance(child, ast.ImportFrom) and child.module and child.level == 0:
+                for alias in child.names:
+                    sub = f"{child.module}.{alias.name}"
+                    found.add(sub if sub in modules else child.module)
+            visit(child)
+
+    visit(ast.parse(path.read_text()))
+    return {name for name in found if name in modules}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected groups of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    groups: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return groups
+
+
+def test_no_source_file_is_over_500_lines() -> None:
+    long = {str(p.relative_to(SRC)): n for p in SRC.rglob("*.py") if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert not long, long
+
+
+def test_no_import_circle() -> None:
+    modules = _modules()
+    graph = {name: _imports(path, modules) - {name} for name, path in modules.items()}
+    assert _cycles(graph) == []
+
+
+def test_watch_does_not_import_the_verdicts() -> None:
+    modules = _modules()
+    judging = ("trainspeed.diagnose", "trainspeed.doctor")
+    leaks = {name: sorted(d for d in _imports(path, modules) if d.startswith(judging))
+             for name, path in modules.items() if name.startswith("trainspeed.watch")}
+    assert not any(leaks.values()), leaks
+
+
+def test_the_checks_find_a_circle_and_a_leak() -> None:
+    # the checks above can fail: a two-module circle is found, and so is an import that leaks
+    assert _cycles({"a": {"b"}, "b": {"a"}, "c": set()}) == [["a", "b"]]
+    tree = {"trainspeed.watch.x": SRC / "trainspeed" / "doctor.py", "trainspeed.diagnose.report": Path()}
+    assert "trainspeed.diagnose.report" in _imports(tree["trainspeed.watch.x"], {**_modules(), **tree})

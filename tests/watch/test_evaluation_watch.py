@@ -1,0 +1,79 @@
+"""Evaluations seen in a watched run: model.eval() spans, no_grad spans, and what is not one."""
+
+from __future__ import annotations
+
+import time
+
+import torch
+from torch import nn
+
+from trainspeed.watch import Watcher
+
+
+def _evaluating_loop(steps: int, every: int, frozen_norm: bool = False, eval_mode: bool = True) -> None:
+    """A small model trained on fixed data, evaluated (model.eval() ... model.train()) every `every` steps; with
+    `frozen_norm`, trained in eval mode throughout (batch norm frozen, as fine-tuning does); without `eval_mode`,
+    evaluated under torch.no_grad() alone, in training mode."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Linear(16, 2))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, y = torch.randn(32, 8), torch.randint(0, 2, (32,))
+    if frozen_norm:
+        model.eval()
+    for step in range(steps):
+        loss = nn.functional.cross_entropy(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 10.0)  # a no_grad span every step, with no model call
+        if not frozen_norm and step % every == every - 1:
+            model.train(not eval_mode)
+            with torch.no_grad():
+                for _ in range(20):
+                    model(x)
+                    time.sleep(0.0005)
+            model.train()
+    model.eval()  # a final evaluation with no train() after it: not one of the run's
+
+
+def test_evaluations_between_steps_are_counted_with_their_share_of_the_run() -> None:
+    with Watcher(warmup=3, profile_steps=0) as w:
+        _evaluating_loop(60, 10)
+    ev = w.measurements().evaluation
+    # those ending after steps 10, 20, ... 60: the measured steps start after the 3 warm-up steps
+    assert ev is not None and ev.count == 6 and ev.every_steps == 10
+    assert ev.mean_ms >= 20 * 0.5 and 0.2 < ev.share < 1.0  # 20 sleeps of 0.5 ms against 10 tiny steps
+
+
+def test_an_evaluation_under_no_grad_alone_is_counted_and_said_so() -> None:
+    with Watcher(warmup=3, profile_steps=0) as w:
+        _evaluating_loop(60, 10, eval_mode=False)
+    ev = w.measurements().evaluation
+    assert ev is not None and ev.by == "no_grad" and ev.count == 6 and ev.every_steps == 10
+    assert ev.mean_ms >= 20 * 0.5 and 0.2 < ev.share < 1.0
+    with Watcher(warmup=3, profile_steps=0) as w:
+        _evaluating_loop(60, 10)
+    assert w.measurements().evaluation.by == "model.eval()"  # not counted twice inside model.eval()'s span
+
+
+def test_the_model_under_no_grad_on_every_step_is_the_steps_work_not_an_evaluation() -> None:
+    # a GAN's generator run under no_grad for the critic's step, an agent choosing its action: every step
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, y = torch.randn(32, 8), torch.randint(0, 2, (32,))
+    with Watcher(warmup=3, profile_steps=0) as w:
+        for _ in range(40):
+            with torch.inference_mode():
+                target = model(x).argmax(1)
+            loss = nn.functional.cross_entropy(model(x), (target + y) % 2)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    assert w.measurements().evaluation is None
+
+
+def test_a_model_trained_in_eval_mode_is_not_an_evaluation() -> None:
+    with Watcher(warmup=3, profile_steps=0) as w:
+        _evaluating_loop(30, 10, frozen_norm=True)
+    assert w.measurements().evaluation is None

@@ -1,0 +1,113 @@
+"""The DataLoaders of a watched run: waits and checkpoints as phases, iterator starts, and torch's random state after the probes."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from trainspeed.watch import Watcher
+
+
+class _SlowStartSampler(torch.utils.data.Sampler[int]):
+    """A sampler whose every pass starts with a 20 ms wait, as a loader's workers starting would."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        time.sleep(0.02)
+        return iter(range(self.n))
+
+    def __len__(self) -> int:
+        return self.n
+
+
+def test_dataloader_wait_and_checkpoints_are_phases() -> None:
+    data = TensorDataset(torch.randn(64, 8), torch.randint(0, 2, (64,)))
+    model = nn.Linear(8, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    with tempfile.TemporaryDirectory() as folder, Watcher(warmup=1, profile_steps=1) as w:
+        for x, y in DataLoader(data, batch_size=8):
+            loss = nn.functional.cross_entropy(model(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            torch.save(model.state_dict(), os.path.join(folder, "m.pt"))
+    r = w.measurements()
+    assert r.phases["data"].host_ms > 0 and r.phases["checkpoint"].host_ms > 0
+    assert r.loaders and r.loaders[0].num_workers == 0 and r.loaders[0].batch_size == 8
+    # 8 batches, and the 9th ask that ended the pass; fetched row by row from a TensorDataset; for the probes
+    # after the run, an item of its shapes and the dataset's rows (not the data)
+    assert (r.loaders[0].batches, r.loaders[0].dataset, r.loaders[0].batchable) == (9, "TensorDataset", True)
+    (item, rows), = w.loader_probes.values()
+    assert [(t.shape, t.dtype) for t in item] == [((8,), torch.float32), ((), torch.int64)] and rows == 64
+    assert float(item[0].abs().sum()) == 0.0
+
+
+def test_a_loaders_starts_are_counted_and_timed_with_their_first_batch_as_data() -> None:
+    data = TensorDataset(torch.randn(32, 8), torch.randint(0, 2, (32,)))
+    loader = DataLoader(data, batch_size=8, sampler=_SlowStartSampler(32))
+    model = nn.Linear(8, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    with Watcher(warmup=2, profile_steps=1) as w:
+        for _ in range(6):  # 6 epochs of 4 steps: the sums start at step 3, in the first epoch
+            for x, y in loader:
+                loss = nn.functional.cross_entropy(model(x), y)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+    r = w.measurements()
+    assert r.loader_starts == 5 and r.loader_start_ms is not None and r.loader_start_ms >= 20
+    assert r.loader_start_share is not None and 0 < r.loader_start_share <= r.phases["data"].share
+    assert r.phases["data"].share > 0.5  # 20 ms a start against tiny steps
+
+
+def test_an_iterator_made_every_step_starts_and_stops_its_workers_every_step_as_data() -> None:
+    data = TensorDataset(torch.randn(64, 8), torch.randint(0, 2, (64,)))
+    loader = DataLoader(data, batch_size=8, num_workers=1)
+    model = nn.Linear(8, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    with Watcher(warmup=1, profile_steps=0) as w:
+        for _ in range(6):
+            x, y = next(iter(loader))  # a new iterator, and a new worker, each step
+            loss = nn.functional.cross_entropy(model(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    r = w.measurements()
+    assert r.loader_starts == 5
+    # each dropped iterator joins its worker: data, with the starts, not the next line's "other"
+    assert r.phases["data"].share > 0.8 and r.phases["other"].share < 0.1
+    assert r.loader_start_share is not None and r.loader_start_share > 0.5
+
+
+def _shuffled_loader_loop() -> None:
+    torch.manual_seed(0)
+    data = TensorDataset(torch.randn(2000, 64), torch.randint(0, 2, (2000,)))
+    model = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 2))
+    optimizer = torch.optim.Adam(model.parameters(), 1e-3)
+    for x, y in DataLoader(data, batch_size=32, shuffle=True):
+        loss = nn.functional.cross_entropy(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
+def test_asking_for_the_result_leaves_torchs_random_state_as_unwatched() -> None:
+    # the probes after the run (a DataLoader's shuffle and seeds, fresh tensors for the optimizer) draw random
+    # numbers: a script that asks for the result and trains on must draw what it would have unwatched
+    _shuffled_loader_loop()
+    from trainspeed.doctor import Doctor
+
+    unwatched = torch.rand(3)
+    with Doctor() as w:
+        _shuffled_loader_loop()
+    report = w.result()
+    assert report.handover is not None or sys.platform != "linux"  # the loader probes did run
+    assert torch.equal(torch.rand(3), unwatched)

@@ -1,0 +1,244 @@
+"""Which optimizer delimits the watched steps, the passes within a step (micro-batches, closures, gradient penalties), and the optimizers built inside the loop."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from watched_loops import seed_loop, tiny_step
+
+from trainspeed.watch import Watcher
+from trainspeed.workloads import load_iris_split, make_iris_mlp
+
+
+def _accumulating_loop(steps: int, micro: int) -> list[float]:
+    """The Iris MLP trained on micro-batches of one sample, `micro` of them accumulated per optimizer step
+    (as /tmp's unseen per-sample script did); returns each step's last loss."""
+    d = load_iris_split()
+    model = make_iris_mlp(seed=0)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    losses = []
+    for step in range(steps):
+        optimizer.zero_grad()
+        for j in range(micro):
+            k = (step * micro + j) % len(d.y_train)
+            loss = nn.functional.cross_entropy(model(d.x_train[k:k + 1]), d.y_train[k:k + 1]) / micro
+            loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return losses
+
+
+def test_backward_calls_before_the_first_optimizer_step_are_its_micro_batches_not_steps() -> None:
+    # the first optimizer step comes after 8 backward calls: until then steps were backward calls, and the
+    # warm-up, the profiler window and the samples had been spent on micro-batches (91 "steps" of 60)
+    plain = _accumulating_loop(40, 8)
+    with Watcher(warmup=2, profile_steps=2) as w:
+        watched = _accumulating_loop(40, 8)
+    assert watched == plain
+    r = w.measurements()
+    assert r.steps_seen == 40 and r.steps_measured == 36
+    assert r.micro_batches_per_step == 8 and r.batch_size == 1
+    assert r.ops_per_step is not None and r.ops_per_step > 8 * 10  # the window saw whole steps
+    assert r.phases["backward"].host_ms > 4 * r.phases["optimizer"].host_ms
+    assert any("after 8 backward calls" in note for note in r.notes)
+
+
+def test_a_step_with_one_forward_and_backward_is_one_micro_batch() -> None:
+    # a loss module is an outermost module call too, and a second optimizer's steps (a GAN's) share the passes
+    with Watcher(warmup=1, profile_steps=0) as w:
+        seed_loop(20)
+    assert w.measurements().micro_batches_per_step == 1
+    model, optimizer, x = tiny_step()
+    other = torch.optim.SGD(model.parameters(), lr=0.0)
+    with Watcher(warmup=1, profile_steps=0) as w:
+        for _ in range(20):
+            model(x).sum().backward()
+            optimizer.step()
+            model(x).sum().backward()
+            other.step()
+    assert w.measurements().micro_batches_per_step == 1
+
+
+def _rebuilding_loop(steps: int) -> list[float]:
+    """A new Adam built at every step, inside the loop (as /tmp's unseen script did)."""
+    torch.manual_seed(0)
+    model, _, x = tiny_step()
+    losses = []
+    for _ in range(steps):
+        optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+        loss = model(x).square().mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return losses
+
+
+def test_a_new_optimizer_built_every_step_delimits_the_steps_and_is_counted() -> None:
+    # the first optimizer is gone after its step: the next one delimits the steps (2 steps seen of 800 before,
+    # where each new optimizer that did not reuse the first one's id stepped as a second optimizer)
+    plain = _rebuilding_loop(60)
+    with Watcher(warmup=2, profile_steps=2) as w:
+        watched = _rebuilding_loop(60)
+    assert watched == plain
+    r = w.measurements()
+    assert r.steps_seen == 60 and r.optimizers_built == 59
+    assert r.optimizer_build_ms is not None and r.optimizer_build_ms > 0
+    assert r.micro_batches_per_step == 1 and r.model_calls_per_step == 1
+
+
+def test_an_optimizer_that_steps_twice_without_the_first_delimits_the_steps_from_then_on() -> None:
+    # a second stage with its own optimizer, the first one kept: its steps were all "another optimizer's"
+    model, first, x = tiny_step()
+    second = torch.optim.SGD(model.parameters(), lr=0.001)
+    with Watcher(warmup=1, profile_steps=0) as w:
+        for optimizer, steps in ((first, 10), (second, 30)):
+            for _ in range(steps):
+                model(x).sum().backward()
+                optimizer.step()
+    r = w.measurements()
+    assert r.steps_seen == 39 and r.optimizer_changes == 1  # the second one's first step is its rival's
+    assert r.optimizers_built == 0  # built before the first step
+    # a critic stepped 5 times per generator step: the critic delimits the steps, the generator's step is shared
+    with Watcher(warmup=1, profile_steps=0) as w:
+        for _ in range(12):
+            model(x).sum().backward()
+            first.step()
+            for _ in range(5):
+                model(x).sum().backward()
+                second.step()
+    assert w.measurements().steps_seen == 12 * 5 - 1 + 1
+
+
+def test_autograd_grad_is_a_backward_pass_and_delimits_steps_without_an_optimizer() -> None:
+    model, _, x = tiny_step()
+    params = list(model.parameters())
+
+    def loop(steps: int) -> list[float]:
+        losses = []
+        for _ in range(steps):
+            loss = model(x).square().mean()
+            grads = torch.autograd.grad(loss, params)
+            with torch.no_grad():
+                for p, g in zip(params, grads):
+                    p -= 0.01 * g
+            losses.append(loss.item())
+        return losses
+
+    with Watcher(warmup=1, profile_steps=2) as w:
+        loop(12)
+    r = w.measurements()
+    assert r.steps_seen == 12
+    assert r.phases["backward"].host_ms > 0 and r.micro_batches_per_step == 1
+
+
+def _gradient_penalty_loop(steps: int) -> list[float]:
+    """A WGAN-GP critic's step: autograd.grad of the critic's output over a leaf input, with create_graph."""
+    torch.manual_seed(0)
+    critic = nn.Sequential(nn.Linear(2, 16), nn.ReLU(), nn.Linear(16, 1))
+    optimizer = torch.optim.SGD(critic.parameters(), lr=0.01)
+    losses = []
+    for _ in range(steps):
+        mix = torch.randn(32, 2).requires_grad_(True)
+        g, = torch.autograd.grad(critic(mix).sum(), mix, create_graph=True)
+        loss = critic(mix).mean() + ((g.norm(2, dim=1) - 1) ** 2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return losses
+
+
+def test_a_gradient_penalty_over_a_leaf_input_runs_and_is_no_micro_batch() -> None:
+    # torch's FlopCounterMode hooked every module input (its module tracker): autograd.grad over a leaf input
+    # then raised "A leaf node was passed to _will_engine_execute_node" from the user's code, in the CPU window
+    plain = _gradient_penalty_loop(20)
+    with Watcher(warmup=2, profile_steps=3) as w:
+        watched = _gradient_penalty_loop(20)
+    assert watched == plain
+    r = w.measurements()
+    assert r.flops_per_step is not None and r.flops_per_step > 0
+    assert r.steps_seen == 20 and r.micro_batches_per_step == 1  # create_graph: a term of the loss, not a pass
+
+
+def test_an_lbfgs_closures_passes_are_inside_its_step_not_micro_batches() -> None:
+    model, _, x = tiny_step()
+    optimizer = torch.optim.LBFGS(model.parameters(), lr=0.1, max_iter=4)
+
+    def closure() -> torch.Tensor:
+        optimizer.zero_grad()
+        loss = model(x).square().mean()
+        loss.backward()
+        return loss
+
+    with Watcher(warmup=1, profile_steps=0) as w:
+        for _ in range(10):
+            optimizer.step(closure)
+    r = w.measurements()
+    assert r.steps_seen == 10 and not any("backward calls" in note for note in r.notes)
+    assert r.micro_batches_per_step == 1 and r.model_calls_per_step == 0
+
+
+def test_the_models_calls_per_step_and_those_fed_an_earlier_calls_output_are_counted() -> None:
+    model, optimizer, x = tiny_step()
+    cell = nn.Linear(4, 4)
+    cell_opt = torch.optim.SGD(cell.parameters(), lr=0.01)
+    with Watcher(warmup=1, profile_steps=0) as w:  # one sample at a time
+        for _ in range(8):
+            torch.cat([model(x[i:i + 1]) for i in range(8)]).sum().backward()
+            optimizer.step()
+    r = w.measurements()
+    assert r.model_calls_per_step == 8 and r.model_calls_chained == 0 and r.model_calls_after_read == 0
+    assert r.batch_size == 1
+    with Watcher(warmup=1, profile_steps=0) as w:  # a cell stepped over a sequence
+        for _ in range(8):
+            h = torch.zeros(1, 4)
+            for t in range(6):
+                h = torch.tanh(cell(h + x[t:t + 1]))
+            h.sum().backward()
+            cell_opt.step()
+    r = w.measurements()
+    assert r.model_calls_per_step == 6 and r.model_calls_chained == 5 and r.model_calls_after_read == 0
+    with Watcher(warmup=1, profile_steps=0) as w:  # an agent: each input made from the action the host read
+        for _ in range(8):
+            obs, logps = x[0:1], []
+            for t in range(5):
+                out = torch.log_softmax(model(obs), -1)
+                action = int(out.argmax())
+                logps.append(out[0, action])
+                obs = x[t + 1:t + 2] * action
+            torch.stack(logps).sum().backward()
+            optimizer.step()
+    r = w.measurements()
+    assert r.model_calls_per_step == 5 and r.model_calls_chained == 0 and r.model_calls_after_read == 4
+
+
+def test_the_optimizer_that_delimits_the_steps_is_described_as_it_was_made() -> None:
+    model, _, x = tiny_step()
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01, foreach=False)
+    with Watcher(warmup=1, profile_steps=0) as w:
+        for _ in range(5):
+            model(x).sum().backward()
+            optimizer.step()
+    info = w.measurements().optimizer
+    assert info is not None and info.kind == "Adam" and info.tensors == 4 and info.foreach is False
+    assert info.elements == sum(p.numel() for p in model.parameters())
+    assert w.optimizer_spec is not None and w.optimizer_spec.shapes[0] == tuple(next(model.parameters()).shape)
+
+
+def test_a_teacher_called_first_under_no_grad_is_not_taken_for_the_model() -> None:
+    torch.manual_seed(0)
+    teacher = nn.Sequential(nn.Linear(8, 64), nn.ReLU(), nn.Linear(64, 4))
+    student = nn.Linear(8, 4)
+    optimizer = torch.optim.SGD(student.parameters(), lr=0.1)
+    x = torch.randn(16, 8)
+    with Watcher(warmup=2, profile_steps=0) as w:
+        for _ in range(10):
+            with torch.no_grad():
+                target = teacher(x).softmax(1)
+            loss = nn.functional.kl_div(student(x).log_softmax(1), target, reduction="batchmean")
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    assert w.model is not None and w.model() is student
+    assert w.measurements().evaluation is None  # the teacher's no_grad calls are not the model's

@@ -1,0 +1,299 @@
+"""The end of each watched step: quiet runs, the step sample and the detailed steps, exact counts and shares on a fake clock."""
+
+from __future__ import annotations
+
+import tracemalloc
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+from torch.optim import optimizer as optimizer_module
+from watched_loops import OPTIMIZER, TimedSGD, fake_clock_run, fake_cuda_events, seed_loop
+
+from trainspeed.watch import Watcher
+from trainspeed.watch.stats import RESERVOIR_SIZE, Reservoir
+from trainspeed.watch.steps import DETAIL_BLOCK, PLOT_STEPS, SWITCHES_PER_DOUBLING
+
+
+def test_quiet_steps_count_exactly_and_every_kept_step_times_only_itself() -> None:
+    """Once the step sample is full, the steps it will pass over run quiet (their end only counts
+    them): the sample keeps the very steps it would keep otherwise, each timed alone, and every
+    count (steps, reads) stays exact, also when asked mid-run."""
+    clock = [0.0]
+    w = Watcher(warmup=2, profile_steps=0, sample_hz=5, now=lambda: clock[0], detail_every=4)
+    w.measured = Reservoir(size=32, seed=1)
+    w.start()
+    try:
+        quiet = fake_clock_run(w, clock, 3000)
+        assert w.measurements().steps_measured == 3000 - w.settled_at  # mid-run: quiet steps counted
+        quiet += fake_clock_run(w, clock, 2000)
+    finally:
+        w.stop()
+    r = w.measurements()
+    assert quiet > 3000 and r.steps_seen == 5000 and r.steps_measured == 5000 - w.settled_at
+    same = Reservoir[int](size=32, seed=1)  # the sample's choice, offered every measured step in turn
+    for i in range(r.steps_measured):
+        same.add(i) if same.wants() else same.skip()
+    assert sorted(rec.index - w.settled_at for rec in w.measured.items) == sorted(same.items)
+    assert all(rec.wall_s == 1.0 and rec.syncs == 1 and rec.phases["forward"] == 0.75
+               and abs(rec.phases["sync"] - 0.1) < 1e-9 for rec in w.measured.items)
+    (site,) = r.sync_sites
+    assert site.count == 5000 and abs(site.total_ms - 5000 * 100.0) < 1e-3
+
+
+def test_a_cuda_run_goes_quiet_between_detailed_runs_only(monkeypatch) -> None:
+    """On CUDA the detailed steps record events at their phase edges and are kept with them, so a quiet
+    run (whose steps keep nothing) starts only on edges-only steps; there the steps run quiet as off
+    CUDA, and the kept ones still time only themselves."""
+    made = fake_cuda_events(monkeypatch)
+    clock = [0.0]
+    w = Watcher(warmup=2, profile_steps=0, sample_hz=5, now=lambda: clock[0], detail_every=4)
+    w.measured = Reservoir(size=16, seed=1)
+    quiet = {True: 0, False: 0}
+    with w:
+        w.device = "cuda"  # as if the model's first input had been on a GPU
+        w._set_edges()
+        for _ in range(3000):
+            detailed, before = w.detailed, len(made)
+            quiet[detailed] += fake_clock_run(w, clock, 1)
+            assert detailed or len(made) == before
+    assert quiet[False] > 1000 and quiet[True] == 0 and len(w.plot_steps) == PLOT_STEPS
+    assert not w.events and w.measurements().steps_measured == 3000 - w.settled_at
+    records = w.measured.items
+    assert {r.detailed for r in records} == {True, False} and all(r.wall_s == 1.0 for r in records)
+    assert all((r.device_ms is not None) == r.detailed for r in records)
+
+
+def test_the_split_of_forward_backward_and_the_rest_comes_from_every_detailed_step() -> None:
+    """Every seventh step's forward takes 0.75 s, the others' 0.25 s. A sample of 16 steps holds a
+    handful of detailed ones; the clock's sums over every detailed step give the split exactly."""
+    clock = [0.0]
+    w = Watcher(warmup=2, profile_steps=0, sample_hz=5, now=lambda: clock[0], detail_every=4)
+    w.measured = Reservoir(size=16, seed=1)
+    detailed_at: list[bool] = []
+    with w:
+        for _ in range(5000):
+            long = w.steps_seen % 7 == 0
+            detailed_at.append(w.detailed)
+            w.enter("forward")
+            clock[0] += 0.75 if long else 0.25
+            w.exit("forward")
+            clock[0] += 0.25 if long else 0.75
+            w.step_ended(OPTIMIZER)  # type: ignore[arg-type]
+    seconds, wall = w.clock.summed() or ({}, 0.0)
+    summed = range(w.settled_at, w.settled_at + round(wall))  # 1 s steps (a quiet tail is left out)
+    detailed = [i for i in summed if detailed_at[i]]
+    exact = sum(0.75 if i % 7 == 0 else 0.25 for i in detailed) / len(detailed)
+    shares = w.measurements().phases
+    assert len(detailed) > 1000 and sum(r.detailed for r in w.measured.items) < 16
+    assert shares["forward"].share == pytest.approx(exact, abs=1e-9)
+    assert shares["other"].share == pytest.approx(1 - exact, abs=1e-9)
+
+
+def test_forward_host_time_is_the_median_of_a_sample_of_detailed_steps_alone() -> None:
+    """The step sample holds about one detailed step in `detail_every`; forward's median host time comes
+    from a sample of the detailed steps alone, the very one a reservoir offered every detailed step
+    would keep, each step timed alone although both samples' passed-over steps run quiet."""
+    clock = [0.0]
+    w = Watcher(warmup=2, profile_steps=0, sample_hz=5, now=lambda: clock[0], detail_every=4)
+    w.measured = Reservoir(size=16, seed=1)
+    detailed_at: list[bool] = []
+    quiet = 0
+    with w:
+        for _ in range(8000):
+            quiet += w.steps_seen < w.quiet_until
+            detailed_at.append(w.detailed)
+            forward = (w.steps_seen % 101) / 100  # 0 to 1 s, spread evenly: median 0.5 s
+            w.enter("forward")
+            clock[0] += forward
+            w.exit("forward")
+            clock[0] += 1.0 - forward
+            w.step_ended(OPTIMIZER)  # type: ignore[arg-type]
+    assert w.detailed_steps is not None
+    kept = w.detailed_steps.items
+    same = Reservoir[int](seed=5)  # the detailed sample's choice, offered every measured detailed step in turn
+    for i in range(w.settled_at, 8000):
+        if detailed_at[i]:
+            same.add(i) if same.wants() else same.skip()
+    assert sorted(r.index for r in kept) == sorted(same.items) and len(kept) == RESERVOIR_SIZE
+    assert all(r.detailed and abs(r.wall_s - 1.0) < 1e-6 and abs(r.phases["forward"] - (r.index % 101) / 100) < 1e-6
+               for r in kept)  # each kept step timed alone (the fake clock's sums round in the last bits)
+    assert sum(r.detailed for r in w.measured.items) < 16 and quiet > 4000
+    assert w.measurements().phases["forward"].host_ms == pytest.approx(500, abs=100)
+
+
+def test_hook_switches_grow_with_the_log_of_the_run_and_stop_at_the_process_budget(monkeypatch) -> None:
+    """Every pause and resume of the per-call hooks modifies torch.nn.Module's class; CPython 3.13+
+    stops caching a class's lookups after 1 000 modifications. Detailed runs double in length every
+    SWITCHES_PER_DOUBLING runs (their share stays), and a process stops switching at its budget."""
+    from trainspeed.watch import hooks as hooks_module
+
+    def detailed_runs(steps: int, budget: int) -> tuple[Watcher, int, int]:
+        monkeypatch.setattr(hooks_module, "RESUME_BUDGET", budget)
+        monkeypatch.setattr(hooks_module, "_resumes", [0])
+        clock = [0.0]
+        w = Watcher(warmup=0, profile_steps=0, sample_hz=5, now=lambda: clock[0], detail_every=2)
+        detailed = 0
+        with w:
+            for _ in range(steps):
+                detailed += w.detailed
+                fake_clock_run(w, clock, 1)
+        return w, hooks_module._resumes[0], detailed
+
+    w, resumes, detailed = detailed_runs(40_000, 10**6)
+    assert SWITCHES_PER_DOUBLING * 2 < resumes < SWITCHES_PER_DOUBLING * 4  # 64-step runs: over 300 of them
+    assert 0.4 < detailed / 40_000 < 0.6 and not w.notes
+    w, resumes, detailed = detailed_runs(40_000, 20)
+    assert resumes == 21  # the budget's 20, then stop() puts the hooks back in before taking every patch out
+    assert len(w.notes) == 1 and "detailed steps stopped" in w.notes[0]
+    assert not w.detailed and detailed < 20 * DETAIL_BLOCK * 2
+
+
+def test_steps_limit_is_exact_across_quiet_steps() -> None:
+    clock = [0.0]
+    w = Watcher(warmup=0, profile_steps=0, sample_hz=5, now=lambda: clock[0], steps=2345)
+    w.measured = Reservoir(size=16, seed=1)
+    with w:
+        fake_clock_run(w, clock, 10_000)
+    assert w.steps_seen == 2345 and w.measurements().steps_measured == 2345 - w.settled_at
+
+
+def test_an_all_reduce_turning_up_in_a_quiet_run_is_not_taken_for_one_steps() -> None:
+    """A DDP made in the middle of a quiet run: the first all-reduce spans come in a step whose clock
+    started with the quiet steps; that step is passed over, and the later steps are timed alone."""
+    clock = [0.0]
+    w = Watcher(warmup=0, profile_steps=0, sample_hz=5, now=lambda: clock[0], detail_every=10**9)
+    w.measured = Reservoir(size=16, seed=1)
+    with w:
+        fake_clock_run(w, clock, 2000)
+        while w.steps_seen + 1 >= w.quiet_until:  # run on to a step well inside a quiet run
+            fake_clock_run(w, clock, 1)
+        w.comm.backend = "gloo"  # what CommTimer notes when a DDP is made
+        w.comm.spans.append((clock[0], clock[0] + 0.2, 1024))
+        kept_before = w.measured.items[:]
+        fake_clock_run(w, clock, 1000)
+    assert w.quiet_until == 0 and not w.comm.spans and not w.comm_steps.items
+    assert all(rec.wall_s == 1.0 for rec in w.measured.items) and w.measured.items != kept_before
+
+
+def test_a_rare_checkpoint_gets_its_exact_share_whichever_steps_the_sample_keeps() -> None:
+    """A 5 s checkpoint every 100th step of a 1 s loop: a sample of 16 steps of 5 000 holds one
+    checkpoint step or none, but the checkpoint and sync shares come from sums over every measured
+    step, quiet ones included (those the script ends inside a quiet run aside)."""
+    clock = [0.0]
+    w = Watcher(warmup=2, profile_steps=0, sample_hz=5, now=lambda: clock[0], detail_every=10**9)
+    w.measured = Reservoir(size=16, seed=1)
+    with w:
+        fake_clock_run(w, clock, 5000, checkpoint_every=100)
+    seconds, wall = w.clock.summed() or ({}, 0.0)
+    steps = round(seconds["sync"] / 0.1)  # one 0.1 s read per step: how many steps the sums hold
+    checkpoints = sum(1 for i in range(w.settled_at, w.settled_at + steps) if i % 100 == 99)
+    assert steps > 4900 and abs(seconds["sync"] - 0.1 * steps) < 1e-6
+    assert abs(seconds["checkpoint"] - 5.0 * checkpoints) < 1e-6 and abs(wall - steps - 5.0 * checkpoints) < 1e-6
+    assert sum(rec.phases["checkpoint"] > 0 for rec in w.measured.items) <= 1  # the sample alone would miss it
+    r = w.measurements()
+    assert abs(r.phases["checkpoint"].share - seconds["checkpoint"] / wall) < 1e-9
+    assert abs(r.phases["sync"].share - seconds["sync"] / wall) < 1e-9
+
+
+def test_the_optimizer_phase_is_the_whole_step_call_and_the_edges_own_work_no_steps() -> None:
+    """torch runs Python of its own around every optimizer step (a profiler range, the loops over the
+    step hooks) before the pre hooks and after the post hooks: that is optimizer time, not "other".
+    And what the watcher does at a step's end is no step's time at all."""
+    clock = [0.0]
+
+    def tick(seconds: float) -> Any:
+        def hook(*_: Any) -> None:
+            clock[0] += seconds
+        return hook
+
+    model = nn.Linear(3, 1)
+    opt = TimedSGD(model.parameters(), lr=0.1)
+    model.register_forward_pre_hook(tick(0.5))  # forward: 0.5 s
+    x = torch.ones(4, 3)
+    original_step = TimedSGD.__dict__.get("step")  # its own, or none (then SGD's hooked step serves it)
+    head = optimizer_module.register_optimizer_step_pre_hook(tick(0.3))  # before the watcher's pre hook
+    w = Watcher(warmup=2, profile_steps=0, sample_hz=5, now=lambda: clock[0], detail_every=1)
+    keep = w._keep_step
+
+    def slow_keep(record: Any) -> None:  # the watcher's bookkeeping, made obvious
+        keep(record)
+        clock[0] += 7.0
+
+    w._keep_step = slow_keep  # type: ignore[method-assign]
+    try:
+        with w:
+            tail = optimizer_module.register_optimizer_step_post_hook(tick(0.2))  # after the watcher's
+            try:
+                for _ in range(40):
+                    loss = model(x).sum()
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+                    clock[0] += 0.1  # the script's own work: other
+            finally:
+                tail.remove()
+    finally:
+        head.remove()
+    assert TimedSGD.__dict__.get("step") is original_step  # put back
+    later = w.measured.items  # from step 2: the class is patched as the first step ends
+    assert len(later) == 38 and all(r.wall_s == pytest.approx(1.1) for r in later)  # 0.5 + 0.3 + 0.2 + 0.1, no 7 s
+    assert all(r.phases["optimizer"] == pytest.approx(0.5) and r.phases["other"] == pytest.approx(0.1)
+               for r in later)
+    result = w.measurements()
+    assert result.phases["optimizer"].share == pytest.approx(0.5 / 1.1)
+    assert result.phases["other"].share == pytest.approx(0.1 / 1.1)
+
+
+def test_memory_stays_bounded_over_a_million_steps() -> None:
+    class FakeOptimizer:
+        pass
+
+    opt = FakeOptimizer()
+    w = Watcher(warmup=0, profile_steps=0, sample_hz=5)
+
+    def steps(n: int) -> None:
+        for _ in range(n):
+            w.enter("forward")
+            w.exit("forward")
+            w.step_ended(opt)  # type: ignore[arg-type]
+
+    w.start()
+    try:
+        steps(500_000)
+        tracemalloc.start()  # traced for a window late in the run: it must not grow there
+        before = tracemalloc.get_traced_memory()[0]
+        steps(50_000)
+        grown = tracemalloc.get_traced_memory()[0] - before
+        tracemalloc.stop()
+        steps(450_000)
+    finally:
+        w.stop()
+    r = w.measurements()
+    assert r.steps_seen == 1_000_000
+    assert len(w.measured.items) <= RESERVOIR_SIZE and len(w.plot_steps) <= 400 and len(w.pending) <= 256
+    assert w.detailed_steps is not None and len(w.detailed_steps.items) == RESERVOIR_SIZE
+    assert grown < 256 * 1024  # 50 000 steps added under 256 KiB: no per-step growth
+
+
+def test_sampled_detail_watches_some_steps_in_full_and_every_step_at_its_edges() -> None:
+    call = torch.nn.Module.__call__
+    with Watcher(warmup=1, profile_steps=1, detail_every=4) as w:
+        watched = seed_loop(600)
+        now = torch.nn.Module.__call__
+        assert now is call or getattr(now, "__wrapped__", None) is call
+    assert watched == seed_loop(600)
+    assert torch.nn.Module.__call__ is call  # back as it was, paused or not when the run ended
+    records = w.measured.items
+    detailed = [r for r in records if r.detailed]
+    light = [r for r in records if not r.detailed]
+    assert detailed and light
+    assert len(w.plot_steps) >= 50 + 32  # every detailed step: the first ones, then at least one more run
+    assert all(r.phases["forward"] == 0 for r in light) and all(r.phases["forward"] > 0 for r in detailed)
+    assert all(r.syncs == 1 and r.phases["sync"] > 0 for r in records)  # reads are timed on every step
+    r = w.measurements()
+    assert r.steps_seen == 600 and r.syncs_per_step == 1.0 and r.sync_sites[0].count == 600
+    assert sum(p.share for p in r.phases.values()) == __import__("pytest").approx(1.0)
+    assert r.phases["forward"].share > 0.05 and r.phases["backward"].share > 0.05
+    assert all(s.detailed for s in r.step_samples)

@@ -1,0 +1,78 @@
+"""Loops and fakes shared by the watcher's tests."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import torch
+from torch import nn
+
+from trainspeed.watch import Watcher
+from trainspeed.workloads import load_iris_split, make_iris_mlp
+
+
+def seed_loop(epochs: int) -> list[float]:
+    d = load_iris_split()
+    model = make_iris_mlp(seed=0)
+    criterion = nn.CrossEntropyLoss()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    losses = []
+    for _ in range(epochs):
+        loss = criterion(model(d.x_train), d.y_train)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return losses
+
+
+def tiny_step() -> tuple[nn.Module, torch.optim.Optimizer, torch.Tensor]:
+    """The Iris MLP, its SGD optimizer and a batch of 8 random inputs."""
+    model = make_iris_mlp(seed=0)
+    return model, torch.optim.SGD(model.parameters(), lr=0.01), torch.randn(8, 4)
+
+
+def fake_cuda_events(monkeypatch) -> list[Any]:
+    """torch.cuda.Event replaced by a fake with its interface, on a CPU-only machine; returns the list
+    of the events made."""
+    made: list[Any] = []
+
+    class FakeEvent:
+        def __init__(self, enable_timing: bool = False) -> None:
+            made.append(self)
+
+        def record(self) -> None: ...
+        def query(self) -> bool: return True
+        def synchronize(self) -> None: ...
+        def elapsed_time(self, end: FakeEvent) -> float: return 0.5
+
+    monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
+    return made
+
+
+OPTIMIZER = object()
+
+
+def fake_clock_run(w: Watcher, clock: list[float], steps: int, checkpoint_every: int = 0) -> int:
+    """`steps` steps of exactly 1 s on the fake clock `clock`: 0.75 s forward, then a 0.1 s host read
+    and 0.15 s of other work, ended by one optimizer's step; returns how many of them ran quiet.
+    With `checkpoint_every` N, every step whose index is N-1 modulo N also saves for 5 s."""
+    frame, quiet = sys._getframe(), 0
+    for _ in range(steps):
+        quiet += w.steps_seen < w.quiet_until
+        w.enter("forward")
+        clock[0] += 0.75
+        w.exit("forward")
+        w.host_read("item", clock[0], clock[0] + 0.1, frame)
+        clock[0] += 0.25
+        if checkpoint_every and w.steps_seen % checkpoint_every == checkpoint_every - 1:
+            w.enter("checkpoint")
+            clock[0] += 5.0
+            w.exit("checkpoint")
+        w.step_ended(OPTIMIZER)  # type: ignore[arg-type]
+    return quiet
+
+
+class TimedSGD(torch.optim.SGD):
+    """An SGD of its own class: watching it patches this class's step, not every SGD's."""
