@@ -5,7 +5,7 @@
 
 Two of examples/'s planted loops, each arm a way to feed the same model, alternated round by round
 in one process (the arms meet the machine's slow moments alike), timed over whole passes of the
-loader (`rows`: one epoch, 79 steps of `--batch` 256 rows, the example's default since session 22;
+loader (`rows`: one epoch, 79 steps of `--batch` 256 rows, the example's default since 2026-11-23;
 313 steps of 64 before) or 100 steps (`heavy`), the first batch left out:
 - `rows` (examples/tensor_dataset_loader.py): a TensorDataset batched row by row, as given; the
   same with 2 worker processes; the batch taken whole by a BatchSampler; the tensors indexed by hand.

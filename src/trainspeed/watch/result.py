@@ -143,7 +143,7 @@ class StepRecord:
     detailed: bool = True
     """Whether forward, backward and optimizer were timed apart on this step (else they are in other)."""
     micro_batches: float | None = None
-    """Forward-and-backward passes per optimizer step (`session._micro_batches`); detailed steps only."""
+    """Forward-and-backward passes per optimizer step (`steps._micro_batches`); detailed steps only."""
     model_calls: tuple[int, int, int] | None = None
     """(calls of the model, those given a tensor autograd recorded, those after a host read since the model's
     last call) in this step; detailed steps only."""
