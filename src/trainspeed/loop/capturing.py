@@ -15,7 +15,7 @@ from trainspeed.loop.capture import CaptureRefused, capture_step
 from trainspeed.loop.choosing import REPLAY_TIMED_STEPS
 from trainspeed.loop.compiled import STEPS_PER_CALL
 from trainspeed.loop.cuda_graph import WARMUP_STEPS, capture_graph, make_capturable
-from trainspeed.loop.data import Batch
+from trainspeed.loop.data import Group
 from trainspeed.loop.running import _flat, _signature, _unflat
 
 if TYPE_CHECKING:
@@ -23,9 +23,6 @@ if TYPE_CHECKING:
 
 SNAPSHOT_SHARE = 0.25
 """The capture's safety copy of the state may take at most this share of the free host memory."""
-
-Group = list[Batch]
-"""The micro-batches of one optimizer step (one, unless accumulating)."""
 
 
 def _capture(self: FastLoop, group: Group, full: bool) -> None:

@@ -11,30 +11,19 @@ import torch
 
 from trainspeed.loop import plan
 from trainspeed.loop.compiled import STEPS_PER_CALL, build_k_steps, load_times, step_key
-from trainspeed.loop.data import Batch
 from trainspeed.loop.running import _flat, _sync
 
 if TYPE_CHECKING:
     from trainspeed.loop.fit import FastLoop
 
-Group = list[Batch]
-"""The micro-batches of one optimizer step (one, unless accumulating)."""
-
 
 THREAD_PROBE_MIN_STEPS = 100
 
-
 THREAD_PROBE_ROUNDS = 3
-
 
 EAGER_TIMED_STEPS = 5
 
-
 REPLAY_TIMED_STEPS = 10
-
-
-
-
 
 
 def _will_probe_threads(self: FastLoop) -> bool:

@@ -20,6 +20,8 @@ from trainspeed.errors import FitError
 
 Batch = tuple[tuple[torch.Tensor, ...], torch.Tensor]
 """(model inputs, target)."""
+Group = list[Batch]
+"""The micro-batches of one optimizer step (one, unless accumulating)."""
 RESIDENT_SHARE = 0.5
 """Data stays on a CUDA device only if it takes at most this share of the free memory."""
 

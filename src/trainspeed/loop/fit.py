@@ -33,14 +33,11 @@ from trainspeed.loop.capture import CapturedStep
 from trainspeed.loop.checks import AMP_DTYPES, check_parts, positive_int, resolve_device
 from trainspeed.loop.compiled import default_cache_dir
 from trainspeed.loop.cuda_graph import GraphStep
-from trainspeed.loop.data import Batch, TrainData, resolve_data
+from trainspeed.loop.data import Group, TrainData, resolve_data
 from trainspeed.loop.ddp import DataParallel
 from trainspeed.loop.recorder import LossRecorder
 from trainspeed.loop.result import FitResult, FitTimings, Strategy
 from trainspeed.loop.running import _data_device, _sync
-
-Group = list[Batch]
-"""The micro-batches of one optimizer step (one, unless accumulating)."""
 
 
 class FastLoop:

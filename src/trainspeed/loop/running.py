@@ -13,15 +13,12 @@ import torch
 from trainspeed.loop import plan
 from trainspeed.loop.checks import check_loss
 from trainspeed.loop.compiled import STEPS_PER_CALL, save_times
-from trainspeed.loop.data import Batch
+from trainspeed.loop.data import Group
 
 if TYPE_CHECKING:
     from trainspeed.loop.fit import FastLoop
 
 COMPILED_TIMED_CALLS = 3
-
-Group = list[Batch]
-"""The micro-batches of one optimizer step (one, unless accumulating)."""
 
 
 def _sync(device: torch.device) -> None:

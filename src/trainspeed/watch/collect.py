@@ -30,7 +30,6 @@ if TYPE_CHECKING:
     from trainspeed.watch.session import Watcher
 
 
-
 def phase_shares(records: list[StepRecord], sums: tuple[dict[str, float], float] | None = None,
                  split: dict[str, float] | None = None) -> tuple[dict[str, float], list[StepRecord]]:
     """Each phase's share of the wall time, and the detailed records.

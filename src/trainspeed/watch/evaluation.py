@@ -9,13 +9,10 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from trainspeed.watch.result import (
-    Evaluation,
-)
+from trainspeed.watch.result import Evaluation
 
 if TYPE_CHECKING:
     from trainspeed.watch.session import Watcher
-
 
 
 @dataclasses.dataclass

@@ -13,7 +13,6 @@ if TYPE_CHECKING:
     from trainspeed.watch.session import Watcher
 
 
-
 def _loader_key(iterator: Any) -> int:
     """A DataLoader iterator's loader, as the watcher keys it: by its dataset (each epoch's new iterator is the
     same loader's)."""

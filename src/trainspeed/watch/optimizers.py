@@ -11,13 +11,10 @@ from typing import TYPE_CHECKING
 import torch
 
 from trainspeed.probe.optimizer import spec_of
-from trainspeed.watch.result import (
-    OptimizerInfo,
-)
+from trainspeed.watch.result import OptimizerInfo
 
 if TYPE_CHECKING:
     from trainspeed.watch.session import Watcher
-
 
 
 def _is_primary(self: Watcher, optimizer: torch.optim.Optimizer) -> bool:

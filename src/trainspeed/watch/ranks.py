@@ -18,7 +18,6 @@ if TYPE_CHECKING:
     from trainspeed.watch.session import Watcher
 
 
-
 def _watch_destroy(self: Watcher) -> None:
     """Gather every rank's summary just before the script tears its process group down."""
     try:

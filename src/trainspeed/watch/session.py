@@ -37,9 +37,7 @@ from trainspeed.watch.result import (
 )
 from trainspeed.watch.sampler import Sampler, loop_codes
 from trainspeed.watch.stats import Reservoir
-from trainspeed.watch.steps import (
-    StopWatching,
-)
+from trainspeed.watch.steps import StopWatching
 from trainspeed.watch.syncs import SyncCounter, reading
 
 _W = TypeVar("_W", bound="Watcher")

@@ -9,22 +9,17 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from trainspeed.watch.result import (
-    StepRecord,
-)
+from trainspeed.watch.result import StepRecord
 from trainspeed.watch.stats import Reservoir
 
 if TYPE_CHECKING:
     from trainspeed.watch.session import Watcher
 
 
-
 PLOT_STEPS = 400
-
 
 DETAILED_FIRST = 50
 """Measured steps that are all detailed before sampling starts."""
-
 
 DETAIL_BLOCK = 64
 """Detailed steps come in runs of this many: switching the per-call hooks in or out costs about 0.2 ms each
@@ -32,12 +27,10 @@ way (setting or deleting attributes of nn.Module and the optimizer classes modif
 after it re-specialises the call sites that touched them: 0.15 to 0.17 ms and +30 to 40 us on the seed loop,
 2026-11-24), so it must be rare."""
 
-
 SWITCHES_PER_DOUBLING = 32
 """After every this many detailed runs, the runs (and the gaps between them) grow twice as long: the
 share of detailed steps stays one in `detail_every`, while the hook switches, which modify
 torch.nn.Module's class (see hooks.RESUME_BUDGET), grow only with the logarithm of the run's length."""
-
 
 QUIET_MAX = 64
 """A quiet run lasts at most this many steps: the step after it adds the run's data, h2d, sync and
