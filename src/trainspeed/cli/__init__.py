@@ -6,11 +6,11 @@ import sys
 from collections.abc import Sequence
 
 from trainspeed import __version__
-from trainspeed.cli import demo, doctor, hw, memory, sweep
+from trainspeed.cli import compare, demo, doctor, hw, memory, sweep
 from trainspeed.cli._common import Parser
 from trainspeed.errors import UsageError
 
-SUBCOMMANDS = (hw, demo, doctor, memory, sweep)
+SUBCOMMANDS = (hw, demo, doctor, memory, sweep, compare)
 
 
 def build_parser() -> Parser:

@@ -27,7 +27,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     knobs = "; ".join(f"{name}: {k.summary}" for name, k in KNOBS.items())
     p = sub.add_parser("sweep", help="turn one knob of a training loop and measure each value",
                        description="Controlled experiments: warm-up, repeats interleaved across values, median and "
-                                   "95%% bootstrap interval per value, 'no measurable difference' when intervals "
+                                   "95% bootstrap interval per value, 'no measurable difference' when intervals "
                                    "overlap. Trials are appended to DIR/trials.jsonl; an interrupted sweep resumes. "
                                    f"Knobs - {knobs}.")
     p.add_argument("knob", metavar="KNOB", help=f"one of {', '.join(KNOBS)}")

@@ -8,6 +8,8 @@ import math
 from typing import Any
 
 from trainspeed.demo.result import DemoResult
+from trainspeed.diagnose.compare import SCHEMA as COMPARISON_SCHEMA
+from trainspeed.diagnose.compare import Comparison
 from trainspeed.diagnose.report import DoctorReport
 from trainspeed.hardware.report import HardwareReport
 from trainspeed.memory.result import MemoryReport
@@ -18,6 +20,7 @@ MEMORY_SCHEMA = "trainspeed.memory/1"
 DOCTOR_SCHEMA = "trainspeed.doctor/1"
 DEMO_SCHEMA = "trainspeed.demo/1"
 SWEEP_SCHEMA = "trainspeed.sweep/1"
+COMPARE_SCHEMA = COMPARISON_SCHEMA
 
 
 def _clean(value: Any) -> Any:
@@ -185,6 +188,7 @@ def doctor_dict(report: DoctorReport) -> dict[str, Any]:
                                             if report.thread_gflops else None)},
         "notes": w.notes + report.notes,
         "distributed": _clean(w.distributed) if w.distributed is not None else None,
+        "samples": {"step_ms": _clean(w.step_times_ms), "phase_ms": _clean(w.phase_samples_ms)},
     }
 
 
@@ -206,3 +210,10 @@ def sweep_dict(result: SweepResult) -> dict[str, Any]:
 def dumps(obj: dict[str, Any]) -> str:
     """Serialise with a stable layout (and a trailing newline)."""
     return json.dumps(obj, indent=2, allow_nan=False) + "\n"
+
+
+def compare_dict(c: Comparison) -> dict[str, Any]:
+    """The `trainspeed compare --json` object."""
+    return _clean({"schema": COMPARE_SCHEMA, "a": c.a, "b": c.b, "conclusion": c.conclusion, "line": c.line, "noise": c.noise,
+                   "step": c.step, "phases": {ch.what: ch for ch in c.phases}, "verdicts": c.verdicts,
+                   "notes": c.notes})

@@ -8,6 +8,7 @@ from rich.table import Table
 from rich.text import Text
 
 from trainspeed.demo.result import DemoResult
+from trainspeed.diagnose.compare import Comparison
 from trainspeed.diagnose.report import DoctorReport
 from trainspeed.diagnose.rules import predicted_label
 from trainspeed.hardware.cpu import CpuInfo
@@ -319,4 +320,30 @@ def sweep_view(result: SweepResult) -> Group:
     if result.recommendation:
         parts.append(Text(f"Recommendation: {result.recommendation}", style="bold green"))
     parts += [Text(f"note: {n}", style="yellow") for n in result.notes]
+    return Group(*parts)
+
+
+def _signed(value: float | None, ms: bool = False) -> str:
+    return "-" if value is None else (f"{value:+.3f}" if ms else f"{value:+.1%}")
+
+
+def compare_view(c: Comparison) -> Group:
+    """`trainspeed compare`: the line that judges, the step and each phase with intervals, the verdicts."""
+    parts: list[Table | Text] = [Text(c.line, style="bold")]
+    table = Table(box=box.SIMPLE_HEAD, title=f"{c.b} against {c.a}: medians per step, 95% intervals")
+    for col in ("", f"{c.a} ms", f"{c.b} ms", "B - A ms", "interval ms", "change", "interval"):
+        table.add_column(col, justify="left" if not col else "right")
+    for ch in (c.step, *c.phases):
+        interval_ms = "-" if ch.delta_low is None else f"{ch.delta_low:+.3f} to {ch.delta_high:+.3f}"
+        interval = "-" if ch.low is None else f"{ch.low:+.1%} to {ch.high:+.1%}"
+        style = "bold" if ch.what == "step" else ("yellow" if ch.real else None)
+        table.add_row(ch.what, "-" if ch.a_ms is None else f"{ch.a_ms:.3f}", "-" if ch.b_ms is None else f"{ch.b_ms:.3f}",
+                      _signed(ch.delta_ms, ms=True), interval_ms, _signed(ch.change), interval, style=style)
+    parts.append(table)
+    words = {"appeared": "appeared in", "went away": "went away in", "in both": "in both"}
+    for v in c.verdicts:
+        where = c.b if v.status != "in both" else ""
+        pred = " / ".join(f"{p:.2f}x" if p else "-" for p in (v.a_predicted, v.b_predicted))
+        parts.append(Text(f"verdict {v.id}: {words[v.status]} {where}".rstrip() + f" (predicted {pred})"))
+    parts.extend(Text(note, style="dim") for note in c.notes)
     return Group(*parts)

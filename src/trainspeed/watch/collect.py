@@ -87,6 +87,7 @@ def measurements(self: Watcher, gathering: bool = False) -> WatchResult:
         host = median(r.phases[p] for r in timed) if timed else None
         phases[p] = PhaseStat(host_ms=(host or 0.0) * 1e3, device_ms=dev, share=shares[p])
     step_ms = [r.wall_s * 1e3 for r in records]
+    samples = {p: [r.phases[p] * 1e3 for r in (records if p in EDGE_PHASES else detailed)] for p in PHASES}
     result = WatchResult(
         steps_seen=self.steps_seen, steps_measured=n,
         median_ms=median(step_ms), p90_ms=quantile(step_ms, 0.9),
@@ -112,7 +113,7 @@ def measurements(self: Watcher, gathering: bool = False) -> WatchResult:
         peak_memory_bytes=self._peak_memory(), memory_capacity_bytes=self._capacity(),
         h2d_bytes_by_kind=dict(self.h2d_kinds), process_threads=self._threads(),
         step_samples=sorted(self.plot_steps, key=lambda r: r.index),
-        step_times_ms=step_ms, notes=notes, gpu_busy_ms_per_step=self.window.gpu_busy_ms_per_step,
+        step_times_ms=step_ms, phase_samples_ms=samples, notes=notes, gpu_busy_ms_per_step=self.window.gpu_busy_ms_per_step,
         micro_batches_per_step=median([r.micro_batches for r in detailed if r.micro_batches is not None]),
         model_calls_per_step=median([r.model_calls[0] for r in detailed if r.model_calls is not None]),
         model_calls_chained=median([r.model_calls[1] for r in detailed if r.model_calls is not None]),

@@ -303,3 +303,7 @@ class WatchResult:
     """The training loop's own lines (of the user's functions on the stack at a step's end) that the samples in
     "other" ran under, most first: a line's own time and that of every function it called (a data generator,
     a metric helper), where `other_sites` splits a called function's time over its lines."""
+    phase_samples_ms: dict[str, list[float]] = field(default_factory=dict, repr=False)
+    """Per phase, its milliseconds in each step of a uniform sample (at most RESERVOIR_SIZE steps): the edge
+    phases from the step sample, forward, backward, optimizer and other from the detailed steps' sample. What
+    `trainspeed compare` takes its intervals from."""

@@ -1,0 +1,94 @@
+"""`trainspeed compare A B`: two doctor runs side by side, and a gate for CI (`--fail-if-slower PCT`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from trainspeed._io import check_writable_file, emit
+from trainspeed.cli._common import add_json_option, console_for
+from trainspeed.diagnose.compare import NOISE, CompareError, compare
+from trainspeed.errors import UsageError
+from trainspeed.report.json import compare_dict, dumps
+from trainspeed.report.text import compare_view
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("compare", help="compare two doctor runs: faster, slower or no real difference",
+                       description="Compare two `trainspeed doctor` reports (doctor.json files, or folders written "
+                                   "by --out, each holding one run or several of one script): the step and each "
+                                   "phase with 95% intervals from the runs' own samples, the verdicts that "
+                                   "appeared or went away, and one line that judges.")
+    p.add_argument("a", metavar="A", help="the first run: a doctor.json, a folder holding one, or a folder of "
+                                          "several runs written by --out")
+    p.add_argument("b", metavar="B", help="the second run (or runs), judged against A")
+    p.add_argument("--fail-if-slower", metavar="PCT", type=_percent, default=None,
+                   help="exit 1 when B's step is slower than A's by more than PCT percent, with confidence")
+    p.add_argument("--noise", metavar="PCT", type=_percent, default=NOISE * 100,
+                   help=f"the run-to-run noise band a change must clear to be called real (default {NOISE * 100:.0f}%%)")
+    add_json_option(p)
+    p.set_defaults(run=run)
+
+
+def _percent(text: str) -> float:
+    try:
+        value = float(text.rstrip("%"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a percentage, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a percentage >= 0, got {text}")
+    return value
+
+
+def report_paths(given: str) -> list[Path]:
+    """The doctor.json files that `given` names: the file, a folder's doctor.json, or every run folder that
+    `trainspeed doctor --out` made inside it (several runs of one script: compared as one side)."""
+    path = Path(given)
+    if path.is_file():
+        return [path]
+    if path.is_dir():
+        if (path / "doctor.json").is_file():
+            return [path / "doctor.json"]
+        runs = sorted(path.glob("doctor-*/doctor.json"))
+        if runs:
+            return runs
+        raise UsageError(f"{given}: no doctor.json in this folder")
+    raise UsageError(f"{given}: no such file or folder")
+
+
+def _read(path: Path, given: str) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"{given}: cannot read {path.name} ({e.__class__.__name__})") from None
+    except json.JSONDecodeError as e:
+        raise UsageError(f"{path}: not JSON ({e.msg} at line {e.lineno})") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"{path}: not a trainspeed report (a JSON {type(data).__name__}, not an object)")
+    return data
+
+
+def load(given: str) -> list[dict[str, Any]]:
+    return [_read(path, given) for path in report_paths(given)]
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.json:
+        check_writable_file(args.json)
+    a, b = load(args.a), load(args.b)
+    try:
+        result = compare(a, b, args.a, args.b, noise=args.noise / 100)
+    except CompareError as e:
+        raise UsageError(str(e)) from None
+    if args.fail_if_slower is not None and result.step.low is None:
+        raise UsageError("--fail-if-slower needs both runs' step samples; " + "; ".join(result.notes))
+    if args.json:
+        emit(args.json, dumps(compare_dict(result)))
+    console_for(args).print(compare_view(result))
+    if args.fail_if_slower is not None and result.slower_than(args.fail_if_slower):
+        console_for(args).print(f"{args.b} is slower than {args.a} by more than {args.fail_if_slower:g}% with "
+                                "confidence: failing (--fail-if-slower)", style="red")
+        return 1
+    return 0
