@@ -13,6 +13,16 @@ from pathlib import Path
 from trainspeed.errors import UsageError
 
 
+def _mode_for(target: Path) -> int:
+    """The file's mode as it is, or as a new file gets it under this process's umask."""
+    try:
+        return target.stat().st_mode & 0o777
+    except OSError:
+        mask = os.umask(0)
+        os.umask(mask)
+        return 0o666 & ~mask
+
+
 def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> Path:
     """Write to a temporary file beside `path`, then rename it into place."""
     target = Path(path)
@@ -21,6 +31,7 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> Path:
     try:
         with os.fdopen(fd, mode) as f:
             f.write(data)
+        os.chmod(tmp, _mode_for(target))  # mkstemp makes the file private (0600); a report is not
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

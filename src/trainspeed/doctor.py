@@ -31,10 +31,11 @@ class Doctor(Watcher):
 
 
 def watch(warmup: int = 3, steps: int | None = None, profile_steps: int = 3, sample_hz: float = 50.0,
-          detail_every: int = 32) -> Doctor:
-    """Watch a training loop: `with trainspeed.watch() as w: ...` then `w.result()`."""
+          detail_every: int = 32, trace: bool = False) -> Doctor:
+    """Watch a training loop: `with trainspeed.watch() as w: ...` then `w.result()`. `trace=True` also keeps
+    the timeline of the kept steps (`w.measurements().trace`; `trainspeed.report.trace.chrome_trace`)."""
     return Doctor(warmup=warmup, steps=steps, profile_steps=profile_steps, sample_hz=sample_hz,
-                  detail_every=detail_every)
+                  detail_every=detail_every, trace=trace)
 
 
 class _CallablePackage(types.ModuleType):

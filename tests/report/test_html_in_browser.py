@@ -102,3 +102,35 @@ def test_the_checks_catch_a_console_message_and_a_remote_request(tmp_path: Path)
         </body></html>"""))
     _, console, remote = render(page, tmp_path)
     assert "from the page" in console and remote == ["http://trainspeed-test.invalid/x.png"]
+
+
+def test_a_gpu_runs_report_holds_its_utilisation_timeline(tmp_path: Path) -> None:
+    # a CPU run's report given the NVML samples of a GPU that idles between bursts (recorded measurements: no
+    # GPU here), as the doctor records them on CUDA
+    import dataclasses
+
+    import torch
+    from torch import nn
+
+    import trainspeed
+    from trainspeed.report.html import doctor_html
+    from trainspeed.watch.result import GpuUtil
+
+    model = nn.Linear(8, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    with trainspeed.watch(warmup=1, profile_steps=0) as w:
+        for _ in range(50):
+            optimizer.zero_grad()
+            model(torch.randn(16, 8)).sum().backward()
+            optimizer.step()
+    report = w.result()
+    timeline = [(i * 0.05, 95.0 if (i // 10) % 2 else 3.0) for i in range(200)]
+    util = GpuUtil(True, 49.0, 200, True, "busy 10 samples, idle 10, with the step's rhythm", timeline)
+    page = tmp_path / "gpu.html"
+    page.write_text(doctor_html(dataclasses.replace(report, watch=dataclasses.replace(report.watch, gpu_util=util))))
+    html = page.read_text()
+    order = [html.index(s) for s in ("<h2>Verdicts", 'alt="per-step phases"', 'alt="step-time histogram"',
+                                     'alt="GPU utilisation"')]
+    assert order == sorted(order)
+    _, console, remote = render(page, tmp_path)
+    assert console == "" and remote == []

@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import dataclasses
 import importlib.util
+import json
 import os
 import sys
 
@@ -16,6 +17,7 @@ from trainspeed.errors import UsageError
 from trainspeed.report.html import doctor_html
 from trainspeed.report.json import doctor_dict, dumps
 from trainspeed.report.text import doctor_view
+from trainspeed.report.trace import chrome_trace
 from trainspeed.watch.runner import check_script, run_target
 
 
@@ -27,6 +29,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--warmup", type=non_negative_int, default=3, help="steps left out of the statistics (default 3)")
     p.add_argument("--html", metavar="PATH", help="write a self-contained HTML report")
     p.add_argument("--out", metavar="DIR", help="write doctor.json and report.html into a new folder under DIR")
+    p.add_argument("--trace", metavar="PATH", help="write the kept steps' timeline as a Chrome/Perfetto trace-event "
+                                                  "JSON (ui.perfetto.dev, chrome://tracing)")
     p.add_argument("-m", dest="module", metavar="MODULE", help="run a module, like python -m")
     add_json_option(p)
     p.add_argument("script", nargs="?", metavar="SCRIPT", help="the training script")
@@ -62,12 +66,12 @@ def _launch_rank() -> int:
 
 def run(args: argparse.Namespace) -> int:
     target, script_args, module = _target(args)
-    for path in (args.json, args.html):
+    for path in (args.json, args.html, args.trace):
         if path:
             check_writable_file(path)
     folder = new_run_dir(args.out, "doctor") if args.out and not _launch_rank() else None
 
-    watcher = Doctor(warmup=args.warmup, steps=args.steps)
+    watcher = Doctor(warmup=args.warmup, steps=args.steps, trace=bool(args.trace))
     # with --json -, stdout carries the JSON: the script's own prints go to stderr meanwhile
     redirect = contextlib.redirect_stdout(sys.stderr) if args.json == "-" else contextlib.nullcontext()
     with redirect:
@@ -89,6 +93,9 @@ def run(args: argparse.Namespace) -> int:
         write_atomic(folder / "report.html", doctor_html(report))
     if args.html:
         write_atomic(args.html, doctor_html(report))
+    if args.trace:
+        trace = chrome_trace(report.watch, f"trainspeed doctor: {report.script}")
+        write_atomic(args.trace, json.dumps(trace, separators=(",", ":"), allow_nan=False) + "\n")
     if args.json:
         emit(args.json, payload)
     console = console_for(args)

@@ -25,6 +25,7 @@ from trainspeed.watch.result import (
 from trainspeed.watch.sampler import source_of
 from trainspeed.watch.sawtooth import detect_sawtooth
 from trainspeed.watch.stats import median, quantile
+from trainspeed.watch.trace import Trace
 
 if TYPE_CHECKING:
     from trainspeed.watch.session import Watcher
@@ -113,7 +114,7 @@ def measurements(self: Watcher, gathering: bool = False) -> WatchResult:
         peak_memory_bytes=self._peak_memory(), memory_capacity_bytes=self._capacity(),
         h2d_bytes_by_kind=dict(self.h2d_kinds), process_threads=self._threads(),
         step_samples=sorted(self.plot_steps, key=lambda r: r.index),
-        step_times_ms=step_ms, phase_samples_ms=samples, notes=notes, gpu_busy_ms_per_step=self.window.gpu_busy_ms_per_step,
+        step_times_ms=step_ms, phase_samples_ms=samples, trace=self._trace(), notes=notes, gpu_busy_ms_per_step=self.window.gpu_busy_ms_per_step,
         micro_batches_per_step=median([r.micro_batches for r in detailed if r.micro_batches is not None]),
         model_calls_per_step=median([r.model_calls[0] for r in detailed if r.model_calls is not None]),
         model_calls_chained=median([r.model_calls[1] for r in detailed if r.model_calls is not None]),
@@ -193,3 +194,15 @@ def _capacity(self: Watcher) -> int | None:
     if self.device == "cuda" and torch.cuda.is_initialized():
         return int(torch.cuda.get_device_properties(self.device_index).total_memory)
     return int(psutil.virtual_memory().total)
+
+
+def _trace(self: Watcher) -> Trace | None:
+    """The kept steps' timelines (trace=True), with the profiler window's ops where it was torch.profiler."""
+    if self.traced is None:
+        return None
+    notes = []
+    if self.window.trace_ops is None and self.window.steps:
+        notes.append("no op track: the profiler window ran as dispatch modes on the CPU (torch.profiler runs it on "
+                     "CUDA and after torch.compile), which count ops but do not place them in time")
+    return Trace(sorted(self.traced.values(), key=lambda s: s.index), list(self.window.trace_ops or []),
+                 self.device, notes)

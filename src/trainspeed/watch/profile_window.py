@@ -33,6 +33,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from trainspeed._io import quiet_fd2
 from trainspeed.watch.result import OpTime
+from trainspeed.watch.trace import WindowOp
 
 OP_TIMES_KEPT = 12
 """The op table keeps the ops with most host time, and every op that carries arithmetic."""
@@ -274,13 +275,37 @@ def compiled_code_seen() -> bool:
         return False
 
 
+TRACE_OPS_KEPT = 20_000
+"""The most ops and kernels of the window a trace keeps (the first ones)."""
+
+
+def window_ops(events: Any, opened_at: float) -> list[WindowOp]:
+    """torch.profiler's events (FunctionEvent: microseconds from the profiler's start) as WindowOps placed
+    from `opened_at`: host ops, and the device's kernels, copies and memsets on their own track."""
+    out = []
+    for e in events:
+        span = getattr(e, "time_range", None)
+        if span is None or span.end <= span.start:
+            continue
+        track = "device" if "CUDA" in str(getattr(e, "device_type", "")) else "host"
+        out.append(WindowOp(e.name, track, opened_at + span.start / 1e6, opened_at + span.end / 1e6))
+        if len(out) >= TRACE_OPS_KEPT:
+            break
+    return out
+
+
 class ProfileWindow:
     """Opens torch.profiler at the end of warm-up, closes it `steps` steps later. `outside()`: whether an
     op dispatched now is outside every phase the watcher names (None: not asked)."""
 
     def __init__(self, steps: int, outside: Callable[[], bool] | None = None,
-                 edge: Callable[[], bool] | None = None) -> None:
+                 edge: Callable[[], bool] | None = None, keep_ops: bool = False) -> None:
         self.steps = steps
+        self.keep_ops = keep_ops
+        """Keep the window's ops and kernels with their times, for a trace (only where it is torch.profiler)."""
+        self.trace_ops: list[WindowOp] | None = None
+        self.opened_at = 0.0
+        """time.perf_counter() as torch.profiler started: where the window's ops are placed from."""
         self.outside = outside
         self.edge = edge
         self.prof: Any = None
@@ -350,6 +375,7 @@ class ProfileWindow:
         try:
             with quiet_fd2():
                 self.prof = torch.profiler.profile(activities=activities, with_flops=True)
+                self.opened_at = time.perf_counter()
                 self.prof.__enter__()
             self.first, self.cuda = first, cuda
         except Exception as e:  # another profiler is running, say: go on without counts
@@ -395,6 +421,8 @@ class ProfileWindow:
                 self.kernels_per_step = kernels / steps
                 self.gpu_busy_ms_per_step = busy / steps / 1e6
             self.flops_per_step = outer_flops(prof.events()) / steps
+            if self.keep_ops:
+                self.trace_ops = window_ops(prof.events(), self.opened_at)
         except Exception as e:
             self.notes.append(f"torch.profiler window failed ({type(e).__name__}): no op or kernel counts")
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from trainspeed.watch.trace import Trace
+
 
 @dataclass(frozen=True)
 class PhaseStat:
@@ -307,3 +309,5 @@ class WatchResult:
     """Per phase, its milliseconds in each step of a uniform sample (at most RESERVOIR_SIZE steps): the edge
     phases from the step sample, forward, backward, optimizer and other from the detailed steps' sample. What
     `trainspeed compare` takes its intervals from."""
+    trace: Trace | None = field(default=None, repr=False)
+    """With `trace=True`: the kept detailed steps' timelines, for `trainspeed doctor --trace` (watch/trace.py)."""

@@ -38,7 +38,8 @@ from trainspeed.watch.result import (
 from trainspeed.watch.sampler import Sampler, loop_codes
 from trainspeed.watch.stats import Reservoir
 from trainspeed.watch.steps import StopWatching
-from trainspeed.watch.syncs import SyncCounter, reading
+from trainspeed.watch.syncs import SyncCounter, reading, site_of
+from trainspeed.watch.trace import TraceStep, TracingClock
 
 _W = TypeVar("_W", bound="Watcher")
 
@@ -99,10 +100,11 @@ class Watcher:
     _threads = collect._threads
     _peak_memory = collect._peak_memory
     _capacity = collect._capacity
+    _trace = collect._trace
 
     def __init__(self, warmup: int = 3, steps: int | None = None, profile_steps: int = 3,
                  sample_hz: float = 50.0, now: Callable[[], float] = time.perf_counter,
-                 detail_every: int = 32) -> None:
+                 detail_every: int = 32, trace: bool = False) -> None:
         self.warmup, self.max_steps, self.sample_hz = warmup, steps, sample_hz
         self.detail_every = detail_every
         """After the first DETAILED_FIRST measured steps, about one step in `detail_every` is
@@ -116,13 +118,15 @@ class Watcher:
         to the tally of their line (so does the step that ends the quiet run, passed over too). 0: none."""
         self._quiet_from = 0
         self._quiet_read_s = 0.0
-        self.clock = PhaseClock(now)
+        self.clock = TracingClock(now) if trace else PhaseClock(now)
+        self.traced: dict[int, TraceStep] | None = {} if trace else None
+        """With trace=True, the kept detailed steps' timelines by step index (watch/trace.py); else None."""
         self.hooks = Hooks(self)
         # the hot path calls the clock directly (one Python frame per phase edge, not two);
         # _set_edges() swaps in the versions that also record CUDA events
         self.enter = self.clock.enter
         self.exit = self.clock.exit
-        self.syncs = SyncCounter(on_read=self.read_span)
+        self.syncs = SyncCounter(on_read=self._read_traced if trace else self.read_span)
         self._thread = threading.get_ident()
         self._measure_from_scratch(profile_steps)
         self.sampler: Sampler | None = None
@@ -185,7 +189,11 @@ class Watcher:
         warm-up it settles after, the samples, the loaders' starts and the detail schedule. Set at
         construction, and again when the first optimizer step comes after backward-delimited steps
         (`_rebase`)."""
-        self.window = ProfileWindow(profile_steps, outside=self._outside_phases, edge=self._in_edge_phase)
+        self.window = ProfileWindow(profile_steps, outside=self._outside_phases, edge=self._in_edge_phase,
+                                    keep_ops=self.traced is not None)
+        if isinstance(self.clock, TracingClock):  # measuring starts over: so does the timeline
+            self.traced = {}
+            self.clock.recording = True
         self.settled_at = self.window.settled_from(self.warmup)
         self.steps_seen = 0
         self.measured = Reservoir[StepRecord](seed=1)
@@ -395,6 +403,12 @@ class Watcher:
         kind = ("pinned" if pinned else "pageable") + (", non_blocking" if non_blocking else "")
         self.h2d_kinds[kind] = self.h2d_kinds.get(kind, 0) + nbytes
 
+
+    def _read_traced(self, op: str, t0: float, t1: float, frame: Any) -> None:
+        """`read_span`, and the read noted on the trace's timeline with its line (trace=True only)."""
+        self.read_span(op, t0, t1, frame)
+        if isinstance(self.clock, TracingClock):
+            self.clock.read(op, site_of(frame), t0, t1)
 
     def read_span(self, op: str, t0: float, t1: float, frame: Any) -> None:
         """A host read ran from t0 to t1 (the counter has tallied it by its line already): into the phase

@@ -11,6 +11,7 @@ import torch
 
 from trainspeed.watch.result import StepRecord
 from trainspeed.watch.stats import Reservoir
+from trainspeed.watch.trace import TracingClock
 
 if TYPE_CHECKING:
     from trainspeed.watch.session import Watcher
@@ -196,8 +197,23 @@ def _keep_step(self: Watcher, record: StepRecord) -> None:
         self.detailed_steps.add(record)
     if record.detailed and len(self.plot_steps) < PLOT_STEPS:
         self.plot_steps.append(record)
+        if self.traced is not None:
+            _keep_trace(self, record)
     if events:
         self.pending.append((record, events))
+
+
+def _keep_trace(self: Watcher, record: StepRecord) -> None:
+    """trace=True: keep the timeline of the step just kept for the plots; once they are full, the clock stops
+    noting (the trace is bounded as they are)."""
+    clock = self.clock
+    assert isinstance(clock, TracingClock) and self.traced is not None
+    step = clock.last_step
+    if step is not None:
+        step.index = record.index
+        self.traced[record.index] = step
+    if len(self.plot_steps) >= PLOT_STEPS:
+        clock.recording = False
 
 
 def _choose_detail(self: Watcher) -> None:
@@ -240,5 +256,9 @@ def _device_times(self: Watcher, record: StepRecord, events: list[tuple[str, Any
     for phase, start, end in events:
         per_phase[phase] += start.elapsed_time(end)
     record.device_ms = dict(per_phase)
+    if self.traced is not None and (step := self.traced.get(record.index)) is not None:
+        first = events[0][1]  # the step's device spans, placed from its first event
+        step.device = [(phase, first.elapsed_time(start) / 1e3, first.elapsed_time(end) / 1e3)
+                       for phase, start, end in events]
     for phase, ms in per_phase.items():
         self.device_ms[phase].add(ms)
