@@ -27,12 +27,18 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> Path:
     """Write to a temporary file beside `path`, then rename it into place."""
     target = Path(path)
     mode = "wb" if isinstance(data, bytes) else "w"
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")
+    except OSError as e:  # a folder this process may not write in (a read-only file system, say)
+        raise UsageError(f"cannot write {path}: {e.strerror or e}") from None
     try:
         with os.fdopen(fd, mode) as f:
             f.write(data)
         os.chmod(tmp, _mode_for(target))  # mkstemp makes the file private (0600); a report is not
         os.replace(tmp, target)
+    except OSError as e:  # the disk filled up, the file could not be renamed over
+        Path(tmp).unlink(missing_ok=True)
+        raise UsageError(f"cannot write {path}: {e.strerror or e}") from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

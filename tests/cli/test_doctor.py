@@ -102,6 +102,16 @@ def test_script_that_raises_gets_a_partial_report_and_its_status(tmp_path: Path,
     code, data = _doctor([path], capsys)
     assert code == 1 and data["exit_code"] == 1 and "ValueError: diverged" in data["error"]
     assert data["steps"]["seen"] == 20
+    # the traceback python itself would print: the script's frames, not the runner's or runpy's
+    frames = [line for line in data["error"].splitlines() if line.startswith('  File "')]
+    assert frames and all(path in line for line in frames), data["error"]
+
+
+def test_a_missing_module_is_one_line_and_status_2(capsys: pytest.CaptureFixture[str]) -> None:
+    for name in ("missing_module_xyz", "missing_package_xyz.module"):
+        assert main(["doctor", "-m", name]) == 2
+        err = capsys.readouterr().err
+        assert err == f"trainspeed: error: -m {name}: no such module\n"
 
 
 def test_system_exit_is_honoured(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

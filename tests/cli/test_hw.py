@@ -51,3 +51,19 @@ def test_hw_json_into_missing_folder(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert main(["hw", "--json", str(tmp_path / "nope" / "hw.json")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "does not exist" in err
+
+
+def test_hw_json_where_the_folder_cannot_be_written_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    # a read-only file system (root may write any folder; the write itself fails there): no traceback
+    import os
+    import tempfile
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise OSError(30, os.strerror(30))
+
+    monkeypatch.setattr(tempfile, "mkstemp", refuse)
+    assert main(["hw", "--json", str(tmp_path / "hw.json")]) == 2
+    err = capsys.readouterr().err
+    assert err == f"trainspeed: error: cannot write {tmp_path / 'hw.json'}: Read-only file system\n"
+    assert list(tmp_path.iterdir()) == []

@@ -41,7 +41,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def _target(args: argparse.Namespace) -> tuple[str, list[str], bool]:
     if args.module:
         script_args = ([args.script] if args.script else []) + list(args.args)
-        if importlib.util.find_spec(args.module) is None:
+        try:
+            found = importlib.util.find_spec(args.module)
+        except (ImportError, ValueError):  # a dotted name whose package is missing, or an empty name
+            found = None
+        if found is None:
             raise UsageError(f"-m {args.module}: no such module")
         return args.module, script_args, True
     if not args.script:

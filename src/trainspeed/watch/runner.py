@@ -42,6 +42,16 @@ def _exit_code(e: SystemExit) -> int:
     return 1
 
 
+def _script_traceback() -> str:
+    """The exception being handled, formatted as `python script.py` shows it: from the script's first frame,
+    without this runner's and runpy's frames above it."""
+    kind, error, tb = sys.exc_info()
+    while tb is not None and (tb.tb_frame.f_code.co_filename == __file__
+                              or "runpy" in Path(tb.tb_frame.f_code.co_filename).name):
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(kind, error, tb))
+
+
 def run_target(target: str, args: list[str], module: bool) -> ScriptOutcome:
     """Run `target` (a path, or a module name if `module`) as __main__ with `args`."""
     saved_argv, saved_path0 = sys.argv[:], sys.path[0] if sys.path else None
@@ -63,7 +73,7 @@ def run_target(target: str, args: list[str], module: bool) -> ScriptOutcome:
     except KeyboardInterrupt:
         return ScriptOutcome(130, None, True)
     except BaseException:
-        text = traceback.format_exc()
+        text = _script_traceback()
         sys.stderr.write(text)
         return ScriptOutcome(1, text, False)
     finally:
