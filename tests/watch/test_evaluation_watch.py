@@ -77,3 +77,63 @@ def test_a_model_trained_in_eval_mode_is_not_an_evaluation() -> None:
     with Watcher(warmup=3, profile_steps=0) as w:
         _evaluating_loop(30, 10, frozen_norm=True)
     assert w.measurements().evaluation is None
+
+
+def _gpt_style_loop(steps: int, every: int, splits: int = 2) -> None:
+    """Evaluation as char-level GPT scripts write it: `@torch.no_grad()` around a function that calls
+    model.eval(), evaluates each split, then model.train(); every `every` steps, the first at step 0."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, y = torch.randn(32, 8), torch.randint(0, 2, (32,))
+
+    @torch.no_grad()
+    def estimate_loss() -> list[float]:
+        model.eval()
+        out = []
+        for _ in range(splits):
+            losses = []
+            for _ in range(5):
+                losses.append(nn.functional.cross_entropy(model(x), y).item())
+                time.sleep(0.0005)
+            out.append(sum(losses) / len(losses))
+        model.train()
+        return out
+
+    for step in range(steps):
+        if step % every == 0:
+            estimate_loss()
+        loss = nn.functional.cross_entropy(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
+def test_an_evaluation_under_no_grad_that_calls_eval_is_one_evaluation() -> None:
+    with Watcher(warmup=2, profile_steps=0) as w:
+        _gpt_style_loop(101, every=10)
+    ev = w.measurements().evaluation
+    # evaluations at steps 0, 10, ..., 100; those after the 2 warm-up steps are measured: 10 of them
+    assert ev is not None and ev.count == 10 and ev.every_steps == 10 and ev.by == "model.eval()"
+    assert ev.share < 0.9  # the nested no_grad span is not counted again
+
+
+def test_back_to_back_no_grad_blocks_with_no_step_between_are_one_evaluation() -> None:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, y = torch.randn(32, 8), torch.randint(0, 2, (32,))
+    with Watcher(warmup=2, profile_steps=0) as w:
+        for step in range(60):
+            loss = nn.functional.cross_entropy(model(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            if step % 20 == 19:
+                for _ in range(3):  # one block per split
+                    with torch.no_grad():
+                        model(x)
+                        time.sleep(0.002)
+    ev = w.measurements().evaluation
+    assert ev is not None and ev.count == 3 and ev.every_steps == 20 and ev.by == "no_grad"
+    assert ev.mean_ms >= 6.0  # the three blocks' time, together

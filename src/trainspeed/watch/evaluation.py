@@ -17,8 +17,8 @@ if TYPE_CHECKING:
 
 @dataclasses.dataclass
 class _Spans:
-    """Evaluation spans of one kind ended during the measured steps: how many, their seconds, and the step counts at
-    the first and the last of them."""
+    """Evaluations of one kind ended during the measured steps (each one or more spans with no step between:
+    `_Gap`): how many, their seconds, and the step counts at the first and the last of them."""
 
     count: int = 0
     seconds: float = 0.0
@@ -30,6 +30,43 @@ class _Spans:
         self.seconds += seconds
         self.first = steps if self.first < 0 else self.first
         self.last = steps
+
+
+@dataclasses.dataclass
+class _Gap:
+    """The evaluation under way: the spans (model.eval() ... train(), the model called under no_grad) that ended
+    with no training step between them. Nested spans (`model.eval()` inside a function decorated with
+    `@torch.no_grad()`) and back-to-back ones (one `no_grad` block per split) are one evaluation; its time is
+    the union of their intervals."""
+
+    steps: int
+    intervals: list[tuple[float, float]] = dataclasses.field(default_factory=list)
+    kinds: set[str] = dataclasses.field(default_factory=set)
+
+    def seconds(self) -> float:
+        total, end = 0.0, float("-inf")
+        for t0, t1 in sorted(self.intervals):
+            if t1 > end:
+                total += t1 - max(t0, end)
+                end = t1
+        return total
+
+    def into(self, evals: _Spans, quiet: _Spans) -> None:
+        """Count this evaluation: as a model.eval() one where any of its spans was, else as a no_grad one."""
+        (evals if "model.eval()" in self.kinds else quiet).add(self.seconds(), self.steps)
+
+
+def _span_ended(self: Watcher, kind: str, t0: float, t1: float, steps: int) -> None:
+    """An evaluation span of `kind` ran from t0 to t1 with `steps` steps seen: part of the evaluation under way
+    if no step ended since its last span, else the start of the next one (the one before is counted then)."""
+    gap = self._eval_gap
+    if gap is not None and gap.steps != steps:
+        gap.into(self.evals, self.quiet_evals)
+        gap = None
+    if gap is None:
+        gap = self._eval_gap = _Gap(steps)
+    gap.intervals.append((t0, t1))
+    gap.kinds.add(kind)
 
 
 def _has_parameters(module: torch.nn.Module) -> bool:
@@ -48,7 +85,7 @@ def mode_set(self: Watcher, module: torch.nn.Module, training: bool) -> None:
         return
     (t0, steps), self._eval_from = self._eval_from, None
     if steps == self.steps_seen and self.clock.sums is not None:
-        self.evals.add(self.clock.now() - t0, steps)
+        _span_ended(self, "model.eval()", t0, self.clock.now(), steps)
 
 
 def grad_off_entered(self: Watcher) -> None:
@@ -79,16 +116,19 @@ def grad_off_left(self: Watcher) -> None:
         self._grad_off_hook = None
     (t0, steps), self._grad_off = self._grad_off, None
     if self._grad_off_called and steps == self.steps_seen and self.clock.sums is not None:
-        self.quiet_evals.add(self.clock.now() - t0, steps)
+        _span_ended(self, "no_grad", t0, self.clock.now(), steps)
 
 
 def _evaluation(self: Watcher, summed: tuple[dict[str, float], float] | None, measured: int) -> Evaluation | None:
     """The model.eval() spans, and the no_grad spans that called the model where they came at most every other
     step (a generator run under no_grad for a GAN's critic, an agent choosing its actions, come every step: work
     of the step, not an evaluation)."""
-    kinds = [("model.eval()", self.evals)] if self.evals.count else []
-    if self.quiet_evals.count and self.quiet_evals.count <= max(1, measured // 2):
-        kinds.append(("no_grad", self.quiet_evals))
+    evals, quiet = dataclasses.replace(self.evals), dataclasses.replace(self.quiet_evals)
+    if self._eval_gap is not None:  # the evaluation under way (or the run's last), counted on copies
+        self._eval_gap.into(evals, quiet)
+    kinds = [("model.eval()", evals)] if evals.count else []
+    if quiet.count and quiet.count <= max(1, measured // 2):
+        kinds.append(("no_grad", quiet))
     if not kinds or summed is None or summed[1] <= 0:
         return None
     count = sum(spans.count for _, spans in kinds)

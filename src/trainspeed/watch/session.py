@@ -25,7 +25,7 @@ import torch
 from trainspeed.probe.optimizer import OptimizerSpec
 from trainspeed.watch import collect, evaluation, loaders, machine_load, optimizers, ranks, steps
 from trainspeed.watch.comm import CommStep, CommTimer
-from trainspeed.watch.evaluation import _has_parameters, _Spans
+from trainspeed.watch.evaluation import _Gap, _has_parameters, _Spans
 from trainspeed.watch.gather import this_rank
 from trainspeed.watch.hooks import Hooks
 from trainspeed.watch.phases import EDGE_PHASES, PhaseClock
@@ -216,6 +216,8 @@ class Watcher:
         (`mode_set`)."""
         self._eval_from: tuple[float, int] | None = None
         self.quiet_evals = _Spans()
+        self._eval_gap: _Gap | None = None
+        """The evaluation under way: its spans so far, with no step since (`evaluation._span_ended`)."""
         """Evaluations without model.eval(): spans of torch.no_grad() or torch.inference_mode() entered outside every
         phase in which the model was called, with no step ended inside, during the measured steps
         (`grad_off_entered`)."""
