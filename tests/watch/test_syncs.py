@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -233,3 +234,18 @@ def test_the_optimizers_reads_of_values_on_a_device_still_count(monkeypatch: pyt
     monkeypatch.setattr(torch.Tensor, "is_cpu", property(lambda t: False))
     on_device = _optimizer_steps(torch.optim.ASGD, 2, foreach=False).count
     assert on_device - on_host == 2 * 4 * 2
+
+
+def test_a_read_made_inside_an_installed_library_is_charged_to_the_users_line(tmp_path: Path) -> None:
+    # numpy's memmap indexes in Python (numpy/_core/memmap.py): a 0-d tensor as a slice bound is read there,
+    # by the user's line that sliced
+
+    path = tmp_path / "data.bin"
+    np.arange(1000, dtype=np.uint16).tofile(path)
+    data = np.memmap(path, dtype=np.uint16, mode="r")
+    ix = torch.randint(0, 900, (4,))
+    with SyncCounter() as counter:
+        batch = [data[i:i + 8] for i in ix]  # the user's line
+    line = sys._getframe().f_lineno - 1
+    assert len(batch) == 4
+    assert [(where, op, n) for where, op, n, _ in counter.sites()] == [(f"{__file__}:{line}", "__index__", 8)]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import operator
 import os
 import sys
+import sysconfig
 import threading
 import time
 from collections import Counter
@@ -22,6 +23,10 @@ import torch
 
 _TORCH_DIR = os.path.dirname(torch.__file__)
 _OUR_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_LIBRARY_DIRS = tuple(sorted({os.path.join(path, "") for key, path in sysconfig.get_paths().items()
+                              if key in ("stdlib", "platstdlib", "purelib", "platlib")}))
+"""The standard library's and installed packages' folders: a read made in them (numpy's memmap indexing with a
+0-d tensor calls its `__index__`) is charged to the user's line that called them."""
 
 
 _USER_CODE: dict[int, tuple[bool, Any]] = {}
@@ -30,12 +35,17 @@ Keyed by id: hashing a code object hashes its constants and names every time, re
 every function it defines (a microsecond for a small script's module code, tens for a large one)."""
 
 
+def _library(name: str) -> bool:
+    return name.startswith((_TORCH_DIR, _OUR_DIR, "<frozen")) or name.startswith(_LIBRARY_DIRS) \
+        or f"{os.sep}site-packages{os.sep}" in name or f"{os.sep}dist-packages{os.sep}" in name
+
+
 def is_user_code(code: Any) -> bool:
-    """Whether a code object is the user's (not torch's, trainspeed's or frozen); asked once per code."""
+    """Whether a code object is the user's: not torch's, trainspeed's, frozen, the standard library's or an
+    installed package's; asked once per code."""
     known = _USER_CODE.get(id(code))
     if known is None:
-        name = code.co_filename
-        known = _USER_CODE[id(code)] = (not name.startswith((_TORCH_DIR, _OUR_DIR, "<frozen")), code)
+        known = _USER_CODE[id(code)] = (not _library(code.co_filename), code)
     return known[0]
 
 
@@ -64,7 +74,10 @@ at hand)."""
 
 
 def site_of(frame: Any) -> str:
-    """`file:line` of `frame` or, if it is torch's or trainspeed's, of the innermost user frame above it."""
+    """`file:line` of `frame` or, if it is a library's (torch, trainspeed, the standard library, an installed
+    package), of the innermost user frame above it; where none is on the stack, the innermost frame that is
+    neither torch's nor trainspeed's."""
+    fallback = "?"
     while frame is not None:
         code = frame.f_code
         if is_user_code(code):
@@ -73,8 +86,10 @@ def site_of(frame: Any) -> str:
             if known is None:
                 known = _SITES[key] = (f"{code.co_filename}:{frame.f_lineno}", code)
             return known[0]
+        if fallback == "?" and not code.co_filename.startswith((_TORCH_DIR, _OUR_DIR, "<frozen")):
+            fallback = f"{code.co_filename}:{frame.f_lineno}"
         frame = frame.f_back
-    return "?"
+    return fallback
 
 
 ReadCallback = Callable[[str, float, float, Any], None]
