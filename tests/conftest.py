@@ -43,6 +43,13 @@ def _cpu_only_unless_marked_gpu(request: pytest.FixtureRequest, monkeypatch: pyt
 
 
 @pytest.fixture(autouse=True)
+def _strict_reports(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every doctor report a test builds, in this process or in one it starts, is checked by
+    diagnose.invariants: one whose numbers do not add up raises instead of carrying a note."""
+    monkeypatch.setenv("TRAINSPEED_STRICT", "1")
+
+
+@pytest.fixture(autouse=True)
 def _fresh_resume_budget(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(hooks, "_resumes", [0])
 

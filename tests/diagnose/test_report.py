@@ -70,8 +70,11 @@ def test_a_cuda_report_says_what_device_ms_is_and_how_much_the_gpu_works() -> No
     from trainspeed.diagnose.report import diagnose_run
     from trainspeed.hardware import detect_hardware
 
+    # the detailed steps' medians add up to more than the median step, as on a real tiny step; the shares, from
+    # sums, add up to 1
     r = recorded(1.2, {"forward": 0.43, "backward": 0.67, "optimizer": 0.25}, {"forward": 0.42, "backward": 0.66},
-                 dev="cuda", ops=28, kernels=21, flops=40800, busy=0.055)
+                 dev="cuda", ops=28, kernels=21, flops=40800, busy=0.055,
+                 shares={"forward": 0.3, "backward": 0.47, "optimizer": 0.18})
     report = diagnose_run(r, hardware=detect_hardware(), dispatch_us=1.4, matmul_gflops=700, launch_us=14.5)
     text = _rendered(report)
     assert "the GPU works 0.055 ms of the step, 5%" in text and "idle gaps included" in text

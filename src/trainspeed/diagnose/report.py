@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainspeed.diagnose.invariants import checked
 from trainspeed.diagnose.rules import (
     MEMORY_SHARE,
     Context,
@@ -168,7 +169,8 @@ def diagnose_run(result: WatchResult, watcher: Any = None, hardware: HardwareRep
                       logical_threads=hw.cpu.logical_threads or 1, largest_batch=largest, cuda_op_us=launch_us,
                       dtype_gflops=dtype_gflops, optimizer_ms=optimizer_ms, rebuild_ms=rebuilt_ms, handover=handover,
                       batched_ms=batched, thread_gflops=thread_rates, usable_cores=usable)
-        return DoctorReport(hardware=hw, watch=result, verdicts=diagnose(result, ctx), dispatch_us=dispatch,
+        verdicts = diagnose(result, ctx)
+        return DoctorReport(hardware=hw, watch=result, verdicts=verdicts, dispatch_us=dispatch,
                             matmul_gflops=gflops, cuda_op_us=launch_us, dtype_gflops=dtype_gflops,
                             optimizer_ms=optimizer_ms, rebuild_ms=rebuilt_ms, handover=handover, batched_ms=batched,
-                            thread_gflops=thread_rates)
+                            thread_gflops=thread_rates, notes=checked(result, verdicts))

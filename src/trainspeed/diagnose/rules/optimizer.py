@@ -9,6 +9,11 @@ from trainspeed.watch.result import Verdict, WatchResult
 
 OPTIMIZER_SHARE = 0.20  # optimizer.step and zero_grad for a fifth of the step: worth a fused kernel
 OPTIMIZER_GAIN = 0.05  # ...if fusing would save this share of the step
+PROBE_CONTRADICTS = 4.0
+"""optimizer_heavy is not given where the run's optimizer phase took this many times the probe's step of the same
+optimizer on the same shapes: the phase then holds something else (other processes on the cores: a 320 ms phase
+against a 1.96 ms probe on a loaded machine). In a run the phase is slower than the probe's back-to-back steps,
+which find the caches warm: 12.6 ms against 7.3 on an unseen script, 2026-11-23."""
 REBUILT_PER_STEP = 0.5  # a new optimizer built every other step or more often: inside the loop
 
 
@@ -60,6 +65,8 @@ def optimizer_heavy(r: WatchResult, c: Context) -> Verdict | None:
         return None
     step, opt = r.median_ms or 0.0, _compute_part_ms(r, "optimizer")
     configured, fused = c.optimizer_ms
+    if configured > 0 and opt > PROBE_CONTRADICTS * configured:
+        return None  # the phase is not the optimizer's arithmetic: the machine was busy, or the step waited
     # the phase at the probe's ratio: in the run each step comes after forward and backward have turned the
     # caches over, and runs slower than the probe's back-to-back steps (12.6 ms against 7.3 on /tmp's script)
     saved = opt * max(0.0, 1 - fused / configured) if configured > 0 else 0.0

@@ -1,0 +1,61 @@
+"""Invariants every doctor report must keep: numbers a user can check against each other and find right.
+
+`inconsistencies(report)` lists what does not add up; `diagnose_run` runs it on every report it builds and
+says so in the report's notes instead of passing an inconsistent number on silently. With the environment
+variable TRAINSPEED_STRICT=1 (the test suite sets it) it raises instead, so that every report any test builds is
+checked.
+"""
+
+from __future__ import annotations
+
+import os
+
+from trainspeed.diagnose.rules.common import MAX_PREDICTED
+from trainspeed.watch.result import Verdict, WatchResult
+
+SHARE_TOLERANCE = 0.005
+"""Shares are computed in floating point from sums: they may miss 1 by rounding, not by more."""
+
+
+class InconsistentReport(AssertionError):
+    """Raised under TRAINSPEED_STRICT=1 when a report's numbers do not add up."""
+
+
+def inconsistencies(w: WatchResult, verdicts: list[Verdict]) -> list[str]:
+    """What in these measurements and verdicts does not add up (empty: all of it does)."""
+    found = []
+    shares = {p: s.share for p, s in w.phases.items()}
+    if shares:
+        total = sum(shares.values())
+        if abs(total - 1.0) > SHARE_TOLERANCE and w.steps_measured:
+            found.append(f"phase shares sum to {total:.4f}, not 1")
+        found += [f"phase {p} has share {s:.4f}, outside 0..1" for p, s in shares.items()
+                  if s < -SHARE_TOLERANCE or s > 1 + SHARE_TOLERANCE]
+    if w.steps_measured > w.steps_seen:
+        found.append(f"{w.steps_measured} steps measured of {w.steps_seen} seen")
+    if w.median_ms is not None and w.p90_ms is not None and w.p90_ms < w.median_ms:
+        found.append(f"p90 step {w.p90_ms:.3f} ms under the median {w.median_ms:.3f} ms")
+    ev = w.evaluation
+    if ev is not None:
+        if not 0 <= ev.share <= 1:
+            found.append(f"evaluation takes {ev.share:.1%} of the run")
+        if ev.every_steps is not None and ev.every_steps * (ev.count - 1) > w.steps_seen:
+            found.append(f"{ev.count} evaluations every {ev.every_steps:.0f} steps do not fit in {w.steps_seen} steps")
+    if w.loader_start_share is not None and w.loader_start_share > w.phases["data"].share + SHARE_TOLERANCE:
+        found.append(f"DataLoader starts take {w.loader_start_share:.1%} of the run, more than the data phase's "
+                     f"{w.phases['data'].share:.1%}")
+    if w.syncs_per_step > 0 and not w.sync_sites:
+        found.append(f"{w.syncs_per_step:.2f} host reads per step, and no place that made them")
+    for v in verdicts:
+        p = v.predicted_speedup
+        if p is not None and not 1.0 <= p <= MAX_PREDICTED:
+            found.append(f"{v.id} predicts {p:.2f}x, outside 1x..{MAX_PREDICTED:.0f}x")
+    return found
+
+
+def checked(w: WatchResult, verdicts: list[Verdict]) -> list[str]:
+    """`inconsistencies` as notes for the report; under TRAINSPEED_STRICT=1, InconsistentReport instead."""
+    found = inconsistencies(w, verdicts)
+    if found and os.environ.get("TRAINSPEED_STRICT") == "1":
+        raise InconsistentReport("; ".join(found))
+    return [f"trainspeed's own numbers do not add up here, read them with care: {what}" for what in found]

@@ -1,0 +1,43 @@
+"""The invariants every doctor report keeps, checked on recorded runs: each check can fail."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from recorded_runs import CTX, recorded
+
+from trainspeed.diagnose.invariants import InconsistentReport, checked, inconsistencies
+from trainspeed.diagnose.rules import diagnose
+from trainspeed.watch.result import Evaluation, PhaseStat, SyncSite, Verdict
+
+
+def test_a_recorded_run_and_its_verdicts_add_up() -> None:
+    r = recorded(10.0, {"data": 4.0, "forward": 2.0, "backward": 3.0, "optimizer": 0.5}, flops=1e6)
+    assert inconsistencies(r, diagnose(r, CTX)) == []
+
+
+def test_each_invariant_is_checked() -> None:
+    r = recorded(10.0, {"forward": 5.0, "backward": 4.0})
+    bad_share = dict(r.phases, other=PhaseStat(1.0, None, 0.9))  # shares now sum past 1
+    found = inconsistencies(dataclasses.replace(r, phases=bad_share), [])
+    assert any("sum to 1.8" in f for f in found) and not any("outside 0..1" in f for f in found)
+    assert inconsistencies(dataclasses.replace(r, steps_measured=101), []) == ["101 steps measured of 100 seen"]
+    assert "under the median" in inconsistencies(dataclasses.replace(r, p90_ms=5.0), [])[0]
+    ev = Evaluation(count=20, mean_ms=10.0, share=0.5, every_steps=10.0, by="model.eval()")
+    assert "do not fit in 100 steps" in inconsistencies(dataclasses.replace(r, evaluation=ev), [])[0]
+    assert "1.20 host reads per step" in inconsistencies(dataclasses.replace(r, syncs_per_step=1.2, sync_sites=[]),
+                                                         [])[0]
+    assert inconsistencies(dataclasses.replace(r, syncs_per_step=1.2, sync_sites=[SyncSite("a.py:1", "item", 1, 1.0)]),
+                           []) == []
+    assert "predicts 0.90x" in inconsistencies(r, [Verdict("launch_bound", "", "", 0.9)])[0]
+
+
+def test_a_report_says_so_and_a_strict_one_raises(monkeypatch: pytest.MonkeyPatch) -> None:
+    r = dataclasses.replace(recorded(10.0, {"forward": 5.0}), steps_measured=101)
+    monkeypatch.delenv("TRAINSPEED_STRICT")
+    assert checked(r, []) == ["trainspeed's own numbers do not add up here, read them with care: "
+                              "101 steps measured of 100 seen"]
+    monkeypatch.setenv("TRAINSPEED_STRICT", "1")
+    with pytest.raises(InconsistentReport, match="101 steps measured"):
+        checked(r, [])
