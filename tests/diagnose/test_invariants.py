@@ -26,10 +26,16 @@ def test_each_invariant_is_checked() -> None:
     assert "under the median" in inconsistencies(dataclasses.replace(r, p90_ms=5.0), [])[0]
     ev = Evaluation(count=20, mean_ms=10.0, share=0.5, every_steps=10.0, by="model.eval()")
     assert "do not fit in 100 steps" in inconsistencies(dataclasses.replace(r, evaluation=ev), [])[0]
-    assert "1.20 host reads per step" in inconsistencies(dataclasses.replace(r, syncs_per_step=1.2, sync_sites=[]),
-                                                         [])[0]
-    assert inconsistencies(dataclasses.replace(r, syncs_per_step=1.2, sync_sites=[SyncSite("a.py:1", "item", 1, 1.0)]),
-                           []) == []
+    cuda = dataclasses.replace(r, device="cuda")
+    assert "1.20 syncs per step" in inconsistencies(dataclasses.replace(cuda, syncs_per_step=1.2, sync_sites=[]), [])[0]
+    site = SyncSite("a.py:1", "item", 1, 1.0)
+    assert inconsistencies(dataclasses.replace(cuda, syncs_per_step=1.2, sync_sites=[site]), []) == []
+    assert inconsistencies(dataclasses.replace(r, host_reads_per_step=1.2, host_read_sites=[site]), []) == []
+    assert "1.20 reads of CPU tensors per step" in \
+        inconsistencies(dataclasses.replace(r, host_reads_per_step=1.2), [])[0]
+    # a read of a CPU tensor waits for nothing: a CPU run has no syncs
+    assert "syncs per step on a CPU run" in \
+        inconsistencies(dataclasses.replace(r, syncs_per_step=1.2, sync_sites=[site]), [])[0]
     assert "predicts 0.90x" in inconsistencies(r, [Verdict("launch_bound", "", "", 0.9)])[0]
 
 

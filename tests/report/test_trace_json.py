@@ -19,7 +19,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 def _trace() -> Trace:
     step = TraceStep(7, 10.000, 10.010, [("data", 10.000, 10.002), ("forward", 10.002, 10.006),
                                          ("sync", 10.006, 10.007), ("backward", 10.007, 10.010)],
-                     reads=[("item", "train.py:42", 10.006, 10.007)],
+                     reads=[("item", "train.py:42", 10.006, 10.007, False), ("__index__", "train.py:30", 10.0, 10.001, True)],
                      device=[("forward", 0.0, 0.003), ("backward", 0.004, 0.008)])
     return Trace([step], [WindowOp("aten::addmm", "host", 9.5, 9.501), WindowOp("gemm_kernel", "device", 9.5005,
                                                                                  9.5008)], "cuda")
@@ -37,7 +37,9 @@ def test_each_span_is_a_complete_event_on_its_track_in_microseconds_from_the_fir
     step = by_track[TRACKS["steps"]][0]
     assert step["name"] == "step 7" and step["args"]["host_ms"]["forward"] == pytest.approx(4.0)
     read = by_track[TRACKS["host reads"]][0]
-    assert read["name"] == "item at train.py:42" and read["args"]["where"] == "train.py:42"
+    assert read["name"] == "item at train.py:42" and read["args"]["where"] == "train.py:42" and read["cat"] == "sync"
+    cpu_read = by_track[TRACKS["host reads"]][1]  # a CPU tensor's: no sync, told apart
+    assert cpu_read["cat"] == "host read" and cpu_read["args"]["sync"] is False
     device = by_track[TRACKS["device phases (CUDA events)"]]  # placed from the first device phase's host edge
     assert [(e["name"], e["ts"], e["dur"]) for e in device] == [("forward", pytest.approx(502_000.0), 3_000.0),
                                                                ("backward", pytest.approx(506_000.0), 4_000.0)]

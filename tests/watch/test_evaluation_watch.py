@@ -41,7 +41,7 @@ def test_evaluations_between_steps_are_counted_with_their_share_of_the_run() -> 
         _evaluating_loop(60, 10)
     ev = w.measurements().evaluation
     # those ending after steps 10, 20, ... 60: the measured steps start after the 3 warm-up steps
-    assert ev is not None and ev.count == 6 and ev.every_steps == 10
+    assert ev is not None and ev.count == ev.in_run == 6 and ev.every_steps == 10
     assert ev.mean_ms >= 20 * 0.5 and 0.2 < ev.share < 1.0  # 20 sleeps of 0.5 ms against 10 tiny steps
 
 
@@ -113,8 +113,9 @@ def test_an_evaluation_under_no_grad_that_calls_eval_is_one_evaluation() -> None
     with Watcher(warmup=2, profile_steps=0) as w:
         _gpt_style_loop(101, every=10)
     ev = w.measurements().evaluation
-    # evaluations at steps 0, 10, ..., 100; those after the 2 warm-up steps are measured: 10 of them
-    assert ev is not None and ev.count == 10 and ev.every_steps == 10 and ev.by == "model.eval()"
+    # evaluations at steps 0, 10, ..., 100: 11 in the run, as the script counts them; those after the 2 warm-up
+    # steps are measured (timed): 10 of them
+    assert ev is not None and ev.in_run == 11 and ev.count == 10 and ev.every_steps == 10 and ev.by == "model.eval()"
     assert ev.share < 0.9  # the nested no_grad span is not counted again
 
 

@@ -7,6 +7,7 @@ import sys
 import tempfile
 import time
 
+import pytest
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
@@ -41,6 +42,7 @@ def test_dataloader_wait_and_checkpoints_are_phases() -> None:
             torch.save(model.state_dict(), os.path.join(folder, "m.pt"))
     r = w.measurements()
     assert r.phases["data"].host_ms > 0 and r.phases["checkpoint"].host_ms > 0
+    assert (r.saves, r.saves_every_steps) == (8, 1.0)  # every save of the run, the warm-up's too
     assert r.loaders and r.loaders[0].num_workers == 0 and r.loaders[0].batch_size == 8
     # 8 batches, and the 9th ask that ended the pass; fetched row by row from a TensorDataset; for the probes
     # after the run, an item of its shapes and the dataset's rows (not the data)
@@ -65,7 +67,9 @@ def test_a_loaders_starts_are_counted_and_timed_with_their_first_batch_as_data()
     r = w.measurements()
     assert r.loader_starts == 5 and r.loader_start_ms is not None and r.loader_start_ms >= 20
     assert r.loader_start_share is not None and 0 < r.loader_start_share <= r.phases["data"].share
-    assert r.phases["data"].share > 0.5  # 20 ms a start against tiny steps
+    # the starts' 20 ms sleeps are the data phase's time (a share of the run that depends on how busy the machine
+    # keeps the tiny steps, so the time itself is checked)
+    assert r.mean_ms is not None and r.phases["data"].share * r.mean_ms * r.steps_measured >= 5 * 20
 
 
 def test_an_iterator_made_every_step_starts_and_stops_its_workers_every_step_as_data() -> None:
@@ -82,9 +86,10 @@ def test_an_iterator_made_every_step_starts_and_stops_its_workers_every_step_as_
             optimizer.step()
     r = w.measurements()
     assert r.loader_starts == 5
-    # each dropped iterator joins its worker: data, with the starts, not the next line's "other"
-    assert r.phases["data"].share > 0.8 and r.phases["other"].share < 0.1
-    assert r.loader_start_share is not None and r.loader_start_share > 0.5
+    # each dropped iterator joins its worker: data, with the starts, not the next line's "other" (a worker's start
+    # and join take tens of ms against a step of Linear(8, 2); the bounds leave room for a busy machine's slower steps)
+    assert r.phases["data"].share > 0.5 and r.phases["other"].share < r.phases["data"].share / 4
+    assert r.loader_start_share is not None and r.loader_start_share > 0.5 * r.phases["data"].share
 
 
 def _shuffled_loader_loop() -> None:
@@ -99,11 +104,15 @@ def _shuffled_loader_loop() -> None:
         optimizer.step()
 
 
-def test_asking_for_the_result_leaves_torchs_random_state_as_unwatched() -> None:
+def test_asking_for_the_result_leaves_torchs_random_state_as_unwatched(monkeypatch: pytest.MonkeyPatch) -> None:
     # the probes after the run (a DataLoader's shuffle and seeds, fresh tensors for the optimizer) draw random
-    # numbers: a script that asks for the result and trains on must draw what it would have unwatched
-    _shuffled_loader_loop()
+    # numbers: a script that asks for the result and trains on must draw what it would have unwatched. The loader
+    # probes run where the run waited on data, which a busy machine can change: here they always run
+    import trainspeed.diagnose.report as report_module
     from trainspeed.doctor import Doctor
+
+    monkeypatch.setattr(report_module, "loader_candidate", lambda result: True)
+    _shuffled_loader_loop()
 
     unwatched = torch.rand(3)
     with Doctor() as w:

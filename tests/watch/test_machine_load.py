@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -21,7 +22,19 @@ def test_others_are_the_machines_busy_seconds_less_ours() -> None:
     assert others_cores(None, end) is None
 
 
+def _others_over(seconds: float) -> float:
+    start = mark()
+    time.sleep(seconds)
+    found = others_cores(start, mark())
+    assert found is not None
+    return found
+
+
 def test_a_busy_child_process_is_ours_and_a_busy_stranger_is_not() -> None:
+    # what the machine's other processes keep busy anyway (a shared machine: CI beside other jobs)
+    baseline = _others_over(1.0)
+    if baseline > (os.cpu_count() or 1) - 1:
+        pytest.skip(f"other processes keep {baseline:.1f} cores busy: no core left to tell a busy process by")
     # a DataLoader's workers are children: their CPU is the run's own
     child = subprocess.Popen([sys.executable, "-c", BUSY.format(s=1.2)])
     start = mark()
@@ -30,11 +43,11 @@ def test_a_busy_child_process_is_ours_and_a_busy_stranger_is_not() -> None:
     child.wait()
     assert start is not None and end is not None
     assert end.ours_s - start.ours_s > 0.5
-    assert others_cores(start, end) < 0.5  # type: ignore[operator]
+    assert others_cores(start, end) < baseline + 0.5  # type: ignore[operator]
     # a process this one did not start (its parent exits at once, so it is nobody's child here)
     subprocess.run(["sh", "-c", f'"{sys.executable}" -c "{BUSY.format(s=1.5)}" >/dev/null 2>&1 &'], check=True)
     time.sleep(0.2)
     start = mark()
     time.sleep(1.0)
     end = mark()
-    assert others_cores(start, end) > 0.5  # type: ignore[operator]
+    assert others_cores(start, end) > baseline + 0.3  # type: ignore[operator]

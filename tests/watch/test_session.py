@@ -67,11 +67,13 @@ def test_steps_phases_and_sync_sites() -> None:
         seed_loop(50)
     r = w.measurements()
     assert r.steps_seen == 50 and r.steps_measured == 46  # warm-up and profiled steps left out
-    assert r.syncs_per_step == 1.0 and r.batch_size == 120 and r.device == "cpu" and not r.compiled
+    assert r.batch_size == 120 and r.device == "cpu" and not r.compiled
+    # loss.item() of a CPU tensor waits for nothing: a read apart, not a sync, its time in the phase it ran in
+    assert r.syncs_per_step == 0 and not r.sync_sites and r.phases["sync"].share == 0 and r.host_reads_per_step == 1.0
     assert r.ops_per_step and r.ops_per_step > 10 and r.flops_per_step and r.flops_per_step > 0
     assert sum(p.share for p in r.phases.values()) == __import__("pytest").approx(1.0)
     assert r.phases["forward"].host_ms > 0 and r.phases["backward"].host_ms > 0
-    site = r.sync_sites[0]
+    site = r.host_read_sites[0]
     loop_file = watched_loops.__file__  # seed_loop's line that reads the loss
     line = next(i for i, text in enumerate(Path(loop_file).read_text().splitlines(), 1)
                 if "losses.append(loss.item())" in text)
@@ -253,8 +255,34 @@ def test_a_read_made_inside_torch_is_charged_to_the_users_line_that_called_it() 
             norm(x); first = sys._getframe().f_lineno  # noqa: E702
             norm(x); second = sys._getframe().f_lineno  # noqa: E702
             optimizer.step()
-    sites = {s.where: s.count for s in w.measurements().sync_sites}
+    sites = {s.where: s.count for s in w.measurements().host_read_sites}
     assert sites == {f"{__file__}:{first}": 4, f"{__file__}:{second}": 4}  # one torch line, two callers
+
+
+def test_index_tensors_slicing_a_memmap_are_reads_of_cpu_tensors_at_the_users_line(tmp_path: Path) -> None:
+    # a char-level GPT's get_batch: 0-d tensors from torch.randint slice a numpy memmap, each slice calling the
+    # index tensor's __index__ inside numpy. They wait for nothing (the tensors are on the host on any machine):
+    # no syncs, and their place is the script's line, not numpy's
+    import numpy as np
+
+    path = tmp_path / "train.bin"
+    np.arange(4096, dtype=np.uint16).tofile(path)
+    data = np.memmap(path, dtype=np.uint16, mode="r")
+    model = nn.Embedding(4096, 8)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    block, batch = 16, 4
+    with Watcher(warmup=0, profile_steps=0) as w:
+        for _ in range(6):
+            ix = torch.randint(len(data) - block, (batch,))
+            x = torch.stack([torch.from_numpy(data[i:i + block].astype(np.int64)) for i in ix]); line = sys._getframe().f_lineno  # noqa: E501, E702
+            model(x).sum().backward()
+            optimizer.step()
+            optimizer.zero_grad()
+    r = w.measurements()
+    assert r.syncs_per_step == 0 and not r.sync_sites and r.phases["sync"].share == 0
+    assert r.host_reads_per_step == 2 * batch  # two __index__ per slice: its start i and its end, the tensor i + block
+    [site] = r.host_read_sites
+    assert (site.where, site.op, site.count) == (f"{__file__}:{line}", "__index__", 6 * 2 * batch)
 
 
 def test_reads_of_cpu_tensors_stop_counting_once_anything_is_copied_to_a_device() -> None:
@@ -262,11 +290,12 @@ def test_reads_of_cpu_tensors_stop_counting_once_anything_is_copied_to_a_device(
     (the sampler's `randperm(n).tolist()`, the seeds' `.item()`) before any forward reveals the device."""
     t = torch.arange(4)
     with Watcher(warmup=0, profile_steps=0, sample_hz=5) as w:
-        t.sum().item()  # a CPU run so far: counted, as it would sync on a GPU
+        t.sum().item()  # a CPU run so far: counted as a read of a CPU tensor
         w.h2d(64, False, False)  # what the hook on Tensor.to reports after a copy to a device
         t.tolist()
         t.sum().item()
-    assert [s.count for s in w.measurements().sync_sites] == [1]
+    r = w.measurements()
+    assert [s.count for s in r.host_read_sites] == [1] and not r.sync_sites
 
 
 def test_the_profiler_windows_own_time_goes_to_no_step() -> None:

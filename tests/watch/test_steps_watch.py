@@ -291,9 +291,9 @@ def test_sampled_detail_watches_some_steps_in_full_and_every_step_at_its_edges()
     assert detailed and light
     assert len(w.plot_steps) >= 50 + 32  # every detailed step: the first ones, then at least one more run
     assert all(r.phases["forward"] == 0 for r in light) and all(r.phases["forward"] > 0 for r in detailed)
-    assert all(r.syncs == 1 and r.phases["sync"] > 0 for r in records)  # reads are timed on every step
+    assert all(r.host_reads == 1 and r.syncs == 0 for r in records)  # reads are counted on every step
     r = w.measurements()
-    assert r.steps_seen == 600 and r.syncs_per_step == 1.0 and r.sync_sites[0].count == 600
+    assert r.steps_seen == 600 and r.host_reads_per_step == 1.0 and r.host_read_sites[0].count == 600
     assert sum(p.share for p in r.phases.values()) == __import__("pytest").approx(1.0)
     assert r.phases["forward"].share > 0.05 and r.phases["backward"].share > 0.05
     assert all(s.detailed for s in r.step_samples)

@@ -85,6 +85,21 @@ def test_a_counter_for_a_gpu_run_leaves_cpu_tensors_reads_out() -> None:
     assert again.count == 1
 
 
+def test_reads_of_cpu_tensors_are_told_from_synchronisations() -> None:
+    # a read of a CPU tensor waits for nothing: tallied with its host flag set, and its seconds are not the
+    # synchronisations' (time_reads, which a quiet run's catch-up adds to the sync phase)
+    seen: list[tuple[str, bool]] = []
+    with SyncCounter() as c:
+        before = c.time_reads(lambda op, t0, t1, frame, host: seen.append((op, host)))
+        torch.tensor(2.0).item()
+        int(torch.tensor(3))
+        SyncCounter.record("torch.cuda.synchronize", 0.0, 0.5, sys._getframe())  # a synchronisation seen elsewhere
+        after = c.time_reads(None)
+    assert seen == [("item", True), ("__int__", True), ("torch.cuda.synchronize", False)]
+    assert after - before == 0.5
+    assert {(op, host) for _, op, _, _, host in c.sites()} == set(seen)
+
+
 def _line_of(marker: str) -> int:
     with open(__file__) as f:
         return next(n for n, text in enumerate(f, start=1) if text.rstrip().endswith(f"# {marker}"))
@@ -98,11 +113,12 @@ def test_reads_are_tallied_by_their_line_and_a_counter_sees_only_its_own() -> No
         with SyncCounter() as inner:  # starts after those four: they are not its own
             x.item()  # one read
             float(x)  # another
-    mine = {(where.rsplit(":", 1)[1], op, n) for where, op, n, _ in inner.sites()}
+    mine = {(where.rsplit(":", 1)[1], op, n) for where, op, n, _, _ in inner.sites()}
     assert mine == {(str(_line_of("one read")), "item", 1), (str(_line_of("another")), "__float__", 1)}
-    theirs = {(where.rsplit(":", 1)[1], op): n for where, op, n, _ in outer.sites()}
+    theirs = {(where.rsplit(":", 1)[1], op): n for where, op, n, _, _ in outer.sites()}
     assert theirs[(str(_line_of("four reads")), "item")] == 4 and outer.count == 6
-    assert all(seconds >= 0 for *_, seconds in outer.sites()) and outer.seconds() > 0
+    assert all(seconds >= 0 for _, _, _, seconds, _ in outer.sites()) and outer.seconds() > 0
+    assert all(host for *_, host in outer.sites())  # CPU tensors: no synchronisation
     from trainspeed.watch.syncs import _REGISTRY
 
     assert not _REGISTRY.tally and not _REGISTRY.active  # nothing kept once the last counter leaves
@@ -111,12 +127,12 @@ def test_reads_are_tallied_by_their_line_and_a_counter_sees_only_its_own() -> No
 
 def test_a_counter_can_stop_and_restart_its_callback_and_still_counts_every_read() -> None:
     x, calls = torch.tensor(1.0), []
-    with SyncCounter(on_read=lambda op, t0, t1, frame: calls.append((op, t1 >= t0))) as c:
+    with SyncCounter(on_read=lambda op, t0, t1, frame, host: calls.append((op, t1 >= t0))) as c:
         x.item()
         c.time_reads(None)
         x.item()
         x.tolist()
-        c.time_reads(lambda op, t0, t1, frame: calls.append((op, frame.f_code.co_name)))
+        c.time_reads(lambda op, t0, t1, frame, host: calls.append((op, frame.f_code.co_name)))
         x.tolist()
     this = sys._getframe().f_code.co_name
     assert c.count == 4 and calls == [("item", True), ("tolist", this)]
@@ -124,10 +140,11 @@ def test_a_counter_can_stop_and_restart_its_callback_and_still_counts_every_read
 
 def test_a_read_seen_by_another_wrapper_counts_for_every_active_counter() -> None:
     seen = []
-    with SyncCounter() as a, SyncCounter(on_read=lambda op, t0, t1, frame: seen.append((op, t1 - t0))) as b:
+    with SyncCounter() as a, SyncCounter(on_read=lambda op, t0, t1, frame, host: seen.append((op, t1 - t0))) as b:
         SyncCounter.record("torch.cuda.synchronize", 1.0, 1.5, sys._getframe())  # a synchronize
     for counter in (a, b):
-        [(where, op, n, seconds)] = counter.sites()
+        [(where, op, n, seconds, host)] = counter.sites()
+        assert not host
         assert where.endswith(f":{_line_of('a synchronize')}") and (op, n, seconds) == ("torch.cuda.synchronize", 1, 0.5)
     assert seen == [("torch.cuda.synchronize", 0.5)]
 
@@ -223,7 +240,7 @@ def test_an_optimizers_step_counters_which_torch_keeps_on_the_host_are_no_reads(
     # Adam and its kin read each parameter's step counter with .item() on every step; without capturable or fused,
     # torch keeps those on the host on every device: no sync, and not the script's `optimizer.step()` line's read
     c = _optimizer_steps(optimizer_class, 3, foreach=foreach)
-    assert c.by_op == {"item": 3} and [n for _, _, n, _ in c.sites()] == [3]
+    assert c.by_op == {"item": 3} and [n for _, _, n, _, _ in c.sites()] == [3]
 
 
 def test_the_optimizers_reads_of_values_on_a_device_still_count(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -248,4 +265,4 @@ def test_a_read_made_inside_an_installed_library_is_charged_to_the_users_line(tm
         batch = [data[i:i + 8] for i in ix]  # the user's line
     line = sys._getframe().f_lineno - 1
     assert len(batch) == 4
-    assert [(where, op, n) for where, op, n, _ in counter.sites()] == [(f"{__file__}:{line}", "__index__", 8)]
+    assert [(where, op, n) for where, op, n, _, _ in counter.sites()] == [(f"{__file__}:{line}", "__index__", 8)]

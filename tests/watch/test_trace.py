@@ -61,8 +61,11 @@ def test_a_traced_watch_keeps_the_losses_and_each_kept_steps_timeline() -> None:
         for phase in ("forward", "backward", "optimizer", "sync"):
             noted = sum(b - a for p, a, b in step.segments if p == phase)
             assert noted == pytest.approx(record.phases[phase], abs=1e-9)
-        assert [(op, site.rsplit(":", 1)[0]) for op, site, *_ in step.reads] == [("item", watched_file())]
-    assert {p for s in r.trace.steps for p, *_ in s.segments} >= {"forward", "backward", "optimizer", "sync"}
+        # loss.item() of a CPU tensor: on the timeline with its line, no sync (no segment of the sync phase)
+        assert [(op, site.rsplit(":", 1)[0], host) for op, site, _, _, host in step.reads] == \
+            [("item", watched_file(), True)]
+    assert {p for s in r.trace.steps for p, *_ in s.segments} >= {"forward", "backward", "optimizer"}
+    assert not any(p == "sync" for s in r.trace.steps for p, *_ in s.segments)
 
 
 def watched_file() -> str:

@@ -39,13 +39,20 @@ def inconsistencies(w: WatchResult, verdicts: list[Verdict]) -> list[str]:
     if ev is not None:
         if not 0 <= ev.share <= 1:
             found.append(f"evaluation takes {ev.share:.1%} of the run")
-        if ev.every_steps is not None and ev.every_steps * (ev.count - 1) > w.steps_seen:
-            found.append(f"{ev.count} evaluations every {ev.every_steps:.0f} steps do not fit in {w.steps_seen} steps")
+        seen = max(ev.in_run, ev.count)
+        if ev.every_steps is not None and ev.every_steps * (seen - 1) > w.steps_seen:
+            found.append(f"{seen} evaluations every {ev.every_steps:.0f} steps do not fit in {w.steps_seen} steps")
+        if ev.in_run and ev.count > ev.in_run:
+            found.append(f"{ev.count} evaluations measured of {ev.in_run} in the run")
     if w.loader_start_share is not None and w.loader_start_share > w.phases["data"].share + SHARE_TOLERANCE:
         found.append(f"DataLoader starts take {w.loader_start_share:.1%} of the run, more than the data phase's "
                      f"{w.phases['data'].share:.1%}")
     if w.syncs_per_step > 0 and not w.sync_sites:
-        found.append(f"{w.syncs_per_step:.2f} host reads per step, and no place that made them")
+        found.append(f"{w.syncs_per_step:.2f} syncs per step, and no place that made them")
+    if w.host_reads_per_step > 0 and not w.host_read_sites:
+        found.append(f"{w.host_reads_per_step:.2f} reads of CPU tensors per step, and no place that made them")
+    if w.device == "cpu" and w.syncs_per_step > 0:
+        found.append(f"{w.syncs_per_step:.2f} syncs per step on a CPU run, where nothing waits for a device")
     for v in verdicts:
         p = v.predicted_speedup
         if p is not None and not 1.0 <= p <= MAX_PREDICTED:

@@ -35,7 +35,7 @@ td:first-child, th:first-child { text-align: left; }
 {% endfor %}</table>
 {% if w.device == "cuda" %}<p class="muted">device ms: the stream's time from a phase's first edge to its last, idle gaps
 included; the GPU's own work is below.</p>{% endif %}
-<p>Per step: {{ "%.2f"|format(w.syncs_per_step) }} host reads, {{ "%.2f"|format(w.h2d_bytes_per_step / 1048576) }} MiB
+<p>Per step: {{ "%.2f"|format(w.syncs_per_step) }} syncs (host reads of device data){% if w.host_reads_per_step %}, {{ "%.2f"|format(w.host_reads_per_step) }} reads of CPU tensors (no wait){% endif %}, {{ "%.2f"|format(w.h2d_bytes_per_step / 1048576) }} MiB
 host&rarr;device, {{ "%.0f"|format(w.ops_per_step) if w.ops_per_step is not none else "?" }} aten ops{% if w.other_ops_per_step %}
 ({{ "%.0f"|format(w.other_ops_per_step) }} of them in 'other'){% endif %}{% if w.kernels_per_step is not none %},
 {{ "%.0f"|format(w.kernels_per_step) }} CUDA kernels{% endif %}{% if w.gpu_busy_ms_per_step is not none and w.median_ms %}
@@ -43,6 +43,8 @@ host&rarr;device, {{ "%.0f"|format(w.ops_per_step) if w.ops_per_step is not none
 {% for name, png in plots %}<p><img alt="{{ name }}" src="data:image/png;base64,{{ png }}"></p>{% endfor %}
 {% if w.sync_sites %}<h2>Host reads of device data</h2><table><tr><th>where</th><th>op</th><th>count</th><th>total ms</th></tr>
 {% for s in w.sync_sites[:20] %}<tr><td><code>{{ s.where }}</code></td><td>{{ s.op }}</td><td>{{ s.count }}</td><td>{{ "%.2f"|format(s.total_ms) }}</td></tr>{% endfor %}</table>{% endif %}
+{% if w.host_read_sites %}<h2>Reads of CPU tensors (no sync)</h2><table><tr><th>where</th><th>op</th><th>count</th><th>total ms</th></tr>
+{% for s in w.host_read_sites[:20] %}<tr><td><code>{{ s.where }}</code></td><td>{{ s.op }}</td><td>{{ s.count }}</td><td>{{ "%.2f"|format(s.total_ms) }}</td></tr>{% endfor %}</table>{% endif %}
 {% if w.other_sites %}<h2>Time outside every phase ("other"), by line</h2><table><tr><th>where</th><th>code</th><th>share of samples</th></tr>
 {% for o in w.other_sites %}<tr><td><code>{{ o.where }}</code></td><td><code>{{ o.code }}</code></td><td>{{ "%.0f"|format(100 * o.share_of_other) }}%</td></tr>{% endfor %}</table>{% endif %}
 {% if w.loop_sites %}<h3>By the training loop's line (with the functions it calls)</h3><table><tr><th>where</th><th>code</th><th>share of samples</th></tr>

@@ -144,7 +144,7 @@ def doctor_dict(report: DoctorReport) -> dict[str, Any]:
         "steps": {"seen": w.steps_seen, "measured": w.steps_measured, "median_ms": w.median_ms, "p90_ms": w.p90_ms,
                   "mean_ms": w.mean_ms},
         "phases": _clean(w.phases),
-        "per_step": {"syncs": w.syncs_per_step, "h2d_bytes": w.h2d_bytes_per_step, "ops": w.ops_per_step,
+        "per_step": {"syncs": w.syncs_per_step, "host_reads": w.host_reads_per_step, "h2d_bytes": w.h2d_bytes_per_step, "ops": w.ops_per_step,
                      "kernels": w.kernels_per_step, "flops": w.flops_per_step, "gpu_busy_ms": w.gpu_busy_ms_per_step,
                      "ops_in_other": w.other_ops_per_step, "ops_in_other_ms": w.other_op_ms_per_step,
                      "ops_in_edges": w.edge_ops_per_step,
@@ -154,6 +154,9 @@ def doctor_dict(report: DoctorReport) -> dict[str, Any]:
                      "anomaly_ms": w.anomaly_ms_per_step},
         "sync_sites": [{"where": s.where, "op": s.op, "count": s.count, "total_ms": s.total_ms}  # DESIGN.md's keys
                        for s in w.sync_sites],
+        "saves": {"count": w.saves, "every_steps": w.saves_every_steps},
+        "host_read_sites": [{"where": s.where, "op": s.op, "count": s.count, "total_ms": s.total_ms}
+                            for s in w.host_read_sites],
         "other_sites": _clean(w.other_sites),
         "compiled": w.compiled,
         "loop_sites": [{"where": o.where, "code": o.code, "samples": o.samples, "share_of_other": o.share_of_other}

@@ -190,16 +190,27 @@ def doctor_view(report: DoctorReport) -> Group:
         if w.gpu_busy_ms_per_step is not None and w.median_ms:
             kernels += (f" (the GPU works {w.gpu_busy_ms_per_step:.3f} ms of the step, "
                         f"{w.gpu_busy_ms_per_step / w.median_ms:.0%})")
-        parts.append(Text(f"per step: {w.syncs_per_step:.2f} host reads (syncs), {w.h2d_bytes_per_step / 2**20:.2f} MiB "
+        reads = f"{w.syncs_per_step:.2f} syncs (host reads of device data)"
+        if w.host_reads_per_step:
+            reads += f", {w.host_reads_per_step:.2f} reads of CPU tensors (no wait)"
+        parts.append(Text(f"per step: {reads}, {w.h2d_bytes_per_step / 2**20:.2f} MiB "
                           f"host->device, {ops}{kernels}; batch {w.batch_size or '?'}"))
+    if w.saves:
+        every = f", one every {w.saves_every_steps:.0f} steps" if w.saves_every_steps else ""
+        parts.append(Text(f"saves (torch.save): {w.saves} in the run{every}; "
+                          f"{w.phases['checkpoint'].share:.1%} of the measured run's time"))
     if w.evaluation is not None:
         ev = w.evaluation
-        told = "model.eval() to model.train()" if ev.by == "model.eval()" else ev.by
-        parts.append(Text(f"evaluation ({told}): {ev.count} x {ev.mean_ms:.1f} ms, "
-                          f"{ev.share:.0%} of the run's time" + (f", one every {ev.every_steps:.0f} steps"
-                                                                 if ev.every_steps else "")))
+        told = "model.eval() until the model trains again" if ev.by == "model.eval()" else ev.by
+        seen = max(ev.in_run, ev.count)
+        every = f", one every {ev.every_steps:.0f} steps" if ev.every_steps else ""
+        parts.append(Text(f"evaluation ({told}): {seen} in the run{every}; the {ev.count} during the measured steps "
+                          f"{ev.mean_ms:.1f} ms each, {ev.share:.0%} of their time"))
     for s in w.sync_sites[:3]:
         parts.append(Text(f"  sync site {s.where}: {s.op} x{s.count}, {s.total_ms:.1f} ms in all", style="dim"))
+    for s in w.host_read_sites[:2]:
+        parts.append(Text(f"  CPU tensor read at {s.where}: {s.op} x{s.count}, {s.total_ms:.1f} ms in all "
+                          "(no sync; in the phase it ran in)", style="dim"))
     for o in w.other_sites[:3]:
         parts.append(Text(f"  'other' time at {o.where} ({o.share_of_other:.0%} of samples): {o.code}", style="dim"))
     for o in w.loop_sites[:1]:

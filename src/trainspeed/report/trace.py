@@ -52,8 +52,9 @@ def trace_events(trace: Trace, title: str = "trainspeed doctor") -> list[dict[st
         events.append(_event(f"step {step.index}", "steps", step.start, step.end, origin,
                              {"step": step.index, "host_ms": {p: round(ms, 4) for p, ms in by_phase.items()}}))
         events += [_event(phase, "host phases", t0, t1, origin, cat="phase") for phase, t0, t1 in step.segments]
-        events += [_event(f"{op} at {site}", "host reads", t0, t1, origin, {"op": op, "where": site}, cat="sync")
-                   for op, site, t0, t1 in step.reads]
+        events += [_event(f"{op} at {site}", "host reads", t0, t1, origin, {"op": op, "where": site, "sync": not host},
+                          cat="host read" if host else "sync")
+                   for op, site, t0, t1, host in step.reads]
         anchor = _device_anchor(step.segments)
         if step.device and anchor is not None:
             events += [_event(phase, "device phases (CUDA events)", anchor + t0, anchor + t1, origin,

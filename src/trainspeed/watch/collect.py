@@ -96,6 +96,9 @@ def measurements(self: Watcher, gathering: bool = False) -> WatchResult:
         evaluation=self._evaluation(summed, n),
         phases=phases,
         syncs_per_step=(sum(r.syncs for r in records) / len(records)) if records else 0.0,
+        host_reads_per_step=(sum(r.host_reads for r in records) / len(records)) if records else 0.0,
+        saves=self.saves,
+        saves_every_steps=(self._save_steps[1] - self._save_steps[0]) / (self.saves - 1) if self.saves > 1 else None,
         h2d_bytes_per_step=(sum(r.h2d_bytes for r in records) / len(records)) if records else 0.0,
         ops_per_step=self.window.ops_per_step, kernels_per_step=self.window.kernels_per_step,
         flops_per_step=self.window.flops_per_step,
@@ -105,7 +108,7 @@ def measurements(self: Watcher, gathering: bool = False) -> WatchResult:
         op_ms_per_step=self.window.op_ms_per_step,
         loader_starts=self.loader_starts, loader_start_share=start_share,
         loader_start_ms=self.loader_start_s * 1e3 / self.loader_starts if self.loader_starts else None,
-        sync_sites=self._sync_sites(), other_sites=self._other_sites(), loop_sites=self._loop_sites(),
+        sync_sites=self._sync_sites(host=False), host_read_sites=self._sync_sites(host=True), other_sites=self._other_sites(), loop_sites=self._loop_sites(),
         gpu_util=self._gpu_util(step_ms),
         device=self.device, batch_size=self.batch_size,
         loaders=[dataclasses.replace(info, batches=self.loader_batches[key]) for key, info in self.loaders.items()],
@@ -129,9 +132,12 @@ def measurements(self: Watcher, gathering: bool = False) -> WatchResult:
     return dataclasses.replace(result, distributed=self._dist_run(result))
 
 
-def _sync_sites(self: Watcher) -> list[SyncSite]:
+def _sync_sites(self: Watcher, host: bool) -> list[SyncSite]:
+    """The places that read device tensors (host False: syncs) or CPU tensors (host True), the most time first."""
     merged: dict[tuple[str, str], list[float]] = {}
-    for where, op, count, seconds in self.syncs.sites():  # several instructions of one line merge
+    for where, op, count, seconds, of_cpu in self.syncs.sites():  # several instructions of one line merge
+        if of_cpu is not host:
+            continue
         entry = merged.setdefault((where, op), [0, 0.0])
         entry[0] += count
         entry[1] += seconds

@@ -5,6 +5,7 @@ model called under `torch.no_grad()` or `torch.inference_mode()` outside the tra
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -17,19 +18,22 @@ if TYPE_CHECKING:
 
 @dataclasses.dataclass
 class _Spans:
-    """Evaluations of one kind ended during the measured steps (each one or more spans with no step between:
-    `_Gap`): how many, their seconds, and the step counts at the first and the last of them."""
+    """Evaluations of one kind (each one or more spans with no step between: `_Gap`): how many in the run and the
+    step counts at the first and the last of them; how many ended during the measured steps, and their seconds."""
 
     count: int = 0
     seconds: float = 0.0
     first: int = -1
     last: int = -1
+    in_run: int = 0
 
-    def add(self, seconds: float, steps: int) -> None:
-        self.count += 1
-        self.seconds += seconds
+    def add(self, seconds: float, steps: int, measured: bool) -> None:
+        self.in_run += 1
         self.first = steps if self.first < 0 else self.first
         self.last = steps
+        if measured:
+            self.count += 1
+            self.seconds += seconds
 
 
 @dataclasses.dataclass
@@ -40,6 +44,8 @@ class _Gap:
     the union of their intervals."""
 
     steps: int
+    measured: bool
+    """It began during the measured steps (the warm-up's and the first step's evaluations are counted, not timed)."""
     intervals: list[tuple[float, float]] = dataclasses.field(default_factory=list)
     kinds: set[str] = dataclasses.field(default_factory=set)
 
@@ -53,7 +59,7 @@ class _Gap:
 
     def into(self, evals: _Spans, quiet: _Spans) -> None:
         """Count this evaluation: as a model.eval() one where any of its spans was, else as a no_grad one."""
-        (evals if "model.eval()" in self.kinds else quiet).add(self.seconds(), self.steps)
+        (evals if "model.eval()" in self.kinds else quiet).add(self.seconds(), self.steps, self.measured)
 
 
 def _span_ended(self: Watcher, kind: str, t0: float, t1: float, steps: int) -> None:
@@ -64,7 +70,7 @@ def _span_ended(self: Watcher, kind: str, t0: float, t1: float, steps: int) -> N
         gap.into(self.evals, self.quiet_evals)
         gap = None
     if gap is None:
-        gap = self._eval_gap = _Gap(steps)
+        gap = self._eval_gap = _Gap(steps, self.clock.sums is not None)
     gap.intervals.append((t0, t1))
     gap.kinds.add(kind)
 
@@ -79,12 +85,26 @@ def mode_set(self: Watcher, module: torch.nn.Module, training: bool) -> None:
     eval mode, to freeze its batch norm, trains on) and the steps are measured."""
     if not training:
         if self._eval_from is None and _has_parameters(module):
-            self._eval_from = (self.clock.now(), self.steps_seen)
+            self._eval_from = (self.clock.now(), self.steps_seen, weakref.ref(module))
         return
     if self._eval_from is None:
         return
-    (t0, steps), self._eval_from = self._eval_from, None
-    if steps == self.steps_seen and self.clock.sums is not None:
+    (t0, steps, _), self._eval_from = self._eval_from, None
+    if steps == self.steps_seen:
+        _span_ended(self, "model.eval()", t0, self.clock.now(), steps)
+
+
+def training_again(self: Watcher, fetching: bool) -> None:
+    """Asked (while a model.eval() span is open) as a DataLoader is asked for a batch and as a step ends: the module
+    put in evaluation mode is training again with no `train()` call - Lightning's evaluation loop restores each
+    module's `training` flag by hand. At a batch's fetch that is the evaluation's end (the next training batch);
+    at a step's end its end is not known, and the span is dropped rather than timed with the step's work."""
+    t0, steps, ref = self._eval_from  # type: ignore[misc]
+    module = ref()
+    if module is not None and not module.training:
+        return
+    self._eval_from = None
+    if fetching and module is not None and steps == self.steps_seen and not self.clock.stack:
         _span_ended(self, "model.eval()", t0, self.clock.now(), steps)
 
 
@@ -93,7 +113,7 @@ def grad_off_entered(self: Watcher) -> None:
     phase, during the measured steps and outside a model.eval() span, it may hold an evaluation: a global
     module pre-hook stands until the model is called (then it goes, and the rest of the span's module calls take
     torch's fast path again) or the span ends."""
-    if self.clock.stack or self.clock.sums is None or self._eval_from is not None or self._model_id is None:
+    if self.clock.stack or self._eval_from is not None or self._model_id is None:
         return
     self._grad_off = (self.clock.now(), self.steps_seen)
     self._grad_off_called = False
@@ -115,7 +135,7 @@ def grad_off_left(self: Watcher) -> None:
         self._grad_off_hook.remove()
         self._grad_off_hook = None
     (t0, steps), self._grad_off = self._grad_off, None
-    if self._grad_off_called and steps == self.steps_seen and self.clock.sums is not None:
+    if self._grad_off_called and steps == self.steps_seen:
         _span_ended(self, "no_grad", t0, self.clock.now(), steps)
 
 
@@ -132,8 +152,9 @@ def _evaluation(self: Watcher, summed: tuple[dict[str, float], float] | None, me
     if not kinds or summed is None or summed[1] <= 0:
         return None
     count = sum(spans.count for _, spans in kinds)
+    in_run = sum(spans.in_run for _, spans in kinds)
     seconds = sum(spans.seconds for _, spans in kinds)
     first, last = min(spans.first for _, spans in kinds), max(spans.last for _, spans in kinds)
     return Evaluation(count=count, mean_ms=seconds * 1e3 / count, share=min(1.0, seconds / summed[1]),
-                      every_steps=(last - first) / (count - 1) if count > 1 else None,
-                      by=" and ".join(name for name, _ in kinds))
+                      every_steps=(last - first) / (in_run - 1) if in_run > 1 else None,
+                      by=" and ".join(name for name, _ in kinds), in_run=in_run)

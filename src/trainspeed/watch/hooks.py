@@ -41,6 +41,7 @@ class Listener(Protocol):
     def step_ended(self, optimizer: torch.optim.Optimizer | None = None, *hook_args: Any) -> None: ...
     def backward_done(self) -> None: ...
     def h2d(self, nbytes: int, pinned: bool, non_blocking: bool) -> None: ...
+    def saved(self) -> None: ...
     def loader_seen(self, iterator: Any) -> bool: ...
     def loader_batch(self, iterator: Any, batch: Any) -> None: ...
     def loader_started(self, seconds: float, stop: bool = False) -> None: ...
@@ -154,11 +155,27 @@ class Hooks:
             return
         L = self.listener
 
+        def closure_wrap(closure: Callable[[], Any]) -> Callable[[], Any]:
+            # a closure the step runs (LBFGS's; Lightning's automatic optimisation runs training_step, backward and
+            # its own hooks in one): its forward and backward calls time themselves, the rest of it is the script's
+            # or its framework's work, not the optimizer's
+            def run() -> Any:
+                depth = L.open_host("other")
+                try:
+                    return closure()
+                finally:
+                    L.close_host(depth)
+            return run
+
         def step_wrap(orig: Callable[..., Any]) -> Callable[..., Any]:
             @functools.wraps(orig)  # keeps torch's `hooked` mark: torch does not wrap it again
             def wrapper(*args: Any, **kwargs: Any) -> Any:
                 if self.paused or not self.live:
                     return orig(*args, **kwargs)
+                if callable(kwargs.get("closure")):
+                    kwargs["closure"] = closure_wrap(kwargs["closure"])
+                elif len(args) > 1 and callable(args[1]):
+                    args = (args[0], closure_wrap(args[1]), *args[2:])
                 depth = L.open_host("optimizer")
                 try:
                     return orig(*args, **kwargs)
@@ -408,7 +425,18 @@ class Hooks:
         self._patch(torch.Tensor, "cuda", lambda orig: to_wrap(orig, "cuda"))
 
         # checkpoint: torch.save
-        self._patch(torch, "save", lambda orig: self._phase("checkpoint", orig))
+        def save_wrap(orig: Callable[..., Any]) -> Callable[..., Any]:
+            @functools.wraps(orig)
+            def wrapper(*args: Any, **kwargs: Any) -> Any:
+                L.enter("checkpoint")
+                try:
+                    return orig(*args, **kwargs)
+                finally:
+                    L.exit("checkpoint")
+                    L.saved()
+            return wrapper
+
+        self._patch(torch, "save", save_wrap)
 
         # sync: an explicit device synchronisation, a host read like any other
         def sync_wrap(orig: Callable[..., Any]) -> Callable[..., Any]:

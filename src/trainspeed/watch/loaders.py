@@ -22,6 +22,8 @@ def _loader_key(iterator: Any) -> int:
 def loader_seen(self: Watcher, iterator: Any) -> bool:
     """A batch is asked of a DataLoader iterator; True the first time its dataset is seen (the hooks then
     hand its first batch to `loader_batch`)."""
+    if self._eval_from is not None:
+        self.training_again(True)
     key = _loader_key(iterator)
     if key in self.loader_batches:
         self.loader_batches[key] += 1

@@ -19,7 +19,8 @@ class PhaseStat:
 
 @dataclass(frozen=True)
 class SyncSite:
-    """A place in the user's code that read device data on the host."""
+    """A place in the user's code that read tensor values on the host: device tensors (`sync_sites`, each read a
+    synchronisation) or CPU tensors (`host_read_sites`)."""
 
     where: str
     op: str
@@ -97,14 +98,17 @@ class Evaluation:
     `torch.no_grad()` (or inference_mode) outside every phase that called the model."""
 
     count: int
+    """Evaluations during the measured steps (those `mean_ms` and `share` time)."""
     mean_ms: float
     share: float
     """Of the measured run's time."""
     every_steps: float | None
-    """Steps from one to the next, on average (None: one evaluation)."""
+    """Steps from one to the next, on average over the whole run's (None: one evaluation)."""
     by: str = "model.eval()"
     """How they were told: "model.eval()" (spans to the next model.train()), "no_grad" (spans of torch.no_grad() or
     torch.inference_mode() that called the model, at most every other step), or both ("model.eval() and no_grad")."""
+    in_run: int = 0
+    """Evaluations in the whole run: those of the warm-up, and one before the first step, too (a script's count)."""
 
 
 @dataclass(frozen=True)
@@ -151,6 +155,8 @@ class StepRecord:
     last call) in this step; detailed steps only."""
     anomaly_s: float = 0.0
     """Seconds spent formatting Python stacks for autograd's anomaly detection (detailed steps only)."""
+    host_reads: int = 0
+    """Reads of CPU tensors' values (no synchronisation; `syncs` counts the reads of device tensors)."""
 
 
 @dataclass(frozen=True)
@@ -302,6 +308,16 @@ class WatchResult:
     compiled: bool = False
     """torch.compile had compiled a graph in this process by the end of the warm-up (the run's model, most likely)."""
     loop_sites: list[OtherSite] = field(default_factory=list)
+    host_reads_per_step: float = 0.0
+    """Reads of CPU tensors' values per step (`item()`, `__index__` of an index tensor slicing a numpy array, a
+    whole run's `loss.item()` on the CPU): no device waits for them, so they are no syncs; their time stays in the
+    phase they ran in."""
+    host_read_sites: list[SyncSite] = field(default_factory=list)
+    saves: int = 0
+    """torch.save calls in the whole run (warm-up included)."""
+    saves_every_steps: float | None = None
+    """Steps from one save to the next, on average (None: fewer than two)."""
+    """The places that made those reads, the most time first."""
     """The training loop's own lines (of the user's functions on the stack at a step's end) that the samples in
     "other" ran under, most first: a line's own time and that of every function it called (a data generator,
     a metric helper), where `other_sites` splits a called function's time over its lines."""

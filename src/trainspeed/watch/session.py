@@ -80,6 +80,7 @@ class Watcher:
     loader_started = loaders.loader_started
     # evaluations (evaluation.py)
     mode_set = evaluation.mode_set
+    training_again = evaluation.training_again
     grad_off_entered = evaluation.grad_off_entered
     _grad_off_call = evaluation._grad_off_call
     grad_off_left = evaluation.grad_off_left
@@ -134,6 +135,8 @@ class Watcher:
         self.load_to: machine_load.LoadMark | None = None
         """The machine's CPU counters as the measured steps started and as the watch stopped."""
         self.step_syncs = 0
+        self.step_host_reads = 0
+        """Reads of CPU tensors' values in the step running now: no synchronisation, timed in the phase they ran in."""
         self.step_h2d = 0
         self.step_anomaly_s = 0.0
         """Seconds the step running now spent formatting Python stacks for autograd's anomaly detection
@@ -146,7 +149,7 @@ class Watcher:
         counted while the per-call hooks are in (detailed steps), outside the optimizer's step (an LBFGS
         closure)."""
         self._reads_at_call = 0
-        """`step_syncs` at the model's last call this step."""
+        """`step_syncs + step_host_reads` at the model's last call this step."""
         self.primary_optimizer: int | None = None
         self._primary_ref: weakref.ref[torch.optim.Optimizer] | None = None
         self._rival: tuple[int, int] | None = None
@@ -156,6 +159,10 @@ class Watcher:
         self.optimizers_built = 0
         """Optimizers constructed after the first step of one (a new optimizer every step)."""
         self.optimizer_build_s = 0.0
+        self.saves = 0
+        """torch.save calls in the whole run (warm-up included: a script's count)."""
+        self._save_steps = (-1, -1)
+        """Steps seen at the first and the last of them."""
         self._model_id = 0
         self.device = "cpu"
         self.opening_window = False
@@ -214,7 +221,8 @@ class Watcher:
         self.evals = _Spans()
         """Evaluations (model.eval() ... model.train() with no step between) ended during the measured steps
         (`mode_set`)."""
-        self._eval_from: tuple[float, int] | None = None
+        self._eval_from: tuple[float, int, weakref.ref[torch.nn.Module]] | None = None
+        """(time, steps seen, the module) at the model.eval() that opened the evaluation under way."""
         self.quiet_evals = _Spans()
         self._eval_gap: _Gap | None = None
         """The evaluation under way: its spans so far, with no step since (`evaluation._span_ended`)."""
@@ -350,9 +358,9 @@ class Watcher:
                 if calls[3] > 1:
                     if any(isinstance(a, torch.Tensor) and a.grad_fn is not None for a in args):
                         calls[4] += 1
-                    if self.step_syncs > self._reads_at_call:
+                    if self.step_syncs + self.step_host_reads > self._reads_at_call:
                         calls[5] += 1
-                self._reads_at_call = self.step_syncs
+                self._reads_at_call = self.step_syncs + self.step_host_reads
 
     def _learn_call(self, module: torch.nn.Module, args: tuple[Any, ...]) -> None:
         """The model, its input, its device and the batch size, from the outermost module calls of the first steps."""
@@ -371,8 +379,12 @@ class Watcher:
             self._set_edges()
             if self.sampler is not None:
                 self.sampler.want_gpu(self.device_index)
-        if self.batch_size is None and first.dim() > 0:
-            self.batch_size = int(first.shape[0])
+        if self.batch_size is None and first.dim() > 0 and torch.is_grad_enabled():
+            # a training call's: a validation pass run before training (Lightning's sanity check, under no_grad)
+            # has its own batch size. A vector of floats is one sample's features (a policy called on one
+            # observation), where a vector of integers is a batch of ids (an embedding's)
+            one = first.dim() == 1 and first.is_floating_point()
+            self.batch_size = 1 if one else int(first.shape[0])
 
     def open_host(self, phase: str) -> int:
         """Open `phase` on the host clock alone (no CUDA events); returns the depth `close_host` takes."""
@@ -395,6 +407,12 @@ class Watcher:
             self.backward_boundary = True
         self.step_calls[1] += 1
 
+    def saved(self) -> None:
+        """A torch.save returned (its time is the checkpoint phase's)."""
+        self.saves += 1
+        first = self._save_steps[0]
+        self._save_steps = (self.steps_seen if first < 0 else first, self.steps_seen)
+
     def h2d(self, nbytes: int, pinned: bool, non_blocking: bool) -> None:
         """A tensor was copied to an accelerator. From the first such copy (`model.to(device)`, before the
         loop's first forward), reading a CPU tensor is no sync: it waits for no device's queue (a
@@ -406,15 +424,19 @@ class Watcher:
         self.h2d_kinds[kind] = self.h2d_kinds.get(kind, 0) + nbytes
 
 
-    def _read_traced(self, op: str, t0: float, t1: float, frame: Any) -> None:
+    def _read_traced(self, op: str, t0: float, t1: float, frame: Any, host: bool = False) -> None:
         """`read_span`, and the read noted on the trace's timeline with its line (trace=True only)."""
-        self.read_span(op, t0, t1, frame)
+        self.read_span(op, t0, t1, frame, host)
         if isinstance(self.clock, TracingClock):
-            self.clock.read(op, site_of(frame), t0, t1)
+            self.clock.read(op, site_of(frame), t0, t1, host)
 
-    def read_span(self, op: str, t0: float, t1: float, frame: Any) -> None:
-        """A host read ran from t0 to t1 (the counter has tallied it by its line already): into the phase
-        clock. Not called during a quiet run."""
+    def read_span(self, op: str, t0: float, t1: float, frame: Any, host: bool = False) -> None:
+        """A host read ran from t0 to t1 (the counter has tallied it by its line already): a read of a device
+        tensor into the phase clock's sync; a read of a CPU tensor (`host`) is only counted, its time stays in
+        the phase it ran in (it waited for nothing). Not called during a quiet run."""
+        if host:
+            self.step_host_reads += 1
+            return
         self.clock.span("sync", t0, t1)
         self.step_syncs += 1
 

@@ -66,6 +66,8 @@ def step_ended(self: Watcher, optimizer: torch.optim.Optimizer | None = None, *h
         if self.detailed:
             self.step_calls[2] += 1
         return
+    if self._eval_from is not None:
+        self.training_again(False)
     index = self.steps_seen
     self.steps_seen = index + 1
     if index < self.quiet_until:
@@ -83,7 +85,7 @@ def step_ended(self: Watcher, optimizer: torch.optim.Optimizer | None = None, *h
         if (sample := self._detail_sample()) is not None:
             sample.skip()
         self.clock.drop_step()
-        self.step_syncs = self.step_h2d = 0
+        self.step_syncs = self.step_host_reads = self.step_h2d = 0
         if self.detailed:  # the per-call hooks count nothing on the other steps: nothing to zero
             self.step_calls = [0, 0, 0, 0, 0, 0]
             self.step_anomaly_s = 0.0
@@ -92,13 +94,14 @@ def step_ended(self: Watcher, optimizer: torch.optim.Optimizer | None = None, *h
         if comm_busy:
             self._comm_step(phases)
         syncs, self.step_syncs = self.step_syncs, 0
+        host_reads, self.step_host_reads = self.step_host_reads, 0
         h2d, self.step_h2d = self.step_h2d, 0
         calls, self.step_calls = self.step_calls, [0, 0, 0, 0, 0, 0]
         anomaly, self.step_anomaly_s = self.step_anomaly_s, 0.0
         self._keep_step(StepRecord(index, wall, phases, syncs, h2d, detailed=self.detailed,
                                    micro_batches=_micro_batches(calls) if self.detailed else None,
                                    model_calls=(calls[3], calls[4], calls[5]) if self.detailed else None,
-                                   anomaly_s=anomaly))
+                                   anomaly_s=anomaly, host_reads=host_reads))
     if self.pending:
         self._drain_events()
     self._mode_left -= 1

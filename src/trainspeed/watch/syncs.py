@@ -1,7 +1,10 @@
-"""Count host reads of tensor values (each one a device synchronisation on a GPU) as they happen.
+"""Count host reads of tensor values as they happen: those of device tensors (each a synchronisation) apart from
+those of CPU tensors (none waits for anything).
 
 `loss.item()`, `float(loss)`, `f"{loss:.4f}"`, `print(loss)`, `t.tolist()`, `t.numpy()`, a
-`.cpu()` of a device tensor, `if t:` ... all make the host wait for the device's queue to drain.
+`.cpu()` of a device tensor, `if t:` ... of a tensor on a GPU all make the host wait for the device's
+queue to drain. The same reads of a CPU tensor (a whole run on the CPU; indices from `torch.randint`
+slicing a numpy array) wait for nothing: they are tallied as host reads, with their `host` flag set.
 While a `SyncCounter` is active, the `torch.Tensor` methods behind those reads are wrapped
 with a counter; the wrapped call is the original one, so values are untouched. A read made
 from inside another (`__format__` calls `item()`) counts once.
@@ -9,7 +12,6 @@ from inside another (`__format__` calls `item()`) counts once.
 
 from __future__ import annotations
 
-import operator
 import os
 import sys
 import sysconfig
@@ -92,9 +94,10 @@ def site_of(frame: Any) -> str:
     return fallback
 
 
-ReadCallback = Callable[[str, float, float, Any], None]
-"""on_read(op, t0, t1, frame): called after each counted host read, which ran from t0 to t1
-(time.perf_counter seconds) and was made by `frame` (`site_of(frame)` names the user's line)."""
+ReadCallback = Callable[[str, float, float, Any, bool], None]
+"""on_read(op, t0, t1, frame, host): called after each counted read, which ran from t0 to t1
+(time.perf_counter seconds) and was made by `frame` (`site_of(frame)` names the user's line); `host`:
+it read a CPU tensor (no synchronisation)."""
 
 # Tensor methods that hand tensor values to the host.
 HOST_READ_METHODS = (
@@ -139,10 +142,10 @@ class _Registry:
         """The callbacks of the active counters that have one (a tuple, replaced whole, so a wrapper
         iterating it is never disturbed by a counter entering or leaving)."""
         self.tally: dict[tuple[Any, ...], list[Any]] = {}
-        """[reads, seconds, "file:line", op, code] per place that read. Keyed (id of the code, instruction
-        offset, op) for reads made from the user's own code (no site to work out, no code object to hash
+        """[reads, seconds, "file:line", op, code, host] per place that read, apart for reads of CPU tensors
+        (host True) and of device tensors. Keyed (id of the code, instruction offset, op, host) for reads made from the user's own code (no site to work out, no code object to hash
         on the hot path; the entry keeps the code alive, so that its id is not reused); keyed
-        ("file:line", op), with code None, for reads made inside torch (or ours), by the user's line
+        ("file:line", op, host), with code None, for reads made inside torch (or ours), by the user's line
         above them, worked out on every such read, since the same torch line is reached from many
         places. Emptied (never replaced: the wrappers hold it) when the last counter leaves."""
         self.saved: dict[str, tuple[bool, Any]] = {}
@@ -158,37 +161,37 @@ class _Registry:
         self.device_only = False
         """Every active counter counts reads of accelerator tensors only: a CPU tensor's read is not a sync."""
 
-    def entry(self, frame: Any, op: str) -> list[Any]:
+    def entry(self, frame: Any, op: str, host: bool) -> list[Any]:
         """The tally of the place that made a read (`frame`), made on first sight (the wrappers look a
         user's place up themselves first, and come here when it is new or inside torch)."""
         code = frame.f_code
         if is_user_code(code):
-            key = (id(code), frame.f_lasti, op)
+            key = (id(code), frame.f_lasti, op, host)
             found = self.tally.get(key)
             if found is None:  # its line worked out once, not on every read
-                found = self.tally[key] = [0, 0.0, site_of(frame), op, code]
+                found = self.tally[key] = [0, 0.0, site_of(frame), op, code, host]
             return found
         where = site_of(frame)
-        return self.tally.setdefault((where, op), [0, 0.0, where, op, None])
+        return self.tally.setdefault((where, op, host), [0, 0.0, where, op, None, host])
 
-    def _counted(self, op: str, t0: float, t1: float, frame: Any, last: list[Any], tensor: Any) -> None:
-        """Count a read of `tensor` that `frame` made from t0 to t1 (a wrapper whose `last` entry is not that
-        place's), unless it reads an optimizer's step counter (`_OPTIMIZER_VALUE`)."""
+    def _counted(self, op: str, t0: float, t1: float, frame: Any, last: list[Any], host: bool) -> None:
+        """Count a read (of a CPU tensor: `host`) that `frame` made from t0 to t1 (a wrapper whose `last`
+        entry is not that place's), unless it reads an optimizer's step counter (`_OPTIMIZER_VALUE`)."""
         code, lasti = frame.f_code, frame.f_lasti
-        if code is last[0] and lasti == last[1]:
+        if code is last[0] and lasti == last[1] and last[2][5] is host:
             entry = last[2]
         else:
-            if code is _OPTIMIZER_VALUE and tensor is not None and tensor.is_cpu:
+            if code is _OPTIMIZER_VALUE and host:
                 return  # its seconds stay in the phase around it: the optimizer's
-            entry = self.tally.get((id(code), lasti, op))
+            entry = self.tally.get((id(code), lasti, op, host))
             if entry is None:  # first sight, or a read made inside torch: its user's line varies, no caching
-                entry = self.entry(frame, op)
+                entry = self.entry(frame, op, host)
             else:
                 last[0], last[1], last[2] = code, lasti, entry
         entry[0] += 1
         entry[1] += t1 - t0
         for on_read in self.timed:
-            on_read(op, t0, t1, frame)
+            on_read(op, t0, t1, frame, host)
 
     def _new_last(self) -> list[Any]:
         last: list[Any] = [None, -1, None]
@@ -216,14 +219,15 @@ class _Registry:
                 t1 = clock()
                 busy[0] -= 1
                 frame = getframe(1)
-                if frame.f_code is last[0] and frame.f_lasti == last[1]:  # _counted, inlined for the usual case
+                host = tensor.is_cpu
+                if frame.f_code is last[0] and frame.f_lasti == last[1] and last[2][5] is host:  # _counted, inlined
                     entry = last[2]
                     entry[0] += 1
                     entry[1] += t1 - t0
                     for on_read in self.timed:
-                        on_read(name, t0, t1, frame)
+                        on_read(name, t0, t1, frame, host)
                 else:
-                    self._counted(name, t0, t1, frame, last, tensor)
+                    self._counted(name, t0, t1, frame, last, host)
 
         return _named(read, name, original)
 
@@ -246,18 +250,18 @@ class _Registry:
             finally:
                 t1 = clock()
                 busy[0] -= 1
-                self._counted(name, t0, t1, getframe(1), last, args[0] if args else None)
+                self._counted(name, t0, t1, getframe(1), last, bool(args) and getattr(args[0], "is_cpu", False) is True)
 
         return _named(read_any, name, original)
 
     def record(self, op: str, t0: float, t1: float, frame: Any) -> None:
         """A host read that ran from t0 to t1, made by `frame`, seen by someone else (a wrapped
         `torch.cuda.synchronize`): counted as the wrappers count theirs."""
-        entry = self.entry(frame, op)
+        entry = self.entry(frame, op, False)
         entry[0] += 1
         entry[1] += t1 - t0
         for on_read in self.timed:
-            on_read(op, t0, t1, frame)
+            on_read(op, t0, t1, frame, False)
 
     def _regroup(self) -> None:
         active = self.active
@@ -299,10 +303,6 @@ class _Registry:
                 for last in self.lasts:  # a wrapper someone kept a reference to counts into the tally again
                     last[0], last[1], last[2] = None, -1, None
                 self.lasts.clear()
-
-
-_SECONDS = operator.itemgetter(1)
-"""A tally entry's seconds."""
 
 
 def _named(wrapper: Callable[..., Any], name: str, original: Callable[..., Any]) -> Callable[..., Any]:
@@ -347,7 +347,7 @@ class SyncCounter:
         """True: count reads of accelerator tensors only (a run on a GPU, where reading a CPU tensor,
         a DataLoader sampler's `randperm(n).tolist()` say, waits for nothing)."""
         self._before: dict[tuple[Any, ...], tuple[int, float]] = {}
-        self._final: list[tuple[str, str, int, float]] | None = None
+        self._final: list[tuple[str, str, int, float, bool]] | None = None
         self._active = False
 
     def count_device_reads_only(self) -> None:
@@ -358,12 +358,12 @@ class SyncCounter:
 
     def time_reads(self, on_read: ReadCallback | None) -> float:
         """Call `on_read` after each read from now on (None: no call; the reads are still counted). Returns the
-        seconds of every read tallied so far, by any counter: the difference of two calls is the seconds read
-        between them (what `seconds()` would give, without building the sites)."""
+        seconds of every read of a device tensor (every synchronisation) tallied so far, by any counter: the
+        difference of two calls is the seconds they took between them."""
         with _REGISTRY.lock:
             self.on_read = on_read
             _REGISTRY._regroup()
-            return sum(map(_SECONDS, _REGISTRY.tally.values()))
+            return sum(e[1] for e in _REGISTRY.tally.values() if not e[5])
 
     @staticmethod
     def record(op: str, t0: float, t1: float, frame: Any) -> None:
@@ -371,33 +371,35 @@ class SyncCounter:
         active counter."""
         _REGISTRY.record(op, t0, t1, frame)
 
-    def sites(self) -> list[tuple[str, str, int, float]]:
-        """("file:line", op, reads, seconds) of each place that read since the counter started (one
-        line may appear more than once: one entry per instruction that read)."""
+    def sites(self) -> list[tuple[str, str, int, float, bool]]:
+        """("file:line", op, reads, seconds, host) of each place that read since the counter started (one
+        line may appear more than once: one entry per instruction that read; `host`: its reads are of CPU
+        tensors)."""
         if self._final is not None:
             return list(self._final)
         if not self._active:
             return []
         before = self._before
         out = []
-        for key, (n, seconds, where, op, _) in list(_REGISTRY.tally.items()):
+        for key, (n, seconds, where, op, _, host) in list(_REGISTRY.tally.items()):
             n0, s0 = before.get(key, (0, 0.0))
             if n > n0:
-                out.append((where, op, n - n0, seconds - s0))
+                out.append((where, op, n - n0, seconds - s0, host))
         return out
 
     def seconds(self) -> float:
-        """Seconds of every host read counted so far."""
-        return sum(s for _, _, _, s in self.sites())
+        """Seconds of every host read counted so far (of CPU and device tensors)."""
+        return sum(site[3] for site in self.sites())
 
     @property
     def count(self) -> int:
-        return sum(n for _, _, n, _ in self.sites())
+        """Host reads counted so far (of CPU and device tensors)."""
+        return sum(site[2] for site in self.sites())
 
     @property
     def by_op(self) -> Counter[str]:
         ops: Counter[str] = Counter()
-        for _, op, n, _ in self.sites():
+        for _, op, n, _, _ in self.sites():
             ops[op] += n
         return ops
 

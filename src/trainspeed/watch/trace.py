@@ -29,8 +29,8 @@ class TraceStep:
     start: float
     end: float
     segments: list[Segment]
-    reads: list[tuple[str, str, float, float]] = field(default_factory=list)
-    """(op, `file:line`, start, end) of each host read."""
+    reads: list[tuple[str, str, float, float, bool]] = field(default_factory=list)
+    """(op, `file:line`, start, end, host) of each host read (`host`: of a CPU tensor, no synchronisation)."""
     device: list[Segment] = field(default_factory=list)
     """CUDA: (phase, start, end) of each phase's device span, seconds from the step's first CUDA event."""
 
@@ -63,7 +63,7 @@ class TracingClock(PhaseClock):
         super().__init__(now)
         self.recording = True
         self.segments: list[Segment] = []
-        self.reads: list[tuple[str, str, float, float]] = []
+        self.reads: list[tuple[str, str, float, float, bool]] = []
         self.last_step: TraceStep | None = None
         """The step `end_step` closed last, with what was noted in it (index -1: the watcher numbers it)."""
 
@@ -97,10 +97,11 @@ class TracingClock(PhaseClock):
         self._note(open_phase, since, t0)
         self._note(phase, t0, t1)
 
-    def read(self, op: str, site: str, t0: float, t1: float) -> None:
-        """A host read ran from t0 to t1 at `site` (its time is the sync phase's, noted by `span`)."""
+    def read(self, op: str, site: str, t0: float, t1: float, host: bool = False) -> None:
+        """A host read ran from t0 to t1 at `site`: of a device tensor (its time is the sync phase's, noted by
+        `span`), or of a CPU tensor (`host`: its time is the phase's it ran in)."""
         if self.recording:
-            self.reads.append((op, site, t0, t1))
+            self.reads.append((op, site, t0, t1, host))
 
     def restart(self) -> None:
         super().restart()

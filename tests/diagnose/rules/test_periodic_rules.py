@@ -23,12 +23,30 @@ def test_a_checkpoint_every_hundred_steps_is_judged_by_its_share() -> None:
 def test_evaluation_heavy_from_a_large_share_of_the_run_in_evaluation() -> None:
     # examples/eval_too_often.py (2026-11-23, CPU): 19 evaluations of 142.5 ms, one every 50 steps, 43% of the run
     r = recorded(3.76, {"forward": 1.3, "backward": 1.6, "optimizer": 0.27}, flops=2.7e8, batch=512, threads=2)
-    heavy = dataclasses.replace(r, evaluation=Evaluation(count=19, mean_ms=142.5, share=0.43, every_steps=50.0))
+    heavy = dataclasses.replace(r, evaluation=Evaluation(count=19, mean_ms=142.5, share=0.43, every_steps=50.0,
+                                                         in_run=20))
     verdict = diagnose(heavy, CTX)[0]
     assert verdict.id == "evaluation_heavy"
-    assert "43%" in verdict.evidence and "one every 50 steps" in verdict.evidence
+    assert "43% of the measured run's time: 20 evaluations in the run, one every 50 steps (19 during the measured " \
+        "steps), 142.5 ms each" in verdict.evidence
     assert "every 200 steps" in verdict.action and "inference_mode" in verdict.action
     assert verdict.predicted_speedup == pytest.approx(1 / (1 - 0.43 * 3 / 4), abs=0.01)
     # one evaluation a tenth of the run: not worth a verdict
     light = dataclasses.replace(r, evaluation=Evaluation(count=1, mean_ms=40.0, share=0.1, every_steps=None))
     assert "evaluation_heavy" not in ids(light)
+
+
+def test_a_step_verdicts_prediction_is_the_runs_with_its_evaluations_held() -> None:
+    # char_gpt-like (2026-11-25, CPU): a training step of overhead-bound ops, and evaluations taking half the run.
+    # launch_bound's 2x on the step is 1 / (0.5 + 0.5 / 2) = 1.33x on the run, which is what a user measures, and
+    # what evaluation_heavy's prediction (of the run) is ranked against
+    from trainspeed.diagnose.rules.common import _speedup, _step_speedup
+
+    r = recorded(1.0, {"forward": 0.4, "backward": 0.4, "optimizer": 0.1}, ops=300, flops=1e5)  # 300 tiny ops
+    assert _step_speedup(r, 10.0, 5.0) == _speedup(10.0, 5.0) == 2.0  # no evaluation: the step's is the run's
+    half = dataclasses.replace(r, evaluation=Evaluation(count=9, mean_ms=100.0, share=0.5, every_steps=10.0, in_run=10))
+    assert _step_speedup(half, 10.0, 5.0) == pytest.approx(1 / (0.5 + 0.5 / 2), abs=0.005)
+    alone = {v.id: v.predicted_speedup for v in diagnose(r, CTX)}
+    held = {v.id: v.predicted_speedup for v in diagnose(half, CTX)}
+    assert alone["launch_bound"] == 1.43 and held["launch_bound"] == pytest.approx(1 / (0.5 + 0.5 / 1.43), abs=0.01)
+    assert diagnose(half, CTX)[0].id == "evaluation_heavy"  # 1.6x on the run, against the step's held to 1.18x

@@ -13,7 +13,7 @@ from trainspeed.diagnose.rules.common import (
     _names,
     _op_work,
     _room,
-    _speedup,
+    _step_speedup,
     _window_scale,
 )
 from trainspeed.watch.result import OpTime, Verdict, WatchResult
@@ -80,7 +80,7 @@ def slow_dtype(r: WatchResult, c: Context) -> Verdict | None:
                       f".to(torch.{dtype}) of the model and inputs; {dtype} pays on CPUs with native matrix units "
                       "(AMX, AVX512-BF16/FP16) and on GPUs, not here")
         found.append((gain, Verdict("slow_dtype", evidence + " (predicted speed-up: those ops at the float32 "
-                                    "rate, the rest of the step as measured)", action, _speedup(step, step - gain))))
+                                    "rate, the rest of the step as measured)", action, _step_speedup(r, step, step - gain))))
     return max(found, key=lambda f: f[0])[1] if found else None
 
 

@@ -76,6 +76,17 @@ def predicted_label(speedup: float) -> str:
 def _speedup(step: float, new_step: float) -> float:
     return round(min(MAX_PREDICTED, step / max(new_step, step / MAX_PREDICTED)), 2)
 
+
+def _step_speedup(r: WatchResult, step: float, new_step: float) -> float:
+    """A training step's predicted speed-up (from `step` to `new_step` ms) as the run's: the evaluations' share of the
+    measured run, which a change to the training step leaves as it is, held constant (Amdahl). Every prediction is
+    then of one thing, the run's time, which the verdicts are ranked by and a user measures."""
+    on_step = _speedup(step, new_step)
+    held = r.evaluation.share if r.evaluation is not None else 0.0
+    if not 0 < held < 1:
+        return on_step
+    return round(1 / (held + (1 - held) / on_step), 2)
+
 _COMPUTE = ("forward", "backward", "optimizer")
 
 

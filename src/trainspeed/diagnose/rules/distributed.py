@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from trainspeed.diagnose.rules.common import Context, _speedup
+from trainspeed.diagnose.rules.common import Context, _step_speedup
 from trainspeed.watch.result import Verdict, WatchResult
 
 COMM_SHARE = 0.15  # all-reduce exposed after backward for this share of the step
@@ -33,7 +33,7 @@ def comm_bound(r: WatchResult, c: Context) -> Verdict | None:
     action = (f"hide or thin out the all-reduce: accumulate gradients over {k} micro-batches with DDP's no_sync() on all "
               "but the last (one all-reduce per optimizer step; the prediction assumes this), or a larger batch per rank "
               "(more compute per byte sent), or a smaller bucket_cap_mb so reductions start earlier in backward")
-    return Verdict("comm_bound", evidence, action, _speedup(step, step - exposed * (1 - 1 / k)))
+    return Verdict("comm_bound", evidence, action, _step_speedup(r, step, step - exposed * (1 - 1 / k)))
 
 
 def straggler(r: WatchResult, c: Context) -> Verdict | None:
@@ -65,4 +65,4 @@ def straggler(r: WatchResult, c: Context) -> Verdict | None:
     action = (f"make rank {slow}'s {worst} as fast as the others': work done on that rank only (logging, evaluation, "
               "checkpoints on rank 0 belong outside the step or in a background thread), an uneven data shard or "
               "DataLoader, or a slower or shared device")
-    return Verdict("straggler", evidence, action, _speedup(r.median_ms, r.median_ms - excess))
+    return Verdict("straggler", evidence, action, _step_speedup(r, r.median_ms, r.median_ms - excess))

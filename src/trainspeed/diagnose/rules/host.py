@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from trainspeed.diagnose.rules.common import Context, _anomaly, _ms, _speedup
+from trainspeed.diagnose.rules.common import Context, _anomaly, _ms, _step_speedup
 from trainspeed.watch.result import OtherSite, SyncSite, Verdict, WatchResult
 
 OTHER_SHARE = 0.15
@@ -40,7 +40,8 @@ def _logs(r: WatchResult) -> Callable[[str | None], bool]:
     """Whether a line of the run logs: a logging call (_LOGGING), or a line that builds what one of the run's logging
     lines (among the lines its samples and reads name) logs. The record's line holds the reads and the Python of
     the logging as much as the line that writes it, and a verdict on it alone would say "host code"."""
-    codes = {s.code for s in (*r.other_sites, *r.loop_sites) if s.code} | {s.code for s in r.sync_sites if s.code}
+    codes = {s.code for s in (*r.other_sites, *r.loop_sites) if s.code} | \
+        {s.code for s in (*r.sync_sites, *r.host_read_sites) if s.code}
     logging = [code for code in codes if _LOGGING.search(code)]
     built = set()
     for code in codes:
@@ -55,17 +56,11 @@ def _logs(r: WatchResult) -> Callable[[str | None], bool]:
     return logs
 
 
-def _logging_reads(r: WatchResult, logs: Callable[[str | None], bool]) -> tuple[float, list[SyncSite]]:
-    """CPU: milliseconds per step of host reads made on logging lines (`logs`, the run's `_logs`; `print(loss)`
-    formats a tensor: its `__repr__`), and those lines' sites, the most time first. On a GPU a read is also a wait
-    for the device: sync_bound's."""
-    if r.device == "cuda" or not r.median_ms or not r.sync_sites:
-        return 0.0, []
-    total = sum(s.total_ms for s in r.sync_sites)
-    sites = [s for s in r.sync_sites if logs(s.code)]
-    if total <= 0 or not sites:
-        return 0.0, []
-    return r.phases["sync"].share * r.median_ms * sum(s.total_ms for s in sites) / total, sites
+def _logging_reads(r: WatchResult, logs: Callable[[str | None], bool]) -> list[SyncSite]:
+    """The reads of CPU tensors made on logging lines (`logs`, the run's `_logs`; `print(loss)` formats a tensor:
+    its `__repr__`), the most time first. Their time is in the phase they ran in ("other", where the stack samples
+    charge it to the logging line); on a GPU a read of a device tensor is also a wait for the device: sync_bound's."""
+    return [s for s in r.host_read_sites if logs(s.code)]
 
 
 def logging_heavy(r: WatchResult, c: Context) -> Verdict | None:
@@ -77,26 +72,22 @@ def logging_heavy(r: WatchResult, c: Context) -> Verdict | None:
     logs = _logs(r)
     logging_sites = [s for s in r.other_sites if logs(s.code)]
     part = sum(s.share_of_other for s in logging_sites)
-    sampled = share >= OTHER_SHARE and part >= LOG_SITE_SHARE
-    reads, read_sites = _logging_reads(r, logs)
-    if not sampled and reads + (other * part if part >= LOG_SITE_SHARE else 0.0) < OTHER_SHARE * step:
+    if share < OTHER_SHARE or part < LOG_SITE_SHARE:
         return None
-    found = []
-    if part >= LOG_SITE_SHARE:
-        top = logging_sites[0]
-        found.append(f"{share:.0%} of the step ({other:.2f} ms) is outside every PyTorch phase; {part:.0%} of those "
-                     f"stack samples are on logging lines, most at {_site(top)}")
-    else:
-        part = 0.0
+    top = logging_sites[0]
+    found = [f"{share:.0%} of the step ({other:.2f} ms) is outside every PyTorch phase; {part:.0%} of those "
+             f"stack samples are on logging lines, most at {_site(top)}"]
     action = "log every N steps (and aggregate in between), without flushing to disk each time; keep values on the device until then"
-    if reads:
+    read_sites = _logging_reads(r, logs)
+    if read_sites:
         top_read = read_sites[0]
         per_call = top_read.total_ms / max(top_read.count, 1)
-        found.append(f"{reads:.2f} ms per step ({reads / step:.0%}) goes to the tensors logging lines format (host "
-                     f"reads), most at {top_read.where} ({top_read.op}, {per_call:.2f} ms a call): `{top_read.code}`")
+        per_step = top_read.count / r.steps_seen if r.steps_seen else 0.0
+        found.append(f"the tensors they format are read {per_step:.1f} times a step at {top_read.where} "
+                     f"({top_read.op}, {per_call:.2f} ms a read, within that time): `{top_read.code}`")
         if any(s.op == "__repr__" for s in read_sites):
             action += "; print numbers (loss.item()), not tensors: a tensor's repr formats every element"
-    return Verdict("logging_heavy", "; ".join(found), action, _speedup(step, step - other * part - reads))
+    return Verdict("logging_heavy", "; ".join(found), action, _step_speedup(r, step, step - other * part))
 
 
 def _site(top: OtherSite) -> str:
@@ -159,7 +150,7 @@ def host_code_heavy(r: WatchResult, c: Context) -> Verdict | None:
               "thread, or make it cheaper (vectorise Python loops; keep metrics as tensors and read them every N "
               "steps); if it prepares data, a DataLoader with workers runs it beside the step" + _library_tip(r))
     return Verdict("host_code_heavy", evidence + " (predicted speed-up: that line's host time out of the step)",
-                   action, _speedup(step, step - gain))
+                   action, _step_speedup(r, step, step - gain))
 
 
 def outside_work(r: WatchResult, c: Context, host: Verdict | None) -> Verdict | None:
@@ -212,4 +203,4 @@ def anomaly_detection(r: WatchResult, c: Context) -> Verdict | None:
     action = ("turn it off for training: remove torch.autograd.set_detect_anomaly(True) or the "
               "torch.autograd.detect_anomaly() block; switch it on only to find where a NaN or an in-place error "
               "comes from, for a few steps")
-    return Verdict("anomaly_detection", evidence, action, _speedup(step, step - cost))
+    return Verdict("anomaly_detection", evidence, action, _step_speedup(r, step, step - cost))

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from trainspeed.diagnose.rules.common import Context, _burst_note, _ms, _run_step_ms, _speedup
+from trainspeed.diagnose.rules.common import Context, _burst_note, _ms, _run_step_ms, _speedup, _step_speedup
 from trainspeed.watch.result import LoaderInfo, Verdict, WatchResult
 
 DATA_SHARE = 0.20  # waiting on data for a fifth of the step is worth fixing first
@@ -61,7 +61,7 @@ def input_bound(r: WatchResult, c: Context) -> Verdict | None:
                          f"collates them; taking the batch whole took {c.batched_ms:.2f} ms (measured after the run, "
                          f"{loader.batch_size} rows by one index per tensor)")
             return Verdict("input_bound", evidence, _batched_action(loader, workers),
-                           _speedup(step, step - wait + c.batched_ms))
+                           _step_speedup(r, step, step - wait + c.batched_ms))
     if suggest <= workers:
         evidence += (f", {'as many as' if workers == cores else 'more than'} this machine's {cores} physical cores: "
                      "more workers would share them (predicted speed-up is an upper bound: the run without its wait)")
@@ -146,4 +146,4 @@ def h2d_bound(r: WatchResult, c: Context) -> Verdict | None:
                 + (f"; in all: {kinds}" if kinds else ""))
     action = ("keep a dataset that fits on the device there once; otherwise DataLoader(pin_memory=True) and "
               ".to(device, non_blocking=True) so copies overlap compute")
-    return Verdict("h2d_bound", evidence, action, _speedup(step, step - h2d))
+    return Verdict("h2d_bound", evidence, action, _step_speedup(r, step, step - h2d))

@@ -14,7 +14,7 @@ from trainspeed.diagnose.rules.common import (
     _gpu_busy_ms,
     _ms,
     _op_work,
-    _speedup,
+    _step_speedup,
     _window_scale,
 )
 from trainspeed.watch.result import Verdict, WatchResult
@@ -52,7 +52,7 @@ def sync_bound(r: WatchResult, c: Context) -> Verdict | None:
     new = max(step - sync, _gpu_busy_ms(r) or 0.0)
     if new >= step * (1 - SYNC_GAIN):
         return None  # the reads wait for the GPU's own work: without them the step would wait elsewhere
-    return Verdict("sync_bound", evidence, action, _speedup(step, new))
+    return Verdict("sync_bound", evidence, action, _step_speedup(r, step, new))
 
 
 def launch_bound(r: WatchResult, c: Context) -> Verdict | None:
@@ -107,7 +107,7 @@ def launch_bound(r: WatchResult, c: Context) -> Verdict | None:
         return None  # ops already as cheap as a bare dispatch each: nothing per op left to save
     # upper bound: the step without its per-op overhead
     return Verdict("launch_bound", evidence + " (predicted speed-up is an upper bound)", action,
-                   _speedup(step, step - overhead))
+                   _step_speedup(r, step, step - overhead))
 
 
 def small_batch(r: WatchResult, c: Context, launch: Verdict | None) -> Verdict | None:
@@ -190,7 +190,7 @@ def _merged_passes(r: WatchResult, c: Context, k: int, evidence: str, action: st
         work = (_arithmetic_ms(r, c) or 0.0) + _op_work(r, c)[0]
     around = min(_ms(r, "other"), (r.other_op_ms_per_step or 0.0) * _window_scale(r))
     saved = (max(0.0, passes - work) + around) * (1 - 1 / k)
-    return Verdict("small_batch", evidence.format(passes=passes, around=around), action, _speedup(step, step - saved))
+    return Verdict("small_batch", evidence.format(passes=passes, around=around), action, _step_speedup(r, step, step - saved))
 
 
 def cpu_faster(r: WatchResult, c: Context, launch: Verdict | None) -> Verdict | None:
@@ -211,4 +211,4 @@ def cpu_faster(r: WatchResult, c: Context, launch: Verdict | None) -> Verdict | 
                 f"here, a CPU op {c.dispatch_us:.1f} us), plus the arithmetic at this CPU's measured "
                 f"{c.matmul_gflops:.0f} GFLOP/s")
     action = "for a model this small, train on the CPU (or make the GPU step bigger: batch, CUDA graphs)"
-    return Verdict("cpu_faster", evidence, action, _speedup(step, cpu_step))
+    return Verdict("cpu_faster", evidence, action, _step_speedup(r, step, cpu_step))

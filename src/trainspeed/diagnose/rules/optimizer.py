@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from trainspeed.diagnose.rules.common import Context, _compute_part_ms, _speedup
+from trainspeed.diagnose.rules.common import Context, _compute_part_ms, _step_speedup
 from trainspeed.watch.result import Verdict, WatchResult
 
 OPTIMIZER_SHARE = 0.20  # optimizer.step and zero_grad for a fifth of the step: worth a fused kernel
@@ -55,7 +55,7 @@ def optimizer_rebuilt(r: WatchResult, c: Context) -> Verdict | None:
               "step (SGD's momentum buffers, Adam's moment estimates and step count), so the run does not train as the "
               "optimizer means to; change the learning rate through `optimizer.param_groups` or a "
               "torch.optim.lr_scheduler instead")
-    return Verdict("optimizer_rebuilt", evidence, action, _speedup(step, step - saved))
+    return Verdict("optimizer_rebuilt", evidence, action, _step_speedup(r, step, step - saved))
 
 
 def optimizer_heavy(r: WatchResult, c: Context) -> Verdict | None:
@@ -82,4 +82,4 @@ def optimizer_heavy(r: WatchResult, c: Context) -> Verdict | None:
     action = (f"torch.optim.{o.kind}(..., fused=True): one kernel updates every parameter tensor "
               "(the same algorithm, rounded in another order; on a GPU, where foreach is the default, fused is faster "
               "still)")
-    return Verdict("optimizer_heavy", evidence, action, _speedup(step, step - saved))
+    return Verdict("optimizer_heavy", evidence, action, _step_speedup(r, step, step - saved))

@@ -19,6 +19,9 @@ def checkpoint_heavy(r: WatchResult, c: Context) -> Verdict | None:
     if share < CHECKPOINT_SHARE or not r.median_ms:
         return None
     evidence = f"torch.save took {_burst_note(r, 'checkpoint')}"
+    if r.saves:
+        evidence += f" ({r.saves} saves in the run" + (f", one every {r.saves_every_steps:.0f} steps)"
+                                                      if r.saves_every_steps else ")")
     # saving `factor` times less often brings it under 1% of the run's time
     factor = max(2, math.ceil(share / 0.01))
     if _ms(r, "checkpoint") > 0:  # the median step saves: the script saves every step (or nearly)
@@ -35,11 +38,13 @@ def evaluation_heavy(r: WatchResult, c: Context) -> Verdict | None:
     if ev is None or ev.share < EVAL_SHARE or not r.median_ms:
         return None
     every = f", one every {ev.every_steps:.0f} steps" if ev.every_steps else ""
-    told = {"model.eval()": "from model.eval() to model.train()",
+    told = {"model.eval()": "from model.eval() until the model trains again",
             "no_grad": "the model called under torch.no_grad() or inference_mode, outside the training step"}
-    evidence = (f"evaluation ({told.get(ev.by, ev.by)}) took {ev.share:.0%} of the run's time: {ev.count} "
-                f"evaluations of {ev.mean_ms:.1f} ms each{every}, beside a {r.median_ms:.2f} ms training step "
-                f"(predicted speed-up: evaluating {EVAL_LESS} times less often)")
+    seen = max(ev.in_run, ev.count)
+    timed = f" ({ev.count} during the measured steps)" if ev.count != seen else ""
+    evidence = (f"evaluation ({told.get(ev.by, ev.by)}) took {ev.share:.0%} of the measured run's time: {seen} "
+                f"evaluations in the run{every}{timed}, {ev.mean_ms:.1f} ms each, beside a {r.median_ms:.2f} ms "
+                f"training step (predicted speed-up: evaluating {EVAL_LESS} times less often)")
     less = f"every {ev.every_steps * EVAL_LESS:.0f} steps" if ev.every_steps else "less often"
     action = (f"evaluate {less}, or on a fixed subset of the validation data; and under torch.inference_mode() with "
               "the largest batch that fits (evaluation keeps no gradients or activations), so the same data costs "
