@@ -138,3 +138,26 @@ def test_back_to_back_no_grad_blocks_with_no_step_between_are_one_evaluation() -
     ev = w.measurements().evaluation
     assert ev is not None and ev.count == 3 and ev.every_steps == 20 and ev.by == "no_grad"
     assert ev.mean_ms >= 6.0  # the three blocks' time, together
+
+
+def test_a_last_evaluation_after_the_last_step_counts_in_the_run_untimed() -> None:
+    # an epoch loop that evaluates at each epoch's end, the last with no train() after it: the script evaluated
+    # 3 times; a final model.eval() that calls nothing (before saving, say) is no evaluation
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, y = torch.randn(32, 8), torch.randint(0, 2, (32,))
+    with Watcher(warmup=2, profile_steps=0) as w:
+        for _ in range(3):
+            model.train()
+            for _ in range(10):
+                loss = nn.functional.cross_entropy(model(x), y)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+            model.eval()
+            with torch.no_grad():
+                model(x)
+    ev = w.measurements().evaluation
+    assert ev is not None and ev.in_run == 3 and ev.count == 2 and ev.every_steps == 10
+    assert torch.nn.modules.module._global_forward_pre_hooks == {}  # nothing left behind

@@ -86,12 +86,39 @@ def mode_set(self: Watcher, module: torch.nn.Module, training: bool) -> None:
     if not training:
         if self._eval_from is None and _has_parameters(module):
             self._eval_from = (self.clock.now(), self.steps_seen, weakref.ref(module))
+            self._eval_called = False
+            _unhook(self)
+            self._eval_hook = torch.nn.modules.module.register_module_forward_pre_hook(self._eval_call)
         return
     if self._eval_from is None:
         return
     (t0, steps, _), self._eval_from = self._eval_from, None
+    _unhook(self)
     if steps == self.steps_seen:
         _span_ended(self, "model.eval()", t0, self.clock.now(), steps)
+
+
+def _eval_call(self: Watcher, module: torch.nn.Module, args: Any) -> None:
+    """A module called during a model.eval() span (a global pre-hook, gone at the first call of the module put in
+    evaluation mode or of the model): the span evaluates, and counts where no train() ends it (the run's last)."""
+    opened = self._eval_from
+    if opened is not None and (module is opened[2]() or id(module) == self._model_id):
+        self._eval_called = True
+        _unhook(self)
+
+
+def _unhook(self: Watcher) -> None:
+    if self._eval_hook is not None:
+        self._eval_hook.remove()
+        self._eval_hook = None
+
+
+def closed(self: Watcher) -> None:
+    """The watch stopped: the global pre-hooks of an open span go."""
+    _unhook(self)
+    if self._grad_off_hook is not None:
+        self._grad_off_hook.remove()
+        self._grad_off_hook = None
 
 
 def training_again(self: Watcher, fetching: bool) -> None:
@@ -104,13 +131,14 @@ def training_again(self: Watcher, fetching: bool) -> None:
     if module is not None and not module.training:
         return
     self._eval_from = None
+    _unhook(self)
     if fetching and module is not None and steps == self.steps_seen and not self.clock.stack:
         _span_ended(self, "model.eval()", t0, self.clock.now(), steps)
 
 
 def grad_off_entered(self: Watcher) -> None:
     """torch.no_grad() or torch.inference_mode() entered on the watched thread (the outermost one). Outside every
-    phase, during the measured steps and outside a model.eval() span, it may hold an evaluation: a global
+    phase and outside a model.eval() span, it may hold an evaluation: a global
     module pre-hook stands until the model is called (then it goes, and the rest of the span's module calls take
     torch's fast path again) or the span ends."""
     if self.clock.stack or self._eval_from is not None or self._model_id is None:
@@ -146,6 +174,10 @@ def _evaluation(self: Watcher, summed: tuple[dict[str, float], float] | None, me
     evals, quiet = dataclasses.replace(self.evals), dataclasses.replace(self.quiet_evals)
     if self._eval_gap is not None:  # the evaluation under way (or the run's last), counted on copies
         self._eval_gap.into(evals, quiet)
+    if self._eval_from is not None and self._eval_called:  # the run's last, with no train() after it: counted,
+        steps = self._eval_from[1]  # not timed (where it ended is not known)
+        if self._eval_gap is None or self._eval_gap.steps != steps:
+            evals.add(0.0, steps, measured=False)
     kinds = [("model.eval()", evals)] if evals.count else []
     if quiet.count and quiet.count <= max(1, measured // 2):
         kinds.append(("no_grad", quiet))

@@ -83,6 +83,7 @@ class Watcher:
     training_again = evaluation.training_again
     grad_off_entered = evaluation.grad_off_entered
     _grad_off_call = evaluation._grad_off_call
+    _eval_call = evaluation._eval_call
     grad_off_left = evaluation.grad_off_left
     _evaluation = evaluation._evaluation
     # torchrun's ranks (ranks.py)
@@ -232,6 +233,9 @@ class Watcher:
         self._grad_off: tuple[float, int] | None = None
         self._grad_off_called = False
         self._grad_off_hook: Any = None
+        self._eval_called = False
+        """The model (or the module put in evaluation mode) was called during the open model.eval() span."""
+        self._eval_hook: Any = None
 
     # -- lifecycle --------------------------------------------------------------------------
     def start(self: _W) -> _W:
@@ -271,6 +275,7 @@ class Watcher:
         with self._profiler_edge():
             self.window.close()
         self.hooks.uninstall()
+        evaluation.closed(self)
         self.comm.uninstall()
         if not self._gather_done and this_rank() is not None:
             self._gather()

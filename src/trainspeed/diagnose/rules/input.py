@@ -66,9 +66,9 @@ def input_bound(r: WatchResult, c: Context) -> Verdict | None:
         evidence += (f", {'as many as' if workers == cores else 'more than'} this machine's {cores} physical cores: "
                      "more workers would share them (predicted speed-up is an upper bound: the run without its wait)")
         return Verdict("input_bound", evidence, cheaper, _speedup(1.0, 1 - share))
-    new, why = _with_workers(r, c, share, workers, suggest)
-    if why and new >= 1 / WORKERS_GAIN:  # handing the batches over would cost what the workers save
-        evidence += (f"{why}, so {suggest} workers would not make the run faster on this machine's {cores} physical "
+    new, suggest, why = _with_workers(r, c, share, workers, suggest)
+    if why and new >= 1 / WORKERS_GAIN:  # handing the batches over, or the cores they take, cost what they save
+        evidence += (f"{why}, so workers would not make the run faster on this machine's {cores} physical "
                      "cores (predicted speed-up is an upper bound: the run without its wait)")
         if loader is not None and loader.dataset == "TensorDataset" and not loader.item_by_item:
             size = loader.batch_size or "B"
@@ -81,10 +81,10 @@ def input_bound(r: WatchResult, c: Context) -> Verdict | None:
                         f"{loader.batch_size or 'B'}, drop_last=False)) hands __getitem__ the batch's list of indices")
         return Verdict("input_bound", evidence, cheaper, _speedup(1.0, 1 - share))
     threads = ""
-    if r.torch_threads + suggest > c.logical_threads:
-        keep = max(1, c.logical_threads - suggest)
+    keep = _threads_beside(r, c, suggest)
+    if keep < r.torch_threads:
         threads = (f" and torch.set_num_threads({keep}) (torch's {r.torch_threads} intra-op threads would take the "
-                   f"cores the workers need)" if keep < r.torch_threads else "")
+                   f"cores the workers need)")
     action = (f"DataLoader(..., num_workers={suggest}, persistent_workers=True{pin}){threads}; if that is not enough, "
               f"{cheaper}")
     if why:
@@ -110,29 +110,51 @@ def _batched_action(loader: LoaderInfo, workers: int) -> str:
             "trainspeed.fit, which does that itself")
 
 
-def _with_workers(r: WatchResult, c: Context, share: float, workers: int, suggest: int) -> tuple[float, str]:
-    """The run's time with `suggest` workers, in shares of its time now, and what the estimate rests on.
+def _threads_beside(r: WatchResult, c: Context, workers: int) -> int:
+    """torch's intra-op threads beside `workers` worker processes: as many as the hardware threads the workers
+    leave (an OpenMP op waits for each of its threads to get a core), never more than now."""
+    if r.torch_threads + workers <= c.logical_threads:
+        return r.torch_threads
+    return max(1, c.logical_threads - workers)
+
+
+def _with_workers(r: WatchResult, c: Context, share: float, workers: int, suggest: int) -> tuple[float, int, str]:
+    """The run's time with the best number of workers up to `suggest`, in shares of its time now, that number, and
+    what the estimate rests on.
 
     Workers make batches beside the step, but each batch still costs the training process its
     handover (receiving and rebuilding it: `main_ms`, measured after the run with a worker handing
     over batches of the run's shapes), and a worker its making plus its handover (`wall_ms`). All of
-    that shares the machine's cores with the step: the run is no faster than the longest of the step
-    with the handover, the workers' turn per batch, and all that work (both sides of the handover)
-    spread over the cores, the step's compute counted as one core's. Cores are taken to run in
-    parallel at full speed: an upper bound (two worker processes on a 2-vCPU VM made batches of tiny
-    torch ops 1.3x to 1.6x faster than one, not 2x)."""
+    that shares the machine's cores with the step, whose compute keeps as many cores busy as the process's
+    measured CPU use says (on the 2-core VM a CNN's forward and backward kept 1.7 busy): with fewer intra-op
+    threads beside the workers (`_threads_beside`) it takes longer by the cores it loses. The run is no faster
+    than the longest of that step with the handover, the workers' turn per batch, and all that work (both sides
+    of the handover) spread over the cores. Cores are taken to run in parallel at full speed: an upper bound (two
+    worker processes on a 2-vCPU VM made batches of tiny torch ops 1.3x to 1.6x faster than one, not 2x)."""
     busy = 1 - share
     if workers or c.handover is None or not r.median_ms:
         # the wait left with workers already there (its making unknown): it shrinks by the workers added
-        return max(busy, share * max(workers, 1) / suggest), ""
+        return max(busy, share * max(workers, 1) / suggest), suggest, ""
     step = _run_step_ms(r)
     hand, main = c.handover.wall_ms / step, c.handover.main_ms / step
     cores = max(1, c.physical_cores)
-    new = max(busy + main, (share + hand) / suggest, (busy + main + share + hand) / cores)
+    used = (r.process_cpu_percent or 0.0) / 100
+    compute_cores = min(float(r.torch_threads), max(1.0, (used - share) / busy if used and busy > 0 else
+                                                    float(min(r.torch_threads, cores))))
+    plans = []
+    for k in range(1, suggest + 1):
+        slower = compute_cores / min(compute_cores, _threads_beside(r, c, k))
+        plans.append((max(busy * slower + main, (share + hand) / k, (busy * compute_cores + main + share + hand) / cores),
+                      k))
+    new, best = min(plans)
     why = (f"; a worker process took {c.handover.wall_ms:.2f} ms to hand over each batch of this shape, "
            f"{c.handover.main_ms:.2f} ms of it in the training process (measured after the run), against "
            f"{share * step:.2f} ms to make one here")
-    return new, why
+    if compute_cores > 1.05:
+        told = "the process's CPU use" if used else f"taken as its {r.torch_threads} intra-op threads' worth, unsampled"
+        why += (f"; the step's compute kept {compute_cores:.1f} cores busy ({told}), with "
+                f"{_threads_beside(r, c, best)} intra-op thread(s) beside {best} worker(s)")
+    return new, best, why
 
 
 def h2d_bound(r: WatchResult, c: Context) -> Verdict | None:
