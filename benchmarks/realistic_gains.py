@@ -32,7 +32,7 @@ RUNS: dict[str, list[str]] = {  # each script as the benchmark runs it (sizes fo
     "finetune_accum": ["--steps", "40"],
     "vae": ["--epochs", "3"],
     "policy_gradient": ["--episodes", "30"],
-    "tabular_mlp": ["--epochs", "3"],
+    "tabular_mlp": ["--epochs", "30"],  # enough steps for trainspeed.fit's capture to repay itself
 }
 ADVICE: dict[tuple[str, str], list[str]] = {  # (script, first verdict) -> the script's setting that applies the action
     ("char_gpt", "evaluation_heavy"): ["--eval-interval", "40"],  # "evaluate 4 times less often"
@@ -42,6 +42,9 @@ ADVICE: dict[tuple[str, str], list[str]] = {  # (script, first verdict) -> the s
     ("image_classifier", "input_bound"): ["--precompute"],
     ("tabular_mlp", "host_code_heavy"): ["--preprocess-once"],  # the per-epoch pandas work out of the loop
     ("tabular_mlp", "outside_work"): ["--preprocess-once"],
+    # "a captured or compiled step (trainspeed.fit replays the step's ops without Python)": the script's --fit hands
+    # its epochs to trainspeed.fit, with Adam(fused=True) so that no host read stops the capture
+    ("tabular_mlp", "launch_bound"): ["--fit"],
 }
 
 

@@ -10,6 +10,7 @@ What it really does (the counts tests/test_realistic_examples.py checks): ceil(r
 epoch, `--epochs` epochs; one preprocessing of the whole frame per epoch; one `.item()` read per step.
 
     python examples/realistic/tabular_mlp.py [--epochs 3] [--rows 20000] [--batch-size 256] [--preprocess-once]
+        [--fit]
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ parser.add_argument("--epochs", type=int, default=3)
 parser.add_argument("--rows", type=int, default=20000)
 parser.add_argument("--batch-size", type=int, default=256)
 parser.add_argument("--preprocess-once", action="store_true", help="build the features once, shuffle by index")
+parser.add_argument("--fit", action="store_true",
+                    help="the features built once, the epochs run by trainspeed.fit (the step replayed without Python)")
 args = parser.parse_args()
 
 rng = np.random.default_rng(0)
@@ -47,10 +50,16 @@ def preprocess(df: pd.DataFrame, seed: int) -> tuple[torch.Tensor, torch.Tensor]
 torch.manual_seed(0)
 width = preprocess(frame.head(1000), 0)[0].shape[1]
 model = nn.Sequential(nn.Linear(width, 128), nn.ReLU(), nn.Linear(128, 64), nn.ReLU(), nn.Linear(64, 2))
-optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+optimizer = torch.optim.Adam(model.parameters(), lr=1e-3, fused=args.fit or None)  # fused: no host read a replay would freeze
 start = time.perf_counter()
-built = preprocess(frame, 0) if args.preprocess_once else None
-for epoch in range(args.epochs):
+built = preprocess(frame, 0) if args.preprocess_once or args.fit else None
+if args.fit:
+    import trainspeed
+
+    result = trainspeed.fit(model, built, nn.CrossEntropyLoss(), optimizer, epochs=args.epochs,
+                            batch_size=args.batch_size, record_every=None)
+    print(f"trainspeed.fit: {result.strategy.name}")
+for epoch in range(0 if args.fit else args.epochs):
     if built is None:
         x, y = preprocess(frame, epoch)
     else:
