@@ -78,11 +78,14 @@ def _speedup(step: float, new_step: float) -> float:
 
 
 def _step_speedup(r: WatchResult, step: float, new_step: float) -> float:
-    """A training step's predicted speed-up (from `step` to `new_step` ms) as the run's: the evaluations' share of the
-    measured run, which a change to the training step leaves as it is, held constant (Amdahl). Every prediction is
-    then of one thing, the run's time, which the verdicts are ranked by and a user measures."""
+    """A training step's predicted speed-up (from `step`, the median step, to `new_step` ms) as the run's: what the
+    run spends beyond its median steps - evaluations, an epoch's preprocessing, saves, the mean step over the median
+    - which a change to the training step leaves as it is, held constant (Amdahl). Every prediction is then of one
+    thing, the run's time, which the verdicts are ranked by and a user measures."""
     on_step = _speedup(step, new_step)
     held = r.evaluation.share if r.evaluation is not None else 0.0
+    if r.mean_ms and r.median_ms and r.mean_ms > r.median_ms:
+        held = max(held, 1 - r.median_ms / r.mean_ms)
     if not 0 < held < 1:
         return on_step
     return round(1 / (held + (1 - held) / on_step), 2)

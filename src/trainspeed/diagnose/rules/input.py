@@ -61,7 +61,7 @@ def input_bound(r: WatchResult, c: Context) -> Verdict | None:
                          f"collates them; taking the batch whole took {c.batched_ms:.2f} ms (measured after the run, "
                          f"{loader.batch_size} rows by one index per tensor)")
             return Verdict("input_bound", evidence, _batched_action(loader, workers),
-                           _step_speedup(r, step, step - wait + c.batched_ms))
+                           _speedup(step, step - wait + c.batched_ms))  # of the mean step: the run's already
     if suggest <= workers:
         evidence += (f", {'as many as' if workers == cores else 'more than'} this machine's {cores} physical cores: "
                      "more workers would share them (predicted speed-up is an upper bound: the run without its wait)")
