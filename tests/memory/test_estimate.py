@@ -148,3 +148,19 @@ def test_bad_arguments() -> None:
         estimate_memory(ZOO["iris-mlp"].factory, (4,), 1, amp="fp8")
     with pytest.raises(TypeError, match="not an nn.Module"):
         estimate_memory(lambda: 42, (4,), 1)  # type: ignore[arg-type, return-value]
+
+
+def test_no_warning_of_the_estimators_own_machinery_reaches_the_user() -> None:
+    # nn.TransformerEncoder deep-copies its layer while the factory builds it under FakeTensorMode: torch warned
+    # "Accessing the data pointer of FakeTensor is deprecated" on the user's terminal during every such estimate
+    import warnings
+
+    def encoder() -> nn.Module:
+        layer = nn.TransformerEncoderLayer(32, 4, 64, batch_first=True)
+        return nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        est = estimate_memory(encoder, lambda b: torch.randn(b, 16, 32), 4, optimizer="adamw")
+    assert est.total_bytes > 0
+    assert [str(w.message) for w in seen if "FakeTensor" in str(w.message)] == []

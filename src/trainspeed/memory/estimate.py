@@ -9,9 +9,11 @@ happen exactly as in a real step, because the real PyTorch code runs - only on f
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
 from contextlib import nullcontext
 from typing import Any
 
@@ -56,6 +58,16 @@ def _capability(device: torch.device) -> tuple[int, int] | None:
     return None
 
 
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """torch's own warning when a model deep-copies its layers under FakeTensorMode (nn.TransformerEncoder clones
+    its layer: `Tensor.__deepcopy__` asks a fake tensor for its data pointer). The copy is right; the warning is
+    about the estimator's machinery, not the user's code, and stays off their terminal."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Accessing the data pointer of FakeTensor", category=UserWarning)
+        yield
+
+
 def _fake_copy(model: nn.Module, mode: FakeTensorMode, device: torch.device) -> nn.Module:
     """A copy of a real model whose parameters and buffers are fake, on `device`: no bytes are copied."""
     memo: dict[int, Any] = {}
@@ -74,7 +86,7 @@ class _Replay:
         self.mode = FakeTensorMode(allow_non_fake_inputs=True)
         self.setup, self.device, self.quantum = setup, device, quantum
         self.last_op: str | None = None
-        with torch.random.fork_rng(devices=[]), self.mode, torch.enable_grad():
+        with torch.random.fork_rng(devices=[]), self.mode, torch.enable_grad(), _quiet():
             if isinstance(model, nn.Module):
                 self.model = _fake_copy(model, self.mode, device)
             else:
@@ -111,7 +123,7 @@ class _Replay:
             tracker.phase = phase
 
         try:
-            with torch.random.fork_rng(devices=[]), self.mode, torch.enable_grad(), tracker:
+            with torch.random.fork_rng(devices=[]), self.mode, torch.enable_grad(), tracker, _quiet():
                 ctx = recorder.recording() if record_layers else nullcontext()
                 with ctx:
                     seen = training_step(self.model, self.optimizer, self.setup, batch, self.device, mark)
