@@ -10,6 +10,13 @@ from torch import nn
 from trainspeed.watch import Watcher
 
 
+def _small_mlp() -> tuple[nn.Module, torch.optim.Optimizer, torch.Tensor, torch.Tensor]:
+    """An MLP of 8 -> 16 -> 2, its SGD and a batch of 32 (seeded)."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2))
+    return model, torch.optim.SGD(model.parameters(), lr=0.1), torch.randn(32, 8), torch.randint(0, 2, (32,))
+
+
 def _evaluating_loop(steps: int, every: int, frozen_norm: bool = False, eval_mode: bool = True) -> None:
     """A small model trained on fixed data, evaluated (model.eval() ... model.train()) every `every` steps; with
     `frozen_norm`, trained in eval mode throughout (batch norm frozen, as fine-tuning does); without `eval_mode`,
@@ -58,10 +65,7 @@ def test_an_evaluation_under_no_grad_alone_is_counted_and_said_so() -> None:
 
 def test_the_model_under_no_grad_on_every_step_is_the_steps_work_not_an_evaluation() -> None:
     # a GAN's generator run under no_grad for the critic's step, an agent choosing its action: every step
-    torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2))
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    x, y = torch.randn(32, 8), torch.randint(0, 2, (32,))
+    model, optimizer, x, y = _small_mlp()
     with Watcher(warmup=3, profile_steps=0) as w:
         for _ in range(40):
             with torch.inference_mode():
@@ -82,10 +86,7 @@ def test_a_model_trained_in_eval_mode_is_not_an_evaluation() -> None:
 def _gpt_style_loop(steps: int, every: int, splits: int = 2) -> None:
     """Evaluation as char-level GPT scripts write it: `@torch.no_grad()` around a function that calls
     model.eval(), evaluates each split, then model.train(); every `every` steps, the first at step 0."""
-    torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2))
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    x, y = torch.randn(32, 8), torch.randint(0, 2, (32,))
+    model, optimizer, x, y = _small_mlp()
 
     @torch.no_grad()
     def estimate_loss() -> list[float]:
@@ -120,10 +121,7 @@ def test_an_evaluation_under_no_grad_that_calls_eval_is_one_evaluation() -> None
 
 
 def test_back_to_back_no_grad_blocks_with_no_step_between_are_one_evaluation() -> None:
-    torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2))
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    x, y = torch.randn(32, 8), torch.randint(0, 2, (32,))
+    model, optimizer, x, y = _small_mlp()
     with Watcher(warmup=2, profile_steps=0) as w:
         for step in range(60):
             loss = nn.functional.cross_entropy(model(x), y)
@@ -143,10 +141,7 @@ def test_back_to_back_no_grad_blocks_with_no_step_between_are_one_evaluation() -
 def test_a_last_evaluation_after_the_last_step_counts_in_the_run_untimed() -> None:
     # an epoch loop that evaluates at each epoch's end, the last with no train() after it: the script evaluated
     # 3 times; a final model.eval() that calls nothing (before saving, say) is no evaluation
-    torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2))
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    x, y = torch.randn(32, 8), torch.randint(0, 2, (32,))
+    model, optimizer, x, y = _small_mlp()
     with Watcher(warmup=2, profile_steps=0) as w:
         for _ in range(3):
             model.train()

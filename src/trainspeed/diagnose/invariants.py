@@ -39,7 +39,7 @@ def inconsistencies(w: WatchResult, verdicts: list[Verdict]) -> list[str]:
     if ev is not None:
         if not 0 <= ev.share <= 1:
             found.append(f"evaluation takes {ev.share:.1%} of the run")
-        seen = max(ev.in_run, ev.count)
+        seen = ev.seen
         if ev.every_steps is not None and ev.every_steps * (seen - 1) > w.steps_seen:
             found.append(f"{seen} evaluations every {ev.every_steps:.0f} steps do not fit in {w.steps_seen} steps")
         if ev.in_run and ev.count > ev.in_run:

@@ -41,10 +41,10 @@ host&rarr;device, {{ "%.0f"|format(w.ops_per_step) if w.ops_per_step is not none
 {{ "%.0f"|format(w.kernels_per_step) }} CUDA kernels{% endif %}{% if w.gpu_busy_ms_per_step is not none and w.median_ms %}
 (the GPU works {{ "%.3f"|format(w.gpu_busy_ms_per_step) }} ms of the step, {{ "%.0f"|format(100 * w.gpu_busy_ms_per_step / w.median_ms) }}%){% endif %}.</p>
 {% for name, png in plots %}<p><img alt="{{ name }}" src="data:image/png;base64,{{ png }}"></p>{% endfor %}
-{% if w.sync_sites %}<h2>Host reads of device data</h2><table><tr><th>where</th><th>op</th><th>count</th><th>total ms</th></tr>
-{% for s in w.sync_sites[:20] %}<tr><td><code>{{ s.where }}</code></td><td>{{ s.op }}</td><td>{{ s.count }}</td><td>{{ "%.2f"|format(s.total_ms) }}</td></tr>{% endfor %}</table>{% endif %}
-{% if w.host_read_sites %}<h2>Reads of CPU tensors (no sync)</h2><table><tr><th>where</th><th>op</th><th>count</th><th>total ms</th></tr>
-{% for s in w.host_read_sites[:20] %}<tr><td><code>{{ s.where }}</code></td><td>{{ s.op }}</td><td>{{ s.count }}</td><td>{{ "%.2f"|format(s.total_ms) }}</td></tr>{% endfor %}</table>{% endif %}
+{% macro reads(title, sites) %}{% if sites %}<h2>{{ title }}</h2><table><tr><th>where</th><th>op</th><th>count</th><th>total ms</th></tr>
+{% for s in sites[:20] %}<tr><td><code>{{ s.where }}</code></td><td>{{ s.op }}</td><td>{{ s.count }}</td><td>{{ "%.2f"|format(s.total_ms) }}</td></tr>{% endfor %}</table>{% endif %}{% endmacro %}
+{{ reads("Host reads of device data", w.sync_sites) }}
+{{ reads("Reads of CPU tensors (no sync)", w.host_read_sites) }}
 {% if w.other_sites %}<h2>Time outside every phase ("other"), by line</h2><table><tr><th>where</th><th>code</th><th>share of samples</th></tr>
 {% for o in w.other_sites %}<tr><td><code>{{ o.where }}</code></td><td><code>{{ o.code }}</code></td><td>{{ "%.0f"|format(100 * o.share_of_other) }}%</td></tr>{% endfor %}</table>{% endif %}
 {% if w.loop_sites %}<h3>By the training loop's line (with the functions it calls)</h3><table><tr><th>where</th><th>code</th><th>share of samples</th></tr>

@@ -14,6 +14,7 @@ from trainspeed.diagnose.report import DoctorReport
 from trainspeed.hardware.report import HardwareReport
 from trainspeed.memory.result import MemoryReport
 from trainspeed.sweep.result import SweepResult
+from trainspeed.watch.result import SyncSite
 
 HW_SCHEMA = "trainspeed.hw/1"
 MEMORY_SCHEMA = "trainspeed.memory/1"
@@ -131,6 +132,11 @@ def memory_dict(report: MemoryReport) -> dict[str, Any]:
     return out
 
 
+def _read_rows(sites: list[SyncSite]) -> list[dict[str, Any]]:
+    """Reads by place, with DESIGN.md's keys for `sync_sites` (the source line left out)."""
+    return [{"where": s.where, "op": s.op, "count": s.count, "total_ms": s.total_ms} for s in sites]
+
+
 def doctor_dict(report: DoctorReport) -> dict[str, Any]:
     """The `trainspeed doctor --json` object (DESIGN.md "Doctor JSON")."""
     w = report.watch
@@ -152,11 +158,9 @@ def doctor_dict(report: DoctorReport) -> dict[str, Any]:
                      "model_calls": w.model_calls_per_step, "model_calls_chained": w.model_calls_chained,
                      "model_calls_after_read": w.model_calls_after_read,
                      "anomaly_ms": w.anomaly_ms_per_step},
-        "sync_sites": [{"where": s.where, "op": s.op, "count": s.count, "total_ms": s.total_ms}  # DESIGN.md's keys
-                       for s in w.sync_sites],
+        "sync_sites": _read_rows(w.sync_sites),
         "saves": {"count": w.saves, "every_steps": w.saves_every_steps},
-        "host_read_sites": [{"where": s.where, "op": s.op, "count": s.count, "total_ms": s.total_ms}
-                            for s in w.host_read_sites],
+        "host_read_sites": _read_rows(w.host_read_sites),
         "other_sites": _clean(w.other_sites),
         "compiled": w.compiled,
         "loop_sites": [{"where": o.where, "code": o.code, "samples": o.samples, "share_of_other": o.share_of_other}

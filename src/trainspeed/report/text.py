@@ -202,7 +202,7 @@ def doctor_view(report: DoctorReport) -> Group:
     if w.evaluation is not None:
         ev = w.evaluation
         told = "model.eval() until the model trains again" if ev.by == "model.eval()" else ev.by
-        seen = max(ev.in_run, ev.count)
+        seen = ev.seen
         every = f", one every {ev.every_steps:.0f} steps" if ev.every_steps else ""
         parts.append(Text(f"evaluation ({told}): {seen} in the run{every}; the {ev.count} during the measured steps "
                           f"{ev.mean_ms:.1f} ms each, {ev.share:.0%} of their time"))

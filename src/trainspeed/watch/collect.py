@@ -75,6 +75,7 @@ def measurements(self: Watcher, gathering: bool = False) -> WatchResult:
     # the rest from its sums over every detailed one; step times exact up to RESERVOIR_SIZE measured
     # steps, beyond that from the uniform sample; forward's, backward's, optimizer's and other's
     # median host times from the sample of detailed steps
+    sync_sites, host_read_sites = self._read_sites()
     whole_run = records is self.measured.items
     summed = self.clock.summed() if whole_run else None
     shares, detailed = phase_shares(records, summed, self.clock.call_split() if whole_run else None)
@@ -108,7 +109,8 @@ def measurements(self: Watcher, gathering: bool = False) -> WatchResult:
         op_ms_per_step=self.window.op_ms_per_step,
         loader_starts=self.loader_starts, loader_start_share=start_share,
         loader_start_ms=self.loader_start_s * 1e3 / self.loader_starts if self.loader_starts else None,
-        sync_sites=self._sync_sites(host=False), host_read_sites=self._sync_sites(host=True), other_sites=self._other_sites(), loop_sites=self._loop_sites(),
+        sync_sites=sync_sites, host_read_sites=host_read_sites, other_sites=self._other_sites(),
+        loop_sites=self._loop_sites(),
         gpu_util=self._gpu_util(step_ms),
         device=self.device, batch_size=self.batch_size,
         loaders=[dataclasses.replace(info, batches=self.loader_batches[key]) for key, info in self.loaders.items()],
@@ -132,17 +134,16 @@ def measurements(self: Watcher, gathering: bool = False) -> WatchResult:
     return dataclasses.replace(result, distributed=self._dist_run(result))
 
 
-def _sync_sites(self: Watcher, host: bool) -> list[SyncSite]:
-    """The places that read device tensors (host False: syncs) or CPU tensors (host True), the most time first."""
-    merged: dict[tuple[str, str], list[float]] = {}
-    for where, op, count, seconds, of_cpu in self.syncs.sites():  # several instructions of one line merge
-        if of_cpu is not host:
-            continue
-        entry = merged.setdefault((where, op), [0, 0.0])
+def _read_sites(self: Watcher) -> tuple[list[SyncSite], list[SyncSite]]:
+    """The places that read device tensors (the syncs) and those that read CPU tensors, each the most time first."""
+    merged: dict[tuple[str, str, bool], list[float]] = {}
+    for where, op, count, seconds, host in self.syncs.sites():  # several instructions of one line merge
+        entry = merged.setdefault((where, op, host), [0, 0.0])
         entry[0] += count
         entry[1] += seconds
-    sites = [SyncSite(where, op, int(c), t * 1e3, source_of(where)) for (where, op), (c, t) in merged.items()]
-    return sorted(sites, key=lambda s: s.total_ms, reverse=True)
+    sites = sorted(((host, SyncSite(where, op, int(c), t * 1e3, source_of(where)))
+                    for (where, op, host), (c, t) in merged.items()), key=lambda hs: hs[1].total_ms, reverse=True)
+    return [s for host, s in sites if not host], [s for host, s in sites if host]
 
 
 def _other_sites(self: Watcher) -> list[OtherSite]:

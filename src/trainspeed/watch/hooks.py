@@ -109,7 +109,9 @@ class Hooks:
             put_in()
         self.paused = False
 
-    def _phase(self, phase: str, original: Callable[..., Any]) -> Callable[..., Any]:
+    def _phase(self, phase: str, original: Callable[..., Any],
+               done: Callable[[], None] | None = None) -> Callable[..., Any]:
+        """`original` timed as `phase`; `done`, if given, told after each call (a save counted)."""
         listener = self.listener
 
         @functools.wraps(original)
@@ -119,6 +121,8 @@ class Hooks:
                 return original(*args, **kwargs)
             finally:
                 listener.exit(phase)
+                if done is not None:
+                    done()
 
         return wrapper
 
@@ -424,19 +428,8 @@ class Hooks:
         self._patch(torch.Tensor, "to", lambda orig: to_wrap(orig, "to"))
         self._patch(torch.Tensor, "cuda", lambda orig: to_wrap(orig, "cuda"))
 
-        # checkpoint: torch.save
-        def save_wrap(orig: Callable[..., Any]) -> Callable[..., Any]:
-            @functools.wraps(orig)
-            def wrapper(*args: Any, **kwargs: Any) -> Any:
-                L.enter("checkpoint")
-                try:
-                    return orig(*args, **kwargs)
-                finally:
-                    L.exit("checkpoint")
-                    L.saved()
-            return wrapper
-
-        self._patch(torch, "save", save_wrap)
+        # checkpoint: torch.save, each call counted
+        self._patch(torch, "save", lambda orig: self._phase("checkpoint", orig, L.saved))
 
         # sync: an explicit device synchronisation, a host read like any other
         def sync_wrap(orig: Callable[..., Any]) -> Callable[..., Any]:

@@ -110,6 +110,11 @@ class Evaluation:
     in_run: int = 0
     """Evaluations in the whole run: those of the warm-up, and one before the first step, too (a script's count)."""
 
+    @property
+    def seen(self) -> int:
+        """The run's evaluations, as the script counts them (`count` where `in_run` was not recorded)."""
+        return max(self.in_run, self.count)
+
 
 @dataclass(frozen=True)
 class OptimizerInfo:
@@ -308,19 +313,19 @@ class WatchResult:
     compiled: bool = False
     """torch.compile had compiled a graph in this process by the end of the warm-up (the run's model, most likely)."""
     loop_sites: list[OtherSite] = field(default_factory=list)
+    """The training loop's own lines (of the user's functions on the stack at a step's end) that the samples in
+    "other" ran under, most first: a line's own time and that of every function it called (a data generator,
+    a metric helper), where `other_sites` splits a called function's time over its lines."""
     host_reads_per_step: float = 0.0
     """Reads of CPU tensors' values per step (`item()`, `__index__` of an index tensor slicing a numpy array, a
     whole run's `loss.item()` on the CPU): no device waits for them, so they are no syncs; their time stays in the
     phase they ran in."""
     host_read_sites: list[SyncSite] = field(default_factory=list)
+    """The places that made those reads, the most time first."""
     saves: int = 0
     """torch.save calls in the whole run (warm-up included)."""
     saves_every_steps: float | None = None
     """Steps from one save to the next, on average (None: fewer than two)."""
-    """The places that made those reads, the most time first."""
-    """The training loop's own lines (of the user's functions on the stack at a step's end) that the samples in
-    "other" ran under, most first: a line's own time and that of every function it called (a data generator,
-    a metric helper), where `other_sites` splits a called function's time over its lines."""
     phase_samples_ms: dict[str, list[float]] = field(default_factory=dict, repr=False)
     """Per phase, its milliseconds in each step of a uniform sample (at most RESERVOIR_SIZE steps): the edge
     phases from the step sample, forward, backward, optimizer and other from the detailed steps' sample. What

@@ -94,7 +94,7 @@ class Watcher:
     _comm_step = ranks._comm_step
     # the measurements, built at the end (collect.py)
     measurements = collect.measurements
-    _sync_sites = collect._sync_sites
+    _read_sites = collect._read_sites
     _other_sites = collect._other_sites
     _loop_sites = collect._loop_sites
     _gpu_util = collect._gpu_util
@@ -220,16 +220,15 @@ class Watcher:
         self._mode_left = 0
         self._detail_runs = 0
         self.evals = _Spans()
-        """Evaluations (model.eval() ... model.train() with no step between) ended during the measured steps
-        (`mode_set`)."""
+        """Evaluations with a model.eval() span (to model.train(), or until the model trains again), counted over
+        the run and timed over the measured steps (`mode_set`)."""
         self._eval_from: tuple[float, int, weakref.ref[torch.nn.Module]] | None = None
         """(time, steps seen, the module) at the model.eval() that opened the evaluation under way."""
         self.quiet_evals = _Spans()
+        """Evaluations without model.eval(): spans of torch.no_grad() or torch.inference_mode() entered outside every
+        phase in which the model was called, with no step ended inside (`grad_off_entered`)."""
         self._eval_gap: _Gap | None = None
         """The evaluation under way: its spans so far, with no step since (`evaluation._span_ended`)."""
-        """Evaluations without model.eval(): spans of torch.no_grad() or torch.inference_mode() entered outside every
-        phase in which the model was called, with no step ended inside, during the measured steps
-        (`grad_off_entered`)."""
         self._grad_off: tuple[float, int] | None = None
         self._grad_off_called = False
         self._grad_off_hook: Any = None

@@ -25,6 +25,8 @@ import torch
 
 _TORCH_DIR = os.path.dirname(torch.__file__)
 _OUR_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_OURS = (_TORCH_DIR, _OUR_DIR, "<frozen")
+"""torch's, trainspeed's and frozen modules' files: never the user's, and never a read's place."""
 _LIBRARY_DIRS = tuple(sorted({os.path.join(path, "") for key, path in sysconfig.get_paths().items()
                               if key in ("stdlib", "platstdlib", "purelib", "platlib")}))
 """The standard library's and installed packages' folders: a read made in them (numpy's memmap indexing with a
@@ -38,7 +40,7 @@ every function it defines (a microsecond for a small script's module code, tens 
 
 
 def _library(name: str) -> bool:
-    return name.startswith((_TORCH_DIR, _OUR_DIR, "<frozen")) or name.startswith(_LIBRARY_DIRS) \
+    return name.startswith(_OURS) or name.startswith(_LIBRARY_DIRS) \
         or f"{os.sep}site-packages{os.sep}" in name or f"{os.sep}dist-packages{os.sep}" in name
 
 
@@ -88,7 +90,7 @@ def site_of(frame: Any) -> str:
             if known is None:
                 known = _SITES[key] = (f"{code.co_filename}:{frame.f_lineno}", code)
             return known[0]
-        if fallback == "?" and not code.co_filename.startswith((_TORCH_DIR, _OUR_DIR, "<frozen")):
+        if fallback == "?" and not code.co_filename.startswith(_OURS):
             fallback = f"{code.co_filename}:{frame.f_lineno}"
         frame = frame.f_back
     return fallback

@@ -40,7 +40,7 @@ def evaluation_heavy(r: WatchResult, c: Context) -> Verdict | None:
     every = f", one every {ev.every_steps:.0f} steps" if ev.every_steps else ""
     told = {"model.eval()": "from model.eval() until the model trains again",
             "no_grad": "the model called under torch.no_grad() or inference_mode, outside the training step"}
-    seen = max(ev.in_run, ev.count)
+    seen = ev.seen
     timed = f" ({ev.count} during the measured steps)" if ev.count != seen else ""
     evidence = (f"evaluation ({told.get(ev.by, ev.by)}) took {ev.share:.0%} of the measured run's time: {seen} "
                 f"evaluations in the run{every}{timed}, {ev.mean_ms:.1f} ms each, beside a {r.median_ms:.2f} ms "
