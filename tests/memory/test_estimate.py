@@ -164,3 +164,35 @@ def test_no_warning_of_the_estimators_own_machinery_reaches_the_user() -> None:
         est = estimate_memory(encoder, lambda b: torch.randn(b, 16, 32), 4, optimizer="adamw")
     assert est.total_bytes > 0
     assert [str(w.message) for w in seen if "FakeTensor" in str(w.message)] == []
+
+
+def test_deep_copied_fake_parameters_share_storage_with_their_views_again() -> None:
+    import copy
+    import warnings
+
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from trainspeed.memory.estimate import _renew_unshared, _shares_its_storage
+
+    with warnings.catch_warnings(), FakeTensorMode(allow_non_fake_inputs=True):
+        warnings.simplefilter("ignore")
+        layer = nn.Linear(4, 4)
+        model = nn.Sequential(copy.deepcopy(layer), copy.deepcopy(layer))  # nn.TransformerEncoder does this
+        model.append(model[0])  # one module twice: its parameters stay one
+        assert not _shares_its_storage(model[0].weight)  # torch's deepcopy of a fake tensor
+        _renew_unshared(model)
+        assert all(_shares_its_storage(p) for p in model.parameters())
+        assert model[2].weight is model[0].weight and isinstance(model[0].weight, nn.Parameter)
+
+
+def test_an_attention_too_large_to_probe_is_said_to_be_left_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    from trainspeed.memory import kernel_probe
+
+    class Attention(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.nn.functional.scaled_dot_product_attention(x, x, x)
+
+    monkeypatch.setattr(kernel_probe, "PROBE_LIMIT_MACS", 0)
+    monkeypatch.setattr(kernel_probe, "_probed", {})
+    est = estimate_memory(lambda: nn.Sequential(nn.Linear(16, 16), Attention()), (2, 32, 16), 2)
+    assert any("flash-attention" in note for note in est.notes)

@@ -34,7 +34,7 @@ def test_lstm_workspace_is_the_real_kernels() -> None:
 def test_probes_are_cached_per_shape(monkeypatch: pytest.MonkeyPatch) -> None:
     calls = []
 
-    def run(op, args):  # noqa: ANN001, ANN202
+    def run(op, args, kwargs):  # noqa: ANN001, ANN202
         calls.append(op)
         return kernel_probe.Probe(4096, 128)
 
@@ -47,7 +47,7 @@ def test_probes_are_cached_per_shape(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_a_kernel_that_fails_or_a_probe_too_large_gives_none(monkeypatch: pytest.MonkeyPatch) -> None:
-    def fail(op, args):  # noqa: ANN001, ANN202
+    def fail(op, args, kwargs):  # noqa: ANN001, ANN202
         raise RuntimeError("could not create a primitive descriptor for the LSTM forward")
 
     monkeypatch.setattr(kernel_probe, "_run", fail)

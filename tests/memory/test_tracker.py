@@ -50,7 +50,7 @@ def test_quantum_rounds_like_an_allocator() -> None:
 
 
 def test_scratch_counts_only_during_its_op() -> None:
-    t = LiveBytes(workspace=lambda op, args, out: 1000 if "mul" in op else 0)
+    t = LiveBytes(workspace=lambda op, args, out, kwargs: 1000 if "mul" in op else 0)
     with t:
         a = torch.empty(10, device="meta")
         b = a * 3

@@ -50,3 +50,28 @@ def test_other_ops_have_no_scratch() -> None:
     assert workspace_bytes("aten.mm.default", (), None) == 0
     assert unseen_notes({"aten.mm.default"}) == []
 
+
+
+@pytest.mark.parametrize(("a", "b", "in_place"), [
+    ((64, 256), (64, 256), False),  # a float32 residual plus a bfloat16 branch
+    ((64, 256), (256,), False),     # broadcast: the cast is of the smaller input only
+    ((64, 256), (64, 256), True),   # a bfloat16 tensor updated in place with float32
+])
+def test_mixed_dtype_arithmetic_casts_as_the_cpu_kernel_does(a: tuple[int, ...], b: tuple[int, ...],
+                                                             in_place: bool) -> None:
+    from trainspeed.memory.kernel_probe import _scratch_of
+
+    if in_place:
+        x, y = torch.zeros(a, dtype=torch.bfloat16), torch.zeros(b)
+        op, name = torch.ops.aten.add_.Tensor, "aten.add_.Tensor"
+    else:
+        x, y = torch.zeros(a), torch.zeros(b, dtype=torch.bfloat16)
+        op, name = torch.ops.aten.add.Tensor, "aten.add.Tensor"
+    out, real = _scratch_of(lambda: op(x, y))
+    assert real > 0
+    assert workspace_bytes(name, (x, y), out) == real
+
+
+def test_same_dtype_arithmetic_has_no_scratch() -> None:
+    x, y = torch.zeros(8, 8), torch.zeros(8, 8)
+    assert workspace_bytes("aten.mul.Tensor", (x, y), x * y) == 0

@@ -9,13 +9,12 @@ happen exactly as in a real step, because the real PyTorch code runs - only on f
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import math
 import warnings
 from collections.abc import Callable, Iterator
-from contextlib import nullcontext
-from typing import Any
+from contextlib import contextmanager, nullcontext
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -58,7 +57,7 @@ def _capability(device: torch.device) -> tuple[int, int] | None:
     return None
 
 
-@contextlib.contextmanager
+@contextmanager
 def _quiet() -> Iterator[None]:
     """torch's own warning when a model deep-copies its layers under FakeTensorMode (nn.TransformerEncoder clones
     its layer: `Tensor.__deepcopy__` asks a fake tensor for its data pointer). The copy is right; the warning is
@@ -76,6 +75,31 @@ def _fake_copy(model: nn.Module, mode: FakeTensorMode, device: torch.device) -> 
     for b in model.buffers():
         memo[id(b)] = mode.from_tensor(b).to(device)
     return copy.deepcopy(model, memo)
+
+
+def _shares_its_storage(t: torch.Tensor) -> bool:
+    """Whether a view of `t` has `t`'s storage, as every real tensor's does."""
+    return t.untyped_storage() is t.detach().untyped_storage()
+
+
+def _renew_unshared(model: nn.Module) -> None:
+    """Give every parameter and buffer whose views do not share its storage a fresh fake tensor of its layout.
+
+    `Tensor.__deepcopy__` of a fake tensor (nn.TransformerEncoder and nn.TransformerDecoder clone their layer
+    when built under the fake mode) sets a new storage on the copy that its views do not have, so each
+    transpose of a weight, and each in-place optimizer update, looked like a new allocation: +15% on a
+    2-layer encoder's step. The values are fake either way; a parameter shared by two modules stays shared."""
+    renewed: dict[int, torch.Tensor] = {}
+    for module in model.modules():
+        for slots in (cast(dict[str, Any], module._parameters), cast(dict[str, Any], module._buffers)):
+            for name, t in slots.items():
+                if t is None or _shares_its_storage(t):
+                    continue
+                if id(t) not in renewed:
+                    fresh = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device)
+                    renewed[id(t)] = (nn.Parameter(fresh, requires_grad=t.requires_grad)
+                                      if isinstance(t, nn.Parameter) else fresh)
+                slots[name] = renewed[id(t)]
 
 
 class _Replay:
@@ -99,6 +123,7 @@ class _Replay:
                 if not isinstance(built, nn.Module):
                     raise TypeError(f"the model factory returned {type(built).__name__}, not an nn.Module")
                 self.model = built  # built under torch.device(device): already there
+            _renew_unshared(self.model)
             self.model.train()
             if checkpointing:
                 apply_checkpointing(self.model)

@@ -2,14 +2,17 @@
 
 oneDNN's kernels size their buffers from its layout for this CPU and build (page-aligned parts,
 padded and blocked leading dimensions, reorders around a convolution), which no formula here
-could follow across versions. So for those ops the replay asks the real kernel: one call on zeros
+could follow across versions; the CPU flash-attention kernels size theirs from the thread count,
+their block sizes and the layout of the gradients they are given. So for those ops the replay
+asks the real kernel: one call on zeros
 laid out like the replay's tensors (same shapes and strides: a kernel that copies a
 non-contiguous input counts that copy), under the profiler's allocator events, cached per shape.
 What it returns beyond the meta outputs is its scratch (peak minus what it kept) and, for
 `aten.mkldnn_rnn_layer`, the training workspace it returns (every time step's gates and states,
 kept for backward) that its meta function makes empty. Nothing of the model is allocated; a probe
 holds one call's inputs (one layer's weights and activations) and is skipped above
-PROBE_LIMIT_BYTES.
+PROBE_LIMIT_BYTES, and an attention probe above PROBE_LIMIT_MACS of work (a 7B model's attention
+at 2 048 tokens would take seconds; its scratch is then left out and the estimate says so).
 """
 
 from __future__ import annotations
@@ -26,7 +29,10 @@ FORWARD = "aten.mkldnn_rnn_layer.default"
 BACKWARD = "aten.mkldnn_rnn_layer_backward.default"
 CONV = "aten.convolution.default"
 CONV_BACKWARD = "aten.convolution_backward.default"
+ATTENTION = "aten._scaled_dot_product_flash_attention_for_cpu.default"
+ATTENTION_BACKWARD = "aten._scaled_dot_product_flash_attention_for_cpu_backward.default"
 PROBE_LIMIT_BYTES = 256 * 2**20
+PROBE_LIMIT_MACS = 2**30
 
 
 @dataclass(frozen=True)
@@ -40,9 +46,26 @@ class Probe:
 _probed: dict[tuple[Any, ...], Probe | None] = {}
 
 
-def _shape_key(op: str, args: tuple[Any, ...]) -> tuple[Any, ...]:
-    return (op,) + tuple((tuple(a.shape), a.stride(), a.dtype) if isinstance(a, torch.Tensor) else
-                         tuple(a) if isinstance(a, list) else a for a in args)
+def _shape_key(op: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+    def key(a: Any) -> Any:
+        return ((tuple(a.shape), a.stride(), a.dtype) if isinstance(a, torch.Tensor) else
+                tuple(a) if isinstance(a, list) else a)
+    # per-thread buffers: the same call with another thread count allocates another amount
+    return (op, torch.get_num_threads()) + tuple(key(a) for a in args) + tuple((k, key(v)) for k, v in kwargs.items())
+
+
+def _overload(op: str) -> Any:
+    """torch.ops.aten.<name>.<overload> from its printed name, "aten.<name>.<overload>"."""
+    namespace, name, overload = op.split(".")
+    return getattr(getattr(getattr(torch.ops, namespace), name), overload)
+
+
+def _attention_macs(op: str, args: tuple[Any, ...]) -> int:
+    """Multiply-adds of one attention call (batch x heads x queries x keys x head size), 0 for other ops."""
+    if op not in (ATTENTION, ATTENTION_BACKWARD):
+        return 0
+    q, k = (args[0], args[1]) if op == ATTENTION else (args[1], args[2])
+    return int(q.numel()) * int(k.shape[-2])
 
 
 def _zeros(a: Any) -> Any:
@@ -66,8 +89,12 @@ def _forward(real: tuple[Any, ...]) -> Any:
     return torch.ops.aten.mkldnn_rnn_layer.default(*real)
 
 
-def _run(op: str, args: tuple[Any, ...]) -> Probe:
+def _run(op: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Probe:
     real = tuple(_zeros(a) for a in args)
+    if op not in (FORWARD, BACKWARD, CONV, CONV_BACKWARD):  # an op whose only hidden bytes are its scratch
+        real_kwargs = {k: _zeros(v) for k, v in kwargs.items()}
+        _, scratch = _scratch_of(lambda: _overload(op)(*real, **real_kwargs))
+        return Probe(0, scratch)
     if op in (CONV, CONV_BACKWARD):
         kernel = torch.ops.aten.convolution.default if op == CONV else torch.ops.aten.convolution_backward.default
         _, scratch = _scratch_of(lambda: kernel(*real))
@@ -89,23 +116,24 @@ def _run(op: str, args: tuple[Any, ...]) -> Probe:
     return Probe(0, scratch)
 
 
-def probe(op: str, args: tuple[Any, ...]) -> Probe | None:
-    """What the real CPU kernel of this call (one of FORWARD, BACKWARD, CONV, CONV_BACKWARD) uses
-    beyond its meta outputs; None where it cannot be asked (the kernel fails on this CPU, as a bf16
-    LSTM without AVX-512 does, or the probe is too large)."""
-    key = _shape_key(op, args)
+def probe(op: str, args: tuple[Any, ...], kwargs: dict[str, Any] | None = None) -> Probe | None:
+    """What the real CPU kernel of this call uses beyond its meta outputs (FORWARD's workspace, and
+    any op's scratch); None where it cannot be asked (the kernel fails on this CPU, as a bf16 LSTM
+    without AVX-512 does, or the probe is too large)."""
+    kwargs = kwargs or {}
+    key = _shape_key(op, args, kwargs)
     if key in _probed:
         return _probed[key]
     result: Probe | None = None
-    size = sum(a.numel() * a.element_size() for a in args if isinstance(a, torch.Tensor))
-    if size <= PROBE_LIMIT_BYTES:
+    size = sum(a.numel() * a.element_size() for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor))
+    if size <= PROBE_LIMIT_BYTES and _attention_macs(op, args) <= PROBE_LIMIT_MACS:
         from torch.utils._python_dispatch import _disable_current_modes
 
         # real tensors, outside the replay; grad mode on (backward runs without it, and the
         # forward kernel returns no workspace then)
         with _disable_current_modes(), torch.enable_grad():
             try:
-                result = _run(op, args)
+                result = _run(op, args, kwargs)
             except Exception:  # noqa: BLE001 - the real step fails the same way; the estimate says so
                 result = None
     _probed[key] = result

@@ -5,6 +5,13 @@ and in-place results alias an input, so they cost nothing new); it dies when its
 is finalised, which PyTorch delays until no tensor - Python or C++ (autograd's saved tensors) -
 holds it. Storages are shared by views, so each is counted once. Works on fake (meta-backed)
 tensors, so a step of a 7-billion-parameter model is replayed without allocating it.
+
+One choice of the autograd engine is made differently for fake tensors and is put back here: where
+two gradients meet at one input of a node, the engine adds the second into the first in place when
+it holds the only reference to the first (InputBuffer's `accumulate`, torch/csrc/autograd/
+input_buffer.cpp), but never into a tensor subclass, which a fake tensor is. So a backward
+`aten.add.Tensor` whose first operand (not a view) dies before the next op is counted as that
+in-place add: no new bytes at its peak.
 """
 
 from __future__ import annotations
@@ -43,7 +50,8 @@ def storage_key(t: torch.Tensor) -> int:
 class LiveBytes(TorchDispatchMode):
     """Dispatch mode that keeps a live-bytes timeline of storages and remembers its peak."""
 
-    def __init__(self, quantum: int = 1, workspace: Callable[[str, tuple[Any, ...], Any], int] | None = None,
+    def __init__(self, quantum: int = 1,
+                 workspace: Callable[[str, tuple[Any, ...], Any, dict[str, Any]], int | None] | None = None,
                  hidden: Callable[[str, tuple[Any, ...], Any], list[tuple[torch.Tensor, int]] | None] | None = None
                  ) -> None:
         super().__init__()
@@ -61,11 +69,15 @@ class LiveBytes(TorchDispatchMode):
         self.ops_by_phase: dict[str, set[str]] = {}
         """The ops of each phase of the step (forward, backward, ...), by name."""
         self.workspace = workspace
-        """op name, args, output -> bytes the real kernel holds only during the op."""
+        """op name, args, output, kwargs -> bytes the real kernel holds only during the op (None: some, unsized;
+        the op lands in `unmodelled`)."""
         self.hidden = hidden
         """op name, args, output -> (output, real bytes) for outputs bigger than their fake storage;
         None where the op has one but its size is unknown (the op lands in `unmodelled`)."""
         self.unmodelled: set[str] = set()
+        self._sum: tuple[int, int, int] | None = None
+        """An engine's gradient sum awaiting its first operand's death: (its key, the peak and its moment
+        had the sum been out of place)."""
 
     def _born(self, storage: torch.UntypedStorage, phase: str) -> None:
         key = id(storage)
@@ -78,14 +90,42 @@ class LiveBytes(TorchDispatchMode):
         weakref.finalize(storage, self._died, key)
 
     def _died(self, key: int) -> None:
+        if self._sum is not None and self._sum[0] == key:
+            self._sum = None  # the engine's add was in place: its output took the first operand's bytes
         block = self.blocks.pop(key, None)
         if block is not None:
             self.clock += 1
             block.died = self.clock
             self.live -= block.nbytes
 
+    def _settle(self) -> None:
+        """An engine's gradient sum whose first operand outlived it was out of place: its peak counts."""
+        if self._sum is not None:
+            _, peak, at = self._sum
+            self._sum = None
+            if peak > self.peak:
+                self.peak, self.peak_at = peak, at
+
+    def __exit__(self, *exc: Any) -> Any:
+        self._settle()
+        return super().__exit__(*exc)
+
+    def _engine_sum(self, func: Any, args: Any, kwargs: Any, out: Any) -> bool:
+        """Whether this call may be the autograd engine adding two gradients of one input in place: in
+        backward with grad mode off, a dense first operand of the output's layout (a tensor that fills its
+        storage exactly is dense in any order of its strides) and not a view: a view keeps its base, and
+        with it a second reference to the storage (a linear's weight gradient is `t()` of a product, a
+        broadcast bias's is `sum_to`'s view), so the engine adds out of place."""
+        if self.phase != "backward" or torch.is_grad_enabled() or kwargs or str(func) != "aten.add.Tensor":
+            return False
+        a = args[0] if args else None
+        return (isinstance(a, torch.Tensor) and isinstance(out, torch.Tensor) and len(args) == 2
+                and isinstance(args[1], torch.Tensor) and a.shape == out.shape and a.dtype == out.dtype
+                and not a._is_view() and (a.is_contiguous() or a.untyped_storage().nbytes() == a.numel() * a.element_size()))
+
     def reserve(self, nbytes: int, phase: str) -> None:
         """Count bytes held for the whole step that no tensor owns (a library's workspace)."""
+        self._settle()
         block = Block(-2, nbytes, self.clock, phase)
         self.history.append(block)
         self.live += nbytes
@@ -100,11 +140,13 @@ class LiveBytes(TorchDispatchMode):
                 self._born(storage, phase)
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        self._settle()
         self.last_op = str(func)
         self.ops.add(self.last_op)
         self.ops_by_phase.setdefault(self.phase, set()).add(self.last_op)
         self.clock += 1
         out = func(*args, **(kwargs or {}))
+        before = (self.peak, self.peak_at)
         inputs = {storage_key(a) for a in tree_flatten((args, kwargs))[0] if isinstance(a, torch.Tensor)}
         for t in tree_flatten(out)[0]:
             if not isinstance(t, torch.Tensor):
@@ -116,11 +158,16 @@ class LiveBytes(TorchDispatchMode):
                 self._grow(block, storage.nbytes())
             elif key not in inputs:
                 self._born(storage, self.phase)
+        if self._engine_sum(func, args, kwargs, out):  # its peak counts only if its first operand outlives it
+            self._sum = (storage_key(args[0]), self.peak, self.peak_at)
+            self.peak, self.peak_at = before
         if self.hidden is not None:
             self._grow_hidden(self.hidden(self.last_op, tuple(args), out))
         if self.workspace is not None:
-            scratch = self.workspace(self.last_op, tuple(args), out)
-            if scratch:
+            scratch = self.workspace(self.last_op, tuple(args), out, kwargs or {})
+            if scratch is None:
+                self.unmodelled.add(self.last_op)
+            elif scratch:
                 self._scratch(round_up(scratch, self.quantum))
         return out
 

@@ -93,16 +93,65 @@ def _conv_backward(args: tuple[Any, ...], out: Any) -> int:
     return 0
 
 
-RULES: dict[str, Callable[[tuple[Any, ...], Any], int]] = {
-    "aten.convolution.default": _conv_forward,
-    "aten.convolution_backward.default": _conv_backward,
+Rule = Callable[[tuple[Any, ...], Any, dict[str, Any]], "int | None"]
+"""args, output, kwargs -> scratch bytes; None where the op has scratch that could not be sized."""
+
+
+def _probed(op: str, when: Callable[[tuple[Any, ...]], bool] = lambda args: True) -> Rule:
+    """Scratch of `op` as its real CPU kernel allocates it (kernel_probe), for the calls `when` picks."""
+    def rule(args: tuple[Any, ...], out: Any, kwargs: dict[str, Any]) -> int | None:
+        if not when(args):
+            return 0
+        found = kernel_probe.probe(op, args, kwargs)
+        return found.scratch_bytes if found is not None else None
+    return rule
+
+
+def _reduced(args: tuple[Any, ...]) -> bool:
+    return isinstance(args[0], torch.Tensor) and args[0].dtype in (torch.bfloat16, torch.float16)
+
+
+def _promoted_inputs(in_place: bool) -> Rule:
+    """TensorIterator on the CPU casts each input whose dtype is not the op's common dtype to a temporary
+    of that dtype, and an in-place op whose tensor has another dtype computes into a temporary first
+    (TensorIteratorBase::compute_types, "Creates temporaries for CPU operations"; the meta function skips
+    them). Under autocast a float32 residual plus a bfloat16 branch is such a call."""
+    def rule(args: tuple[Any, ...], out: Any, kwargs: dict[str, Any]) -> int:
+        a, b = args[0], args[1]
+        if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor) or a.device.type != "cpu":
+            return 0
+        common = torch.result_type(a, b)
+        size = common.itemsize
+        scratch = sum(t.numel() * size for t in (a, b) if t.dtype != common)
+        if in_place and a.dtype != common:
+            scratch += a.numel() * size  # the output computed in the common dtype, then copied into `a`
+        return scratch
+    return rule
+
+
+RULES: dict[str, Rule] = {
+    "aten.convolution.default": lambda args, out, kwargs: _conv_forward(args, out),
+    "aten.convolution_backward.default": lambda args, out, kwargs: _conv_backward(args, out),
+    kernel_probe.FORWARD: _probed(kernel_probe.FORWARD),
+    kernel_probe.BACKWARD: _probed(kernel_probe.BACKWARD),
+    # the CPU flash-attention kernels' per-thread blocks, and a copy of a gradient laid out otherwise
+    kernel_probe.ATTENTION: _probed(kernel_probe.ATTENTION),
+    kernel_probe.ATTENTION_BACKWARD: _probed(kernel_probe.ATTENTION_BACKWARD),
+    # the softmax of scaled_dot_product_attention's math path: masks of the rows that are all -inf
+    "aten._safe_softmax.default": _probed("aten._safe_softmax.default"),
+    # a bfloat16 or float16 mean over some dimensions sums in float32: a float copy of its input
+    "aten.mean.dim": _probed("aten.mean.dim", _reduced),
 }
+for _name in ("add", "sub", "mul", "div"):
+    RULES[f"aten.{_name}.Tensor"] = _promoted_inputs(in_place=False)
+    RULES[f"aten.{_name}_.Tensor"] = _promoted_inputs(in_place=True)
 
 
-def workspace_bytes(op: str, args: tuple[Any, ...], out: Any) -> int:
-    """Scratch bytes the real kernel of `op` holds during the call (0 when we know of none)."""
+def workspace_bytes(op: str, args: tuple[Any, ...], out: Any, kwargs: dict[str, Any] | None = None) -> int | None:
+    """Scratch bytes the real kernel of `op` holds during the call (0 when we know of none; None when it
+    has some that could not be sized here)."""
     rule = RULES.get(op)
-    return rule(args, out) if rule is not None else 0
+    return rule(args, out, kwargs or {}) if rule is not None else 0
 
 
 def hidden_outputs(op: str, args: tuple[Any, ...], out: Any) -> list[tuple[torch.Tensor, int]] | None:
@@ -114,17 +163,6 @@ def hidden_outputs(op: str, args: tuple[Any, ...], out: Any) -> list[tuple[torch
     return None if found is None else [(out[3], found.workspace_bytes)]
 
 
-def _rnn_scratch(op: str) -> Callable[[tuple[Any, ...], Any], int]:
-    def rule(args: tuple[Any, ...], out: Any) -> int:
-        found = kernel_probe.probe(op, args)
-        return found.scratch_bytes if found is not None else 0
-    return rule
-
-
-RULES[kernel_probe.FORWARD] = _rnn_scratch(kernel_probe.FORWARD)
-RULES[kernel_probe.BACKWARD] = _rnn_scratch(kernel_probe.BACKWARD)
-
-
 # Ops whose real CPU kernel keeps memory the replay could not size, and what to tell the user.
 UNSEEN = {
     "aten.mkldnn_rnn_layer.default": (
@@ -132,9 +170,14 @@ UNSEEN = {
         "sized by running the real kernel here: expect the real peak above this estimate; --measure "
         "gives the real number"
     ),
+    kernel_probe.ATTENTION: (
+        "the CPU flash-attention kernel's scratch (per-thread blocks) was too large a call to run "
+        "here and is left out: a few MB per thread at most"
+    ),
 }
+UNSEEN[kernel_probe.ATTENTION_BACKWARD] = UNSEEN[kernel_probe.ATTENTION]
 
 
 def unseen_notes(ops: set[str]) -> list[str]:
-    """Warnings for ops in the replay whose real memory is not modelled."""
-    return [text for op, text in UNSEEN.items() if op in ops]
+    """Warnings for ops in the replay whose real memory is not modelled (each said once)."""
+    return list(dict.fromkeys(text for op, text in UNSEEN.items() if op in ops))

@@ -2,7 +2,7 @@
 
 Each entry names a factory and the per-sample input it takes; all are small enough to train a
 step on a laptop CPU, and each exercises one thing estimators get wrong (BatchNorm buffers,
-weight tying, recurrent kernels, in-place ops, a layer used twice).
+weight tying, recurrent kernels, in-place ops, a layer used twice, PyTorch's own attention layers).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from trainspeed.workloads.attention import DecoderStack, EncoderGPT
 from trainspeed.workloads.iris import IrisMLP
 
 
@@ -182,4 +183,7 @@ ZOO: dict[str, ZooEntry] = {
     "rnn": ZooEntry(RecurrentNet, (32, 16), description="LSTM then GRU over 32 steps"),
     "inplace-mlp": ZooEntry(InplaceMLP, (256,), description="an MLP with in-place ReLU"),
     "shared-layer": ZooEntry(SharedLayerNet, (128,), description="one Linear used twice"),
+    "encoder-gpt": ZooEntry(EncoderGPT, (64,), torch.int64, 65,
+                            description="nn.TransformerEncoder as a causal LM, head tied to embedding"),
+    "decoder-stack": ZooEntry(DecoderStack, (64, 64), description="nn.TransformerDecoder, self- and cross-attention"),
 }

@@ -1,0 +1,80 @@
+"""Memory estimate on Hugging Face models built from their configs (random weights, nothing downloaded).
+
+    python benchmarks/memory_hf.py                # GPT-2, BERT, Llama, T5 (small), predicted vs measured peak
+    python benchmarks/memory_hf.py --llama-7b     # a 7B Llama-shaped config: estimate only, its time and RSS growth
+
+Needs `pip install 'trainspeed[transformers]'`. Each model is wrapped so that its forward returns
+the loss the model computes from `labels` (the causal-LM, masked-LM or seq2seq loss), as a
+`Trainer` step does; the optimizer is AdamW.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import time
+
+import psutil
+import torch
+
+from trainspeed.hardware import detect_hardware
+from trainspeed.memory import estimate_memory, measure_memory
+from trainspeed.workloads.hf_configs import SEQ, VOCAB, WithLoss, small_models
+
+
+def _ids(b: int) -> torch.Tensor:
+    return torch.randint(0, VOCAB, (b, SEQ))
+
+
+def accuracy() -> None:
+    print("| model | amp | batch | predicted | measured | error | estimate time |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    errors = []
+    for name, factory in small_models().items():
+        for amp in (None, "bf16"):
+            for batch in (1, 8):
+                torch.manual_seed(0)
+                t0 = time.perf_counter()
+                est = estimate_memory(factory, _ids, batch, optimizer="adamw", amp=amp).total_bytes
+                seconds = time.perf_counter() - t0
+                real = measure_memory(factory, _ids, batch, optimizer="adamw", amp=amp).peak_bytes
+                errors.append((est - real) / real * 100)
+                print(f"| {name} | {amp or 'fp32'} | {batch} | {est:,} | {real:,} | {errors[-1]:+.3f}% | {seconds:.1f} s |")
+    print(f"\nlargest error {max(errors, key=abs):+.3f}% over {len(errors)} cases (sequence {SEQ}, AdamW).")
+
+
+def llama_7b() -> None:
+    import transformers as hf
+
+    hf.logging.set_verbosity_error()
+    config = hf.LlamaConfig(hidden_size=4096, intermediate_size=11008, num_hidden_layers=32, num_attention_heads=32,
+                            num_key_value_heads=32, vocab_size=32000, max_position_embeddings=2048)
+    proc = psutil.Process()
+    print("| amp | predicted peak | params | grads | optimizer | activations | transient | estimate time | RSS growth |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for amp in (None, "bf16"):
+        rss = proc.memory_info().rss
+        t0 = time.perf_counter()
+        est = estimate_memory(lambda: WithLoss(hf.LlamaForCausalLM(config)),
+                              lambda b: torch.randint(0, 32000, (b, 2048)), 1, optimizer="adamw", amp=amp)
+        seconds = time.perf_counter() - t0
+        grown = (proc.memory_info().rss - rss) / 2**20
+        gib = {k: v / 2**30 for k, v in est.breakdown.items()}
+        print(f"| {amp or 'fp32'} | {est.total_bytes / 2**30:.2f} GiB | {gib['params']:.2f} | {gib['grads']:.2f} | "
+              f"{gib['optimizer']:.2f} | {gib['activations']:.2f} | {gib['transient']:.2f} | {seconds:.1f} s | "
+              f"{grown:+.0f} MiB |")
+    print(f"\n{est.param_count / 1e9:.2f}B parameters, batch 1, sequence 2048, AdamW. Notes: {'; '.join(est.notes)}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--llama-7b", action="store_true", help="estimate a 7B Llama config instead")
+    args = parser.parse_args()
+    hw = detect_hardware()
+    print(f"Measured {datetime.date.today()} on cpu: {hw.cpu.model} ({hw.cpu.microarchitecture}); "
+          f"torch {hw.torch_version}.\n")
+    llama_7b() if args.llama_7b else accuracy()
+
+
+if __name__ == "__main__":
+    main()
