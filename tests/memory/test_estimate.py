@@ -121,6 +121,35 @@ def test_a_forward_that_needs_values_names_the_failing_op() -> None:
         estimate_memory(ReadsValues, (4,), 2)
 
 
+def test_an_initialiser_that_reads_values_does_not_stop_the_build(monkeypatch: pytest.MonkeyPatch) -> None:
+    def resampling_normal_(tensor: torch.Tensor, *args: object, **kwargs: object) -> torch.Tensor:
+        if not (tensor.abs() < 10).all():  # as torch 2.14's trunc_normal_ tests its samples
+            tensor.zero_()
+        return tensor
+
+    def build() -> nn.Module:
+        model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4))
+        for layer in (model[0], model[2]):
+            nn.init.normal_(layer.weight)  # looked up at call time, as torchvision's models do
+        return model
+
+    plain = estimate_memory(build, (16,), 8).total_bytes
+    monkeypatch.setattr(nn.init, "normal_", resampling_normal_)
+    assert estimate_memory(build, (16,), 8).total_bytes == plain
+    assert nn.init.normal_ is resampling_normal_ and nn.init.kaiming_uniform_.__name__ == "kaiming_uniform_"
+
+
+def test_a_factory_that_reads_values_itself_is_named() -> None:
+    def build() -> nn.Module:
+        model = nn.Linear(4, 4)
+        if float(model.weight.sum()) > 100:  # the user's own code, not an initialiser
+            model.weight.data.zero_()
+        return model
+
+    with pytest.raises(EstimateError, match="building the model on meta tensors failed"):
+        estimate_memory(build, (4,), 2)
+
+
 @pytest.mark.parametrize("batch, opt", [(8, "sgd"), (64, "adam")])
 def test_lstm_workspace_is_sized_by_the_real_kernel(batch: int, opt: str) -> None:
     # oneDNN's LSTM keeps a training workspace the meta function reports as empty (half the peak here)

@@ -47,8 +47,20 @@ def test_one_by_one_kernel_needs_no_columns(mkldnn_on: None) -> None:
 
 
 def test_other_ops_have_no_scratch() -> None:
-    assert workspace_bytes("aten.mm.default", (), None) == 0
-    assert unseen_notes({"aten.mm.default"}) == []
+    assert workspace_bytes("aten.relu.default", (), None) == 0
+    x = torch.randn(8, 16)
+    assert workspace_bytes("aten.mm.default", (x, x.t()), None) == 0  # float32: no oneDNN matmul
+    assert unseen_notes({"aten.relu.default"}) == []
+
+
+@pytest.mark.skipif(not torch.ops.mkldnn._is_mkldnn_bf16_supported(), reason="this CPU has no native bfloat16")
+def test_a_bfloat16_matrix_product_holds_onednn_scratch() -> None:
+    from trainspeed.memory.kernel_probe import _scratch_of
+
+    a, b = torch.randn(8, 512, dtype=torch.bfloat16), torch.randn(512, 10, dtype=torch.bfloat16)
+    _, real = _scratch_of(lambda: torch.mm(a, b))
+    assert real > 0
+    assert workspace_bytes("aten.mm.default", (a, b), None) == real
 
 
 

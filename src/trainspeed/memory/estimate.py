@@ -77,6 +77,43 @@ def _fake_copy(model: nn.Module, mode: FakeTensorMode, device: torch.device) -> 
     return copy.deepcopy(model, memo)
 
 
+def _keep(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+    return tensor
+
+
+@contextmanager
+def _no_initialisation() -> Iterator[None]:
+    """torch.nn.init's initialisers as no-ops: a fake tensor has no values to set, and some initialisers read
+    values back (trunc_normal_ resamples until no value is out of range, `if not mask.any()`, since torch
+    2.14: ViT's and many vision models' weights), which a fake tensor cannot answer."""
+    saved = {name: f for name, f in vars(nn.init).items() if name.endswith("_") and not name.startswith("_")}
+    try:
+        for name in saved:
+            setattr(nn.init, name, _keep)
+        yield
+    finally:
+        for name, f in saved.items():
+            setattr(nn.init, name, f)
+
+
+def _built(factory: Callable[[], Any], device: torch.device) -> nn.Module:
+    """The factory's model, built under the fake mode on `device`; where building reads a value back (an
+    initialiser that tests its samples), built again with the initialisers skipped."""
+    try:
+        with torch.device(device):
+            built = factory()
+    except Exception as first:  # the factory may work on real tensors only (torch.load, numpy)
+        try:
+            with torch.device(device), _no_initialisation():
+                built = factory()
+        except Exception:
+            raise EstimateError(f"building the model on meta tensors failed: {type(first).__name__}: "
+                                f"{_first_line(first)}") from first
+    if not isinstance(built, nn.Module):
+        raise TypeError(f"the model factory returned {type(built).__name__}, not an nn.Module")
+    return built  # built under torch.device(device): already there
+
+
 def _shares_its_storage(t: torch.Tensor) -> bool:
     """Whether a view of `t` has `t`'s storage, as every real tensor's does."""
     return t.untyped_storage() is t.detach().untyped_storage()
@@ -114,15 +151,7 @@ class _Replay:
             if isinstance(model, nn.Module):
                 self.model = _fake_copy(model, self.mode, device)
             else:
-                try:
-                    with torch.device(device):
-                        built = model()
-                except Exception as e:  # the factory may work on real tensors only (torch.load, numpy)
-                    raise EstimateError(f"building the model on meta tensors failed: {type(e).__name__}: "
-                                        f"{_first_line(e)}") from e
-                if not isinstance(built, nn.Module):
-                    raise TypeError(f"the model factory returned {type(built).__name__}, not an nn.Module")
-                self.model = built  # built under torch.device(device): already there
+                self.model = _built(model, device)
             _renew_unshared(self.model)
             self.model.train()
             if checkpointing:

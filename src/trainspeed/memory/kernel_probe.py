@@ -31,6 +31,7 @@ CONV = "aten.convolution.default"
 CONV_BACKWARD = "aten.convolution_backward.default"
 ATTENTION = "aten._scaled_dot_product_flash_attention_for_cpu.default"
 ATTENTION_BACKWARD = "aten._scaled_dot_product_flash_attention_for_cpu_backward.default"
+MATMULS = ("aten.mm.default", "aten.addmm.default", "aten.bmm.default", "aten.baddbmm.default")
 PROBE_LIMIT_BYTES = 256 * 2**20
 PROBE_LIMIT_MACS = 2**30
 
@@ -60,12 +61,16 @@ def _overload(op: str) -> Any:
     return getattr(getattr(getattr(torch.ops, namespace), name), overload)
 
 
-def _attention_macs(op: str, args: tuple[Any, ...]) -> int:
-    """Multiply-adds of one attention call (batch x heads x queries x keys x head size), 0 for other ops."""
-    if op not in (ATTENTION, ATTENTION_BACKWARD):
-        return 0
-    q, k = (args[0], args[1]) if op == ATTENTION else (args[1], args[2])
-    return int(q.numel()) * int(k.shape[-2])
+def _macs(op: str, args: tuple[Any, ...]) -> int:
+    """Multiply-adds of one call of a probed op whose cost grows faster than its inputs (attention:
+    batch x heads x queries x keys x head size; a matrix product: its m x k x n per batch), 0 for others."""
+    if op in (ATTENTION, ATTENTION_BACKWARD):
+        q, k = (args[0], args[1]) if op == ATTENTION else (args[1], args[2])
+        return int(q.numel()) * int(k.shape[-2])
+    if op in MATMULS:
+        a, b = (args[0], args[1]) if op in ("aten.mm.default", "aten.bmm.default") else (args[1], args[2])
+        return int(a.numel()) * int(b.shape[-1])
+    return 0
 
 
 def _zeros(a: Any) -> Any:
@@ -91,13 +96,9 @@ def _forward(real: tuple[Any, ...]) -> Any:
 
 def _run(op: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Probe:
     real = tuple(_zeros(a) for a in args)
-    if op not in (FORWARD, BACKWARD, CONV, CONV_BACKWARD):  # an op whose only hidden bytes are its scratch
+    if op not in (FORWARD, BACKWARD):  # an op whose only hidden bytes are its scratch
         real_kwargs = {k: _zeros(v) for k, v in kwargs.items()}
         _, scratch = _scratch_of(lambda: _overload(op)(*real, **real_kwargs))
-        return Probe(0, scratch)
-    if op in (CONV, CONV_BACKWARD):
-        kernel = torch.ops.aten.convolution.default if op == CONV else torch.ops.aten.convolution_backward.default
-        _, scratch = _scratch_of(lambda: kernel(*real))
         return Probe(0, scratch)
     if op == FORWARD:
         out, scratch = _scratch_of(lambda: _forward(real))
@@ -126,7 +127,7 @@ def probe(op: str, args: tuple[Any, ...], kwargs: dict[str, Any] | None = None) 
         return _probed[key]
     result: Probe | None = None
     size = sum(a.numel() * a.element_size() for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor))
-    if size <= PROBE_LIMIT_BYTES and _attention_macs(op, args) <= PROBE_LIMIT_MACS:
+    if size <= PROBE_LIMIT_BYTES and _macs(op, args) <= PROBE_LIMIT_MACS:
         from torch.utils._python_dispatch import _disable_current_modes
 
         # real tensors, outside the replay; grad mode on (backward runs without it, and the

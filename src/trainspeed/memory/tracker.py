@@ -110,13 +110,13 @@ class LiveBytes(TorchDispatchMode):
         self._settle()
         return super().__exit__(*exc)
 
-    def _engine_sum(self, func: Any, args: Any, kwargs: Any, out: Any) -> bool:
+    def _engine_sum(self, args: Any, kwargs: Any, out: Any) -> bool:
         """Whether this call may be the autograd engine adding two gradients of one input in place: in
         backward with grad mode off, a dense first operand of the output's layout (a tensor that fills its
         storage exactly is dense in any order of its strides) and not a view: a view keeps its base, and
         with it a second reference to the storage (a linear's weight gradient is `t()` of a product, a
         broadcast bias's is `sum_to`'s view), so the engine adds out of place."""
-        if self.phase != "backward" or torch.is_grad_enabled() or kwargs or str(func) != "aten.add.Tensor":
+        if self.phase != "backward" or torch.is_grad_enabled() or kwargs or self.last_op != "aten.add.Tensor":
             return False
         a = args[0] if args else None
         return (isinstance(a, torch.Tensor) and isinstance(out, torch.Tensor) and len(args) == 2
@@ -158,7 +158,7 @@ class LiveBytes(TorchDispatchMode):
                 self._grow(block, storage.nbytes())
             elif key not in inputs:
                 self._born(storage, self.phase)
-        if self._engine_sum(func, args, kwargs, out):  # its peak counts only if its first operand outlives it
+        if self._engine_sum(args, kwargs, out):  # its peak counts only if its first operand outlives it
             self._sum = (storage_key(args[0]), self.peak, self.peak_at)
             self.peak, self.peak_at = before
         if self.hidden is not None:

@@ -15,6 +15,11 @@ from torch import nn
 VOCAB, SEQ = 1000, 64
 
 
+def token_ids(batch: int) -> torch.Tensor:
+    """A batch of random token ids, the input every model here takes."""
+    return torch.randint(0, VOCAB, (batch, SEQ))
+
+
 class WithLoss(nn.Module):
     """A Hugging Face model whose forward takes token ids and returns its own training loss."""
 

@@ -1,11 +1,13 @@
-"""Memory estimate on Hugging Face models built from their configs (random weights, nothing downloaded).
+"""Memory estimate on models people load: Hugging Face configs and torchvision classifiers (random weights).
 
-    python benchmarks/memory_hf.py                # GPT-2, BERT, Llama, T5 (small), predicted vs measured peak
-    python benchmarks/memory_hf.py --llama-7b     # a 7B Llama-shaped config: estimate only, its time and RSS growth
+    python benchmarks/memory_models.py                # GPT-2, BERT, Llama, T5 (small), predicted vs measured peak
+    python benchmarks/memory_models.py --torchvision  # ResNet-50 and ViT-B/16 on 128x128 images, the same table
+    python benchmarks/memory_models.py --llama-7b     # a 7B Llama-shaped config: estimate only, its time and RSS growth
 
-Needs `pip install 'trainspeed[transformers]'`. Each model is wrapped so that its forward returns
-the loss the model computes from `labels` (the causal-LM, masked-LM or seq2seq loss), as a
-`Trainer` step does; the optimizer is AdamW.
+Needs `pip install 'trainspeed[transformers]'` (or `[torchvision]`). Each Hugging Face model is wrapped
+so that its forward returns the loss the model computes from `labels` (the causal-LM, masked-LM or
+seq2seq loss), as a `Trainer` step does; a torchvision model's loss is the mean of its logits. The
+optimizer is AdamW.
 """
 
 from __future__ import annotations
@@ -13,34 +15,34 @@ from __future__ import annotations
 import argparse
 import datetime
 import time
+from collections.abc import Callable
 
 import psutil
 import torch
+from torch import nn
 
 from trainspeed.hardware import detect_hardware
 from trainspeed.memory import estimate_memory, measure_memory
-from trainspeed.workloads.hf_configs import SEQ, VOCAB, WithLoss, small_models
+from trainspeed.workloads.hf_configs import SEQ, WithLoss, small_models, token_ids
+
+Case = tuple[Callable[[], nn.Module], Callable[[int], torch.Tensor]]
 
 
-def _ids(b: int) -> torch.Tensor:
-    return torch.randint(0, VOCAB, (b, SEQ))
-
-
-def accuracy() -> None:
+def accuracy(cases: dict[str, Case], batches: tuple[int, ...], what: str) -> None:
     print("| model | amp | batch | predicted | measured | error | estimate time |")
     print("|---|---|---:|---:|---:|---:|---:|")
     errors = []
-    for name, factory in small_models().items():
+    for name, (factory, inputs) in cases.items():
         for amp in (None, "bf16"):
-            for batch in (1, 8):
+            for batch in batches:
                 torch.manual_seed(0)
                 t0 = time.perf_counter()
-                est = estimate_memory(factory, _ids, batch, optimizer="adamw", amp=amp).total_bytes
+                est = estimate_memory(factory, inputs, batch, optimizer="adamw", amp=amp).total_bytes
                 seconds = time.perf_counter() - t0
-                real = measure_memory(factory, _ids, batch, optimizer="adamw", amp=amp).peak_bytes
+                real = measure_memory(factory, inputs, batch, optimizer="adamw", amp=amp).peak_bytes
                 errors.append((est - real) / real * 100)
                 print(f"| {name} | {amp or 'fp32'} | {batch} | {est:,} | {real:,} | {errors[-1]:+.3f}% | {seconds:.1f} s |")
-    print(f"\nlargest error {max(errors, key=abs):+.3f}% over {len(errors)} cases (sequence {SEQ}, AdamW).")
+    print(f"\nlargest error {max(errors, key=abs):+.3f}% over {len(errors)} cases ({what}, AdamW).")
 
 
 def llama_7b() -> None:
@@ -68,12 +70,21 @@ def llama_7b() -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--torchvision", action="store_true", help="ResNet-50 and ViT-B/16 instead")
     parser.add_argument("--llama-7b", action="store_true", help="estimate a 7B Llama config instead")
     args = parser.parse_args()
     hw = detect_hardware()
     print(f"Measured {datetime.date.today()} on cpu: {hw.cpu.model} ({hw.cpu.microarchitecture}); "
           f"torch {hw.torch_version}.\n")
-    llama_7b() if args.llama_7b else accuracy()
+    if args.llama_7b:
+        llama_7b()
+    elif args.torchvision:
+        from trainspeed.workloads.vision_models import small_vision_models
+
+        vision = {name: (m.build, m.images) for name, m in small_vision_models().items()}
+        accuracy(vision, (1, 32), "128x128 images")
+    else:
+        accuracy({name: (factory, token_ids) for name, factory in small_models().items()}, (1, 8), f"sequence {SEQ}")
 
 
 if __name__ == "__main__":
