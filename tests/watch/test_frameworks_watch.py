@@ -3,10 +3,13 @@ closure Lightning's automatic optimisation hands the optimizer, and the same wei
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
+from watched_loops import hf_tiny_train
 
 from trainspeed.watch import Watcher
 
@@ -79,3 +82,19 @@ def test_a_lightning_fit_is_counted_as_it_runs_and_trains_the_same_weights() -> 
     # parameters is a small part of the step, where the closure's work was 80% of the optimizer phase
     assert r.phases["forward"].host_ms > 0 and r.phases["backward"].host_ms > 0
     assert r.phases["optimizer"].share < r.phases["other"].share
+
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_a_hugging_face_trainer_run_is_counted_as_it_runs_and_trains_the_same_weights(tmp_path: Any) -> None:
+    pytest.importorskip("transformers", reason="the transformers extra is not installed")
+    pytest.importorskip("accelerate", reason="the transformers extra is not installed (Trainer needs accelerate)")
+    plain, plain_losses = hf_tiny_train(str(tmp_path / "a"), steps=12, accumulation=2)
+    w = Watcher(warmup=2, profile_steps=0)
+    watched, losses = hf_tiny_train(str(tmp_path / "b"), steps=12, accumulation=2, watcher=w)
+    assert losses == plain_losses and len(losses) == 12  # bit for bit
+    assert all(torch.equal(a, b) for a, b in zip(plain.parameters(), watched.parameters()))
+    r = w.measurements()
+    # optimizer steps, each of two micro-batches of 8 given as model(**batch)
+    assert r.steps_seen == 12 and r.batch_size == 8 and r.micro_batches_per_step == 2
+    assert r.framework is not None and r.framework.name == "transformers"

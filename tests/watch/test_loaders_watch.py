@@ -29,6 +29,22 @@ class _SlowStartSampler(torch.utils.data.Sampler[int]):
         return self.n
 
 
+def test_saves_with_no_step_between_them_are_one_checkpoint() -> None:
+    model = nn.Linear(8, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    with tempfile.TemporaryDirectory() as folder, Watcher(warmup=1, profile_steps=0) as w:
+        for step in range(12):
+            loss = model(torch.randn(4, 8)).sum()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            if step % 4 == 3:  # the model and the optimizer in two files, as a Trainer's checkpoint
+                torch.save(model.state_dict(), os.path.join(folder, "model.pt"))
+                torch.save(optimizer.state_dict(), os.path.join(folder, "optimizer.pt"))
+    r = w.measurements()
+    assert (r.saves, r.saves_every_steps, r.save_calls) == (3, 4.0, 6)
+
+
 def test_dataloader_wait_and_checkpoints_are_phases() -> None:
     data = TensorDataset(torch.randn(64, 8), torch.randint(0, 2, (64,)))
     model = nn.Linear(8, 2)
@@ -42,7 +58,7 @@ def test_dataloader_wait_and_checkpoints_are_phases() -> None:
             torch.save(model.state_dict(), os.path.join(folder, "m.pt"))
     r = w.measurements()
     assert r.phases["data"].host_ms > 0 and r.phases["checkpoint"].host_ms > 0
-    assert (r.saves, r.saves_every_steps) == (8, 1.0)  # every save of the run, the warm-up's too
+    assert (r.saves, r.saves_every_steps, r.save_calls) == (8, 1.0, 8)  # every save of the run, the warm-up's too
     assert r.loaders and r.loaders[0].num_workers == 0 and r.loaders[0].batch_size == 8
     # 8 batches, and the 9th ask that ended the pass; fetched row by row from a TensorDataset; for the probes
     # after the run, an item of its shapes and the dataset's rows (not the data)

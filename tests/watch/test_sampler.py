@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from trainspeed.watch.sampler import library_of, site_and_library, sites_of
+from trainspeed.watch.sampler import framework_function, library_of, site_and_library, sites_of
 from trainspeed.watch.syncs import SyncCounter
 
 
@@ -116,7 +116,7 @@ def test_the_sampler_keeps_no_frame_of_the_main_thread_between_samples() -> None
 def test_a_samples_innermost_library_is_named_by_its_import_name() -> None:
     import json
 
-    seen: list[tuple[str | None, str | None, str | None]] = []
+    seen: list[tuple[str | None, str | None, str | None, str | None]] = []
 
     class Spy(json.JSONEncoder):
         def default(self, o: object) -> object:
@@ -124,8 +124,8 @@ def test_a_samples_innermost_library_is_named_by_its_import_name() -> None:
             return str(o)
 
     json.dumps({"a": object()}, cls=Spy)
-    (site, outer, library), = seen
-    assert outer is None  # no training loop learnt
+    (site, outer, library, framework), = seen
+    assert outer is None and framework is None  # no training loop learnt, no framework on the stack
     assert site is not None and site.startswith(__file__) and library == "json"
     assert library_of(sys._getframe()) is None  # the user's own code
     # torch's own Python by its package (a module of torch's top level is "torch"), other packages by theirs
@@ -208,3 +208,16 @@ def test_the_sampler_shortens_the_switch_interval_only_while_no_other_python_thr
     finally:
         sampler.stop()
     assert sys.getswitchinterval() == before
+
+
+def test_a_samples_framework_function_is_its_innermost_frame_in_a_framework() -> None:
+    def frame(path: str, name: str, back: object = None) -> SimpleNamespace:
+        return SimpleNamespace(f_code=SimpleNamespace(co_filename=path, co_name=name), f_back=back)
+
+    site = os.path.join("/venv", "lib", "site-packages")
+    fit = frame(os.path.join(site, "lightning", "pytorch", "trainer", "trainer.py"), "fit", frame("/me/train.py", "main"))
+    bar = frame(os.path.join(site, "lightning", "pytorch", "callbacks", "progress", "tqdm_progress.py"),
+                "on_train_batch_end", fit)
+    inner = frame(os.path.join(site, "tqdm", "std.py"), "refresh", bar)
+    assert framework_function(inner) == "lightning/pytorch/callbacks/progress/tqdm_progress.py:on_train_batch_end"
+    assert framework_function(frame("/me/train.py", "main")) is None

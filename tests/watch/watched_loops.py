@@ -76,3 +76,34 @@ def fake_clock_run(w: Watcher, clock: list[float], steps: int, checkpoint_every:
 
 class TimedSGD(torch.optim.SGD):
     """An SGD of its own class: watching it patches this class's step, not every SGD's."""
+
+
+def hf_tiny_train(folder: str, *, steps: int, accumulation: int = 1, callbacks: list[Any] | None = None,
+                  watcher: Watcher | None = None) -> tuple[nn.Module, list[float]]:
+    """A 1-layer GPT-2 (from its config) trained by Hugging Face's Trainer on random ids, batches of 8, logging
+    every step: the model and its logged losses. Needs transformers and accelerate."""
+    import transformers as hf
+
+    class Ids(torch.utils.data.Dataset):  # type: ignore[type-arg]
+        def __init__(self) -> None:
+            self.ids = torch.randint(0, 100, (64, 16), generator=torch.Generator().manual_seed(0))
+
+        def __len__(self) -> int:
+            return len(self.ids)
+
+        def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+            return {"input_ids": self.ids[i], "labels": self.ids[i]}
+
+    hf.logging.set_verbosity_error()
+    torch.manual_seed(0)
+    model = hf.GPT2LMHeadModel(hf.GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=100, n_positions=16))
+    args = hf.TrainingArguments(output_dir=folder, max_steps=steps, per_device_train_batch_size=8, logging_steps=1,
+                                gradient_accumulation_steps=accumulation, save_strategy="no", report_to=[],
+                                disable_tqdm=True, use_cpu=True, seed=0)
+    trainer = hf.Trainer(model=model, args=args, train_dataset=Ids(), callbacks=callbacks or [])
+    if watcher is None:
+        trainer.train()
+    else:
+        with watcher:
+            trainer.train()
+    return model, [log["loss"] for log in trainer.state.log_history if "loss" in log]

@@ -17,6 +17,7 @@ from trainspeed.hardware.report import HardwareReport
 from trainspeed.memory.result import CATEGORIES, MemoryReport
 from trainspeed.sweep.result import SweepResult
 from trainspeed.units import gib, human_bytes
+from trainspeed.watch.frameworks import framework_label
 from trainspeed.watch.result import DistRun
 
 _SOURCE_WORDS = {"model name": "from the model name", "cpuid": "from CPUID family/model",
@@ -164,6 +165,8 @@ def doctor_view(report: DoctorReport) -> Group:
     w = report.watch
     parts: list[Table | Text] = []
     head = f"trainspeed doctor: {report.script or 'watched loop'} on {w.device.upper()}"
+    if w.framework is not None:
+        head += f", inside {framework_label(w.framework)}"
     if report.exit_code:
         head += f" (the script exited with status {report.exit_code})"
     parts.append(Text(head, style="bold"))
@@ -197,7 +200,8 @@ def doctor_view(report: DoctorReport) -> Group:
                           f"host->device, {ops}{kernels}; batch {w.batch_size or '?'}"))
     if w.saves:
         every = f", one every {w.saves_every_steps:.0f} steps" if w.saves_every_steps else ""
-        parts.append(Text(f"saves (torch.save): {w.saves} in the run{every}; "
+        calls = f" ({w.save_calls} torch.save calls)" if w.save_calls > w.saves else ""
+        parts.append(Text(f"saves (torch.save): {w.saves} in the run{calls}{every}; "
                           f"{w.phases['checkpoint'].share:.1%} of the measured run's time"))
     if w.evaluation is not None:
         ev = w.evaluation
@@ -213,6 +217,9 @@ def doctor_view(report: DoctorReport) -> Group:
                           "(no sync; in the phase it ran in)", style="dim"))
     for o in w.other_sites[:3]:
         parts.append(Text(f"  'other' time at {o.where} ({o.share_of_other:.0%} of samples): {o.code}", style="dim"))
+    for f in w.framework_sites[:3]:
+        parts.append(Text(f"  'other' time in the framework's {f.function} ({f.share_of_other:.0%} of samples)",
+                          style="dim"))
     for o in w.loop_sites[:1]:
         if not w.other_sites or o.where != w.other_sites[0].where:
             parts.append(Text(f"  'other' time under the training loop's line {o.where} ({o.share_of_other:.0%} of "

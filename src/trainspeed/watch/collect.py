@@ -12,9 +12,10 @@ from typing import TYPE_CHECKING
 import psutil
 import torch
 
-from trainspeed.watch import machine_load
+from trainspeed.watch import frameworks, machine_load
 from trainspeed.watch.phases import CALL_PHASES, EDGE_PHASES, PHASES
 from trainspeed.watch.result import (
+    FrameworkSite,
     GpuUtil,
     OtherSite,
     PhaseStat,
@@ -67,6 +68,9 @@ def measurements(self: Watcher, gathering: bool = False) -> WatchResult:
     records = self.measured.items
     n = self.measured.seen + self._quiet_so_far()  # asked mid-run (a rank's summary): quiet steps too
     notes = self.notes + self.window.notes
+    too_old = frameworks.unsupported_note(self.framework) if self.framework is not None else None
+    if too_old is not None:
+        notes = notes + [too_old]
     if not records and self.warm.items:  # a run too short to leave its warm-up: use what there is
         records = self.warm.items
         n = len(records)
@@ -98,7 +102,7 @@ def measurements(self: Watcher, gathering: bool = False) -> WatchResult:
         phases=phases,
         syncs_per_step=(sum(r.syncs for r in records) / len(records)) if records else 0.0,
         host_reads_per_step=(sum(r.host_reads for r in records) / len(records)) if records else 0.0,
-        saves=self.saves,
+        saves=self.saves, save_calls=self.save_calls,
         saves_every_steps=(self._save_steps[1] - self._save_steps[0]) / (self.saves - 1) if self.saves > 1 else None,
         h2d_bytes_per_step=(sum(r.h2d_bytes for r in records) / len(records)) if records else 0.0,
         ops_per_step=self.window.ops_per_step, kernels_per_step=self.window.kernels_per_step,
@@ -112,7 +116,8 @@ def measurements(self: Watcher, gathering: bool = False) -> WatchResult:
         sync_sites=sync_sites, host_read_sites=host_read_sites, other_sites=self._other_sites(),
         loop_sites=self._loop_sites(),
         gpu_util=self._gpu_util(step_ms),
-        device=self.device, batch_size=self.batch_size,
+        device=self.device, batch_size=self.batch_size, framework=self.framework,
+        framework_sites=_framework_sites(self),
         loaders=[dataclasses.replace(info, batches=self.loader_batches[key]) for key, info in self.loaders.items()],
         torch_threads=torch.get_num_threads(), process_cpu_percent=self._cpu(),
         others_cpu_cores=machine_load.others_cores(self.load_from, self.load_to),
@@ -157,6 +162,13 @@ def _other_sites(self: Watcher) -> list[OtherSite]:
     return [OtherSite(site, source_of(site), count, count / s.other_total,
                       inside=inside[site][0] if site in inside and 2 * inside[site][1] >= count else None)
             for site, count in s.other_samples.most_common(10)]
+
+
+def _framework_sites(self: Watcher) -> list[FrameworkSite]:
+    s = self.sampler
+    if s is None or not s.other_total:
+        return []
+    return [FrameworkSite(function, count, count / s.other_total) for function, count in s.other_framework.most_common(5)]
 
 
 def _loop_sites(self: Watcher) -> list[OtherSite]:

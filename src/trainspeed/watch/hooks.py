@@ -29,6 +29,28 @@ _resumes = [0]
 """Resumes made in this process so far, by every Hooks."""
 
 
+
+FRAMEWORK_SAVES: dict[str, tuple[tuple[str, str, str], ...]] = {
+    "transformers": (("transformers.trainer", "Trainer", "_save_checkpoint"),),
+    # ModelCheckpoint's hooks save, and then remove the file a save_top_k leaves behind, outside save_checkpoint
+    "lightning": tuple((f"{package}.{module}", owner, method) for package in ("lightning.pytorch", "pytorch_lightning")
+                       for module, owner, method in (
+                           ("trainer.trainer", "Trainer", "save_checkpoint"),
+                           ("callbacks.model_checkpoint", "ModelCheckpoint", "on_train_batch_end"),
+                           ("callbacks.model_checkpoint", "ModelCheckpoint", "on_train_epoch_end"),
+                           ("callbacks.model_checkpoint", "ModelCheckpoint", "on_validation_end"))),
+}
+"""Per framework: (module, class, method) of the call that writes one whole checkpoint."""
+
+
+def _safetensors() -> Any:
+    """safetensors.torch where it is installed (None otherwise)."""
+    try:
+        import safetensors.torch
+    except ImportError:
+        return None
+    return safetensors.torch
+
 class Listener(Protocol):
     opening_window: bool
     """True while the watcher's own profiler window opens or closes: its syncs are not the script's."""
@@ -37,7 +59,7 @@ class Listener(Protocol):
     def exit(self, phase: str) -> None: ...
     def open_host(self, phase: str) -> int: ...
     def close_host(self, depth: int) -> None: ...
-    def forward_pre(self, module: torch.nn.Module, args: tuple[Any, ...]) -> None: ...
+    def forward_pre(self, module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None: ...
     def step_ended(self, optimizer: torch.optim.Optimizer | None = None, *hook_args: Any) -> None: ...
     def backward_done(self) -> None: ...
     def h2d(self, nbytes: int, pinned: bool, non_blocking: bool) -> None: ...
@@ -108,6 +130,15 @@ class Hooks:
         for put_in, _ in self._per_call:
             put_in()
         self.paused = False
+
+    def framework_checkpoints(self, framework: str) -> None:
+        """Time a framework's whole checkpoint as the checkpoint phase: its files written (Lightning writes the
+        bytes torch.save made, outside torch.save), old ones rotated, its state saved beside them. The saves inside
+        count the checkpoint; the method is patched on the framework's class, once the run shows the framework."""
+        for module_name, owner_name, method in FRAMEWORK_SAVES.get(framework, ()):
+            owner = getattr(sys.modules.get(module_name), owner_name, None)
+            if owner is not None and callable(getattr(owner, method, None)):
+                self._patch(owner, method, lambda orig: self._phase("checkpoint", orig))
 
     def _phase(self, phase: str, original: Callable[..., Any],
                done: Callable[[], None] | None = None) -> Callable[..., Any]:
@@ -300,7 +331,7 @@ class Hooks:
                 self.depth = 1
                 L.enter("forward")
                 try:
-                    L.forward_pre(module, args)
+                    L.forward_pre(module, args, kwargs)
                     return orig(module, *args, **kwargs)
                 finally:
                     self.depth = 0
@@ -428,8 +459,12 @@ class Hooks:
         self._patch(torch.Tensor, "to", lambda orig: to_wrap(orig, "to"))
         self._patch(torch.Tensor, "cuda", lambda orig: to_wrap(orig, "cuda"))
 
-        # checkpoint: torch.save, each call counted
+        # checkpoint: torch.save, each call counted; and safetensors' save_file, which Hugging Face's Trainer writes
+        # the model's weights with (seen by a library imported after this: `from safetensors.torch import save_file`)
         self._patch(torch, "save", lambda orig: self._phase("checkpoint", orig, L.saved))
+        safetensors = _safetensors()
+        if safetensors is not None:
+            self._patch(safetensors, "save_file", lambda orig: self._phase("checkpoint", orig, L.saved))
 
         # sync: an explicit device synchronisation, a host read like any other
         def sync_wrap(orig: Callable[..., Any]) -> Callable[..., Any]:

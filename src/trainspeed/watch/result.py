@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from trainspeed.watch.frameworks import Framework
 from trainspeed.watch.trace import Trace
 
 
@@ -41,6 +42,16 @@ class OtherSite:
     inside: str | None = None
     """The library most of this line's samples ran in, under the line ("torch.distributions", "numpy"), where
     at least half of them did; None: the line's own code, or C code it called."""
+
+
+@dataclass(frozen=True)
+class FrameworkSite:
+    """A training framework's function where time outside every named phase went: the innermost frame of the
+    framework in the stack samples ("lightning/pytorch/callbacks/progress/tqdm_progress.py:on_train_batch_end")."""
+
+    function: str
+    samples: int
+    share_of_other: float
 
 
 @dataclass(frozen=True)
@@ -323,9 +334,18 @@ class WatchResult:
     host_read_sites: list[SyncSite] = field(default_factory=list)
     """The places that made those reads, the most time first."""
     saves: int = 0
-    """torch.save calls in the whole run (warm-up included)."""
+    """Checkpoints saved in the whole run (warm-up included): torch.save calls with no training step between them
+    are one."""
     saves_every_steps: float | None = None
-    """Steps from one save to the next, on average (None: fewer than two)."""
+    """Steps from one checkpoint to the next, on average (None: fewer than two)."""
+    framework: Framework | None = None
+    """The training framework that ran the loop (Lightning's Trainer, Hugging Face's Trainer, accelerate, ...);
+    None for a loop of the script's own."""
+    framework_sites: list[FrameworkSite] = field(default_factory=list)
+    """The framework's own functions the time in "other" went to (its loop, callbacks, logging, progress bar), the
+    most first."""
+    save_calls: int = 0
+    """torch.save calls in the whole run."""
     phase_samples_ms: dict[str, list[float]] = field(default_factory=dict, repr=False)
     """Per phase, its milliseconds in each step of a uniform sample (at most RESERVOIR_SIZE steps): the edge
     phases from the step sample, forward, backward, optimizer and other from the detailed steps' sample. What

@@ -118,10 +118,28 @@ def library_of(frame: Any) -> str | None:
     return None
 
 
-def site_and_library(frame: Any, loop: frozenset[int] = frozenset()) -> tuple[str | None, str | None, str | None]:
-    """`sites_of` and `library_of` of one sample."""
+FRAMEWORK_PACKAGES = frozenset({"lightning", "pytorch_lightning", "lightning_fabric", "transformers", "accelerate",
+                                "ignite", "skorch"})
+
+
+def framework_function(frame: Any) -> str | None:
+    """The innermost frame of a training framework in a sample, as "lightning/pytorch/loops/fit_loop.py:advance"
+    (None: no framework's code on the stack)."""
+    while frame is not None:
+        _, found, rest = frame.f_code.co_filename.partition("site-packages" + os.sep)
+        if found and rest.split(os.sep, 1)[0] in FRAMEWORK_PACKAGES:
+            return f"{rest.replace(os.sep, '/')}:{frame.f_code.co_name}"
+        frame = frame.f_back
+    return None
+
+
+def site_and_library(frame: Any, loop: frozenset[int] = frozenset()
+                     ) -> tuple[str | None, str | None, str | None, str | None]:
+    """`sites_of`, `library_of` and `framework_function` of one sample."""
     site, outer = sites_of(frame, loop)
-    return site, outer, (library_of(frame) if site is not None else None)
+    if site is None:
+        return None, None, None, None
+    return site, outer, library_of(frame), framework_function(frame)
 
 
 def source_of(site: str) -> str:
@@ -145,6 +163,8 @@ class Sampler(threading.Thread):
         self.halt = threading.Event()
         self.other_samples: collections.Counter[str] = collections.Counter()
         self.other_inside: collections.Counter[tuple[str, str]] = collections.Counter()
+        self.other_framework: collections.Counter[str] = collections.Counter()
+        """Samples in "other" by the training framework's innermost function on the stack."""
         """(site, library) -> samples of that site whose innermost frame ran in that library (`library_of`)."""
         self.other_total = 0
         self.loop: frozenset[int] = frozenset()
@@ -230,12 +250,15 @@ class Sampler(threading.Thread):
                 # keeps its locals when the frame returns, and a thread holding them between samples made
                 # printing a tensor on the main thread fail (torch 2.13, Python 3.11: "Attempted to make a
                 # tensor into a differentiable view ...", now and then an abort)
-                site, outer, library = site_and_library(sys._current_frames().get(self.main_id or 0), self.loop)
+                site, outer, library, framework = site_and_library(sys._current_frames().get(self.main_id or 0),
+                                                                   self.loop)
                 if site is not None:
                     self.other_samples[site] += 1
                     self.other_total += 1
                     if library is not None:
                         self.other_inside[site, library] += 1
+                    if framework is not None:
+                        self.other_framework[framework] += 1
                     if self.loop:
                         self.loop_total += 1
                         if outer is not None:
@@ -271,6 +294,7 @@ class Sampler(threading.Thread):
         """Drop the 'other' samples taken so far (the watcher starts measuring over)."""
         self.other_samples = collections.Counter()
         self.other_inside = collections.Counter()
+        self.other_framework = collections.Counter()
         self.other_loop = collections.Counter()
         self.loop_total = 0
         self.other_total = 0

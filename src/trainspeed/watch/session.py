@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 import torch
 
 from trainspeed.probe.optimizer import OptimizerSpec
-from trainspeed.watch import collect, evaluation, loaders, machine_load, optimizers, ranks, steps
+from trainspeed.watch import collect, evaluation, frameworks, loaders, machine_load, optimizers, ranks, steps
 from trainspeed.watch.comm import CommStep, CommTimer
 from trainspeed.watch.evaluation import _Gap, _has_parameters, _Spans
 from trainspeed.watch.gather import this_rank
@@ -46,6 +46,19 @@ _W = TypeVar("_W", bound="Watcher")
 DEVICE_PHASES = ("h2d", "forward", "backward", "optimizer")
 """Phases whose device time is taken with CUDA events (the others do no device work of their own)."""
 
+
+
+def _first_tensor(args: tuple[Any, ...]) -> torch.Tensor | None:
+    """The first tensor of a call's arguments, or of a dict among them (a batch of named tensors passed whole). A
+    list of tensors is left alone: a detection model's list of images is a batch of one tensor per sample."""
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            return a
+        if isinstance(a, dict):
+            found = next((t for t in a.values() if isinstance(t, torch.Tensor)), None)
+            if found is not None:
+                return found
+    return None
 
 class Watcher:
     """Context manager that watches a training loop; `measurements()` returns a WatchResult.
@@ -160,8 +173,12 @@ class Watcher:
         self.optimizers_built = 0
         """Optimizers constructed after the first step of one (a new optimizer every step)."""
         self.optimizer_build_s = 0.0
+        self.framework: frameworks.Framework | None = None
+        """The training framework that runs the loop (its frames on the stack of the first backward)."""
+        self._framework_read = False
         self.saves = 0
-        """torch.save calls in the whole run (warm-up included: a script's count)."""
+        """Checkpoints in the whole run (warm-up included: a script's count); `saved` groups the calls."""
+        self.save_calls = 0
         self._save_steps = (-1, -1)
         """Steps seen at the first and the last of them."""
         self._model_id = 0
@@ -348,10 +365,12 @@ class Watcher:
             self.enter = self.clock.enter
             self.exit = self.clock.exit
 
-    def forward_pre(self, module: torch.nn.Module, args: tuple[Any, ...]) -> None:
+    def forward_pre(self, module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         if self.backward_boundary:  # no optimizer: the step that ended in backward closes here
             self.backward_boundary = False
             self.step_ended()
+        if kwargs:  # model(**batch), as Hugging Face's Trainer calls it: the named inputs count as given
+            args = args + tuple(kwargs.values())
         if self.model is None or self.steps_seen <= self.warmup:  # later, keep the hot path short
             self._learn_call(module, args)
         if len(self.clock.stack) == 1:  # not inside an optimizer's step (an LBFGS closure)
@@ -368,7 +387,7 @@ class Watcher:
 
     def _learn_call(self, module: torch.nn.Module, args: tuple[Any, ...]) -> None:
         """The model, its input, its device and the batch size, from the outermost module calls of the first steps."""
-        first = next((a for a in args if isinstance(a, torch.Tensor)), None)
+        first = _first_tensor(args)
         if first is None:
             return
         if self.model is None and _has_parameters(module) and torch.is_grad_enabled():
@@ -403,6 +422,11 @@ class Watcher:
     def backward_done(self) -> None:
         """A backward call returned (counted). Without an optimizer, a backward ends a step - known only
         once the next forward (or backward) starts without an optimizer step in between."""
+        if not self._framework_read:  # Lightning calls backward inside the optimizer's closure: before the return
+            self._framework_read = True
+            self.framework = frameworks.outermost(sys._getframe(1))
+            if self.framework is not None:
+                self.hooks.framework_checkpoints(self.framework.name)
         if self.clock.stack:  # inside another backward, a module's forward or an optimizer's step (LBFGS)
             return
         if self.primary_optimizer is None:
@@ -412,7 +436,12 @@ class Watcher:
         self.step_calls[1] += 1
 
     def saved(self) -> None:
-        """A torch.save returned (its time is the checkpoint phase's)."""
+        """A torch.save returned (its time is the checkpoint phase's). Saves with no training step between them are
+        one checkpoint (Hugging Face's Trainer saves the optimizer, the scheduler, the RNG states and its arguments
+        in four calls)."""
+        self.save_calls += 1
+        if self.saves and self._save_steps[1] == self.steps_seen:
+            return
         self.saves += 1
         first = self._save_steps[0]
         self._save_steps = (self.steps_seen if first < 0 else first, self.steps_seen)

@@ -14,16 +14,21 @@ EVAL_SHARE = 0.15  # evaluation for this share of the run: worth asking whether 
 EVAL_LESS = 4  # evaluation_heavy's prediction: evaluating a quarter as often
 
 
+def checkpoint_factor(r: WatchResult) -> int:
+    """How many times less often to save: enough to bring the saves under 1% of the run's time."""
+    return max(2, math.ceil(r.phases["checkpoint"].share / 0.01))
+
+
 def checkpoint_heavy(r: WatchResult, c: Context) -> Verdict | None:
     share = r.phases["checkpoint"].share
     if share < CHECKPOINT_SHARE or not r.median_ms:
         return None
-    evidence = f"torch.save took {_burst_note(r, 'checkpoint')}"
+    evidence = f"saving checkpoints took {_burst_note(r, 'checkpoint')}"
     if r.saves:
-        evidence += f" ({r.saves} saves in the run" + (f", one every {r.saves_every_steps:.0f} steps)"
-                                                      if r.saves_every_steps else ")")
-    # saving `factor` times less often brings it under 1% of the run's time
-    factor = max(2, math.ceil(share / 0.01))
+        calls = f" of {r.save_calls} torch.save calls" if r.save_calls > r.saves else ""
+        evidence += f" ({r.saves} checkpoints{calls} in the run" + (f", one every {r.saves_every_steps:.0f} steps)"
+                                                                   if r.saves_every_steps else ")")
+    factor = checkpoint_factor(r)
     if _ms(r, "checkpoint") > 0:  # the median step saves: the script saves every step (or nearly)
         action = f"save every {factor} steps instead of every step, or hand the state_dict copy to a background thread"
     else:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from trainspeed.diagnose.rules.arithmetic import compute_bound, slow_dtype
 from trainspeed.diagnose.rules.common import Context
 from trainspeed.diagnose.rules.distributed import comm_bound, straggler
+from trainspeed.diagnose.rules.frameworks import in_framework
 from trainspeed.diagnose.rules.host import anomaly_detection, host_code_heavy, logging_heavy, outside_work
 from trainspeed.diagnose.rules.input import h2d_bound, input_bound
 from trainspeed.diagnose.rules.launch import cpu_faster, launch_bound, small_batch, sync_bound
@@ -50,4 +51,4 @@ def diagnose(r: WatchResult, c: Context) -> list[Verdict]:
         healthy = compute_bound(r, c)
         if healthy is not None:
             found.append(healthy)
-    return found
+    return in_framework(found, r)

@@ -1,0 +1,206 @@
+"""Verdicts said in the framework's language: where Lightning's or Hugging Face's Trainer (or accelerate) ran the
+loop, the user does not write the loop's `for`, `model.eval()` or `torch.save`: they set the Trainer's arguments.
+The evidence stays as measured; the action names the setting that changes it, with the figure the rule worked out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from collections.abc import Callable
+
+from trainspeed.diagnose.rules.periodic import EVAL_LESS, checkpoint_factor
+from trainspeed.watch.result import Verdict, WatchResult
+
+Speak = Callable[[Verdict, WatchResult], "str | None"]
+
+LOG_EVERY = 50
+"""The logging interval advised inside a framework: Lightning's default (`log_every_n_steps=50`)."""
+_WORKERS = re.compile(r"DataLoader\(\.\.\., num_workers=(\d+), persistent_workers=True(, pin_memory=True)?\)")
+_PERSISTENT = re.compile(r"DataLoader\(\.\.\., persistent_workers=True(, pin_memory=True)?\)")
+
+
+OTHER_VERDICTS = ("host_code_heavy", "logging_heavy", "outside_work")
+"""Verdicts about the time outside every named phase, which a framework's own code can hold."""
+OWNS = 0.5
+
+
+def _framework_owns_other(r: WatchResult) -> bool:
+    """Whether most stack samples in "other" ran in the framework's own code."""
+    return sum(f.share_of_other for f in r.framework_sites) >= OWNS
+
+
+def _framework_evidence(r: WatchResult) -> str:
+    top = ", ".join(f"{f.function} ({f.share_of_other:.0%})" for f in r.framework_sites[:3])
+    return f"; in {r.framework.name if r.framework else 'the framework'}'s own code: {top} of those samples"
+
+
+def _every(steps: float | None, times: float) -> str | None:
+    return f"{math.ceil(steps * times)}" if steps else None
+
+
+# Hugging Face's Trainer: every lever is an argument of TrainingArguments
+
+def _hf_evaluation(v: Verdict, r: WatchResult) -> str:
+    every = _every(r.evaluation.every_steps if r.evaluation else None, EVAL_LESS)
+    steps = f'eval_strategy="steps", eval_steps={every}' if every else 'eval_strategy="epoch"'
+    return (f"TrainingArguments({steps}) evaluates {EVAL_LESS} times less often; a smaller eval_dataset (a fixed "
+            "subset) and a larger per_device_eval_batch_size make each evaluation cheaper (it keeps no activations)")
+
+
+def _hf_checkpoint(v: Verdict, r: WatchResult) -> str:
+    every = _every(r.saves_every_steps, checkpoint_factor(r))
+    steps = f"save_steps={every}" if every else 'save_strategy="epoch"'
+    return (f"TrainingArguments({steps}) saves {checkpoint_factor(r)} times less often; save_only_model=True leaves "
+            "out the optimizer's state (AdamW's two moments are twice the weights), save_total_limit keeps the disk "
+            "from filling")
+
+
+def _hf_logging(v: Verdict, r: WatchResult) -> str:
+    return (f"TrainingArguments(logging_steps={LOG_EVERY}) (the Trainer averages the loss between logs on the "
+            "device), and no callback that prints or reads a tensor in on_step_end; disable_tqdm=True where the "
+            "progress bar is not read")
+
+
+def _hf_dtype(v: Verdict, r: WatchResult) -> str:
+    if v.id == "slow_dtype":
+        return "drop TrainingArguments(bf16=True) / fp16=True on this CPU: " + v.action
+    return ("healthy; the next levers are TrainingArguments(bf16=True) where the hardware has bfloat16, "
+            "torch_compile=True, or a larger per_device_train_batch_size")
+
+
+def _hf_optimizer(v: Verdict, r: WatchResult) -> str:
+    return ('TrainingArguments(optim="adamw_torch_fused"): one kernel updates every parameter tensor (the default '
+            '"adamw_torch" loops over them)')
+
+
+def _hf_batch(v: Verdict, r: WatchResult) -> str | None:
+    if not r.batch_size:
+        return None
+    return (f"TrainingArguments(per_device_train_batch_size={r.batch_size * 4}) and a learning rate scaled to it; "
+            "`trainspeed memory` gives the largest batch that fits")
+
+
+def _hf_loader(v: Verdict, r: WatchResult) -> str:
+    """The Trainer builds the DataLoader: its workers are arguments, and the rest is the dataset's work."""
+    if _WORKERS.search(v.action) or _PERSISTENT.search(v.action):
+        text = _WORKERS.sub(lambda m: f"TrainingArguments(dataloader_num_workers={m.group(1)}, "
+                            "dataloader_persistent_workers=True" + (", dataloader_pin_memory=True" if m.group(2) else "")
+                            + ")", v.action)
+        return _PERSISTENT.sub("TrainingArguments(dataloader_persistent_workers=True)", text)
+    return ("tokenize (or decode) once, before training: Hugging Face datasets' `dataset.map(tokenize, batched=True)`, "
+            "or in the dataset's __init__; __getitem__ and the data collator then only index and stack ids. "
+            "TrainingArguments(dataloader_num_workers=N) moves that work beside the step only where the machine has "
+            "cores the step does not use")
+
+
+# PyTorch Lightning: Trainer arguments, callbacks' arguments and self.log's
+
+def _pl_evaluation(v: Verdict, r: WatchResult) -> str:
+    every = _every(r.evaluation.every_steps if r.evaluation else None, EVAL_LESS)
+    when = f"Trainer(val_check_interval={every})" if every else "Trainer(check_val_every_n_epoch=...)"
+    return (f"{when} validates {EVAL_LESS} times less often; Trainer(limit_val_batches=...) validates on a fixed "
+            "part of the validation data, and a larger validation batch_size makes each pass cheaper (it keeps no "
+            "activations)")
+
+
+def _pl_checkpoint(v: Verdict, r: WatchResult) -> str:
+    every = _every(r.saves_every_steps, checkpoint_factor(r))
+    when = f"ModelCheckpoint(every_n_train_steps={every})" if every else "ModelCheckpoint(every_n_epochs=1)"
+    return (f"{when} saves {checkpoint_factor(r)} times less often; save_weights_only=True leaves out the optimizer's "
+            "state, save_top_k bounds the files kept")
+
+
+def _pl_logging(v: Verdict, r: WatchResult) -> str:
+    return (f"Trainer(log_every_n_steps={LOG_EVERY}) (Lightning's default), and self.log(..., on_step=False, "
+            "on_epoch=True) for values only the epoch's mean matters for (sync_dist=True only where ranks must "
+            "agree: it reduces across ranks every call); enable_progress_bar=False where the bar is not read")
+
+
+def _pl_dtype(v: Verdict, r: WatchResult) -> str:
+    if v.id == "slow_dtype":
+        return 'Trainer(precision="32-true") on this CPU: ' + v.action
+    return ('healthy; the next levers are Trainer(precision="bf16-mixed") where the hardware has bfloat16, '
+            "torch.compile(model) before trainer.fit, or a larger batch_size in the DataLoader")
+
+
+def _pl_optimizer(v: Verdict, r: WatchResult) -> str:
+    kind = r.optimizer.kind if r.optimizer is not None else "AdamW"
+    return (f"return torch.optim.{kind}(self.parameters(), ..., fused=True) from configure_optimizers: one kernel "
+            "updates every parameter tensor")
+
+
+def _pl_loader(v: Verdict, r: WatchResult) -> str:
+    where = " (in train_dataloader() or the LightningDataModule that builds the DataLoader)"
+    if "DataLoader(..., num_workers=" in v.action or "persistent_workers=True" in v.action:
+        return v.action + where
+    return ("augment whole batches in LightningModule.on_after_batch_transfer (on the device, random parameters "
+            "drawn per sample) instead of one sample at a time in __getitem__; precompute what is the same every "
+            "epoch (decode, resize) once. " + v.action)
+
+
+def _pl_host(v: Verdict, r: WatchResult) -> str | None:
+    if not _framework_owns_other(r):
+        return None
+    return ("Lightning's own work on every step (its loop, callbacks, self.log, the progress bar): "
+            "Trainer(enable_progress_bar=False) or TQDMProgressBar(refresh_rate=50), fewer callbacks that run on "
+            "every batch; or a larger batch_size in the DataLoader, which spreads that fixed cost over more samples")
+
+
+def _hf_host(v: Verdict, r: WatchResult) -> str | None:
+    if not _framework_owns_other(r):
+        return None
+    return ("the Trainer's own work on every step (its loop, callbacks, logging): TrainingArguments(disable_tqdm=True, "
+            f"logging_steps={LOG_EVERY}), fewer callbacks; or a larger per_device_train_batch_size, which spreads that "
+            "fixed cost over more samples")
+
+
+# accelerate: the Accelerator's arguments
+
+def _acc_dtype(v: Verdict, r: WatchResult) -> str:
+    if v.id == "slow_dtype":
+        return 'Accelerator(mixed_precision="no") on this CPU: ' + v.action
+    return ('healthy; the next levers are Accelerator(mixed_precision="bf16") where the hardware has bfloat16, '
+            'torch.compile (Accelerator(dynamo_backend="inductor")), or a larger batch')
+
+
+SPEAK: dict[tuple[str, str], Speak] = {
+    ("transformers", "evaluation_heavy"): _hf_evaluation,
+    ("transformers", "checkpoint_heavy"): _hf_checkpoint,
+    ("transformers", "logging_heavy"): _hf_logging,
+    ("transformers", "sync_bound"): _hf_logging,
+    ("transformers", "compute_bound"): _hf_dtype,
+    ("transformers", "slow_dtype"): _hf_dtype,
+    ("transformers", "optimizer_heavy"): _hf_optimizer,
+    ("transformers", "small_batch"): _hf_batch,
+    ("transformers", "input_bound"): _hf_loader,
+    ("transformers", "host_code_heavy"): _hf_host,
+    ("transformers", "outside_work"): _hf_host,
+    ("lightning", "evaluation_heavy"): _pl_evaluation,
+    ("lightning", "checkpoint_heavy"): _pl_checkpoint,
+    ("lightning", "logging_heavy"): _pl_logging,
+    ("lightning", "sync_bound"): _pl_logging,
+    ("lightning", "compute_bound"): _pl_dtype,
+    ("lightning", "slow_dtype"): _pl_dtype,
+    ("lightning", "optimizer_heavy"): _pl_optimizer,
+    ("lightning", "input_bound"): _pl_loader,
+    ("lightning", "host_code_heavy"): _pl_host,
+    ("lightning", "outside_work"): _pl_host,
+    ("accelerate", "compute_bound"): _acc_dtype,
+    ("accelerate", "slow_dtype"): _acc_dtype,
+}
+"""(framework, verdict id) -> the action in the framework's settings; a verdict not named keeps its action."""
+
+
+def in_framework(verdicts: list[Verdict], r: WatchResult) -> list[Verdict]:
+    """The verdicts with their actions said in the settings of the framework that ran the loop (if any)."""
+    if r.framework is None:
+        return verdicts
+    spoken = []
+    for v in verdicts:
+        speak = SPEAK.get((r.framework.name, v.id))
+        action = speak(v, r) if speak is not None else None
+        evidence = v.evidence + _framework_evidence(r) if v.id in OTHER_VERDICTS and r.framework_sites else v.evidence
+        spoken.append(dataclasses.replace(v, action=action or v.action, evidence=evidence))
+    return spoken

@@ -1,0 +1,88 @@
+"""Verdicts said in the framework's settings (diagnose/rules/frameworks.py), on recorded measurements: the same
+evidence and prediction as in a plain loop, the action naming the Trainer's argument with the rule's figure."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from recorded_runs import CTX, recorded
+
+from trainspeed.diagnose.rules import diagnose
+from trainspeed.watch.frameworks import Framework, unsupported_note
+from trainspeed.watch.result import Evaluation, FrameworkSite, WatchResult
+
+HF = Framework("transformers", "5.24.0")
+PL = Framework("lightning", "2.6.6")
+
+
+def _evaluating(framework: Framework | None) -> WatchResult:
+    r = recorded(3.76, {"forward": 1.3, "backward": 1.6, "optimizer": 0.27}, flops=2.7e8, batch=512, threads=2)
+    return dataclasses.replace(r, framework=framework, evaluation=Evaluation(count=19, mean_ms=142.5, share=0.43,
+                                                                             every_steps=5.0, in_run=20))
+
+
+def _saving(framework: Framework | None) -> WatchResult:
+    r = recorded(10.0, {"forward": 3.0, "backward": 4.0, "optimizer": 1.0, "checkpoint": 1.5}, flops=1e10)
+    return dataclasses.replace(r, framework=framework, saves=100, save_calls=400, saves_every_steps=1.0)
+
+
+@pytest.mark.parametrize(("framework", "setting"), [
+    (HF, 'TrainingArguments(eval_strategy="steps", eval_steps=20)'),
+    (PL, "Trainer(val_check_interval=20)"),
+])
+def test_evaluating_too_often_names_the_trainers_interval(framework: Framework, setting: str) -> None:
+    plain, inside = diagnose(_evaluating(None), CTX)[0], diagnose(_evaluating(framework), CTX)[0]
+    assert inside.id == plain.id == "evaluation_heavy"
+    assert (inside.evidence, inside.predicted_speedup) == (plain.evidence, plain.predicted_speedup)
+    assert inside.action.startswith(setting) and "inference_mode" not in inside.action
+
+
+@pytest.mark.parametrize(("framework", "setting"), [
+    (HF, "TrainingArguments(save_steps=15) saves 15 times less often; save_only_model=True"),
+    (PL, "ModelCheckpoint(every_n_train_steps=15) saves 15 times less often; save_weights_only=True"),
+])
+def test_saving_too_often_names_the_trainers_interval(framework: Framework, setting: str) -> None:
+    v = diagnose(_saving(framework), CTX)[0]
+    assert v.id == "checkpoint_heavy" and v.action.startswith(setting)
+    assert "100 checkpoints of 400 torch.save calls in the run, one every 1 steps" in v.evidence
+
+
+def test_a_starved_loader_inside_the_hf_trainer_names_its_dataloader_arguments() -> None:
+    from trainspeed.diagnose.rules.frameworks import in_framework
+    from trainspeed.watch.result import Verdict
+
+    generic = Verdict("input_bound", "waiting", "DataLoader(..., num_workers=3, persistent_workers=True, "
+                      "pin_memory=True); if that is not enough, make __getitem__ cheaper", 1.5)
+    r = dataclasses.replace(recorded(10.0, {"data": 5.0}), framework=HF)
+    (v,) = in_framework([generic], r)
+    assert v.action.startswith("TrainingArguments(dataloader_num_workers=3, dataloader_persistent_workers=True, "
+                               "dataloader_pin_memory=True); if that is not enough")
+
+
+def test_a_healthy_run_names_the_frameworks_precision_setting() -> None:
+    r = recorded(10.0, {"forward": 4.0, "backward": 5.0, "optimizer": 0.8}, flops=1e9)
+    assert diagnose(r, CTX)[-1].action.startswith("healthy; the next levers are bf16 autocast")
+    assert 'Trainer(precision="bf16-mixed")' in diagnose(dataclasses.replace(r, framework=PL), CTX)[-1].action
+    assert "TrainingArguments(bf16=True)" in diagnose(dataclasses.replace(r, framework=HF), CTX)[-1].action
+
+
+def test_the_frameworks_own_work_is_named_by_its_functions() -> None:
+    from trainspeed.diagnose.rules.frameworks import in_framework
+    from trainspeed.watch.result import Verdict
+
+    sites = [FrameworkSite("lightning/pytorch/callbacks/progress/tqdm_progress.py:on_train_batch_end", 6, 0.6),
+             FrameworkSite("lightning/pytorch/core/module.py:log", 2, 0.2)]
+    r = dataclasses.replace(recorded(10.0, {"forward": 4.0}), framework=PL, framework_sites=sites)
+    (v,) = in_framework([Verdict("host_code_heavy", "30% of the step is outside", "vectorise", 1.4)], r)
+    assert v.evidence.endswith("in lightning's own code: lightning/pytorch/callbacks/progress/tqdm_progress.py:"
+                               "on_train_batch_end (60%), lightning/pytorch/core/module.py:log (20%) of those samples")
+    assert v.action.startswith("Lightning's own work on every step") and "enable_progress_bar=False" in v.action
+    # a loop of the script's own keeps its verdicts as they are
+    plain = dataclasses.replace(r, framework=None)
+    assert in_framework([Verdict("host_code_heavy", "e", "vectorise", 1.4)], plain)[0].action == "vectorise"
+
+
+def test_a_framework_older_than_the_settings_named_is_said_once() -> None:
+    assert unsupported_note(Framework("lightning", "1.9.5")) is not None
+    assert unsupported_note(PL) is None and unsupported_note(Framework("transformers", None)) is None
