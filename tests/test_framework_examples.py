@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,13 @@ def _first(data: dict[str, Any], planted: str) -> dict[str, Any]:
     return found[0]
 
 
+def _made_at(action: str) -> str:
+    """The source line an action points at ("... (Trainer(...) at path:line)")."""
+    found = re.search(r"\(\w+\(\.\.\.\) at (.+):(\d+)\)$", action)
+    assert found is not None, action
+    return Path(found.group(1)).read_text().splitlines()[int(found.group(2)) - 1]
+
+
 @pytest.mark.filterwarnings("ignore")  # Lightning's own deprecation warnings about the torch it runs on
 class TestLightning:
     steps, batch, per_epoch = 120, 64, math.ceil(1500 / 64)
@@ -61,7 +69,9 @@ class TestLightning:
     def test_checkpointing_every_step_names_model_checkpoint(self, capsys: pytest.CaptureFixture[str]) -> None:
         data = _doctor("lightning_trainer.py", ["--every-n-train-steps", "1"], capsys)
         assert (data["saves"]["count"], data["saves"]["every_steps"]) == (self.steps, 1)
-        assert _first(data, "checkpoint_heavy")["action"].startswith("ModelCheckpoint(every_n_train_steps=")
+        action = _first(data, "checkpoint_heavy")["action"]
+        assert action.startswith("ModelCheckpoint(every_n_train_steps=")
+        assert "ModelCheckpoint(dirpath=out" in _made_at(action)
 
     def test_augmenting_in_the_loader_is_input_bound(self, capsys: pytest.CaptureFixture[str]) -> None:
         data = _doctor("lightning_trainer.py", ["--augment-in-loader"], capsys)
@@ -83,8 +93,9 @@ class TestHuggingFace:
         assert data["framework"]["name"] == "transformers"
         assert data["steps"]["seen"] == self.steps and data["batch_size"] == self.batch  # model(**batch) read too
         assert (data["evaluation"]["in_run"], data["evaluation"]["every_steps"]) == (self.steps // 2, 2)
-        assert _first(data, "evaluation_heavy")["action"].startswith(
-            'TrainingArguments(eval_strategy="steps", eval_steps=8)')
+        action = _first(data, "evaluation_heavy")["action"]
+        assert action.startswith('TrainingArguments(eval_strategy="steps", eval_steps=8)')
+        assert _made_at(action).lstrip().startswith("targs = hf.TrainingArguments(")  # the script's own line
 
     def test_saving_every_step_is_one_checkpoint_a_step(self, capsys: pytest.CaptureFixture[str]) -> None:
         data = _doctor("hf_trainer.py", ["--max-steps", str(self.steps), "--save-steps", "1"], capsys)

@@ -7,7 +7,7 @@ Fabric has only that library on the stack.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import metadata
 from types import FrameType
 
@@ -36,6 +36,8 @@ class Framework:
     name: str
     """"lightning", "fabric", "transformers", "accelerate", "ignite" or "skorch"."""
     version: str | None
+    made_at: dict[str, str] = field(default_factory=dict)
+    """The user's line that made each of its setting objects, by class ("Trainer": "train.py:40"; watch/made_at.py)."""
 
 
 def framework_label(fw: Framework) -> str:

@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 import torch
 
 from trainspeed.probe.optimizer import OptimizerSpec
-from trainspeed.watch import collect, evaluation, frameworks, loaders, machine_load, optimizers, ranks, steps
+from trainspeed.watch import collect, evaluation, frameworks, loaders, machine_load, made_at, optimizers, ranks, steps
 from trainspeed.watch.comm import CommStep, CommTimer
 from trainspeed.watch.evaluation import _Gap, _has_parameters, _Spans
 from trainspeed.watch.gather import this_rank
@@ -176,6 +176,7 @@ class Watcher:
         self.framework: frameworks.Framework | None = None
         """The training framework that runs the loop (its frames on the stack of the first backward)."""
         self._framework_read = False
+        self.made_at = made_at.MadeAt()
         self.saves = 0
         """Checkpoints in the whole run (warm-up included: a script's count); `saved` groups the calls."""
         self.save_calls = 0
@@ -257,6 +258,7 @@ class Watcher:
     def start(self: _W) -> _W:
         self.syncs.__enter__()
         self.hooks.install()
+        self.made_at.install()
         self.comm.install()
         self._watch_destroy()
         # sample 'other' only inside the loop (after the first step), never during setup; on steps
@@ -291,6 +293,7 @@ class Watcher:
         with self._profiler_edge():
             self.window.close()
         self.hooks.uninstall()
+        self.made_at.uninstall()
         evaluation.closed(self)
         self.comm.uninstall()
         if not self._gather_done and this_rank() is not None:

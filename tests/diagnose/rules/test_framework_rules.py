@@ -86,3 +86,13 @@ def test_the_frameworks_own_work_is_named_by_its_functions() -> None:
 def test_a_framework_older_than_the_settings_named_is_said_once() -> None:
     assert unsupported_note(Framework("lightning", "1.9.5")) is not None
     assert unsupported_note(PL) is None and unsupported_note(Framework("transformers", None)) is None
+
+
+def test_an_action_points_at_the_line_that_made_the_setting() -> None:
+    made = {"TrainingArguments": "train.py:12"}
+    v = diagnose(_evaluating(dataclasses.replace(HF, made_at=made)), CTX)[0]
+    assert v.action.endswith(" (TrainingArguments(...) at train.py:12)")
+    made = {"Trainer": "fit.py:30", "ModelCheckpoint": "fit.py:25"}
+    v = diagnose(_saving(dataclasses.replace(PL, made_at=made)), CTX)[0]
+    assert v.action.endswith(" (ModelCheckpoint(...) at fit.py:25)")
+    assert diagnose(_saving(PL), CTX)[0].action.endswith("save_top_k bounds the files kept")  # no line noted

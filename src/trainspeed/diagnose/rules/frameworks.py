@@ -165,6 +165,28 @@ def _acc_dtype(v: Verdict, r: WatchResult) -> str:
             'torch.compile (Accelerator(dynamo_backend="inductor")), or a larger batch')
 
 
+MADE_BY: dict[tuple[str, str], tuple[str, ...]] = {
+    ("lightning", "checkpoint_heavy"): ("ModelCheckpoint", "Trainer"),
+    ("lightning", "optimizer_heavy"): (),
+    ("lightning", "input_bound"): (),
+    ("lightning", "small_batch"): (),
+}
+"""(framework, verdict) -> the setting objects whose line the action points at, the first one made; by default
+the framework's own (Lightning's Trainer, TrainingArguments, the Accelerator)."""
+OWN = {"lightning": ("Trainer",), "transformers": ("TrainingArguments",), "accelerate": ("Accelerator",)}
+
+
+def _where(v: Verdict, r: WatchResult) -> str:
+    """" (Trainer(...) at train.py:40)": the user's line that made the setting the action changes."""
+    fw = r.framework
+    if fw is None:
+        return ""
+    for name in MADE_BY.get((fw.name, v.id), OWN.get(fw.name, ())):
+        if name in fw.made_at:
+            return f" ({name}(...) at {fw.made_at[name]})"
+    return ""
+
+
 SPEAK: dict[tuple[str, str], Speak] = {
     ("transformers", "evaluation_heavy"): _hf_evaluation,
     ("transformers", "checkpoint_heavy"): _hf_checkpoint,
@@ -201,6 +223,8 @@ def in_framework(verdicts: list[Verdict], r: WatchResult) -> list[Verdict]:
     for v in verdicts:
         speak = SPEAK.get((r.framework.name, v.id))
         action = speak(v, r) if speak is not None else None
+        if action:
+            action += _where(v, r)
         evidence = v.evidence + _framework_evidence(r) if v.id in OTHER_VERDICTS and r.framework_sites else v.evidence
         spoken.append(dataclasses.replace(v, action=action or v.action, evidence=evidence))
     return spoken
