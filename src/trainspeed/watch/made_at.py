@@ -55,6 +55,8 @@ class _ThenWrap(importlib.abc.Loader):
         self._then(module)
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):  # our own fields, asked before they are set (a copy being made), and dunders
+            raise AttributeError(name)
         return getattr(self._loader, name)
 
 
