@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from planted import first_planted
 
 from trainspeed.cli import main
 
@@ -21,21 +22,6 @@ def _doctor(script: str, args: list[str], capsys: pytest.CaptureFixture[str]) ->
     assert main(["doctor", "--json", "-", str(FRAMEWORKS / script), *args]) == 0
     out, _ = capsys.readouterr()
     return json.loads(out)  # type: ignore[no-any-return]
-
-
-def _first(data: dict[str, Any], planted: str) -> dict[str, Any]:
-    """The planted verdict, named first (a verdict blaming other processes' load aside). Where other processes kept
-    the cores busy and it was not first, the test skips: the run's largest cost was then another, as the report says."""
-    from trainspeed.diagnose.rules.threads import OTHERS_BUSY
-
-    loaded = (data.get("others_cpu_cores") or 0.0) >= OTHERS_BUSY
-    found = [v for v in data["verdicts"]
-             if not (loaded and v["id"] == "thread_oversubscription" and v["evidence"].startswith("other processes"))]
-    if loaded and [v["id"] for v in found[:1]] != [planted]:
-        pytest.skip(f"other processes kept {data['others_cpu_cores']:.1f} cores busy: {planted} was not the run's "
-                    f"largest cost then ({[v['id'] for v in found]})")
-    assert found[0]["id"] == planted, [v["id"] for v in found]
-    return found[0]
 
 
 def _made_at(action: str) -> str:
@@ -64,18 +50,18 @@ class TestLightning:
     def test_validating_every_two_steps_names_val_check_interval(self, capsys: pytest.CaptureFixture[str]) -> None:
         data = _doctor("lightning_trainer.py", ["--val-check-interval", "2"], capsys)
         assert (data["evaluation"]["in_run"], data["evaluation"]["every_steps"]) == (self.steps // 2 + 1, 2)
-        assert _first(data, "evaluation_heavy")["action"].startswith("Trainer(val_check_interval=8)")
+        assert first_planted(data, "evaluation_heavy")["action"].startswith("Trainer(val_check_interval=8)")
 
     def test_checkpointing_every_step_names_model_checkpoint(self, capsys: pytest.CaptureFixture[str]) -> None:
         data = _doctor("lightning_trainer.py", ["--every-n-train-steps", "1"], capsys)
         assert (data["saves"]["count"], data["saves"]["every_steps"]) == (self.steps, 1)
-        action = _first(data, "checkpoint_heavy")["action"]
+        action = first_planted(data, "checkpoint_heavy")["action"]
         assert action.startswith("ModelCheckpoint(every_n_train_steps=")
         assert "ModelCheckpoint(dirpath=out" in _made_at(action)
 
     def test_augmenting_in_the_loader_is_input_bound(self, capsys: pytest.CaptureFixture[str]) -> None:
         data = _doctor("lightning_trainer.py", ["--augment-in-loader"], capsys)
-        action = _first(data, "input_bound")["action"]
+        action = first_planted(data, "input_bound")["action"]
         # workers where the machine has cores beside the CNN's compute; on 2 cores, whole batches at a time
         assert "on_after_batch_transfer" in action or "num_workers=" in action and "train_dataloader()" in action
 
@@ -93,7 +79,7 @@ class TestHuggingFace:
         assert data["framework"]["name"] == "transformers"
         assert data["steps"]["seen"] == self.steps and data["batch_size"] == self.batch  # model(**batch) read too
         assert (data["evaluation"]["in_run"], data["evaluation"]["every_steps"]) == (self.steps // 2, 2)
-        action = _first(data, "evaluation_heavy")["action"]
+        action = first_planted(data, "evaluation_heavy")["action"]
         assert action.startswith('TrainingArguments(eval_strategy="steps", eval_steps=8)')
         assert _made_at(action).lstrip().startswith("targs = hf.TrainingArguments(")  # the script's own line
 
@@ -102,11 +88,11 @@ class TestHuggingFace:
         # each checkpoint: the weights (safetensors), the optimizer, the scheduler, the RNG states, the arguments
         assert (data["saves"]["count"], data["saves"]["every_steps"]) == (self.steps, 1)
         assert data["saves"]["calls"] >= 4 * self.steps
-        assert _first(data, "checkpoint_heavy")["action"].startswith("TrainingArguments(save_steps=")
+        assert first_planted(data, "checkpoint_heavy")["action"].startswith("TrainingArguments(save_steps=")
 
     def test_tokenizing_in_getitem_is_input_bound(self, capsys: pytest.CaptureFixture[str]) -> None:
         data = _doctor("hf_trainer.py", ["--max-steps", str(self.steps), "--tokenize-in-loader"], capsys)
-        assert "dataset.map(tokenize, batched=True)" in _first(data, "input_bound")["action"]
+        assert "dataset.map(tokenize, batched=True)" in first_planted(data, "input_bound")["action"]
 
 
 class TestOtherLoops:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from planted import first_planted, unloaded_verdicts
 
 from trainspeed.cli import main
 
@@ -35,26 +36,7 @@ def _reads(data: dict[str, Any], line_text: str, op: str) -> int:
 
 
 def _planted(data: dict[str, Any]) -> list[str]:
-    """The verdicts less a thread_oversubscription that blames other processes on the machine (its load while the
-    test ran, not the script)."""
-    from trainspeed.diagnose.rules.threads import OTHERS_BUSY
-
-    loaded = (data.get("others_cpu_cores") or 0.0) >= OTHERS_BUSY
-    return [v["id"] for v in data["verdicts"]
-            if not (loaded and v["id"] == "thread_oversubscription" and v["evidence"].startswith("other processes"))]
-
-
-def _first(data: dict[str, Any], planted: str) -> None:
-    """The planted verdict is named first (a load verdict about other processes aside). Where other processes kept
-    the cores busy and it was not, the test skips: under that load the script's largest cost is another (its
-    parallel ops waiting for cores), and the report says so."""
-    from trainspeed.diagnose.rules.threads import OTHERS_BUSY
-
-    found = _planted(data)
-    if (data.get("others_cpu_cores") or 0.0) >= OTHERS_BUSY and found[:1] != [planted]:
-        pytest.skip(f"other processes kept {data['others_cpu_cores']:.1f} cores busy: {planted} was not the run's "
-                    f"largest cost then ({found})")
-    assert found[:1] == [planted]
+    return [v["id"] for v in unloaded_verdicts(data)]
 
 
 def test_char_gpt(capsys: pytest.CaptureFixture[str]) -> None:
@@ -72,7 +54,7 @@ def test_char_gpt(capsys: pytest.CaptureFixture[str]) -> None:
     assert _reads(data, "losses[k] = loss.item()", "item") == evals * 2 * iters
     assert data["per_step"]["syncs"] == 0 and data["sync_sites"] == []
     assert data["saves"]["count"] == 0
-    _first(data, "evaluation_heavy")
+    first_planted(data, "evaluation_heavy")
 
 
 def test_image_classifier(capsys: pytest.CaptureFixture[str]) -> None:
@@ -83,7 +65,7 @@ def test_image_classifier(capsys: pytest.CaptureFixture[str]) -> None:
     assert (ev["in_run"], ev["every_steps"]) == (2, per_epoch)
     # the per-sample transforms' own reads: a crop's offsets and a flip's coin, once per sample
     assert _reads(data, "top, left = torch.randint", "tolist") == 2 * 1500
-    _first(data, "input_bound")
+    first_planted(data, "input_bound")
     # workers where the machine has cores for them beside the CNN's compute; on 2 cores, a cheaper __getitem__
     action = next(v for v in data["verdicts"] if v["id"] == "input_bound")["action"]
     assert "num_workers=" in action or "make __getitem__ cheaper (precompute, cache)" in action
@@ -108,7 +90,7 @@ def test_vae(capsys: pytest.CaptureFixture[str]) -> None:
     assert (data["evaluation"]["in_run"], data["evaluation"]["every_steps"]) == (3, per_epoch)
     assert data["saves"] == {"count": 3, "every_steps": per_epoch, "calls": 3}
     assert _reads(data, "train_loss += loss.item()", "item") == 3 * per_epoch
-    _first(data, "launch_bound")  # a 64-128-8 MLP: per-op overhead, not arithmetic
+    first_planted(data, "launch_bound")  # a 64-128-8 MLP: per-op overhead, not arithmetic
 
 
 def test_policy_gradient(capsys: pytest.CaptureFixture[str]) -> None:
@@ -130,4 +112,4 @@ def test_tabular_mlp(capsys: pytest.CaptureFixture[str]) -> None:
     per_epoch = math.ceil(20000 / 256)
     assert data["steps"]["seen"] == 3 * per_epoch and data["batch_size"] == 256
     assert _reads(data, "total += loss.item()", "item") == 3 * per_epoch and data["evaluation"] is None
-    _first(data, "launch_bound")
+    first_planted(data, "launch_bound")

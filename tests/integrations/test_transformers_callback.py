@@ -14,7 +14,8 @@ import torch
 hf = pytest.importorskip("transformers", reason="the transformers extra is not installed")
 pytest.importorskip("accelerate", reason="the transformers extra is not installed (Trainer needs accelerate)")
 
-from trainspeed.diagnose.rules.threads import OTHERS_BUSY  # noqa: E402
+from planted import first_planted  # noqa: E402 - tests/diagnose, on pytest's pythonpath
+
 from trainspeed.integrations.transformers import TrainspeedCallback  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning")
@@ -44,8 +45,6 @@ def test_the_callback_names_what_the_doctor_names(tmp_path: Path, monkeypatch: p
     runpy.run_path(str(EXAMPLE), run_name="__main__")
     data = json.loads(out.read_text())
     assert (data["evaluation"]["in_run"], data["evaluation"]["every_steps"]) == (20, 2)
-    first = data["verdicts"][0]
-    if (data["others_cpu_cores"] or 0.0) >= OTHERS_BUSY and first["id"] != "evaluation_heavy":
-        pytest.skip("other processes kept the cores busy: the planted verdict was not the largest cost")
+    first = first_planted(data, "evaluation_heavy")
     assert first["id"] == "evaluation_heavy"
     assert first["action"].startswith('TrainingArguments(eval_strategy="steps", eval_steps=8)')

@@ -10,12 +10,11 @@ import json
 import os
 import sys
 
-from trainspeed._io import check_writable_file, emit, new_run_dir, write_atomic
+from trainspeed._io import check_writable_file, new_run_dir, write_atomic
 from trainspeed.cli._common import add_json_option, console_for, non_negative_int, positive_int
 from trainspeed.doctor import Doctor
 from trainspeed.errors import UsageError
-from trainspeed.report.html import doctor_html
-from trainspeed.report.json import doctor_dict, dumps
+from trainspeed.report.files import write_doctor_report
 from trainspeed.report.text import doctor_view
 from trainspeed.report.trace import chrome_trace
 from trainspeed.watch.runner import check_script, run_target
@@ -91,17 +90,10 @@ def run(args: argparse.Namespace) -> int:
     report = dataclasses.replace(watcher.result(), script=(f"-m {target}" if module else target),
                                  exit_code=outcome.exit_code, error=outcome.error)
 
-    payload = dumps(doctor_dict(report))
-    if folder is not None:
-        write_atomic(folder / "doctor.json", payload)
-        write_atomic(folder / "report.html", doctor_html(report))
-    if args.html:
-        write_atomic(args.html, doctor_html(report))
     if args.trace:
         trace = chrome_trace(report.watch, f"trainspeed doctor: {report.script}")
         write_atomic(args.trace, json.dumps(trace, separators=(",", ":"), allow_nan=False) + "\n")
-    if args.json:
-        emit(args.json, payload)
+    write_doctor_report(report, folder=folder, html=args.html, json=args.json)
     console = console_for(args)
     console.print(doctor_view(report))
     if folder is not None:

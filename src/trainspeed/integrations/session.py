@@ -11,7 +11,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from trainspeed._io import check_writable_file, new_run_dir, write_atomic
+from trainspeed._io import check_writable_file, new_run_dir
 from trainspeed.doctor import Doctor
 
 _active: list[CallbackSession] = []
@@ -87,21 +87,11 @@ class CallbackSession:
                 self._fail("stopping", e)
 
     def _write(self) -> None:
-        from trainspeed.report.html import doctor_html
-        from trainspeed.report.json import doctor_dict, dumps
+        from trainspeed.report.files import write_doctor_report
 
-        payload = dumps(doctor_dict(self.report))
-        if self.out is not None:
-            folder = new_run_dir(str(self.out), "doctor")
-            write_atomic(folder / "doctor.json", payload)
-            write_atomic(folder / "report.html", doctor_html(self.report))
-        if self.html is not None:
-            write_atomic(str(self.html), doctor_html(self.report))
-        if self.json is not None:
-            if str(self.json) == "-":
-                sys.stdout.write(payload)
-            else:
-                write_atomic(str(self.json), payload)
+        folder = new_run_dir(str(self.out), "doctor") if self.out is not None else None
+        write_doctor_report(self.report, folder=folder, html=None if self.html is None else str(self.html),
+                            json=None if self.json is None else str(self.json))
         if self.summary:
             from rich.console import Console
 

@@ -21,6 +21,11 @@ _WORKERS = re.compile(r"DataLoader\(\.\.\., num_workers=(\d+), persistent_worker
 _PERSISTENT = re.compile(r"DataLoader\(\.\.\., persistent_workers=True(, pin_memory=True)?\)")
 
 
+def _advises_workers(action: str) -> bool:
+    """Whether input_bound's action is one of its DataLoader settings (workers, kept workers), not a cheaper dataset."""
+    return bool(_WORKERS.search(action) or _PERSISTENT.search(action))
+
+
 OTHER_VERDICTS = ("host_code_heavy", "logging_heavy", "outside_work")
 """Verdicts about the time outside every named phase, which a framework's own code can hold."""
 OWNS = 0.5
@@ -84,7 +89,7 @@ def _hf_batch(v: Verdict, r: WatchResult) -> str | None:
 
 def _hf_loader(v: Verdict, r: WatchResult) -> str:
     """The Trainer builds the DataLoader: its workers are arguments, and the rest is the dataset's work."""
-    if _WORKERS.search(v.action) or _PERSISTENT.search(v.action):
+    if _advises_workers(v.action):
         text = _WORKERS.sub(lambda m: f"TrainingArguments(dataloader_num_workers={m.group(1)}, "
                             "dataloader_persistent_workers=True" + (", dataloader_pin_memory=True" if m.group(2) else "")
                             + ")", v.action)
@@ -133,7 +138,7 @@ def _pl_optimizer(v: Verdict, r: WatchResult) -> str:
 
 def _pl_loader(v: Verdict, r: WatchResult) -> str:
     where = " (in train_dataloader() or the LightningDataModule that builds the DataLoader)"
-    if "DataLoader(..., num_workers=" in v.action or "persistent_workers=True" in v.action:
+    if _advises_workers(v.action):
         return v.action + where
     return ("augment whole batches in LightningModule.on_after_batch_transfer (on the device, random parameters "
             "drawn per sample) instead of one sample at a time in __getitem__; precompute what is the same every "

@@ -1,0 +1,34 @@
+"""The planted bottleneck of an example run, checked whatever the machine's load (#37: tests that hold on a busy
+machine): shared by the tests that run the doctor on examples/ (realistic scripts, frameworks, callbacks)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from trainspeed.diagnose.rules.threads import OTHERS_BUSY
+
+
+def _loaded(data: dict[str, Any]) -> bool:
+    return (data.get("others_cpu_cores") or 0.0) >= OTHERS_BUSY
+
+
+def unloaded_verdicts(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """A report's verdicts less a thread_oversubscription that blames other processes on the machine (its load while
+    the test ran, not the script)."""
+    loaded = _loaded(data)
+    return [v for v in data["verdicts"]
+            if not (loaded and v["id"] == "thread_oversubscription" and v["evidence"].startswith("other processes"))]
+
+
+def first_planted(data: dict[str, Any], planted: str) -> dict[str, Any]:
+    """The planted verdict, named first (a load verdict about other processes aside). Where other processes kept the
+    cores busy and it was not first, the test skips: under that load the script's largest cost is another (its
+    parallel ops waiting for cores), and the report says so."""
+    found = [v["id"] for v in unloaded_verdicts(data)]
+    if _loaded(data) and found[:1] != [planted]:
+        pytest.skip(f"other processes kept {data['others_cpu_cores']:.1f} cores busy: {planted} was not the run's "
+                    f"largest cost then ({found})")
+    assert found[:1] == [planted], found
+    return unloaded_verdicts(data)[0]
