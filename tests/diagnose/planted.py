@@ -1,4 +1,4 @@
-"""The planted bottleneck of an example run, checked whatever the machine's load (#37: tests that hold on a busy
+"""The planted bottleneck of an example run, checked whatever the machine's load (tests that hold on a busy
 machine): shared by the tests that run the doctor on examples/ (realistic scripts, frameworks, callbacks)."""
 
 from __future__ import annotations
