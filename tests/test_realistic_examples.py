@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import math
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -113,3 +115,18 @@ def test_tabular_mlp(capsys: pytest.CaptureFixture[str]) -> None:
     assert data["steps"]["seen"] == 3 * per_epoch and data["batch_size"] == 256
     assert _reads(data, "total += loss.item()", "item") == 3 * per_epoch and data["evaluation"] is None
     first_planted(data, "launch_bound")
+
+
+@pytest.mark.parametrize("script, args, steps", [
+    ("vae.py", ["--epochs", "2"], 2 * math.ceil(1500 / 32)),
+    ("tabular_mlp.py", ["--epochs", "2", "--rows", "3000"], 2 * math.ceil(3000 / 256)),
+])
+def test_fit_arm_takes_the_same_steps(script: str, args: list[str], steps: int) -> None:
+    """The benchmark's `--fit` arm (launch_bound's action applied) trains the epochs the plain script trains."""
+    if script == "tabular_mlp.py":
+        pytest.importorskip("pandas", reason="pandas is not installed (pip install -e .[dev] installs it)")
+    proc = subprocess.run([sys.executable, str(REALISTIC / script), *args, "--fit"], capture_output=True, text=True,
+                          check=True)
+    found = re.search(r"trainspeed.fit: cpu:\w+, (\d+) steps", proc.stdout)
+    assert found is not None and int(found.group(1)) == steps
+    assert len(re.findall(r"epoch \d+: (train )?loss \d+\.\d+", proc.stdout)) == 2  # each epoch's mean loss

@@ -140,6 +140,36 @@ def test_detailed_steps_heavier_than_the_median_step_are_scaled_to_it() -> None:
     assert launch.predicted_speedup == pytest.approx(0.43 / left, abs=0.01) and launch.predicted_speedup < 6
 
 
+def test_matrix_products_keep_their_measured_time_in_the_predicted_step() -> None:
+    # examples/realistic/tabular_mlp.py --epochs 30 (2026-11-26, Zen 4): its 256 x 56 x 128 products ran at 76 to
+    # 91 GFLOP/s in the profiler window where the probe's reached 197; trainspeed's replay of the step (fused
+    # Adam) took 310 us against the FLOP model's 254 us floor
+    from trainspeed.watch.result import OpTime
+
+    r = recorded(0.71, {"forward": 0.1465, "backward": 0.2484, "optimizer": 0.2911}, ops=106, flops=20.12e6,
+                 batch=256, threads=2)
+    rows = [OpTime("aten.mm", "float32", 5, 0.1336, True, 12.19e6), OpTime("aten.addmm", "float32", 3, 0.1041, True, 7.93e6),
+            OpTime("aten.add_", "float32", 12, 0.0739, False, None), OpTime("aten.t", "float32", 14, 0.0353, False, None)]
+    r = dataclasses.replace(r, edge_ops_per_step=7.0, other_ops_per_step=5.0, other_op_ms_per_step=0.03,
+                            op_times=rows, op_ms_per_step=0.70)
+    ctx = Context(dispatch_us=1.154, matmul_gflops=197.3, physical_cores=2, logical_threads=2)
+    launch = diagnose(r, ctx)[0]
+    assert launch.id == "launch_bound"
+    assert "the 8 with real arithmetic (matrix products, convolutions) took 238 us in the profiler window" in launch.evidence
+    compute = 0.1465 + 0.2484 + 0.2911  # forward, backward and optimizer fill the step beside its "other"
+    floor = 0.1336 + 0.1041 + (94 - 8) * 1.154e-3
+    assert launch.predicted_speedup == pytest.approx(0.71 / (0.71 - (compute - floor)), abs=0.01)
+    # the FLOP model alone, where the window's op times are missing, promises more
+    flop_model = diagnose(dataclasses.replace(r, op_times=None), ctx)[0]
+    assert flop_model.predicted_speedup == pytest.approx(0.71 / (0.71 - (compute - 20.12e6 / 197.3e9 * 1e3 - 94 * 1.154e-3)),
+                                                         abs=0.01)
+    assert flop_model.predicted_speedup > launch.predicted_speedup + 0.5
+    # products too small to run at any rate keep the FLOP model (their window time is fixed cost)
+    tiny = [dataclasses.replace(row, flops=row.flops / 1000) if row.flops else row for row in rows]
+    small = diagnose(dataclasses.replace(r, op_times=tiny, flops_per_step=20.12e3), ctx)[0]
+    assert "with real arithmetic" not in small.evidence
+
+
 def _lstm_run(layer_ms: float, step_ms: float = 141.0, op_ms: float | None = None) -> WatchResult:
     """/tmp's unseen LSTM script as the doctor measured it (2026-11-23, the 2-vCPU VM): 147 ops per step,
     two mkldnn LSTM layers forward and backward doing nearly all the work, and no FLOP formula for them."""

@@ -101,13 +101,35 @@ def launch_bound(r: WatchResult, c: Context) -> Verdict | None:
                       "updates (fused=True, or the optimizer step compiled too), the loss, the graph's own guards and "
                       "calls; a larger batch, or trainspeed.fit, which captures the whole step with its optimizer; "
                       "intra-op threads do not help ops this small")
-        # what is left if each op cost only its bare dispatch plus its arithmetic
-        overhead = compute - (work + ops * c.dispatch_us / 1e3)
+        # what is left if each op cost only its bare dispatch plus its work, the ops with real arithmetic at the
+        # time they took in the profiler window
+        big_ms, big_calls, big_at_peak = _sized_arithmetic(r, c)
+        overhead = compute - (work - big_at_peak + big_ms + (ops - big_calls) * c.dispatch_us / 1e3)
+        if big_calls:
+            evidence += (f"; the {big_calls:.0f} with real arithmetic (matrix products, convolutions) took "
+                         f"{big_ms * 1e3:.0f} us in the profiler window, their rate on these shapes")
     if overhead < LAUNCH_GAIN * step:
         return None  # ops already as cheap as a bare dispatch each: nothing per op left to save
     # upper bound: the step without its per-op overhead
     return Verdict("launch_bound", evidence + " (predicted speed-up is an upper bound)", action,
                    _step_speedup(r, step, step - overhead))
+
+
+def _sized_arithmetic(r: WatchResult, c: Context) -> tuple[float, float, float]:
+    """CPU: (ms, calls, ms at the measured matmul rate) per step of the profiler window's ops whose arithmetic per
+    call is at least OP_WORK_DISPATCHES bare dispatches at that rate. A small matrix product does not reach the
+    probe's rate (a 256 x 56 x 128 product ran at 91 GFLOP/s where the probe's reached 197, the tabular example
+    of 2026-11-26), and a captured step runs the same product on the same shapes: its time in the window, not its
+    FLOPs at the probe's rate, is what a step without per-op overhead keeps. Ops with less arithmetic keep the
+    FLOP model: their time in the window is mostly fixed cost (the seed's 120 x 4 addmm took 43 us a call), which
+    a captured step run on fewer threads does not pay."""
+    if not r.op_times or c.matmul_gflops <= 0:
+        return 0.0, 0.0, 0.0
+    rate = c.matmul_gflops * 1e9 / 1e3  # FLOP per ms
+    rows = [row for row in r.op_times if row.arithmetic and row.flops and row.calls
+            and row.flops / row.calls / rate * 1e3 >= OP_WORK_DISPATCHES * c.dispatch_us]
+    at_peak = sum((row.flops or 0.0) for row in rows) / rate
+    return max(at_peak, sum(row.ms for row in rows) * _window_scale(r)), sum(row.calls for row in rows), at_peak
 
 
 def small_batch(r: WatchResult, c: Context, launch: Verdict | None) -> Verdict | None:
