@@ -130,3 +130,16 @@ def test_fit_arm_takes_the_same_steps(script: str, args: list[str], steps: int) 
     found = re.search(r"trainspeed.fit: cpu:\w+, (\d+) steps", proc.stdout)
     assert found is not None and int(found.group(1)) == steps
     assert len(re.findall(r"epoch \d+: (train )?loss \d+\.\d+", proc.stdout)) == 2  # each epoch's mean loss
+
+
+def test_policy_gradient_settings_keep_the_episodes() -> None:
+    """The benchmark's arms for the agent act as the script does: the same sampled actions, so the same episodes."""
+    def lengths(*extra: str) -> str:
+        proc = subprocess.run([sys.executable, str(REALISTIC / "policy_gradient.py"), "--episodes", "8", *extra],
+                              capture_output=True, text=True, check=True)
+        found = re.search(r"episode lengths: \[[0-9, ]+\]", proc.stdout)
+        assert found is not None
+        return found.group(0)
+
+    given = lengths()
+    assert lengths("--batched-update") == given and lengths("--no-validate") == given

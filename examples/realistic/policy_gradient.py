@@ -4,11 +4,16 @@ one observation at a time, the policy called on each observation, an action samp
 with `.item()` to step the environment; at the episode's end the discounted returns, normalised, weight the log
 probabilities, and one optimizer step follows.
 
-What it really does, per run of E episodes (the counts tests/examples/test_realistic.py checks): E optimizer
+What it really does, per run of E episodes (the counts tests/test_realistic_examples.py checks): E optimizer
 steps; per step, one policy call and one `.item()` read (of a CPU tensor: no synchronisation) per environment
 step of that episode; the episode lengths are printed at the end.
 
-    python examples/realistic/policy_gradient.py [--episodes 30]
+    python examples/realistic/policy_gradient.py [--episodes 30] [--no-validate] [--batched-update]
+
+`--no-validate` applies the setting the doctor's host_code_heavy action names for torch.distributions' checks;
+`--batched-update` applies small_batch's action for an agent: actions chosen under `torch.no_grad()`, the
+episode's log probabilities recomputed in one batched forward for the update (the same actions, so the same
+episodes, and the same gradient up to rounding).
 """
 
 from __future__ import annotations
@@ -24,7 +29,14 @@ from torch import nn
 parser = argparse.ArgumentParser()
 parser.add_argument("--episodes", type=int, default=30)
 parser.add_argument("--max-steps", type=int, default=200)
+parser.add_argument("--batched-update", action="store_true",
+                    help="act under torch.no_grad() keeping the observations, and recompute the episode's log "
+                         "probabilities in one batched forward for the update (the same actions and gradient)")
+parser.add_argument("--no-validate", action="store_true",
+                    help="torch.distributions.Distribution.set_default_validate_args(False): no argument checks")
 args = parser.parse_args()
+if args.no_validate:
+    torch.distributions.Distribution.set_default_validate_args(False)
 
 
 class CartPole:
@@ -60,10 +72,17 @@ lengths = []
 start = time.perf_counter()
 for episode in range(args.episodes):
     obs, log_probs, rewards = env.reset(), [], []
+    seen, actions = [], []
     for _ in range(args.max_steps):
-        dist = torch.distributions.Categorical(logits=policy(torch.tensor(obs)))
-        action = dist.sample()
-        log_probs.append(dist.log_prob(action))
+        if args.batched_update:
+            with torch.no_grad():
+                action = torch.distributions.Categorical(logits=policy(torch.tensor(obs))).sample()
+            seen.append(obs)
+            actions.append(action)
+        else:
+            dist = torch.distributions.Categorical(logits=policy(torch.tensor(obs)))
+            action = dist.sample()
+            log_probs.append(dist.log_prob(action))
         obs, reward, done = env.step(action.item())
         rewards.append(reward)
         if done:
@@ -74,7 +93,11 @@ for episode in range(args.episodes):
         returns.insert(0, g)
     ret = torch.tensor(returns)
     ret = (ret - ret.mean()) / (ret.std() + 1e-8) if len(returns) > 1 else ret
-    loss = -(torch.stack(log_probs) * ret).sum()
+    if args.batched_update:  # the episode's observations in one forward: the same log probabilities, batched
+        log_prob = torch.distributions.Categorical(logits=policy(torch.tensor(seen))).log_prob(torch.stack(actions))
+    else:
+        log_prob = torch.stack(log_probs)
+    loss = -(log_prob * ret).sum()
     optimizer.zero_grad()
     loss.backward()
     optimizer.step()
