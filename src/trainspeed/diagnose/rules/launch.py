@@ -104,7 +104,8 @@ def launch_bound(r: WatchResult, c: Context) -> Verdict | None:
         # what is left if each op cost only its bare dispatch plus its work, the ops with real arithmetic at the
         # time they took in the profiler window
         big_ms, big_calls, big_at_peak = _sized_arithmetic(r, c)
-        overhead = compute - (work - big_at_peak + big_ms + (ops - big_calls) * c.dispatch_us / 1e3)
+        kept = max(0.0, work - big_at_peak) + max(big_ms, big_at_peak)
+        overhead = compute - (kept + (ops - big_calls) * c.dispatch_us / 1e3)
         if big_calls:
             evidence += (f"; the {big_calls:.0f} with real arithmetic (matrix products, convolutions) took "
                          f"{big_ms * 1e3:.0f} us in the profiler window, their rate on these shapes")
@@ -116,8 +117,8 @@ def launch_bound(r: WatchResult, c: Context) -> Verdict | None:
 
 
 def _sized_arithmetic(r: WatchResult, c: Context) -> tuple[float, float, float]:
-    """CPU: (ms, calls, ms at the measured matmul rate) per step of the profiler window's ops whose arithmetic per
-    call is at least OP_WORK_DISPATCHES bare dispatches at that rate. A small matrix product does not reach the
+    """CPU: (ms in the window, calls, ms at the measured matmul rate) per step of the profiler window's ops whose
+    arithmetic per call is at least OP_WORK_DISPATCHES bare dispatches at that rate. A small matrix product does not reach the
     probe's rate (a 256 x 56 x 128 product ran at 91 GFLOP/s where the probe's reached 197, the tabular example
     of 2026-11-26), and a captured step runs the same product on the same shapes: its time in the window, not its
     FLOPs at the probe's rate, is what a step without per-op overhead keeps. Ops with less arithmetic keep the
@@ -129,7 +130,7 @@ def _sized_arithmetic(r: WatchResult, c: Context) -> tuple[float, float, float]:
     rows = [row for row in r.op_times if row.arithmetic and row.flops and row.calls
             and row.flops / row.calls / rate * 1e3 >= OP_WORK_DISPATCHES * c.dispatch_us]
     at_peak = sum((row.flops or 0.0) for row in rows) / rate
-    return max(at_peak, sum(row.ms for row in rows) * _window_scale(r)), sum(row.calls for row in rows), at_peak
+    return sum(row.ms for row in rows) * _window_scale(r), sum(row.calls for row in rows), at_peak
 
 
 def small_batch(r: WatchResult, c: Context, launch: Verdict | None) -> Verdict | None:
