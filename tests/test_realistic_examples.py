@@ -103,8 +103,11 @@ def test_policy_gradient(capsys: pytest.CaptureFixture[str]) -> None:
     assert data["evaluation"] is None
     found = _planted(data)
     # a policy of two small layers called once per environment step: per-op overhead in the model and in
-    # torch.distributions' checks, within noise of each other
-    assert found[0] in ("launch_bound", "host_code_heavy") and {"launch_bound", "host_code_heavy"} <= set(found)
+    # torch.distributions' checks, within noise of each other. The time in torch.distributions is named as the
+    # script's host code, or (where torch's ops there explain it: their time in the profiler window grows with a
+    # busy machine's) as work outside the phases
+    assert found[0] in ("launch_bound", "host_code_heavy", "outside_work") and "launch_bound" in found
+    assert {"host_code_heavy", "outside_work"} & set(found)
     assert "small_batch" in found
 
 
