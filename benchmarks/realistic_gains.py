@@ -103,7 +103,7 @@ def main() -> None:
             advice = ADVICE.get((name, verdict["id"]))
             if i > 0 and advice is None:
                 continue
-            label = f"{verdict['id']}" + (" (first)" if i == 0 else "")
+            label = verdict["id"] + (" (first)" if i == 0 else "")
             predicted = verdict["predicted_speedup"]
             shown = f"{predicted:.2f}x" if predicted is not None else "-"
             if advice is None:

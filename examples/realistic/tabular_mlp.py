@@ -71,8 +71,10 @@ for epoch in range(args.epochs):
         if loop is None:
             loop = FastLoop(model, (x.clone(), y.clone()), nn.CrossEntropyLoss(), optimizer, epochs=args.epochs,
                             batch_size=args.batch_size, record_every=1)
-        for held, rows in zip(loop.data.tensors or (), (x, y)):
-            held.copy_(rows)  # this epoch's rows into the loop's resident data
+        else:
+            assert loop.data.tensors is not None  # resident tensors, as given
+            for held, rows in zip(loop.data.tensors, (x, y)):
+                held.copy_(rows)  # this epoch's rows into the loop's resident data
         loop.run(loop.steps_per_epoch)
         continue
     total = 0.0
