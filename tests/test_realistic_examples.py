@@ -68,9 +68,20 @@ def test_image_classifier(capsys: pytest.CaptureFixture[str]) -> None:
     # the per-sample transforms' own reads: a crop's offsets and a flip's coin, once per sample
     assert _reads(data, "top, left = torch.randint", "tolist") == 2 * 1500
     first_planted(data, "input_bound")
+    # what the wait ran: the per-sample transforms, lines of the script (a 2-epoch run has a dozen or so samples)
+    script = (REALISTIC / "image_classifier.py").read_text().splitlines()
+    first, last = (next(i for i, text in enumerate(script, 1) if text.startswith(start))
+                   for start in ("class Compose", "def main"))
+    sites = data["data_sites"]
+    assert sum(d["samples"] for d in sites) >= 5 and sum(d["share_of_data"] for d in sites) <= 1 + 1e-9
+    mine = [d for d in sites if d["where"].startswith(str(REALISTIC / "image_classifier.py") + ":")]
+    assert sum(d["share_of_data"] for d in mine) >= 0.6
+    # each a line of a transform or of __getitem__
+    assert all(first < int(d["where"].rsplit(":", 1)[1]) < last and d["code"] for d in mine)
+    assert all(d["machinery"] for d in sites if d not in mine)  # the rest: the DataLoader's own code
     # workers where the machine has cores for them beside the CNN's compute; on 2 cores, a cheaper __getitem__
     action = next(v for v in data["verdicts"] if v["id"] == "input_bound")["action"]
-    assert "num_workers=" in action or "make __getitem__ cheaper (precompute, cache)" in action
+    assert "num_workers=" in action or "cheaper (precompute, cache)" in action
 
 
 def test_finetune_accum(capsys: pytest.CaptureFixture[str]) -> None:

@@ -221,3 +221,61 @@ def test_a_samples_framework_function_is_its_innermost_frame_in_a_framework() ->
     inner = frame(os.path.join(site, "tqdm", "std.py"), "refresh", bar)
     assert framework_function(inner) == "lightning/pytorch/callbacks/progress/tqdm_progress.py:on_train_batch_end"
     assert framework_function(frame("/me/train.py", "main")) is None
+
+
+def test_a_sample_while_waiting_on_data_names_the_users_line_the_dataloader_ran() -> None:
+    from torch.utils.data import DataLoader, Dataset
+
+    from trainspeed.watch.sampler import data_site
+
+    seen: list[tuple[object, str]] = []
+    package = os.path.join("/venv", "lib", "site-packages", "PIL", "Image.py")
+
+    class Items(Dataset[int]):
+        def __len__(self) -> int:
+            return 2
+
+        def __getitem__(self, i: int) -> int:
+            if i == 0:
+                seen.append((data_site(sys._getframe()), _here()))  # a transform's own line
+            else:  # a line that calls into another package: the line, inside that package
+                scope = {"data_site": data_site, "sys": sys}
+                line = f"{__file__}:{sys._getframe().f_lineno + 1}"  # the next one
+                exec(compile("found = data_site(sys._getframe())", package, "exec"), scope)
+                seen.append((scope["found"], line))
+            return i
+
+    list(DataLoader(Items(), batch_size=2))
+    (first, line0), (second, line1) = seen
+    assert first == (line0, None)
+    assert second == (line1, "PIL")
+    assert data_site(sys._getframe()) is None  # no DataLoader on the stack: not a wait on data
+
+
+def test_a_sample_in_a_package_or_the_dataloaders_own_code_names_its_function() -> None:
+    import trainspeed.watch.hooks as watcher_module
+    from trainspeed.watch.sampler import data_site, machinery_of
+
+    def frame(path: str, name: str, back: object = None) -> SimpleNamespace:
+        return SimpleNamespace(f_code=SimpleNamespace(co_filename=path, co_name=name), f_back=back, f_lineno=1)
+
+    data = os.path.join(os.path.dirname(torch.__file__), "utils", "data")
+    loop = frame("/me/train.py", "main")
+    fetch = frame(os.path.join(data, "_utils", "fetch.py"), "fetch", frame(os.path.join(data, "dataloader.py"),
+                                                                          "__next__", loop))
+    site = os.path.join("/venv", "lib", "site-packages")
+    folder = frame(os.path.join(site, "torchvision", "datasets", "folder.py"), "__getitem__", fetch)
+    resize = frame(os.path.join(site, "PIL", "Image.py"), "resize",
+                   frame(os.path.join(site, "torchvision", "transforms", "functional.py"), "resize", folder))
+    # torchvision's ImageFolder with its transforms, no line of the user's: the innermost package function
+    assert data_site(resize) == ("PIL/Image.py:resize", "PIL")
+    assert machinery_of("PIL/Image.py:resize") is None
+    collate = frame(os.path.join(data, "_utils", "collate.py"), "collate_tensor_fn", fetch)
+    assert data_site(collate) == ("torch/utils/data/_utils/collate.py:collate_tensor_fn", "torch.utils")
+    assert machinery_of("torch/utils/data/_utils/collate.py:collate_tensor_fn") == "collating samples into a batch"
+    poll = frame(os.path.join(os.path.dirname(os.__file__), "multiprocessing", "connection.py"), "poll",
+                 frame(os.path.join(data, "dataloader.py"), "_try_get_data", loop))
+    assert data_site(poll) == ("torch/utils/data/dataloader.py:_try_get_data", "multiprocessing")
+    assert machinery_of(data_site(poll)[0]) == "waiting on the worker processes' batches"  # type: ignore[index]
+    # the watcher counting a read a transform made: the cost of watching, no line's
+    assert data_site(frame(watcher_module.__file__, "wrapper", frame("/me/train.py", "crop", fetch))) is None

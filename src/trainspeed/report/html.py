@@ -49,6 +49,8 @@ host&rarr;device, {{ "%.0f"|format(w.ops_per_step) if w.ops_per_step is not none
 {% for o in w.other_sites %}<tr><td><code>{{ o.where }}</code></td><td><code>{{ o.code }}</code></td><td>{{ "%.0f"|format(100 * o.share_of_other) }}%</td></tr>{% endfor %}</table>{% endif %}
 {% if w.loop_sites %}<h3>By the training loop's line (with the functions it calls)</h3><table><tr><th>where</th><th>code</th><th>share of samples</th></tr>
 {% for o in w.loop_sites %}<tr><td><code>{{ o.where }}</code></td><td><code>{{ o.code }}</code></td><td>{{ "%.0f"|format(100 * o.share_of_other) }}%</td></tr>{% endfor %}</table>{% endif %}
+{% if w.data_sites %}<h2>Waiting on the DataLoader, by what it ran</h2><table><tr><th>where</th><th>code, or what it does</th><th>share of samples</th></tr>
+{% for d in w.data_sites %}<tr><td><code>{{ d.where }}</code></td><td>{% if d.code %}<code>{{ d.code }}</code>{% else %}{{ d.machinery or "" }}{% endif %}</td><td>{{ "%.0f"|format(100 * d.share_of_data) }}%</td></tr>{% endfor %}</table>{% endif %}
 {% if w.op_times %}<h2>The slowest ops <span class="muted">(profiler window, host ms per step; on the CPU an op's own time)</span></h2>
 <table><tr><th>op</th><th>dtype</th><th>calls</th><th>ms</th><th>GFLOP/s</th></tr>
 {% for o in w.op_times[:12] %}<tr><td><code>{{ o.op }}</code></td><td>{{ o.dtype or "-" }}</td><td>{{ "%.0f"|format(o.calls) }}</td>

@@ -163,6 +163,7 @@ def doctor_dict(report: DoctorReport) -> dict[str, Any]:
         "host_read_sites": _read_rows(w.host_read_sites),
         "other_sites": _clean(w.other_sites),
         "framework_sites": _clean(w.framework_sites),
+        "data_sites": _clean(w.data_sites),
         "compiled": w.compiled,
         "loop_sites": [{"where": o.where, "code": o.code, "samples": o.samples, "share_of_other": o.share_of_other}
                        for o in w.loop_sites],

@@ -217,6 +217,9 @@ def doctor_view(report: DoctorReport) -> Group:
                           "(no sync; in the phase it ran in)", style="dim"))
     for o in w.other_sites[:3]:
         parts.append(Text(f"  'other' time at {o.where} ({o.share_of_other:.0%} of samples): {o.code}", style="dim"))
+    for d in w.data_sites[:3]:
+        told = f" ({d.machinery})" if d.machinery else (f": {d.code}" if d.code else "")
+        parts.append(Text(f"  data wait in {d.where} ({d.share_of_data:.0%} of samples){told}", style="dim"))
     for f in w.framework_sites[:3]:
         parts.append(Text(f"  'other' time in the framework's {f.function} ({f.share_of_other:.0%} of samples)",
                           style="dim"))

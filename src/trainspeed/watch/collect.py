@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import resource
 import sys
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import psutil
@@ -15,6 +16,7 @@ import torch
 from trainspeed.watch import frameworks, machine_load
 from trainspeed.watch.phases import CALL_PHASES, EDGE_PHASES, PHASES
 from trainspeed.watch.result import (
+    DataSite,
     FrameworkSite,
     GpuUtil,
     OtherSite,
@@ -23,7 +25,7 @@ from trainspeed.watch.result import (
     SyncSite,
     WatchResult,
 )
-from trainspeed.watch.sampler import source_of
+from trainspeed.watch.sampler import machinery_of, source_of
 from trainspeed.watch.sawtooth import detect_sawtooth
 from trainspeed.watch.stats import median, quantile
 from trainspeed.watch.trace import Trace
@@ -118,7 +120,7 @@ def measurements(self: Watcher, gathering: bool = False) -> WatchResult:
         gpu_util=self._gpu_util(step_ms),
         device=self.device, batch_size=self.batch_size,
         framework=dataclasses.replace(self.framework, made_at=dict(self.made_at.sites)) if self.framework else None,
-        framework_sites=_framework_sites(self),
+        framework_sites=_framework_sites(self), data_sites=_data_sites(self),
         loaders=[dataclasses.replace(info, batches=self.loader_batches[key]) for key, info in self.loaders.items()],
         torch_threads=torch.get_num_threads(), process_cpu_percent=self._cpu(),
         others_cpu_cores=machine_load.others_cores(self.load_from, self.load_to),
@@ -152,17 +154,32 @@ def _read_sites(self: Watcher) -> tuple[list[SyncSite], list[SyncSite]]:
     return [s for host, s in sites if not host], [s for host, s in sites if host]
 
 
+def _inside(by_library: Mapping[tuple[str, str], int], samples: Mapping[str, int]) -> dict[str, str]:
+    """Each site -> the library most of its samples ran in, where at least half of them did."""
+    most: dict[str, tuple[str, int]] = {}
+    for (site, library), count in by_library.items():
+        if count > most.get(site, ("", 0))[1]:
+            most[site] = (library, count)
+    return {site: library for site, (library, count) in most.items() if 2 * count >= samples[site]}
+
+
 def _other_sites(self: Watcher) -> list[OtherSite]:
     s = self.sampler
     if s is None or not s.other_total:
         return []
-    inside: dict[str, tuple[str, int]] = {}
-    for (site, library), count in s.other_inside.items():
-        if count > inside.get(site, ("", 0))[1]:
-            inside[site] = (library, count)
-    return [OtherSite(site, source_of(site), count, count / s.other_total,
-                      inside=inside[site][0] if site in inside and 2 * inside[site][1] >= count else None)
+    inside = _inside(s.other_inside, s.other_samples)
+    return [OtherSite(site, source_of(site), count, count / s.other_total, inside=inside.get(site))
             for site, count in s.other_samples.most_common(10)]
+
+
+def _data_sites(self: Watcher) -> list[DataSite]:
+    s = self.sampler
+    if s is None or not s.data_total:
+        return []
+    inside = _inside(s.data_inside, s.data_samples)
+    return [DataSite(site, source_of(site), count, count / s.data_total,  # (a function's site has no line: "")
+                     inside=inside.get(site), machinery=machinery_of(site))
+            for site, count in s.data_samples.most_common(8)]
 
 
 def _framework_sites(self: Watcher) -> list[FrameworkSite]:

@@ -45,6 +45,26 @@ class OtherSite:
 
 
 @dataclass(frozen=True)
+class DataSite:
+    """What the DataLoader was running while the script waited on it (stack samples of the training process):
+    a line of the user's code it called (`where` is file:line: a transform, a Dataset's `__getitem__`, a
+    collate_fn), a function of another package ("PIL/Image.py:resize"), or its own code
+    ("torch/utils/data/_utils/collate.py:collate"; `machinery` says what that does)."""
+
+    where: str
+    code: str
+    """The source text of a user's line ("" for a package's function)."""
+    samples: int
+    share_of_data: float
+    """Of the samples taken while waiting on data that name a site."""
+    inside: str | None = None
+    """The library most of this site's samples ran in, where at least half did (None: its own code)."""
+    machinery: str | None = None
+    """For the DataLoader's own code, what it does ("collating samples into a batch", "waiting on the worker
+    processes' batches"); None for the user's code and other packages."""
+
+
+@dataclass(frozen=True)
 class FrameworkSite:
     """A training framework's function where time outside every named phase went: the innermost frame of the
     framework in the stack samples ("lightning/pytorch/callbacks/progress/tqdm_progress.py:on_train_batch_end")."""
@@ -346,6 +366,9 @@ class WatchResult:
     most first."""
     save_calls: int = 0
     """torch.save calls in the whole run."""
+    data_sites: list[DataSite] = field(default_factory=list)
+    """What the DataLoader ran while the script waited on it, the most samples first (with workers, the training
+    process mostly waits on them: `machinery` says so)."""
     phase_samples_ms: dict[str, list[float]] = field(default_factory=dict, repr=False)
     """Per phase, its milliseconds in each step of a uniform sample (at most RESERVOIR_SIZE steps): the edge
     phases from the step sample, forward, backward, optimizer and other from the detailed steps' sample. What

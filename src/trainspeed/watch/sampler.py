@@ -1,8 +1,10 @@
 """A background thread that samples what the main thread is doing, and the GPU, at a low rate.
 
-Stack samples are taken only while no named phase is open, and name the innermost line of the
+Stack samples are taken while no named phase is open, and name the innermost line of the
 user's code: that is how time in "other" gets a file:line (a log record flushed to disk each
-step shows up as the line that logs). On steps watched only at their edges the per-call hooks
+step shows up as the line that logs). They are taken while the script waits on a DataLoader too, and
+name what the DataLoader was running: the line of a transform or a `__getitem__`, another package's
+function, or the DataLoader's own code (collating, waiting on its workers). On steps watched only at their edges the per-call hooks
 are out, so the phase clock cannot say "inside forward"; the stack itself says it there: a
 sample with a module call, autograd, an optimizer, a DataLoader or torch.save on the stack
 belongs to a named phase and is skipped. GPU utilisation and memory come from NVML; the process's
@@ -101,6 +103,52 @@ def loop_codes(frame: Any) -> tuple[Any, ...]:
     return tuple(codes)
 
 
+_DATA = os.path.join(_TORCH, "utils", "data") + os.sep
+DATA_MACHINERY = (
+    ("dataloader.py:_try_get_data", "waiting on the worker processes' batches"),
+    ("dataloader.py:_get_data", "waiting on the worker processes' batches"),
+    ("_utils/collate.py", "collating samples into a batch"),
+    ("_utils/fetch.py", "fetching a batch's samples one index at a time"),
+    ("_utils/pin_memory.py", "pinning the batch's memory"),
+    ("sampler.py", "drawing the batch's indices"),
+    ("dataset.py", "indexing torch's own Dataset"),
+)
+"""What the DataLoader's own functions do, by the end of "file:function" under torch/utils/data (the first match)."""
+
+
+def data_site(frame: Any) -> tuple[str, str | None] | None:
+    """Where a sample taken while the script waits on a DataLoader spends its time, and the library its innermost
+    frame runs in: the innermost line of the user's own code the DataLoader called (a transform, a Dataset's
+    `__getitem__`, a collate_fn) as file:line; else the innermost function of another package it called, as
+    "PIL/Image.py:resize"; else the DataLoader's own innermost function, as
+    "torch/utils/data/_utils/collate.py:collate" (its wait on worker processes among them). None: no DataLoader
+    code on the stack, or the watcher's own code at work inside it (counting a read a transform made)."""
+    innermost, package, site = frame, None, None
+    while frame is not None:
+        code = frame.f_code
+        name = code.co_filename
+        if name.startswith(_DATA):
+            where = site or package or f"torch/utils/data/{name[len(_DATA):].replace(os.sep, '/')}:{code.co_name}"
+            return where, library_of(innermost)
+        if site is None:
+            if name.startswith(_WATCHER):
+                return None
+            if _is_site(name):
+                site = f"{name}:{frame.f_lineno}"
+            _, found, rest = name.partition("site-packages" + os.sep)
+            if package is None and found and not name.startswith(_TORCH):
+                package = f"{rest.replace(os.sep, '/')}:{code.co_name}"
+        frame = frame.f_back
+    return None
+
+
+def machinery_of(where: str) -> str | None:
+    """What a data site in the DataLoader's own code does (`DATA_MACHINERY`); None for any other site."""
+    if not where.startswith("torch/utils/data/"):
+        return None
+    return next((what for end, what in DATA_MACHINERY if end in where), "the DataLoader's own code")
+
+
 def library_of(frame: Any) -> str | None:
     """The library the innermost Python frame of a sample runs in, as an import name ("torch.distributions",
     "numpy", "json"); None where that frame is the user's own code (a C function it calls has no frame)."""
@@ -152,11 +200,13 @@ def source_of(site: str) -> str:
 
 
 class Sampler(threading.Thread):
-    """Samples the main thread's stack (when `in_other()`), NVML and psutil until stopped."""
+    """Samples the main thread's stack (when `in_other()` or `in_data()`), NVML and psutil until stopped."""
 
-    def __init__(self, in_other: Callable[[], bool], hz: float = 50.0, nvml_hz: float = 20.0) -> None:
+    def __init__(self, in_other: Callable[[], bool], hz: float = 50.0, nvml_hz: float = 20.0,
+                 in_data: Callable[[], bool] = lambda: False) -> None:
         super().__init__(name="trainspeed-sampler", daemon=True)
         self.in_other = in_other
+        self.in_data = in_data
         self.period = 1.0 / hz
         self.nvml_every = max(1, round(hz / nvml_hz))
         self.main_id = threading.main_thread().ident
@@ -174,6 +224,11 @@ class Sampler(threading.Thread):
         """The training loop's line -> samples under it: its own time and the time of everything it called."""
         self.loop_total = 0
         """Samples in 'other' taken since the loop was learnt (what `other_loop`'s shares are of)."""
+        self.data_samples: collections.Counter[str] = collections.Counter()
+        """Samples taken while the script waited on a DataLoader, by `data_site`."""
+        self.data_inside: collections.Counter[tuple[str, str]] = collections.Counter()
+        """(data site, library) -> samples of that site whose innermost frame ran in that library."""
+        self.data_total = 0
         self.util: collections.deque[tuple[float, float]] = collections.deque(maxlen=TIMELINE_MAX)
         self.util_sum = 0.0
         self.util_n = 0
@@ -263,6 +318,14 @@ class Sampler(threading.Thread):
                         self.loop_total += 1
                         if outer is not None:
                             self.other_loop[outer] += 1
+            elif self.in_data():
+                found = data_site(sys._current_frames().get(self.main_id or 0))  # (no frame kept: as above)
+                if found is not None:
+                    site, library = found
+                    self.data_samples[site] += 1
+                    self.data_total += 1
+                    if library is not None:
+                        self.data_inside[site, library] += 1
             others = self._others()
             if not looked.issuperset(others):  # a thread started since the last look: busy until a look says not
                 busy, looked = True, set(others)
@@ -291,13 +354,16 @@ class Sampler(threading.Thread):
         self.loop = frozenset(id(code) for code in codes)
 
     def forget_other(self) -> None:
-        """Drop the 'other' samples taken so far (the watcher starts measuring over)."""
+        """Drop the stack samples taken so far, in 'other' and in data (the watcher starts measuring over)."""
         self.other_samples = collections.Counter()
         self.other_inside = collections.Counter()
         self.other_framework = collections.Counter()
         self.other_loop = collections.Counter()
         self.loop_total = 0
         self.other_total = 0
+        self.data_samples = collections.Counter()
+        self.data_inside = collections.Counter()
+        self.data_total = 0
 
     def stop(self) -> None:
         self.halt.set()

@@ -262,9 +262,11 @@ class Watcher:
         self.comm.install()
         self._watch_destroy()
         # sample 'other' only inside the loop (after the first step), never during setup; on steps
-        # watched at their edges only, the sampler reads the phase from the stack (sampler.PHASE_FILES)
+        # watched at their edges only, the sampler reads the phase from the stack (sampler.PHASE_FILES).
+        # The wait on a DataLoader is sampled too, while data is the innermost phase (a slice: atomic)
         self.sampler = Sampler(lambda: self.steps_seen > 0 and not self.clock.stack,
-                               hz=self.sample_hz)
+                               hz=self.sample_hz,
+                               in_data=lambda: self.steps_seen > 0 and self.clock.stack[-1:] == ["data"])
         self.sampler.start()
         self.clock.end_step()  # the first step starts now
         if self.settled_at == 0:

@@ -4,13 +4,19 @@
 from __future__ import annotations
 
 from trainspeed.diagnose.rules.common import Context, _burst_note, _ms, _run_step_ms, _speedup, _step_speedup
-from trainspeed.watch.result import LoaderInfo, Verdict, WatchResult
+from trainspeed.watch.result import DataSite, LoaderInfo, Verdict, WatchResult
 
 DATA_SHARE = 0.20  # waiting on data for a fifth of the step is worth fixing first
 WORKERS_GAIN = 1.05  # workers are advised only where they are predicted to make the run this much faster
 START_SHARE = 0.5  # a loader's starts (workers spawned anew each epoch) are the cause when they are half its wait
 STARTS_PER_STEP = 0.5  # a DataLoader iterator started every other step or more often: `next(iter(loader))` in the loop
 H2D_SHARE = 0.15
+DATA_SITE_SAMPLES = 25
+"""Stack samples of the wait on data below which the evidence does not split it by what the DataLoader ran (the
+report still lists them): half a second of waiting at 50 a second. A share of 25 samples is good to about ten points
+either way; with 358, the image classifier's five per-sample transforms got shares within 8 points of their times
+measured one by one (`benchmarks/data_sites.py`, BENCHMARKS.md)."""
+DATA_SITE_SHARE = 0.10  # a site the evidence names holds at least this share of those samples
 
 
 def input_bound(r: WatchResult, c: Context) -> Verdict | None:
@@ -23,10 +29,13 @@ def input_bound(r: WatchResult, c: Context) -> Verdict | None:
     evidence = f"waiting on the DataLoader took {_burst_note(r, 'data')}; num_workers={workers}"
     if r.gpu_util.sawtooth:
         evidence += f"; GPU utilisation is a saw-tooth ({r.gpu_util.why})"
+    evidence += _data_sites_note(r, share)
     collates = sorted({ld.collate for ld in r.loaders if ld.collate})
     made = f"__getitem__ or the collate_fn `{'`, `'.join(collates)}`" if collates else "__getitem__"
+    top = _top_line(r)
+    first = f", starting with {top.where} (the line most samples of the wait name)," if top is not None else ""
     precompute = "precompute: tokenize or decode once, before training; cache" if collates else "precompute, cache"
-    cheaper = (f"make {made} cheaper ({precompute}) or move the augmentation to the device" +
+    cheaper = (f"make {made} cheaper ({precompute}){first} or move the augmentation to the device" +
                ("; if it is cheap already (a dataset held in memory as tensors), num_workers=0 saves each batch "
                 "its trip between processes" if workers else ""))
     pin = ", pin_memory=True" if r.device == "cuda" else ""
@@ -90,6 +99,35 @@ def input_bound(r: WatchResult, c: Context) -> Verdict | None:
     if why:
         evidence += why + " (predicted speed-up is an upper bound)"
     return Verdict("input_bound", evidence, action, _speedup(1.0, new))
+
+
+def _enough_samples(r: WatchResult) -> bool:
+    """Whether the wait on data has DATA_SITE_SAMPLES stack samples, enough to split it by what the DataLoader ran."""
+    sites = r.data_sites
+    return bool(sites) and sites[0].share_of_data > 0 and sites[0].samples / sites[0].share_of_data >= DATA_SITE_SAMPLES
+
+
+def _top_line(r: WatchResult) -> DataSite | None:
+    """The line of the user's own code the most samples of the wait name, where it holds DATA_SITE_SHARE of them."""
+    if not _enough_samples(r):
+        return None
+    return next((d for d in r.data_sites if d.code and not d.machinery and d.share_of_data >= DATA_SITE_SHARE), None)
+
+
+def _data_sites_note(r: WatchResult, share: float) -> str:
+    """What the DataLoader ran while the script waited on it, by the stack samples (`WatchResult.data_sites`):
+    the top sites, each with its share of the samples and the share of the run's time that is of the wait."""
+    named = [d for d in r.data_sites[:3] if d.share_of_data >= DATA_SITE_SHARE]
+    if not _enough_samples(r) or not named:
+        return ""
+    taken = round(named[0].samples / named[0].share_of_data)
+    parts = []
+    for d in named:
+        what = (f"the DataLoader's own code, {d.machinery} ({d.where})" if d.machinery else
+                f"{d.where}: `{d.code}`" if d.code else d.where)
+        inside = f", most of its samples inside {d.inside}" if d.inside and not d.machinery else ""
+        parts.append(f"{d.share_of_data:.0%} at {what}{inside} (about {d.share_of_data * share:.0%} of the run's time)")
+    return f"; of the {taken} stack samples taken while it waited: " + "; ".join(parts)
 
 
 def busiest_loader(r: WatchResult) -> LoaderInfo | None:

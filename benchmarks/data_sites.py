@@ -1,0 +1,114 @@
+"""What the doctor says the DataLoader ran while the script waited (`data_sites`, stack samples) against each
+transform timed on its own.
+
+    python benchmarks/data_sites.py [--epochs 60] [--rounds 3]
+
+The realistic image classifier (examples/realistic/image_classifier.py) makes each sample with five per-sample
+transforms in its training process (num_workers=0). `trainspeed doctor --json` on it gives the samples taken
+while the script waited on its DataLoader, by line; this benchmark sums them by the transform whose function holds
+the line (the script's own source, parsed), and gives each transform's share of the samples in the five. Beside
+it, each transform timed directly: the script's own transform functions applied to the training images one by one,
+`time.perf_counter` around each, over `--rounds` passes (the least of them); its share of the five's time.
+Prints a Markdown table for BENCHMARKS.md and the largest difference in points.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import importlib.util
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from bench_common import measured_on
+from sklearn.datasets import load_digits
+
+from trainspeed.hardware import detect_hardware
+
+SCRIPT = Path(__file__).resolve().parents[1] / "examples" / "realistic" / "image_classifier.py"
+TRANSFORMS = ("to_tensor", "resize", "random_crop", "brightness", "normalize")
+"""The script's transform factories (or functions), in the order its training Compose applies them."""
+
+
+def enclosing(source: str) -> dict[int, str]:
+    """Each line of the script -> the outermost function (a top-level def or a method) that holds it."""
+    owner: dict[int, str] = {}
+    for node in ast.parse(source).body:  # top-level defs and classes' methods: the outermost names
+        defs = [node] if isinstance(node, ast.FunctionDef) else (
+            [n for n in node.body if isinstance(n, ast.FunctionDef)] if isinstance(node, ast.ClassDef) else [])
+        for fn in defs:
+            for line in range(fn.lineno, (fn.end_lineno or fn.lineno) + 1):
+                owner[line] = fn.name
+    return owner
+
+
+def sampled(epochs: int) -> tuple[dict[str, float], int, dict[str, float]]:
+    """The doctor's samples of the wait by transform (share of the samples in the five), how many samples in all,
+    and the share of all samples of what is not one of the five (by its function or DataLoader machinery)."""
+    run = subprocess.run([sys.executable, "-m", "trainspeed", "doctor", "--json", "-", str(SCRIPT), "--epochs",
+                          str(epochs)], capture_output=True, text=True, check=True)
+    sites = json.loads(run.stdout)["data_sites"]
+    owner = enclosing(SCRIPT.read_text())
+    by: dict[str, int] = {}
+    total = 0
+    for site in sites:
+        where, _, line = site["where"].rpartition(":")
+        name = owner.get(int(line), "?") if where == str(SCRIPT) else (site["machinery"] or site["where"])
+        by[name] = by.get(name, 0) + site["samples"]
+        total += site["samples"]
+    five = sum(by.get(t, 0) for t in TRANSFORMS)
+    rest = {k: v / total for k, v in by.items() if k not in TRANSFORMS}
+    return {t: by.get(t, 0) / five for t in TRANSFORMS}, total, rest
+
+
+def timed(rounds: int) -> dict[str, float]:
+    """Each transform's share of the five's time, each applied to the training images one by one (least of
+    `rounds` passes per transform)."""
+    spec = importlib.util.spec_from_file_location("image_classifier", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    argv, sys.argv = sys.argv, [str(SCRIPT)]
+    try:
+        spec.loader.exec_module(module)  # defines the transforms; main() runs only as __main__
+    finally:
+        sys.argv = argv
+    steps = [module.to_tensor, module.resize(32), module.random_crop(32, 4), module.brightness(0.2),
+             module.normalize(0.3, 0.3)]
+    images = (load_digits().images * 255 / 16).astype(np.uint8)[:1500]
+    best = [float("inf")] * len(steps)
+    for _ in range(rounds):
+        spent = [0.0] * len(steps)
+        for image in images:
+            x = image
+            for k, step in enumerate(steps):
+                t0 = time.perf_counter()
+                x = step(x)
+                spent[k] += time.perf_counter() - t0
+        best = [min(b, s) for b, s in zip(best, spent)]
+    return {t: b / sum(best) for t, b in zip(TRANSFORMS, best)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--epochs", type=int, default=60)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    print(f"{measured_on(detect_hardware())}: `python benchmarks/data_sites.py --epochs {args.epochs} "
+          f"--rounds {args.rounds}`")
+    shares, total, rest = sampled(args.epochs)
+    direct = timed(args.rounds)
+    print(f"\n{total} stack samples of the wait on data; outside the five transforms: "
+          + ", ".join(f"{k} {v:.0%}" for k, v in sorted(rest.items(), key=lambda kv: -kv[1])))
+    print("\n| transform | sampled share (doctor) | timed share (one by one) | difference |")
+    print("|---|---|---|---|")
+    for t in TRANSFORMS:
+        print(f"| `{t}` | {shares[t]:.0%} | {direct[t]:.0%} | {100 * (shares[t] - direct[t]):+.0f} points |")
+    print(f"\nlargest difference: {max(abs(shares[t] - direct[t]) for t in TRANSFORMS) * 100:.0f} points")
+
+
+if __name__ == "__main__":
+    main()
