@@ -157,3 +157,39 @@ def test_policy_gradient_settings_keep_the_episodes() -> None:
 
     given = lengths()
     assert lengths("--batched-update") == given and lengths("--no-validate") == given
+
+
+def test_image_classifier_crops_and_jitters_a_batch_as_each_sample() -> None:
+    """The benchmark's `--augment-on-batch` arm (input_bound's "move the augmentation" applied): each image of the
+    batch is a crop of its own padded image at offsets within the padding, scaled by its own factor in
+    [1 - 0.2, 1 + 0.2], as `random_crop` and `brightness` make one sample; and the arm trains."""
+    import importlib.util
+
+    import torch
+
+    spec = importlib.util.spec_from_file_location("image_classifier", REALISTIC / "image_classifier.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    argv, sys.argv = sys.argv, ["image_classifier.py"]
+    try:
+        spec.loader.exec_module(module)  # main() runs only as __main__
+    finally:
+        sys.argv = argv
+    torch.manual_seed(0)
+    images = (torch.rand(1, 1, 32, 32) + 0.5).repeat(16, 1, 1, 1)  # one image: the batch's differences are draws
+    out = module.augment_batch(images)
+    assert out.shape == images.shape
+    padded = torch.nn.functional.pad(images, (4,) * 4)
+    for k in range(len(images)):
+        found = []
+        for top in range(9):
+            for left in range(9):
+                crop = padded[k, :, top:top + 32, left:left + 32]
+                factor = (out[k] / crop.clamp_min(1e-9))[crop > 0]
+                if torch.allclose(factor, factor[0].expand_as(factor), rtol=1e-5) and (out[k][crop == 0] == 0).all():
+                    found.append(float(factor[0]))
+        assert found and all(0.8 - 1e-6 <= f <= 1.2 + 1e-6 for f in found)
+    assert len({tuple(o.flatten().tolist()) for o in out}) > 8  # each image its own offsets and factor
+    proc = subprocess.run([sys.executable, str(REALISTIC / "image_classifier.py"), "--epochs", "1", "--precompute",
+                           "--augment-on-batch"], capture_output=True, text=True, check=True)
+    assert re.search(r"epoch 0: loss \d+\.\d+, test accuracy", proc.stdout)

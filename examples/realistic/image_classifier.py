@@ -11,7 +11,7 @@ What it really does (the counts tests/test_realistic_examples.py checks): ceil(1
 epoch, `--epochs` epochs; one evaluation per epoch (model.eval() ... model.train()); no checkpoint.
 
     python examples/realistic/image_classifier.py [--epochs 2] [--batch-size 64] [--workers 0] [--threads 0]
-        [--precompute]
+        [--precompute] [--augment-on-batch]
 """
 
 from __future__ import annotations
@@ -32,6 +32,8 @@ parser.add_argument("--workers", type=int, default=0)
 parser.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: torch's default)")
 parser.add_argument("--precompute", action="store_true",
                     help="decode, resize and normalise each image once, before training; crop and jitter per sample")
+parser.add_argument("--augment-on-batch", action="store_true",
+                    help="crop and jitter each batch at once in the training loop, not each sample in __getitem__")
 args = parser.parse_args()
 
 
@@ -71,6 +73,16 @@ def normalize(mean: float, std: float):  # type: ignore[no-untyped-def]
     return lambda image: (image - mean) / std
 
 
+def augment_batch(images: torch.Tensor, size: int = 32, padding: int = 4, amount: float = 0.2) -> torch.Tensor:
+    """random_crop and brightness on a batch (N, 1, H, W) at once: each image its own offsets and factor."""
+    n = len(images)
+    padded = nn.functional.pad(images, (padding,) * 4)
+    top, left = torch.randint(0, 2 * padding + 1, (2, n, 1))
+    rows, cols = top + torch.arange(size), left + torch.arange(size)  # (N, size) each
+    cropped = padded[torch.arange(n)[:, None, None], 0, rows[:, :, None], cols[:, None, :]].unsqueeze(1)
+    return cropped * (1 + amount * (2 * torch.rand(n, 1, 1, 1) - 1))
+
+
 class Digits(Dataset):
     def __init__(self, images: np.ndarray, labels: torch.Tensor, transform) -> None:  # type: ignore[no-untyped-def]
         self.images, self.labels, self.transform = images, labels, transform
@@ -88,12 +100,13 @@ def main() -> None:
     digits = load_digits()
     images = (digits.images * 255 / 16).astype(np.uint8)  # as an image file decodes: uint8 pixels
     labels = torch.tensor(digits.target)
-    train_tf = Compose(to_tensor, resize(32), random_crop(32, 4), brightness(0.2), normalize(0.3, 0.3))
     test_tf = Compose(to_tensor, resize(32), normalize(0.3, 0.3))
-    train_set = Digits(images[:1500], labels[:1500], train_tf)
+    per_sample = () if args.augment_on_batch else (random_crop(32, 4), brightness(0.2))
+    train_set = Digits(images[:1500], labels[:1500],
+                       Compose(to_tensor, resize(32), *per_sample, normalize(0.3, 0.3)))
     if args.precompute:  # the deterministic part once, the random part per sample (jitter after normalising)
         fixed = torch.stack([test_tf(image) for image in images[:1500]])
-        train_set = Digits(fixed, labels[:1500], Compose(random_crop(32, 4), brightness(0.2)))  # type: ignore[arg-type]
+        train_set = Digits(fixed, labels[:1500], Compose(*per_sample))  # type: ignore[arg-type]
     train = DataLoader(train_set, batch_size=args.batch_size, shuffle=True,
                        num_workers=args.workers, persistent_workers=args.workers > 0)
     test = DataLoader(Digits(images[1500:], labels[1500:], test_tf), batch_size=256)
@@ -109,6 +122,8 @@ def main() -> None:
     for epoch in range(args.epochs):
         model.train()
         for x, y in train:
+            if args.augment_on_batch:
+                x = augment_batch(x)
             loss = nn.functional.cross_entropy(model(x), y)
             optimizer.zero_grad()
             loss.backward()
