@@ -204,3 +204,29 @@ def test_the_report_probes_the_threads_only_where_torch_has_more_than_the_cores(
     assert asked == [(256, (4 * cores, cores))]  # no matrix op timed: a 256 x 256 product
     assert doctor_dict(report)["probe"]["threads_matmul_gflops"] == {"as_run": 50.0, "advised": 100.0}
     assert report.verdicts[0].id == "thread_oversubscription"
+
+
+def test_the_summary_lists_what_the_dataloader_ran_only_where_the_wait_is_worth_it() -> None:
+    from recorded_runs import recorded
+
+    from trainspeed.diagnose.report import diagnose_run
+    from trainspeed.hardware import detect_hardware
+    from trainspeed.watch.result import DataSite, LoaderInfo
+
+    sites = [DataSite("train.py:12", "image = resize(image)", 30, 0.6),
+             DataSite("torch/utils/data/_utils/collate.py:collate", "", 20, 0.4,
+                      machinery="collating samples into a batch")]
+
+    def rendered(data_ms: float) -> tuple[str, str]:
+        r = recorded(20.0, {"data": data_ms, "forward": 8.0, "backward": 8.0, "optimizer": 1.0}, flops=2e8, batch=64,
+                     loaders=[LoaderInfo(0, False, 64, False)])
+        report = diagnose_run(dataclasses.replace(r, data_sites=sites), hardware=detect_hardware(), dispatch_us=2.0,
+                              matmul_gflops=100.0)
+        return _rendered(report), doctor_html(report)
+
+    text, page = rendered(3.0)
+    assert "data wait in train.py:12 (60% of samples): image = resize(image)" in text
+    assert "data wait in torch/utils/data/_utils/collate.py:collate (40% of samples) (collating samples" in text
+    text, page = rendered(0.2)  # 1% of the run: not worth the summary's lines, still in the HTML report
+    assert "data wait in" not in text and "Waiting on the DataLoader, by what it ran" in page
+    assert "<code>image = resize(image)</code>" in page and "collating samples into a batch" in page

@@ -113,6 +113,9 @@ def demo_view(result: DemoResult, folder: str | None = None, doctor: dict[str, D
 
 
 MAX_LAYER_ROWS = 40
+DATA_LINES_SHARE = 0.05
+"""The doctor's summary lists what the DataLoader ran only where waiting on it took this share of the run or more
+(the JSON and HTML reports list it always)."""
 
 
 def memory_view(report: MemoryReport) -> Group:
@@ -217,7 +220,7 @@ def doctor_view(report: DoctorReport) -> Group:
                           "(no sync; in the phase it ran in)", style="dim"))
     for o in w.other_sites[:3]:
         parts.append(Text(f"  'other' time at {o.where} ({o.share_of_other:.0%} of samples): {o.code}", style="dim"))
-    for d in w.data_sites[:3]:
+    for d in w.data_sites[:3] if w.phases["data"].share >= DATA_LINES_SHARE else ():
         told = f" ({d.machinery})" if d.machinery else (f": {d.code}" if d.code else "")
         parts.append(Text(f"  data wait in {d.where} ({d.share_of_data:.0%} of samples){told}", style="dim"))
     for f in w.framework_sites[:3]:
