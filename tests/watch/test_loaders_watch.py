@@ -136,3 +136,38 @@ def test_asking_for_the_result_leaves_torchs_random_state_as_unwatched(monkeypat
     report = w.result()
     assert report.handover is not None or sys.platform != "linux"  # the loader probes did run
     assert torch.equal(torch.rand(3), unwatched)
+
+
+class _SlowTransform(nn.Module):
+    """A transform that is a module, as torchvision's are: 1 ms a sample, no parameters."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        time.sleep(0.001)
+        return x * 2
+
+
+class _Transformed(torch.utils.data.Dataset[tuple[torch.Tensor, torch.Tensor]]):
+    def __init__(self) -> None:
+        self.x, self.y, self.transform = torch.randn(64, 8), torch.randint(0, 2, (64,)), _SlowTransform()
+
+    def __len__(self) -> int:
+        return 64
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.transform(self.x[i]), self.y[i]
+
+
+def test_a_module_called_by_the_dataloader_is_the_datas_not_the_forward_phase() -> None:
+    model = nn.Linear(8, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    with Watcher(warmup=1, profile_steps=0, detail_every=1) as w:  # every step detailed: module calls hooked
+        for _ in range(2):
+            for x, y in DataLoader(_Transformed(), batch_size=8):
+                loss = nn.functional.cross_entropy(model(x), y)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+    r = w.measurements()
+    # 8 ms of transforms a batch in the data phase; the model's forward, a tiny Linear, well under a millisecond
+    assert r.phases["data"].host_ms >= 6.0 and r.phases["forward"].host_ms < 1.0
+    assert r.batch_size == 8 and r.model_calls_per_step == 1  # the model's calls, not the transform's per sample

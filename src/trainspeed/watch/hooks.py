@@ -90,6 +90,9 @@ class Hooks:
         """Between install() and uninstall(): a wrapper someone kept a reference to (an LR scheduler
         wraps `optimizer.step` as it finds it) calls straight through outside that."""
         self.depth = 0  # nesting of module calls: only the outermost one is the forward phase
+        self.in_data = 0
+        """DataLoader calls in progress (starting an iterator, fetching a batch, stopping workers): a module
+        called inside one is the data's (a transform: torchvision's are nn.Modules), not the forward phase."""
         self.optimizer_classes: set[type] = set()
 
     def _patch(self, owner: Any, name: str, make: Callable[[Any], Any], per_call: bool = False) -> None:
@@ -311,7 +314,8 @@ class Hooks:
 
         # forward: the outermost nn.Module call. PyTorch's global module hooks would send every
         # module call down its slow path (measured: +12% on the seed's step), so Module.__call__
-        # gets one thin wrapper instead; nested calls only count their depth.
+        # gets one thin wrapper instead; nested calls, and calls inside a DataLoader's fetch (a transform that
+        # is a module, as torchvision's are), only count their depth.
         # Under torch.compile the wrapper is traced too (an OptimizedModule calls the wrapped module's
         # __call__ inside dynamo's frame): there is_compiling() is True at trace time, the branch is folded
         # away, and the compiled code calls the module alone, as unwatched
@@ -322,7 +326,7 @@ class Hooks:
             def wrapper(module: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
                 if compiling():
                     return orig(module, *args, **kwargs)
-                if self.depth:
+                if self.depth or self.in_data:
                     self.depth += 1
                     try:
                         return orig(module, *args, **kwargs)
@@ -371,11 +375,13 @@ class Hooks:
             @functools.wraps(orig)
             def wrapper(loader: Any) -> Any:
                 L.enter("data")
+                self.in_data += 1
                 t0 = time.perf_counter()
                 try:
                     it = orig(loader)
                 finally:
                     took = time.perf_counter() - t0
+                    self.in_data -= 1
                     L.exit("data")
                 if len(fresh) > 64:  # iterators started and never read
                     fresh.clear()
@@ -388,11 +394,13 @@ class Hooks:
             def wrapper(it: Any) -> Any:
                 new = L.loader_seen(it)
                 L.enter("data")
+                self.in_data += 1
                 started = fresh.pop(id(it), None) if fresh else None  # this iterator's first batch
                 t0 = time.perf_counter() if started is not None else 0.0
                 try:
                     batch = orig(it)
                 finally:
+                    self.in_data -= 1
                     L.exit("data")
                     if started is not None:
                         L.loader_started(started + time.perf_counter() - t0)
@@ -412,10 +420,12 @@ class Hooks:
                 if threading.get_ident() != home:
                     return orig(*args, **kwargs)
                 L.enter("data")
+                self.in_data += 1
                 t0 = time.perf_counter()
                 try:
                     return orig(*args, **kwargs)
                 finally:
+                    self.in_data -= 1
                     L.exit("data")
                     L.loader_started(time.perf_counter() - t0, stop=True)
             return wrapper
