@@ -225,8 +225,8 @@ def test_the_summary_lists_what_the_dataloader_ran_only_where_the_wait_is_worth_
         return _rendered(report), doctor_html(report)
 
     text, page = rendered(3.0)
-    assert "data wait in train.py:12 (60% of samples): image = resize(image)" in text
-    assert "data wait in torch/utils/data/_utils/collate.py:collate (40% of samples) (collating samples" in text
+    assert "data wait in train.py:12 (60% of 50 samples): image = resize(image)" in text
+    assert "data wait in torch/utils/data/_utils/collate.py:collate (40% of 50 samples) (collating samples" in text
     text, page = rendered(0.2)  # 1% of the run: not worth the summary's lines, still in the HTML report
     assert "data wait in" not in text and "Waiting on the DataLoader, by what it ran" in page
     assert "<code>image = resize(image)</code>" in page and "collating samples into a batch" in page

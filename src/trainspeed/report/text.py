@@ -219,17 +219,19 @@ def doctor_view(report: DoctorReport) -> Group:
         parts.append(Text(f"  CPU tensor read at {s.where}: {s.op} x{s.count}, {s.total_ms:.1f} ms in all "
                           "(no sync; in the phase it ran in)", style="dim"))
     for o in w.other_sites[:3]:
-        parts.append(Text(f"  'other' time at {o.where} ({o.share_of_other:.0%} of samples): {o.code}", style="dim"))
+        parts.append(Text(f"  'other' time at {o.where} ({_of_samples(o.samples, o.share_of_other)}): {o.code}",
+                          style="dim"))
     for d in w.data_sites[:3] if w.phases["data"].share >= DATA_LINES_SHARE else ():
         told = f" ({d.machinery})" if d.machinery else (f": {d.code}" if d.code else "")
-        parts.append(Text(f"  data wait in {d.where} ({d.share_of_data:.0%} of samples){told}", style="dim"))
+        parts.append(Text(f"  data wait in {d.where} ({_of_samples(d.samples, d.share_of_data)}){told}", style="dim"))
     for f in w.framework_sites[:3]:
-        parts.append(Text(f"  'other' time in the framework's {f.function} ({f.share_of_other:.0%} of samples)",
+        parts.append(Text(f"  'other' time in the framework's {f.function} ({_of_samples(f.samples, f.share_of_other)})",
                           style="dim"))
     for o in w.loop_sites[:1]:
         if not w.other_sites or o.where != w.other_sites[0].where:
-            parts.append(Text(f"  'other' time under the training loop's line {o.where} ({o.share_of_other:.0%} of "
-                              f"samples, with the functions it calls): {o.code}", style="dim"))
+            parts.append(Text(f"  'other' time under the training loop's line {o.where} "
+                              f"({_of_samples(o.samples, o.share_of_other)}, with the functions it calls): {o.code}",
+                              style="dim"))
     for op in (w.op_times or [])[:3]:
         parts.append(Text(f"  op {op.op} ({op.dtype or '-'}) x{op.calls:.0f}: {op.ms:.3f} ms per step in the "
                           "profiler window" + (f", {op.flops / (op.ms * 1e6):.1f} GFLOP/s" if op.flops and op.ms else ""),
@@ -252,6 +254,12 @@ def doctor_view(report: DoctorReport) -> Group:
         parts.append(Text(f"   action:   {v.action}"))
     parts += [Text(f"note: {n}", style="yellow") for n in w.notes + report.notes]
     return Group(*parts)
+
+
+def _of_samples(samples: int, share: float) -> str:
+    """"60% of 48 samples": a site's share with the number of stack samples it is a share of (a share of a few
+    samples is a rough one)."""
+    return f"{share:.0%} of {round(samples / share) if share else samples} samples"
 
 
 def _distributed_lines(d: DistRun) -> list[Table | Text]:
