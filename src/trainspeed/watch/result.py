@@ -44,6 +44,10 @@ class OtherSite:
     at least half of them did; None: the line's own code, or C code it called."""
 
 
+WORKER_WAIT = "waiting on the worker processes' batches"
+"""`DataSite.machinery` of the training process's wait for batches its DataLoader's workers make."""
+
+
 @dataclass(frozen=True)
 class DataSite:
     """What the DataLoader was running while the script waited on it (stack samples of the training process):

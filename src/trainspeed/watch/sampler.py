@@ -25,6 +25,7 @@ from typing import Any
 import psutil
 import torch
 
+from trainspeed.watch.result import WORKER_WAIT
 from trainspeed.watch.syncs import READ_CODES
 
 _READ_PLAIN, _READ_ANY = READ_CODES
@@ -105,8 +106,8 @@ def loop_codes(frame: Any) -> tuple[Any, ...]:
 
 _DATA = os.path.join(_TORCH, "utils", "data") + os.sep
 DATA_MACHINERY = (
-    ("dataloader.py:_try_get_data", "waiting on the worker processes' batches"),
-    ("dataloader.py:_get_data", "waiting on the worker processes' batches"),
+    ("dataloader.py:_try_get_data", WORKER_WAIT),
+    ("dataloader.py:_get_data", WORKER_WAIT),
     ("_utils/collate.py", "collating samples into a batch"),
     ("_utils/fetch.py", "fetching a batch's samples one index at a time"),
     ("_utils/pin_memory.py", "pinning the batch's memory"),

@@ -9,7 +9,7 @@ from recorded_runs import CTX, recorded
 
 from trainspeed.diagnose.rules import Context, diagnose
 from trainspeed.probe.loader import Handover
-from trainspeed.watch.result import DataSite, GpuUtil, LoaderInfo, WatchResult
+from trainspeed.watch.result import WORKER_WAIT, DataSite, GpuUtil, LoaderInfo, WatchResult
 
 
 def test_input_bound_with_sawtooth_evidence() -> None:
@@ -224,3 +224,25 @@ def test_input_bound_says_what_the_dataloader_ran_while_the_script_waited() -> N
     assert "stack samples" not in evidence and "waiting on the DataLoader took" in evidence
     assert "starting with" not in next(v for v in diagnose(dataclasses.replace(
         r, data_sites=few), ctx) if v.id == "input_bound").action
+
+
+def test_a_cheaper_item_is_predicted_to_leave_the_dataloaders_own_code() -> None:
+    # a Dataset of the script's own whose items cost little beside the handover: a cheaper __getitem__ is the
+    # action, and the DataLoader's collate (a fifth of the wait's samples) stays after it
+    custom = LoaderInfo(0, False, 64, False, dataset="Digits", batches=900)
+    r = _loader_run(0.78, 0.28, custom)
+    share = r.phases["data"].share
+    sites = [DataSite("train.py:12", "image = jitter(image)", 24, 0.8),
+             DataSite("torch/utils/data/_utils/collate.py:collate", "", 6, 0.2,
+                      machinery="collating samples into a batch")]
+    data = next(v for v in diagnose(dataclasses.replace(r, data_sites=sites), TWO_CORES) if v.id == "input_bound")
+    assert "make __getitem__ cheaper" in data.action and "num_workers=" not in data.action
+    assert ("(predicted speed-up is an upper bound: the run without its wait, less the DataLoader's own code that a "
+            "cheaper __getitem__ leaves: 20% of the samples, collating samples into a batch)") in data.evidence
+    assert data.predicted_speedup == pytest.approx(1 / (1 - 0.8 * share), abs=0.01)
+    # without enough samples to tell, the whole wait; waiting on workers is no code a cheaper item leaves
+    few = [dataclasses.replace(d, samples=d.samples // 3) for d in sites]
+    waits = [sites[0], dataclasses.replace(sites[1], machinery=WORKER_WAIT)]
+    for other in (few, waits):
+        plain = next(v for v in diagnose(dataclasses.replace(r, data_sites=other), TWO_CORES) if v.id == "input_bound")
+        assert plain.predicted_speedup == pytest.approx(1 / (1 - share), abs=0.01) and "less the" not in plain.evidence

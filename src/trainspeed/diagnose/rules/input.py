@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from trainspeed.diagnose.rules.common import Context, _burst_note, _ms, _run_step_ms, _speedup, _step_speedup
-from trainspeed.watch.result import DataSite, LoaderInfo, Verdict, WatchResult
+from trainspeed.watch.result import WORKER_WAIT, DataSite, LoaderInfo, Verdict, WatchResult
 
 DATA_SHARE = 0.20  # waiting on data for a fifth of the step is worth fixing first
 WORKERS_GAIN = 1.05  # workers are advised only where they are predicted to make the run this much faster
@@ -71,24 +71,28 @@ def input_bound(r: WatchResult, c: Context) -> Verdict | None:
                          f"{loader.batch_size} rows by one index per tensor)")
             return Verdict("input_bound", evidence, _batched_action(loader, workers),
                            _speedup(step, step - wait + c.batched_ms))  # of the mean step: the run's already
+    kept, kept_note = _kept_by_a_cheaper_item(r, share)
     if suggest <= workers:
         evidence += (f", {'as many as' if workers == cores else 'more than'} this machine's {cores} physical cores: "
-                     "more workers would share them (predicted speed-up is an upper bound: the run without its wait)")
-        return Verdict("input_bound", evidence, cheaper, _speedup(1.0, 1 - share))
+                     "more workers would share them (predicted speed-up is an upper bound: the run without its wait"
+                     f"{kept_note})")
+        return Verdict("input_bound", evidence, cheaper, _speedup(1.0, 1 - share + kept))
     new, suggest, why = _with_workers(r, c, share, workers, suggest)
     if why and new >= 1 / WORKERS_GAIN:  # handing the batches over, or the cores they take, cost what they save
-        evidence += (f"{why}, so workers would not make the run faster on this machine's {cores} physical "
-                     "cores (predicted speed-up is an upper bound: the run without its wait)")
         if loader is not None and loader.dataset == "TensorDataset" and not loader.item_by_item:
             size = loader.batch_size or "B"
             cheaper = ("the batches are rows of tensors in memory, and the DataLoader's own Python is most of their "
                        "cost: index the tensors directly (perm = torch.randperm(len(x)), then x[perm[i:i + "
                        f"{size}]] and y[perm[i:i + {size}]] each step), or let trainspeed.fit do that")
+            kept, kept_note = 0.0, ""  # indexing the tensors directly leaves none of the DataLoader's code
         elif loader is not None and loader.item_by_item:
             cheaper += ("; if __getitem__ only indexes data held in memory, take each batch whole: "
                         "DataLoader(dataset, batch_size=None, sampler=BatchSampler(RandomSampler(dataset), "
                         f"{loader.batch_size or 'B'}, drop_last=False)) hands __getitem__ the batch's list of indices")
-        return Verdict("input_bound", evidence, cheaper, _speedup(1.0, 1 - share))
+            kept, kept_note = 0.0, ""  # a batch taken whole skips the per-item fetch and the collate
+        evidence += (f"{why}, so workers would not make the run faster on this machine's {cores} physical "
+                     f"cores (predicted speed-up is an upper bound: the run without its wait{kept_note})")
+        return Verdict("input_bound", evidence, cheaper, _speedup(1.0, 1 - share + kept))
     threads = ""
     keep = _threads_beside(r, c, suggest)
     if keep < r.torch_threads:
@@ -112,6 +116,22 @@ def _top_line(r: WatchResult) -> DataSite | None:
     if not _enough_samples(r):
         return None
     return next((d for d in r.data_sites if d.code and not d.machinery and d.share_of_data >= DATA_SITE_SHARE), None)
+
+
+def _kept_by_a_cheaper_item(r: WatchResult, share: float) -> tuple[float, str]:
+    """The share of the run's time that a cheaper `__getitem__` leaves in the wait: the DataLoader's own code in
+    the training process (collating, fetching item by item, drawing indices), by the stack samples of the wait
+    (none without enough of them; waiting on workers is not kept: it shrinks with what they make). With the words
+    the evidence adds to its upper bound."""
+    if not _enough_samples(r):
+        return 0.0, ""
+    own = [d for d in r.data_sites if d.machinery and d.machinery != WORKER_WAIT]
+    part = sum(d.share_of_data for d in own)
+    if not part:
+        return 0.0, ""
+    whats = ", ".join(dict.fromkeys(d.machinery or "" for d in own))
+    return share * part, (f", less the DataLoader's own code that a cheaper __getitem__ leaves: {part:.0%} of the "
+                          f"samples, {whats}")
 
 
 def _data_sites_note(r: WatchResult, share: float) -> str:
