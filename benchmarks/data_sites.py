@@ -6,7 +6,7 @@ transform timed on its own.
 The realistic image classifier (examples/realistic/image_classifier.py) makes each sample with five per-sample
 transforms in its training process (num_workers=0). `trainspeed doctor --json` on it gives the samples taken
 while the script waited on its DataLoader, by line; this benchmark sums them by the transform whose function holds
-the line (the script's own source, parsed), and gives each transform's share of the samples in the five. Beside
+the line (the script's own source, parsed: a function, or a transform's class), and gives each transform's share of the samples in the five. Beside
 it, each transform timed directly: the script's own transform functions applied to the training images one by one,
 `time.perf_counter` around each, over `--rounds` passes (the least of them); its share of the five's time.
 Prints a Markdown table for BENCHMARKS.md and the largest difference in points.
@@ -30,19 +30,17 @@ from sklearn.datasets import load_digits
 from trainspeed.hardware import detect_hardware
 
 SCRIPT = Path(__file__).resolve().parents[1] / "examples" / "realistic" / "image_classifier.py"
-TRANSFORMS = ("to_tensor", "resize", "random_crop", "brightness", "normalize")
-"""The script's transform factories (or functions), in the order its training Compose applies them."""
+TRANSFORMS = ("to_tensor", "Resize", "RandomCrop", "Brightness", "Normalize")
+"""The script's transforms (a function, then nn.Modules), in the order its training Compose applies them."""
 
 
 def enclosing(source: str) -> dict[int, str]:
-    """Each line of the script -> the outermost function (a top-level def or a method) that holds it."""
+    """Each line of the script -> what holds it: a top-level function's name, or a class's (its methods' lines)."""
     owner: dict[int, str] = {}
-    for node in ast.parse(source).body:  # top-level defs and classes' methods: the outermost names
-        defs = [node] if isinstance(node, ast.FunctionDef) else (
-            [n for n in node.body if isinstance(n, ast.FunctionDef)] if isinstance(node, ast.ClassDef) else [])
-        for fn in defs:
-            for line in range(fn.lineno, (fn.end_lineno or fn.lineno) + 1):
-                owner[line] = fn.name
+    for node in ast.parse(source).body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            for line in range(node.lineno, (node.end_lineno or node.lineno) + 1):
+                owner[line] = node.name
     return owner
 
 
@@ -76,8 +74,8 @@ def timed(rounds: int) -> dict[str, float]:
         spec.loader.exec_module(module)  # defines the transforms; main() runs only as __main__
     finally:
         sys.argv = argv
-    steps = [module.to_tensor, module.resize(32), module.random_crop(32, 4), module.brightness(0.2),
-             module.normalize(0.3, 0.3)]
+    steps = [module.to_tensor, module.Resize(32), module.RandomCrop(32, 4), module.Brightness(0.2),
+             module.Normalize(0.3, 0.3)]
     images = (load_digits().images * 255 / 16).astype(np.uint8)[:1500]
     best = [float("inf")] * len(steps)
     for _ in range(rounds):

@@ -1,8 +1,9 @@
 """An image classifier trained the way many vision scripts do it (a realistic example, written for trainspeed, not
 copied from one): a Dataset whose `__getitem__` applies torchvision-style per-sample transforms (to a float tensor,
-resize, random crop with padding, brightness jitter, normalisation, each a few small torch ops on one image), a DataLoader with `--workers`
-worker processes (0: in the training process), a small CNN, SGD with momentum and a step learning-rate schedule,
-and the accuracy on a held-out split at each epoch's end.
+then resize, random crop with padding, brightness jitter and normalisation, each an nn.Module of a few small torch
+ops on one image, as torchvision's are), a DataLoader with `--workers` worker processes (0: in the training
+process), a small CNN, SGD with momentum and a step learning-rate schedule, and the accuracy on a held-out split at
+each epoch's end.
 
 The images are scikit-learn's bundled 8x8 digits as uint8 arrays, resized to 32x32 sample by sample (nothing to
 download).
@@ -51,30 +52,46 @@ def to_tensor(image: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(image).float().div(255).unsqueeze(0)
 
 
-def resize(size: int):  # type: ignore[no-untyped-def]
-    def scale(image: torch.Tensor) -> torch.Tensor:
-        return nn.functional.interpolate(image[None], size=size, mode="bilinear", align_corners=False)[0]
-    return scale
+class Resize(nn.Module):  # torchvision's transforms are nn.Modules (all but ToTensor), called on each sample
+    def __init__(self, size: int) -> None:
+        super().__init__()
+        self.size = size
+
+    def forward(self, image: torch.Tensor) -> torch.Tensor:
+        return nn.functional.interpolate(image[None], size=self.size, mode="bilinear", align_corners=False)[0]
 
 
-def random_crop(size: int, padding: int):  # type: ignore[no-untyped-def]
-    def crop(image: torch.Tensor) -> torch.Tensor:
-        padded = nn.functional.pad(image, (padding,) * 4)
-        top, left = torch.randint(0, 2 * padding + 1, (2,)).tolist()
-        return padded[:, top:top + size, left:left + size]
-    return crop
+class RandomCrop(nn.Module):
+    def __init__(self, size: int, padding: int) -> None:
+        super().__init__()
+        self.size, self.padding = size, padding
+
+    def forward(self, image: torch.Tensor) -> torch.Tensor:
+        padded = nn.functional.pad(image, (self.padding,) * 4)
+        top, left = torch.randint(0, 2 * self.padding + 1, (2,)).tolist()
+        return padded[:, top:top + self.size, left:left + self.size]
 
 
-def brightness(amount: float):  # type: ignore[no-untyped-def]
-    return lambda image: image * (1 + amount * (2 * torch.rand(()) - 1))  # ColorJitter's brightness
+class Brightness(nn.Module):  # ColorJitter's brightness
+    def __init__(self, amount: float) -> None:
+        super().__init__()
+        self.amount = amount
+
+    def forward(self, image: torch.Tensor) -> torch.Tensor:
+        return image * (1 + self.amount * (2 * torch.rand(()) - 1))
 
 
-def normalize(mean: float, std: float):  # type: ignore[no-untyped-def]
-    return lambda image: (image - mean) / std
+class Normalize(nn.Module):
+    def __init__(self, mean: float, std: float) -> None:
+        super().__init__()
+        self.mean, self.std = mean, std
+
+    def forward(self, image: torch.Tensor) -> torch.Tensor:
+        return (image - self.mean) / self.std
 
 
 def augment_batch(images: torch.Tensor, size: int = 32, padding: int = 4, amount: float = 0.2) -> torch.Tensor:
-    """random_crop and brightness on a batch (N, 1, H, W) at once: each image its own offsets and factor."""
+    """RandomCrop and Brightness on a batch (N, 1, H, W) at once: each image its own offsets and factor."""
     n = len(images)
     padded = nn.functional.pad(images, (padding,) * 4)
     top, left = torch.randint(0, 2 * padding + 1, (2, n, 1))
@@ -100,10 +117,10 @@ def main() -> None:
     digits = load_digits()
     images = (digits.images * 255 / 16).astype(np.uint8)  # as an image file decodes: uint8 pixels
     labels = torch.tensor(digits.target)
-    test_tf = Compose(to_tensor, resize(32), normalize(0.3, 0.3))
-    per_sample = () if args.augment_on_batch else (random_crop(32, 4), brightness(0.2))
+    test_tf = Compose(to_tensor, Resize(32), Normalize(0.3, 0.3))
+    per_sample = () if args.augment_on_batch else (RandomCrop(32, 4), Brightness(0.2))
     train_set = Digits(images[:1500], labels[:1500],
-                       Compose(to_tensor, resize(32), *per_sample, normalize(0.3, 0.3)))
+                       Compose(to_tensor, Resize(32), *per_sample, Normalize(0.3, 0.3)))
     if args.precompute:  # the deterministic part once, the random part per sample (jitter after normalising)
         fixed = torch.stack([test_tf(image) for image in images[:1500]])
         train_set = Digits(fixed, labels[:1500], Compose(*per_sample))  # type: ignore[arg-type]
