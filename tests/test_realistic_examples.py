@@ -162,7 +162,7 @@ def test_policy_gradient_settings_keep_the_episodes() -> None:
 def test_image_classifier_crops_and_jitters_a_batch_as_each_sample() -> None:
     """The benchmark's `--augment-on-batch` arm (input_bound's "move the augmentation" applied): each image of the
     batch is a crop of its own padded image at offsets within the padding, scaled by its own factor in
-    [1 - 0.2, 1 + 0.2], as `random_crop` and `brightness` make one sample; and the arm trains."""
+    [1 - 0.2, 1 + 0.2], as `RandomCrop` and `Brightness` make one sample; and the arm trains."""
     import importlib.util
 
     import torch
