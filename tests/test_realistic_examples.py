@@ -114,12 +114,17 @@ def test_policy_gradient(capsys: pytest.CaptureFixture[str]) -> None:
     assert data["evaluation"] is None
     found = _planted(data)
     # a policy of two small layers called once per environment step: per-op overhead in the model and in
-    # torch.distributions' checks, within noise of each other. The time in torch.distributions is named as the
-    # script's host code, or (where torch's ops there explain it: their time in the profiler window grows with a
-    # busy machine's) as work outside the phases
-    assert found[0] in ("launch_bound", "host_code_heavy", "outside_work") and "launch_bound" in found
+    # torch.distributions' checks, within noise of each other. The time in torch.distributions, spread over the
+    # lines that build, sample and score the distribution, is named as the script's host code, or (where torch's
+    # ops there explain it: their time in the profiler window grows with a busy machine's) as work outside the phases
+    assert found and found[0] in ("launch_bound", "host_code_heavy", "outside_work")
     assert {"host_code_heavy", "outside_work"} & set(found)
-    assert "small_batch" in found
+    # the model's per-op overhead and its batch of one, wherever the profiler window ran at the run's pace: its ops
+    # take about 6 of the median step's 14 ms. Where other tenants of the machine slowed the window (one run in
+    # 16, 2026-11-26: the process had 82% of a core, the window's ops 11.6 ms), launch_bound says their time is
+    # not a fixed cost
+    if data["per_step"]["ops_ms"] < 0.6 * data["steps"]["median_ms"]:
+        assert "launch_bound" in found and "small_batch" in found
 
 
 def test_tabular_mlp(capsys: pytest.CaptureFixture[str]) -> None:

@@ -93,6 +93,21 @@ def test_the_library_under_a_line_is_named_and_torch_distributions_checks_are_a_
     host = diagnose(dataclasses.replace(r, other_sites=[dist, *r.other_sites[1:]]), CTX)[0]
     assert host.id == "host_code_heavy" and "inside torch.distributions" in host.evidence
     assert "set_default_validate_args(False)" in host.action
+    # the realistic REINFORCE script (2026-11-26): the distribution built on one line, sampled on the next, scored
+    # on a third, each under the 30% bar alone; together inside torch.distributions, one verdict
+    lines = [OtherSite(f"rl.py:{n}", code, k, k / 15, inside="torch.distributions")
+             for n, code, k in ((83, "dist = Categorical(logits=policy(obs))", 4),
+                                (84, "action = dist.sample()", 4), (85, "log_probs.append(dist.log_prob(action))", 4))]
+    rest = OtherSite("rl.py:74", "obs = env.reset()", 3, 0.2)
+    spread = diagnose(dataclasses.replace(r, other_sites=[*lines, rest]), CTX)[0]
+    assert spread.id == "host_code_heavy" and "set_default_validate_args(False)" in spread.action
+    assert "27% of the stack samples there are at rl.py:83" in spread.evidence
+    assert "80% of them in all at lines inside torch.distributions (lines 83, 84, 85)" in spread.evidence
+    host_ms = 3.85 - (0.45 + 3 * 2 * 2.0 / 1e3)  # the prediction stays the top line's part
+    assert spread.predicted_speedup == pytest.approx(4.82 / (4.82 - min(host_ms, 3.85 * 4 / 15)), abs=0.01)
+    # the same lines in the script's own code (no library under them): no line holds enough to be named
+    own = [dataclasses.replace(s, inside=None) for s in lines]
+    assert "host_code_heavy" not in ids(dataclasses.replace(r, other_sites=[*own, rest]))
 
 
 def test_torch_ops_outside_the_model_are_not_the_scripts_host_code() -> None:

@@ -117,6 +117,22 @@ def _subject(r: WatchResult, top: OtherSite, keep: Callable[[OtherSite], bool]) 
                   "line and the functions it calls)")
 
 
+def _held(r: WatchResult, line: OtherSite, top: OtherSite, keep: Callable[[OtherSite], bool]) -> tuple[float, str]:
+    """The share of the samples in "other" a verdict's line holds, and words for the evidence: where the line is
+    the innermost one the samples name most and its samples ran inside a library, the lines inside that library
+    together (a library's work spread over the lines that call it: a distribution built on one line, sampled on
+    the next and scored on a third, each a third of the samples)."""
+    if line is not top or top.inside is None:
+        return line.share_of_other, ""
+    lines = [s for s in r.other_sites if s.inside == top.inside and keep(s)]
+    together = sum(s.share_of_other for s in lines)
+    if len(lines) < 2:
+        return line.share_of_other, ""
+    where = ", ".join(s.where.rpartition(":")[2] for s in lines)
+    return max(line.share_of_other, together), (f"; {together:.0%} of them in all at lines inside {top.inside} "
+                                                 f"(lines {where})")
+
+
 def host_code_heavy(r: WatchResult, c: Context) -> Verdict | None:
     """Time outside every phase that torch's ops there do not explain: the script's own host code on
     every step (a metric computed with numpy or scikit-learn, a Python loop over items, a sleep or
@@ -130,7 +146,8 @@ def host_code_heavy(r: WatchResult, c: Context) -> Verdict | None:
         return None
     top = sites[0]
     line, under = _subject(r, top, lambda s: not logs(s.code))
-    if line.share_of_other < LOG_SITE_SHARE:
+    held, spread = _held(r, line, top, lambda s: not logs(s.code))
+    if held < LOG_SITE_SHARE:
         return None
     # by the run's share of other (summed over every detailed step), steadier than other's median
     step = r.median_ms
@@ -145,7 +162,7 @@ def host_code_heavy(r: WatchResult, c: Context) -> Verdict | None:
     evidence = (f"{share:.0%} of the run's time ({other:.2f} ms of the median {step:.2f} ms step) is outside every "
                 f"PyTorch phase; {ops}, so "
                 f"{host:.2f} ms ({host / step:.0%}) is the script's own host code; {top.share_of_other:.0%} of the "
-                f"stack samples there are at {_site(top)}{under}")
+                f"stack samples there are at {_site(top)}{spread}{under}")
     action = ("that line runs on every step: run it every N steps or after the loop, hand it to a background "
               "thread, or make it cheaper (vectorise Python loops; keep metrics as tensors and read them every N "
               "steps); if it prepares data, a DataLoader with workers runs it beside the step" + _library_tip(r))
@@ -168,13 +185,14 @@ def outside_work(r: WatchResult, c: Context, host: Verdict | None) -> Verdict | 
         return None
     top, step = sites[0], r.median_ms
     line, under = _subject(r, top, lambda s: not logs(s.code) and not _LOSS.search(s.code))
-    if line.share_of_other < LOG_SITE_SHARE:
+    held, spread = _held(r, line, top, lambda s: not logs(s.code) and not _LOSS.search(s.code))
+    if held < LOG_SITE_SHARE:
         return None
     other = share * step
     ops = (f"; {r.other_ops_per_step:.0f} torch ops per step run there" if r.other_ops_per_step else "")
     evidence = (f"{share:.0%} of the run's time ({other:.2f} ms of the median {step:.2f} ms step) is outside forward, "
                 f"backward and the optimizer{ops}; {top.share_of_other:.0%} of the stack samples there are at "
-                f"{_site(top)}{under} (about {other * line.share_of_other:.2f} ms per step; no prediction: "
+                f"{_site(top)}{spread}{under} (about {other * held:.2f} ms per step; no prediction: "
                 "whether that work is needed on every step is the script's to say)")
     action = ("that line runs on every step, beside the training step: if it need not (a copy of the model, an average "
               "of its weights, a metric), run it every N steps; copy weights into one model kept for it "
