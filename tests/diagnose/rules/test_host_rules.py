@@ -105,6 +105,10 @@ def test_the_library_under_a_line_is_named_and_torch_distributions_checks_are_a_
     assert "80% of them in all at lines inside torch.distributions (lines 83, 84, 85)" in spread.evidence
     host_ms = 3.85 - (0.45 + 3 * 2 * 2.0 / 1e3)  # the prediction stays the top line's part
     assert spread.predicted_speedup == pytest.approx(4.82 / (4.82 - min(host_ms, 3.85 * 4 / 15)), abs=0.01)
+    # lines of two files are named whole
+    moved = [dataclasses.replace(lines[2], where="agent.py:12"), *lines[:2]]
+    assert "(agent.py:12, rl.py:83, rl.py:84)" in diagnose(dataclasses.replace(r, other_sites=[*moved, rest]),
+                                                          CTX)[0].evidence
     # the same lines in the script's own code (no library under them): no line holds enough to be named
     own = [dataclasses.replace(s, inside=None) for s in lines]
     assert "host_code_heavy" not in ids(dataclasses.replace(r, other_sites=[*own, rest]))

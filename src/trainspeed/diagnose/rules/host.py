@@ -128,9 +128,12 @@ def _held(r: WatchResult, line: OtherSite, top: OtherSite, keep: Callable[[Other
     together = sum(s.share_of_other for s in lines)
     if len(lines) < 2:
         return line.share_of_other, ""
-    where = ", ".join(s.where.rpartition(":")[2] for s in lines)
+    path = top.where.rpartition(":")[0]
+    same = all(s.where.rpartition(":")[0] == path for s in lines)
+    where = ("lines " + ", ".join(s.where.rpartition(":")[2] for s in lines) if same else
+             ", ".join(s.where for s in lines))  # line numbers alone where they are of one file
     return max(line.share_of_other, together), (f"; {together:.0%} of them in all at lines inside {top.inside} "
-                                                 f"(lines {where})")
+                                                 f"({where})")
 
 
 def host_code_heavy(r: WatchResult, c: Context) -> Verdict | None:
