@@ -113,9 +113,6 @@ def demo_view(result: DemoResult, folder: str | None = None, doctor: dict[str, D
 
 
 MAX_LAYER_ROWS = 40
-DATA_LINES_SHARE = 0.05
-"""The doctor's summary lists what the DataLoader ran only where waiting on it took this share of the run or more
-(the JSON and HTML reports list it always)."""
 
 
 def memory_view(report: MemoryReport) -> Group:
@@ -161,6 +158,11 @@ def memory_view(report: MemoryReport) -> Group:
     notes = report.notes + (est.notes if est else [])
     parts += [Text(f"note: {n}", style="yellow") for n in notes]
     return Group(*parts)
+
+
+DATA_LINES_SHARE = 0.05
+"""The doctor's summary lists what the DataLoader ran only where waiting on it took this share of the run or more
+(the JSON and HTML reports list it always)."""
 
 
 def doctor_view(report: DoctorReport) -> Group:

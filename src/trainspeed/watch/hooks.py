@@ -95,6 +95,15 @@ class Hooks:
         called inside one is the data's (a transform: torchvision's are nn.Modules), not the forward phase."""
         self.optimizer_classes: set[type] = set()
 
+    def _data_entered(self) -> None:
+        """A DataLoader call starts (the data phase, and `in_data` for module calls inside it)."""
+        self.listener.enter("data")
+        self.in_data += 1
+
+    def _data_left(self) -> None:
+        self.in_data -= 1
+        self.listener.exit("data")
+
     def _patch(self, owner: Any, name: str, make: Callable[[Any], Any], per_call: bool = False) -> None:
         had_own = name in owner.__dict__
         original = owner.__dict__.get(name) if had_own else getattr(owner, name)
@@ -374,15 +383,13 @@ class Hooks:
         def iter_wrap(orig: Callable[..., Any]) -> Callable[..., Any]:
             @functools.wraps(orig)
             def wrapper(loader: Any) -> Any:
-                L.enter("data")
-                self.in_data += 1
+                self._data_entered()
                 t0 = time.perf_counter()
                 try:
                     it = orig(loader)
                 finally:
                     took = time.perf_counter() - t0
-                    self.in_data -= 1
-                    L.exit("data")
+                    self._data_left()
                 if len(fresh) > 64:  # iterators started and never read
                     fresh.clear()
                 fresh[id(it)] = took
@@ -393,15 +400,13 @@ class Hooks:
             @functools.wraps(orig)
             def wrapper(it: Any) -> Any:
                 new = L.loader_seen(it)
-                L.enter("data")
-                self.in_data += 1
+                self._data_entered()
                 started = fresh.pop(id(it), None) if fresh else None  # this iterator's first batch
                 t0 = time.perf_counter() if started is not None else 0.0
                 try:
                     batch = orig(it)
                 finally:
-                    self.in_data -= 1
-                    L.exit("data")
+                    self._data_left()
                     if started is not None:
                         L.loader_started(started + time.perf_counter() - t0)
                 if new:
@@ -419,14 +424,12 @@ class Hooks:
             def wrapper(*args: Any, **kwargs: Any) -> Any:
                 if threading.get_ident() != home:
                     return orig(*args, **kwargs)
-                L.enter("data")
-                self.in_data += 1
+                self._data_entered()
                 t0 = time.perf_counter()
                 try:
                     return orig(*args, **kwargs)
                 finally:
-                    self.in_data -= 1
-                    L.exit("data")
+                    self._data_left()
                     L.loader_started(time.perf_counter() - t0, stop=True)
             return wrapper
 

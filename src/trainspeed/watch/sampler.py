@@ -136,9 +136,8 @@ def data_site(frame: Any) -> tuple[str, str | None] | None:
                 return None
             if _is_site(name):
                 site = f"{name}:{frame.f_lineno}"
-            _, found, rest = name.partition("site-packages" + os.sep)
-            if package is None and found and not name.startswith(_TORCH):
-                package = f"{rest.replace(os.sep, '/')}:{code.co_name}"
+            if package is None and not name.startswith(_TORCH):
+                package = _package_function(frame)
         frame = frame.f_back
     return None
 
@@ -150,6 +149,19 @@ def machinery_of(where: str) -> str | None:
     return next((what for end, what in DATA_MACHINERY if end in where), "the DataLoader's own code")
 
 
+def _package_path(filename: str) -> str | None:
+    """A source file's path inside site-packages ("lightning/pytorch/loops/fit_loop.py"), with os.sep; None for a
+    file of no installed package."""
+    _, found, rest = filename.partition("site-packages" + os.sep)
+    return rest if found else None
+
+
+def _package_function(frame: Any) -> str | None:
+    """A frame of an installed package as "lightning/pytorch/loops/fit_loop.py:advance"; None for any other."""
+    rest = _package_path(frame.f_code.co_filename)
+    return None if rest is None else f"{rest.replace(os.sep, '/')}:{frame.f_code.co_name}"
+
+
 def library_of(frame: Any) -> str | None:
     """The library the innermost Python frame of a sample runs in, as an import name ("torch.distributions",
     "numpy", "json"); None where that frame is the user's own code (a C function it calls has no frame)."""
@@ -159,8 +171,8 @@ def library_of(frame: Any) -> str | None:
     if name.startswith(_TORCH + os.sep):
         parts = name[len(_TORCH) + 1:].split(os.sep)
         return "torch" if len(parts) == 1 or parts[0].startswith("_") else f"torch.{parts[0]}"
-    _, found, rest = name.partition("site-packages" + os.sep)
-    if found:
+    rest = _package_path(name)
+    if rest is not None:
         return rest.split(os.sep)[0].removesuffix(".py")
     if name.startswith(_STDLIB + os.sep):
         return name[len(_STDLIB) + 1:].split(os.sep)[0].removesuffix(".py")
@@ -175,9 +187,9 @@ def framework_function(frame: Any) -> str | None:
     """The innermost frame of a training framework in a sample, as "lightning/pytorch/loops/fit_loop.py:advance"
     (None: no framework's code on the stack)."""
     while frame is not None:
-        _, found, rest = frame.f_code.co_filename.partition("site-packages" + os.sep)
-        if found and rest.split(os.sep, 1)[0] in FRAMEWORK_PACKAGES:
-            return f"{rest.replace(os.sep, '/')}:{frame.f_code.co_name}"
+        rest = _package_path(frame.f_code.co_filename)
+        if rest is not None and rest.split(os.sep, 1)[0] in FRAMEWORK_PACKAGES:
+            return _package_function(frame)
         frame = frame.f_back
     return None
 

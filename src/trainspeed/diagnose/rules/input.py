@@ -105,10 +105,15 @@ def input_bound(r: WatchResult, c: Context) -> Verdict | None:
     return Verdict("input_bound", evidence, action, _speedup(1.0, new))
 
 
+def _samples_of_wait(r: WatchResult) -> int:
+    """The stack samples taken while the script waited on data (the sites' shares are of them; 0: none)."""
+    top = r.data_sites[0] if r.data_sites else None
+    return round(top.samples / top.share_of_data) if top is not None and top.share_of_data > 0 else 0
+
+
 def _enough_samples(r: WatchResult) -> bool:
     """Whether the wait on data has DATA_SITE_SAMPLES stack samples, enough to split it by what the DataLoader ran."""
-    sites = r.data_sites
-    return bool(sites) and sites[0].share_of_data > 0 and sites[0].samples / sites[0].share_of_data >= DATA_SITE_SAMPLES
+    return _samples_of_wait(r) >= DATA_SITE_SAMPLES
 
 
 def _top_line(r: WatchResult) -> DataSite | None:
@@ -140,14 +145,13 @@ def _data_sites_note(r: WatchResult, share: float) -> str:
     named = [d for d in r.data_sites[:3] if d.share_of_data >= DATA_SITE_SHARE]
     if not _enough_samples(r) or not named:
         return ""
-    taken = round(named[0].samples / named[0].share_of_data)
     parts = []
     for d in named:
         what = (f"the DataLoader's own code, {d.machinery} ({d.where})" if d.machinery else
                 f"{d.where}: `{d.code}`" if d.code else d.where)
         inside = f", most of its samples inside {d.inside}" if d.inside and not d.machinery else ""
         parts.append(f"{d.share_of_data:.0%} at {what}{inside} (about {d.share_of_data * share:.0%} of the run's time)")
-    return f"; of the {taken} stack samples taken while it waited: " + "; ".join(parts)
+    return f"; of the {_samples_of_wait(r)} stack samples taken while it waited: " + "; ".join(parts)
 
 
 def busiest_loader(r: WatchResult) -> LoaderInfo | None:
