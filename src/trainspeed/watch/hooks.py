@@ -95,8 +95,7 @@ class Hooks:
         called inside one is the data's (a transform: torchvision's are nn.Modules), not the forward phase."""
         self.optimizer_classes: set[type] = set()
 
-    def _data_entered(self) -> None:
-        """A DataLoader call starts (the data phase, and `in_data` for module calls inside it)."""
+    def _data_entered(self) -> None:  # a DataLoader call starts: the data phase, and `in_data` for module calls
         self.listener.enter("data")
         self.in_data += 1
 
