@@ -230,3 +230,21 @@ def test_the_summary_lists_what_the_dataloader_ran_only_where_the_wait_is_worth_
     text, page = rendered(0.2)  # 1% of the run: not worth the summary's lines, still in the HTML report
     assert "data wait in" not in text and "Waiting on the DataLoader, by what it ran" in page
     assert "<code>image = resize(image)</code>" in page and "collating samples into a batch" in page
+
+
+def test_the_matmul_rate_is_read_again_after_the_other_probes(monkeypatch) -> None:
+    """A reading taken while another tenant held a core (the one-thread rate at two threads) is not the CPU's rate:
+    launch_bound would count the arithmetic at half the speed the run's ops had."""
+    from recorded_runs import recorded
+
+    import trainspeed.diagnose.report as report_module
+    from trainspeed.hardware import detect_hardware
+
+    readings = iter([104.0, 104.0, 194.0, 190.0])  # before the hardware's detection, before and after the other probes, once more
+    monkeypatch.setattr(report_module, "cpu_matmul_gflops", lambda: next(readings))
+    r = recorded(0.7, {"forward": 0.14, "backward": 0.24, "optimizer": 0.29}, ops=100, flops=20e6)
+    hardware = detect_hardware()
+    monkeypatch.setattr(report_module, "detect_hardware", lambda: hardware)
+    report = report_module.diagnose_run(r, dispatch_us=1.15, thread_rates=(1.0, 1.0))
+    assert report.matmul_gflops == 194.0
+    assert report.verdicts[0].id == "launch_bound"

@@ -30,3 +30,24 @@ def test_float32_and_another_dtype_are_measured_in_turn(monkeypatch) -> None:
     reference, rates = matmul.paired_dtype_gflops(["float64"], rounds=3)
     assert calls == [torch.float32, torch.float64] * 3  # in turn, not one then the other
     assert reference == 100.0 + 3 and rates == {"float64": 40.0 + 4}  # each one's median
+
+
+def test_a_reading_taken_while_a_core_was_held_gives_way_to_the_next_that_agrees() -> None:
+    from trainspeed.probe.matmul import settled_gflops
+
+    def readings(*rates: float):
+        it = iter(rates)
+        taken: list[float] = []
+        return taken, lambda: taken.append(next(it)) or taken[-1]
+
+    pauses: list[float] = []
+    taken, measure = readings(194.0, 190.0)  # the earlier reading was slow, the next two agree
+    assert settled_gflops([104.0], measure, pauses.append) == 194.0 and taken == [194.0, 190.0] and pauses == [0.1]
+    pauses.clear()
+    taken, measure = readings(180.0)  # readings that agree: no more
+    assert settled_gflops([194.0, 185.0], measure, pauses.append) == 194.0 and taken == [180.0] and pauses == []
+    taken, measure = readings(104.0, 103.0, 105.0, 104.0, 102.0)  # the core stays held: `more` readings at most,
+    assert settled_gflops([194.0], measure, pauses.append, more=4) == 194.0 and len(taken) == 5  # pauses doubling
+    assert pauses == [0.1, 0.2, 0.4, 0.8]
+    taken, measure = readings(104.0)  # slow at every moment: slow it is
+    assert settled_gflops([103.0], measure, pauses.append) == 104.0

@@ -24,7 +24,13 @@ from trainspeed.hardware.cpu import usable_cores
 from trainspeed.hardware.report import HardwareReport, detect_hardware
 from trainspeed.probe.dispatch import cpu_dispatch_us, cuda_op_us
 from trainspeed.probe.loader import Handover, batched_ms, handover_ms
-from trainspeed.probe.matmul import cpu_dtype_gflops, cpu_matmul_gflops, paired_dtype_gflops, thread_gflops
+from trainspeed.probe.matmul import (
+    cpu_dtype_gflops,
+    cpu_matmul_gflops,
+    paired_dtype_gflops,
+    settled_gflops,
+    thread_gflops,
+)
 from trainspeed.probe.optimizer import rebuild_ms, step_ms
 from trainspeed.threads import intra_op_threads
 from trainspeed.watch.result import Verdict, WatchResult
@@ -137,11 +143,13 @@ def diagnose_run(result: WatchResult, watcher: Any = None, hardware: HardwareRep
     result = with_scaling(result)
     devices = [torch.cuda.current_device()] if torch.cuda.is_available() and torch.cuda.is_initialized() else []
     with torch.random.fork_rng(devices=devices):
+        # a first matmul reading, a second away from the last one (the hardware's detection takes about that long)
+        dtypes = slow_dtype_candidates(result) if dtype_gflops is None else []
+        early = cpu_matmul_gflops() if matmul_gflops is None and hardware is None and not dtypes else None
         hw = hardware or detect_hardware()
         dispatch = dispatch_us if dispatch_us is not None else cpu_dispatch_us()
         usable = usable_cores() if result.device == "cpu" else None
         keep = threads_candidate(result, hw.cpu.physical_cores or 1, usable)
-        dtypes = slow_dtype_candidates(result) if dtype_gflops is None else []
         if matmul_gflops is not None:
             gflops = matmul_gflops
         else:  # what the CPU can do: with more threads than cores, the rate at the threads advised
@@ -161,6 +169,10 @@ def diagnose_run(result: WatchResult, watcher: Any = None, hardware: HardwareRep
         if rebuilt_ms is None:
             rebuilt_ms = _rebuild_probe(watcher, result)
         handover, batched = loader_ms if loader_ms is not None else _loader_probes(watcher, result)
+        if matmul_gflops is None and not dtypes:  # read again after the other probes: a moment of a shared machine
+            earlier = [gflops] + ([early] if early is not None and keep in (None, torch.get_num_threads()) else [])
+            with intra_op_threads(keep):  # is not what its CPU can do (paired rates stay as compared)
+                gflops = settled_gflops(earlier, cpu_matmul_gflops)
         largest = None
         if result.peak_memory_bytes and result.memory_capacity_bytes and \
                 result.peak_memory_bytes / result.memory_capacity_bytes >= MEMORY_SHARE:
