@@ -51,3 +51,16 @@ def test_a_reading_taken_while_a_core_was_held_gives_way_to_the_next_that_agrees
     assert pauses == [0.1, 0.2, 0.4, 0.8]
     taken, measure = readings(104.0)  # slow at every moment: slow it is
     assert settled_gflops([103.0], measure, pauses.append) == 104.0
+
+
+def test_thread_rates_keep_each_counts_fastest_round_of_rounds_apart(monkeypatch) -> None:
+    import trainspeed.probe.matmul as matmul
+
+    # a core held by another tenant in the first round: two threads read the one-thread rate there
+    readings = iter([100.0, 104.0, 101.0, 190.0, 99.0, 186.0])
+    asked: list[int] = []
+    monkeypatch.setattr(matmul, "cpu_matmul_gflops", lambda **kw: asked.append(torch.get_num_threads()) or
+                        next(readings))
+    pauses: list[float] = []
+    assert matmul.thread_gflops(256, (1, 2), rounds=3, pause=pauses.append) == (101.0, 190.0)
+    assert asked == [1, 2] * 3 and pauses == [0.15, 0.15]  # in turn, a pause between rounds
