@@ -165,6 +165,7 @@ def doctor_dict(report: DoctorReport) -> dict[str, Any]:
         "framework_sites": _clean(w.framework_sites),
         "data_sites": _clean(w.data_sites),
         "compiled": w.compiled,
+        "autocast": w.autocast,
         "loop_sites": [{"where": o.where, "code": o.code, "samples": o.samples, "share_of_other": o.share_of_other}
                        for o in w.loop_sites],
         "gpu_util": {"available": w.gpu_util.available, "mean": w.gpu_util.mean, "samples": w.gpu_util.samples,

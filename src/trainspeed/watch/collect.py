@@ -110,7 +110,7 @@ def measurements(self: Watcher, gathering: bool = False) -> WatchResult:
         ops_per_step=self.window.ops_per_step, kernels_per_step=self.window.kernels_per_step,
         flops_per_step=self.window.flops_per_step,
         other_ops_per_step=self.window.outside_ops_per_step, edge_ops_per_step=self.window.edge_ops_per_step,
-        compiled=self.window.compiled,
+        compiled=self.window.compiled, autocast=self.autocast,
         other_op_ms_per_step=self.window.outside_op_ms_per_step, op_times=self.window.op_times,
         op_ms_per_step=self.window.op_ms_per_step,
         loader_starts=self.loader_starts, loader_start_share=start_share,

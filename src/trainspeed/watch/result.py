@@ -347,6 +347,8 @@ class WatchResult:
     `ops_per_step` is not forward, backward or the optimizer. None: not counted."""
     compiled: bool = False
     """torch.compile had compiled a graph in this process by the end of the warm-up (the run's model, most likely)."""
+    autocast: str | None = None
+    """The dtype torch.autocast cast a training call of the warm-up to ("bfloat16", "float16"); None: no autocast."""
     loop_sites: list[OtherSite] = field(default_factory=list)
     """The training loop's own lines (of the user's functions on the stack at a step's end) that the samples in
     "other" ran under, most first: a line's own time and that of every function it called (a data generator,

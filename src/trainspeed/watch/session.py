@@ -24,6 +24,7 @@ import torch
 
 from trainspeed.probe.optimizer import OptimizerSpec
 from trainspeed.watch import collect, evaluation, frameworks, loaders, machine_load, made_at, optimizers, ranks, steps
+from trainspeed.watch.autocast import autocast_dtype
 from trainspeed.watch.comm import CommStep, CommTimer
 from trainspeed.watch.evaluation import _Gap, _has_parameters, _Spans
 from trainspeed.watch.gather import this_rank
@@ -188,6 +189,8 @@ class Watcher:
         """True while the profiler window opens or closes (torch.profiler synchronises the device then)."""
         self.device_index = 0
         self.batch_size: int | None = None
+        self.autocast: str | None = None
+        """The dtype of torch.autocast around a training call of the warm-up (None: none seen)."""
         self.loaders: dict[int, LoaderInfo] = {}
         self.loader_batches: dict[int, int] = {}
         """Batches asked of each loader (by the id of its dataset), warm-up included."""
@@ -413,6 +416,8 @@ class Watcher:
             # observation), where a vector of integers is a batch of ids (an embedding's)
             one = first.dim() == 1 and first.is_floating_point()
             self.batch_size = 1 if one else int(first.shape[0])
+        if self.autocast is None and torch.is_grad_enabled():
+            self.autocast = autocast_dtype(first.device.type)
 
     def open_host(self, phase: str) -> int:
         """Open `phase` on the host clock alone (no CUDA events); returns the depth `close_host` takes."""

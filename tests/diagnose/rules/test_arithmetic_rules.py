@@ -85,3 +85,45 @@ def test_slow_dtype_candidates_are_the_dtypes_worth_a_probe() -> None:
     assert slow_dtype_candidates(_dtype_run("bfloat16", 6.0)) == []
     assert slow_dtype_candidates(_dtype_run("float32", 36.0)) == []
     assert slow_dtype_candidates(_dtype_run("float64", 36.0, dev="cuda")) == []
+
+
+def _autocast_cnn(autocast: str | None = "bfloat16", compiled: bool = False) -> WatchResult:
+    """The digits CNN of 2026-11-26 under bfloat16 autocast on a Zen 4 pair: its convolutions ran at about 140
+    GFLOP/s where the bfloat16 matmul probe read 347 and the float32 one 193."""
+    from trainspeed.watch.result import OpTime
+
+    r = recorded(3.77, {"data": 0.22, "forward": 1.40, "backward": 1.16, "optimizer": 0.42}, ops=220, flops=230.8e6,
+                 batch=32, threads=2)
+    rows = [OpTime("aten.convolution_backward", "bfloat16", 2, 1.03, True, 152.2e6),
+            OpTime("aten.convolution", "bfloat16", 2, 0.59, True, 76.7e6),
+            OpTime("aten.max_pool2d_with_indices", "bfloat16", 1, 0.41, False, None),
+            OpTime("aten.mm", "bfloat16", 2, 0.14, True, 1.3e6),
+            OpTime("aten.addmm", "bfloat16", 1, 0.12, True, 0.66e6)]
+    return dataclasses.replace(r, op_times=rows, op_ms_per_step=3.1, autocast=autocast, compiled=compiled)
+
+
+def test_arithmetic_in_a_probed_dtype_is_counted_at_its_rate_and_big_ops_at_their_window_time() -> None:
+    from trainspeed.diagnose.rules.common import _arithmetic_ms
+
+    ctx = dataclasses.replace(CTX, matmul_gflops=193.0, dtype_gflops={"bfloat16": 347.0})
+    r = _autocast_cnn()
+    assert _arithmetic_ms(r, ctx) == pytest.approx(230.8e6 / 347e9 * 1e3)  # every counted FLOP ran in bfloat16
+    # the float32 rate where no bfloat16 probe ran
+    assert _arithmetic_ms(r, dataclasses.replace(ctx, dtype_gflops={})) == pytest.approx(230.8e6 / 193e9 * 1e3)
+    v = diagnose(r, ctx)[0]
+    assert v.id == "compute_bound"
+    assert "347 GFLOP/s in bfloat16, 193 in float32" in v.evidence
+    assert "took 1.62 ms in the profiler window" in v.evidence  # the two convolutions and their backward
+
+
+def test_a_healthy_steps_levers_leave_out_what_the_run_does_already() -> None:
+    ctx = dataclasses.replace(CTX, matmul_gflops=193.0, dtype_gflops={"bfloat16": 347.0})
+    assert diagnose(_autocast_cnn(), ctx)[0].action == (
+        "healthy; the run computes in bfloat16 (autocast) already; the next levers are torch.compile or a larger batch")
+    assert diagnose(_autocast_cnn(compiled=True), ctx)[0].action == (
+        "healthy; the run computes in bfloat16 (autocast) and is compiled already; the next lever is a larger batch")
+    # a model cast to bfloat16 (no autocast): its FLOPs say so
+    assert "the run computes in bfloat16 already" in diagnose(_autocast_cnn(None), ctx)[0].action
+    big = recorded(110.0, {"forward": 40.0, "backward": 65.0, "optimizer": 2.0}, ops=30, flops=1e10)
+    assert diagnose(big, CTX)[0].action == ("healthy; the next levers are bf16 autocast where the hardware has it, "
+                                            "torch.compile, or a larger batch")

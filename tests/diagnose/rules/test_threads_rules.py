@@ -16,7 +16,11 @@ def test_thread_oversubscription_and_memory_pressure() -> None:
     found = diagnose(r, Context(2.0, 100.0, 8, 16, largest_batch=48))
     assert {"thread_oversubscription", "memory_pressure"} <= {v.id for v in found}
     memory = next(v for v in found if v.id == "memory_pressure")
-    assert "48" in memory.action
+    assert "48" in memory.action and "bf16 autocast" in memory.action
+    # a run under bfloat16 autocast already: not advised again
+    found = diagnose(dataclasses.replace(r, autocast="bfloat16"), Context(2.0, 100.0, 8, 16, largest_batch=48))
+    memory = next(v for v in found if v.id == "memory_pressure")
+    assert "autocast" not in memory.action and "activation checkpointing" in memory.action
 
 
 def test_more_threads_than_cores_predicts_from_a_matmul_at_each_count() -> None:

@@ -10,9 +10,12 @@ from trainspeed.diagnose.rules.common import (
     _busy_source,
     _compute_ms,
     _gpu_busy_ms,
+    _levers,
     _names,
     _op_work,
+    _rates_text,
     _room,
+    _sized_arithmetic,
     _step_speedup,
     _window_scale,
 )
@@ -102,18 +105,26 @@ def compute_bound(r: WatchResult, c: Context) -> Verdict | None:
         if arithmetic is None:
             return None
         work, heavy = _op_work(r, c)
-        done = arithmetic + work
+        # matrix products and convolutions with real work took what they took in the profiler window where that
+        # is more than their FLOPs at the probe's rate (bfloat16 convolutions of a small CNN ran at 140 GFLOP/s
+        # where the bfloat16 matmul probe read 352, 2026-11-26): the same model as launch_bound's
+        big_ms, big_calls, big_at_peak = _sized_arithmetic(r, c)
+        kept = max(0.0, arithmetic - big_at_peak) + max(big_ms, big_at_peak)
+        done = kept + work
         if done / compute < ARITHMETIC_HIGH:
             return None
         parts = []
-        if arithmetic >= 0.05 * compute:
-            parts.append(f"their {(r.flops_per_step or 0.0) / 1e9:.2f} GFLOP need {arithmetic:.2f} ms at this CPU's measured "
-                         f"{c.matmul_gflops:.0f} GFLOP/s")
+        if kept >= 0.05 * compute:
+            part = (f"their {(r.flops_per_step or 0.0) / 1e9:.2f} GFLOP need {arithmetic:.2f} ms at "
+                    f"{_rates_text(r, c)}")
+            if big_ms > big_at_peak:
+                part += (f"; the {big_calls:.0f} with real arithmetic (matrix products, convolutions) took "
+                         f"{big_ms:.2f} ms in the profiler window, their rate on these shapes")
+            parts.append(part)
         if work >= 0.05 * compute:
             parts.append(f"{work:.2f} ms goes to work in ops torch has no FLOP formula for ({_names(heavy)} per step)")
         whole = (f"{done / compute:.0%} of {compute:.2f} ms" if done <= compute else
                  f"more than their {compute:.2f} ms: the run multiplied faster than the probe after it")
         evidence = (f"forward+backward+optimizer are {compute / r.median_ms:.0%} of the step; " + "; ".join(parts)
                     + f" ({whole}): real work")
-    action = "healthy; the next levers are bf16 autocast where the hardware has it, torch.compile, or a larger batch"
-    return Verdict("compute_bound", evidence, action, None)
+    return Verdict("compute_bound", evidence, _levers(r), None)

@@ -20,6 +20,18 @@ embedding bag's backward, an optimizer's update of a large tensor): its time bey
 per-op overhead (`_op_work`). A slow window leaves a tiny op a few microseconds over, which weighs
 nothing beside a step's compute phases."""
 ANOMALY_OPS = ("aten.isnan", "aten._is_any_true")  # backward's check of every gradient for NaN, in anomaly mode
+OP_WORK_DISPATCHES = 2.0
+"""On a CPU, ops whose arithmetic averages this many bare dispatches or more are not small: launch_bound
+leaves them alone, and what a step without per-op overhead keeps of them (`_sized_arithmetic`) is their time
+in the profiler window where that is more than their FLOPs at the probe's rate. For launch_bound: for their arithmetic to fall under ARITHMETIC_LOW of the compute
+phases, each op's fixed cost (dispatch, autograd's node, the module's Python) would have to pass 6
+dispatches. The seed's tiny ops measured 3.4 to 7.9 on a 2-vCPU VM (six runs, detailed steps' medians
+with the per-call hooks; the dispatch probe alone moves between 1.6 and 3.7 us there), so ops
+carrying just over two dispatches of arithmetic under the largest of those fixed costs are the true
+positives this gives up. The test uses counted FLOPs and the two probes taken together, not the
+step's time: a machine slower during the run than at the probes cannot make big ops look like
+per-op overhead (the planted logging example's ops carry 2.6 to 10.5 dispatches of arithmetic,
+nine runs)."""
 
 
 @dataclass(frozen=True)
@@ -120,11 +132,82 @@ def _compute_part_ms(r: WatchResult, *phases: str) -> float:
     return sum(_ms(r, p) for p in phases) * _compute_ms(r) / compute if compute > 0 else 0.0
 
 
+def _rate(dtype: str | None, c: Context) -> float:
+    """GFLOP/s of a matrix product in `dtype` on this CPU: its own probe where one ran (`Context.dtype_gflops`),
+    else float32's."""
+    return (c.dtype_gflops.get(dtype) if dtype else None) or c.matmul_gflops
+
+
 def _arithmetic_ms(r: WatchResult, c: Context) -> float | None:
-    """Time the step's counted FLOPs need at the measured matmul rate (CPU)."""
+    """Time the step's counted FLOPs need at the measured matmul rates (CPU): the profiler window's matrix products
+    in a dtype with a probe of its own at that dtype's rate (bfloat16 under autocast ran at 352 GFLOP/s where
+    float32 ran at 189, a Zen 4 core pair of 2026-11-26), the rest at float32's."""
     if r.flops_per_step is None or c.matmul_gflops <= 0:
         return None
-    return r.flops_per_step / (c.matmul_gflops * 1e9) * 1e3
+    left, ms = r.flops_per_step, 0.0
+    for row in r.op_times or ():
+        if row.arithmetic and row.flops and row.dtype in c.dtype_gflops and left > 0:
+            part = min(row.flops, left)
+            ms += part / (_rate(row.dtype, c) * 1e9) * 1e3
+            left -= part
+    return ms + left / (c.matmul_gflops * 1e9) * 1e3
+
+
+def _sized_arithmetic(r: WatchResult, c: Context) -> tuple[float, float, float]:
+    """CPU: (ms in the window, calls, ms at the measured matmul rate) per step of the profiler window's ops whose
+    arithmetic per call is at least OP_WORK_DISPATCHES bare dispatches at that rate. A small matrix product does not reach the
+    probe's rate (a 256 x 56 x 128 product ran at 91 GFLOP/s where the probe's reached 197, the tabular example
+    of 2026-11-26), and a captured step runs the same product on the same shapes: its time in the window, not its
+    FLOPs at the probe's rate, is what a step without per-op overhead keeps. Ops with less arithmetic keep the
+    FLOP model: their time in the window is mostly fixed cost (the seed's 120 x 4 addmm took 43 us a call), which
+    a captured step run on fewer threads does not pay."""
+    if not r.op_times or c.matmul_gflops <= 0:
+        return 0.0, 0.0, 0.0
+    def rate(row: OpTime) -> float:  # FLOP per ms, at the row's dtype's measured rate
+        return _rate(row.dtype, c) * 1e9 / 1e3
+
+    rows = [row for row in r.op_times if row.arithmetic and row.flops and row.calls
+            and row.flops / row.calls / rate(row) * 1e3 >= OP_WORK_DISPATCHES * c.dispatch_us]
+    at_peak = sum((row.flops or 0.0) / rate(row) for row in rows)
+    return sum(row.ms for row in rows) * _window_scale(r), sum(row.calls for row in rows), at_peak
+
+
+def _rates_text(r: WatchResult, c: Context) -> str:
+    """The rates `_arithmetic_ms` counted the FLOPs at, in words."""
+    others = sorted({row.dtype for row in r.op_times or () if row.arithmetic and row.flops and row.dtype in c.dtype_gflops})
+    if not others:
+        return f"this CPU's measured {c.matmul_gflops:.0f} GFLOP/s"
+    return (f"this CPU's measured rates ({', '.join(f'{_rate(d, c):.0f} GFLOP/s in {d}' for d in others)}, "
+            f"{c.matmul_gflops:.0f} in float32)")
+
+
+LOW_PRECISION = ("bfloat16", "float16")
+
+
+def _low_precision(r: WatchResult) -> str | None:
+    """The half-width dtype the run computes in already: torch.autocast's, else that of most of the profiler window's
+    counted FLOPs (a model cast to bfloat16)."""
+    if r.autocast in LOW_PRECISION:
+        return r.autocast
+    flops: dict[str, float] = {}
+    for row in r.op_times or ():
+        if row.arithmetic and row.flops and row.dtype:
+            flops[row.dtype] = flops.get(row.dtype, 0.0) + row.flops
+    top = max(flops, key=lambda d: flops[d], default=None)
+    return top if top in LOW_PRECISION and flops[top] >= 0.5 * sum(flops.values()) else None
+
+
+def _levers(r: WatchResult) -> str:
+    """What a healthy step can try next, less what the run does already."""
+    low = _low_precision(r)
+    levers = ([] if low else ["bf16 autocast where the hardware has it"]) + \
+        ([] if r.compiled else ["torch.compile"]) + ["a larger batch"]
+    done = ([f"computes in {low}{' (autocast)' if r.autocast == low else ''}"] if low else []) + \
+        (["is compiled"] if r.compiled else [])
+    already = f"; the run {' and '.join(done)} already" if done else ""
+    said = levers[0] if len(levers) == 1 else (", ".join(levers[:-1]) + ("," if len(levers) > 2 else "")
+                                               + " or " + levers[-1])
+    return f"healthy{already}; the next {'levers are' if len(levers) > 1 else 'lever is'} {said}"
 
 
 def _window_scale(r: WatchResult) -> float:

@@ -5,6 +5,7 @@ wait for the GPU).
 from __future__ import annotations
 
 from trainspeed.diagnose.rules.common import (
+    OP_WORK_DISPATCHES,
     Context,
     _anomaly,
     _arithmetic_ms,
@@ -14,6 +15,8 @@ from trainspeed.diagnose.rules.common import (
     _gpu_busy_ms,
     _ms,
     _op_work,
+    _rates_text,
+    _sized_arithmetic,
     _step_speedup,
     _window_scale,
 )
@@ -23,17 +26,6 @@ SYNC_SHARE = 0.10
 SYNC_GAIN = 0.05  # a sync whose removal is predicted to save less than this share of the step is not the cause
 ARITHMETIC_LOW = 0.25  # arithmetic under a quarter of the compute phases: overhead dominates
 LAUNCH_GAIN = 0.05  # per-op overhead beyond a bare dispatch per op must be this share of the step
-OP_WORK_DISPATCHES = 2.0
-"""On a CPU, ops whose arithmetic averages this many bare dispatches or more are not small, and
-launch_bound leaves them alone: for their arithmetic to fall under ARITHMETIC_LOW of the compute
-phases, each op's fixed cost (dispatch, autograd's node, the module's Python) would have to pass 6
-dispatches. The seed's tiny ops measured 3.4 to 7.9 on a 2-vCPU VM (six runs, detailed steps' medians
-with the per-call hooks; the dispatch probe alone moves between 1.6 and 3.7 us there), so ops
-carrying just over two dispatches of arithmetic under the largest of those fixed costs are the true
-positives this gives up. The test uses counted FLOPs and the two probes taken together, not the
-step's time: a machine slower during the run than at the probes cannot make big ops look like
-per-op overhead (the planted logging example's ops carry 2.6 to 10.5 dispatches of arithmetic,
-nine runs)."""
 DEVICE_BUSY_LOW = 0.5
 SMALL_BATCH = 256
 
@@ -91,8 +83,8 @@ def launch_bound(r: WatchResult, c: Context) -> Verdict | None:
             return None  # big ops running slow: not their fixed cost (a loaded machine, memory-bound ops)
         which = " in forward, backward and the optimizer" if r.edge_ops_per_step is not None else ""
         evidence = (f"{ops:.0f} ops per step{which} average {per_op:.1f} us each; their arithmetic "
-                    f"({(r.flops_per_step or 0.0) / 1e6:.2f} MFLOP) needs {arithmetic * 1e3:.1f} us at this CPU's measured "
-                    f"{c.matmul_gflops:.0f} GFLOP/s, {arithmetic / compute:.0%} of the {compute:.2f} ms of "
+                    f"({(r.flops_per_step or 0.0) / 1e6:.2f} MFLOP) needs {arithmetic * 1e3:.1f} us at "
+                    f"{_rates_text(r, c)}, {arithmetic / compute:.0%} of the {compute:.2f} ms of "
                     f"forward+backward+optimizer: per-op overhead fills the step")
         action = ("do more work per op: a larger batch, or a captured or compiled step (trainspeed.fit replays "
                   "the step's ops without Python and compiles long jobs); intra-op threads do not help ops this small")
@@ -114,23 +106,6 @@ def launch_bound(r: WatchResult, c: Context) -> Verdict | None:
     # upper bound: the step without its per-op overhead
     return Verdict("launch_bound", evidence + " (predicted speed-up is an upper bound)", action,
                    _step_speedup(r, step, step - overhead))
-
-
-def _sized_arithmetic(r: WatchResult, c: Context) -> tuple[float, float, float]:
-    """CPU: (ms in the window, calls, ms at the measured matmul rate) per step of the profiler window's ops whose
-    arithmetic per call is at least OP_WORK_DISPATCHES bare dispatches at that rate. A small matrix product does not reach the
-    probe's rate (a 256 x 56 x 128 product ran at 91 GFLOP/s where the probe's reached 197, the tabular example
-    of 2026-11-26), and a captured step runs the same product on the same shapes: its time in the window, not its
-    FLOPs at the probe's rate, is what a step without per-op overhead keeps. Ops with less arithmetic keep the
-    FLOP model: their time in the window is mostly fixed cost (the seed's 120 x 4 addmm took 43 us a call), which
-    a captured step run on fewer threads does not pay."""
-    if not r.op_times or c.matmul_gflops <= 0:
-        return 0.0, 0.0, 0.0
-    rate = c.matmul_gflops * 1e9 / 1e3  # FLOP per ms
-    rows = [row for row in r.op_times if row.arithmetic and row.flops and row.calls
-            and row.flops / row.calls / rate * 1e3 >= OP_WORK_DISPATCHES * c.dispatch_us]
-    at_peak = sum((row.flops or 0.0) for row in rows) / rate
-    return sum(row.ms for row in rows) * _window_scale(r), sum(row.calls for row in rows), at_peak
 
 
 def small_batch(r: WatchResult, c: Context, launch: Verdict | None) -> Verdict | None:

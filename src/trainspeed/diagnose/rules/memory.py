@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from trainspeed.diagnose.rules.common import Context
+from trainspeed.diagnose.rules.common import Context, _low_precision
 from trainspeed.watch.result import Verdict, WatchResult
 
 MEMORY_SHARE = 0.90
@@ -19,5 +19,6 @@ def memory_pressure(r: WatchResult, c: Context) -> Verdict | None:
                 f"({share:.0%}): the caching allocator has no room left to avoid fragmentation or retries")
     fit = f"the largest batch that fits with a 10% margin is {c.largest_batch}" if c.largest_batch else \
         "`trainspeed memory` gives the largest batch that fits"
-    action = f"{fit}; or bf16 autocast, activation checkpointing, or gradient accumulation over smaller batches"
+    autocast = "" if _low_precision(r) else "bf16 autocast, "  # not where the run computes in half width already
+    action = f"{fit}; or {autocast}activation checkpointing, or gradient accumulation over smaller batches"
     return Verdict("memory_pressure", evidence, action, None)
