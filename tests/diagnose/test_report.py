@@ -98,7 +98,7 @@ def test_the_report_probes_only_the_dtypes_a_rule_needs_and_shows_the_slowest_op
     r = recorded(40.0, {"forward": 8.0, "backward": 30.0, "optimizer": 1.5}, ops=100, flops=170e6)
     rows = [OpTime("aten.mm", "bfloat16", 5, 30.0, True, 102e6), OpTime("aten.mm", "float64", 1, 2.0, True, 1e6),
             OpTime("aten.gelu", "bfloat16", 2, 0.5, False, None)]
-    r = dataclasses.replace(r, op_times=rows, op_ms_per_step=33.0)
+    r = dataclasses.replace(r, op_times=rows, op_ms_per_step=33.0, autocast="bfloat16")
     report = report_module.diagnose_run(r, hardware=detect_hardware(), dispatch_us=2.0, matmul_gflops=100.0)
     assert probed == ["bfloat16"]  # float64's 2 ms are not worth a probe
     assert report.verdicts[0].id == "slow_dtype" and report.dtype_gflops == {"bfloat16": 1.5}
@@ -106,7 +106,8 @@ def test_the_report_probes_only_the_dtypes_a_rule_needs_and_shows_the_slowest_op
     assert data["probe"]["cpu_matmul_gflops_by_dtype"] == {"bfloat16": 1.5}
     assert data["ops_by_time"][0] == {"op": "aten.mm", "dtype": "bfloat16", "calls": 5, "ms": 30.0,
                                       "arithmetic": True, "flops": 102e6}
-    assert data["per_step"]["ops_ms"] == 33.0
+    assert data["per_step"]["ops_ms"] == 33.0 and data["autocast"] == "bfloat16"
+    assert "; batch 64, under bfloat16 autocast" in _rendered(report)
     assert "op aten.mm (bfloat16) x5: 30.000 ms per step in the profiler window, 3.4 GFLOP/s" in _rendered(report)
     page = doctor_html(report)
     assert "The slowest ops" in page and "1.5 in bfloat16" in page

@@ -202,7 +202,8 @@ def doctor_view(report: DoctorReport) -> Group:
         if w.host_reads_per_step:
             reads += f", {w.host_reads_per_step:.2f} reads of CPU tensors (no wait)"
         parts.append(Text(f"per step: {reads}, {w.h2d_bytes_per_step / 2**20:.2f} MiB "
-                          f"host->device, {ops}{kernels}; batch {w.batch_size or '?'}"))
+                          f"host->device, {ops}{kernels}; batch {w.batch_size or '?'}"
+                          + (f", under {w.autocast} autocast" if w.autocast else "")))
     if w.saves:
         every = f", one every {w.saves_every_steps:.0f} steps" if w.saves_every_steps else ""
         calls = f" ({w.save_calls} torch.save calls)" if w.save_calls > w.saves else ""
