@@ -107,7 +107,34 @@ def test_an_optimizer_that_steps_twice_without_the_first_delimits_the_steps_from
             for _ in range(5):
                 model(x).sum().backward()
                 second.step()
-    assert w.measurements().steps_seen == 12 * 5 - 1 + 1
+    r = w.measurements()
+    assert r.steps_seen == 12 * 5 - 1 + 1
+    assert r.optimizer_steps_per_step == 1  # most steps hold the critic's step alone
+
+
+def test_a_gans_two_optimizers_each_step_are_counted() -> None:
+    torch.manual_seed(0)
+    g, d = nn.Linear(4, 4), nn.Linear(4, 1)
+    opt_g, opt_d = torch.optim.Adam(g.parameters()), torch.optim.Adam(d.parameters())
+    with Watcher(warmup=1, profile_steps=0) as w:
+        for _ in range(20):
+            fake = g(torch.randn(8, 4))
+            d_loss = d(fake.detach()).mean() - d(torch.randn(8, 4)).mean()
+            opt_d.zero_grad()
+            d_loss.backward()
+            opt_d.step()
+            g_loss = -d(fake).mean()
+            opt_g.zero_grad()
+            g_loss.backward()
+            opt_g.step()
+    r = w.measurements()
+    assert r.steps_seen == 20 and r.optimizer_steps_per_step == 2
+    model, optimizer, x = tiny_step()
+    with Watcher(warmup=1, profile_steps=0) as w:
+        for _ in range(10):
+            model(x).sum().backward()
+            optimizer.step()
+    assert w.measurements().optimizer_steps_per_step == 1
 
 
 def test_autograd_grad_is_a_backward_pass_and_delimits_steps_without_an_optimizer() -> None:

@@ -132,6 +132,7 @@ def measurements(self: Watcher, gathering: bool = False) -> WatchResult:
         model_calls_per_step=median([r.model_calls[0] for r in detailed if r.model_calls is not None]),
         model_calls_chained=median([r.model_calls[1] for r in detailed if r.model_calls is not None]),
         model_calls_after_read=median([r.model_calls[2] for r in detailed if r.model_calls is not None]),
+        optimizer_steps_per_step=median([r.optimizer_steps for r in detailed if r.optimizer_steps is not None]),
         optimizer_changes=self.primary_changes, optimizers_built=self.optimizers_built,
         optimizer_build_ms=self.optimizer_build_s * 1e3 / self.optimizers_built if self.optimizers_built else None,
         optimizer=self._optimizer_info(),

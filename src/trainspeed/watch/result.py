@@ -195,6 +195,9 @@ class StepRecord:
     last call) in this step; detailed steps only."""
     anomaly_s: float = 0.0
     """Seconds spent formatting Python stacks for autograd's anomaly detection (detailed steps only)."""
+    optimizer_steps: int | None = None
+    """Optimizer steps taken in this step: the primary optimizer's and every other's (a GAN's two); detailed
+    steps only."""
     host_reads: int = 0
     """Reads of CPU tensors' values (no synchronisation; `syncs` counts the reads of device tensors)."""
 
@@ -323,6 +326,9 @@ class WatchResult:
     gradients accumulated over micro-batches of `batch_size` (None: no detailed step counted)."""
     optimizer: OptimizerInfo | None = None
     """The optimizer that delimits the steps (None: steps were backward calls)."""
+    optimizer_steps_per_step: float | None = None
+    """Optimizer steps per step, the median over the detailed steps: 2 where a second optimizer steps beside
+    `optimizer` (a GAN's generator and discriminator); None: none counted."""
     model_calls_per_step: float | None = None
     """Calls of the model (the first module with parameters called outermost) per step, the median over
     the detailed steps: above 1 with a batch of 1, samples fed one at a time (None: none counted)."""

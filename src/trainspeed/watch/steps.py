@@ -101,7 +101,9 @@ def step_ended(self: Watcher, optimizer: torch.optim.Optimizer | None = None, *h
         self._keep_step(StepRecord(index, wall, phases, syncs, h2d, detailed=self.detailed,
                                    micro_batches=_micro_batches(calls) if self.detailed else None,
                                    model_calls=(calls[3], calls[4], calls[5]) if self.detailed else None,
-                                   anomaly_s=anomaly, host_reads=host_reads))
+                                   anomaly_s=anomaly, host_reads=host_reads,
+                                   optimizer_steps=(1 + calls[2] if self.primary_optimizer is not None else 0)
+                                   if self.detailed else None))
     if self.pending:
         self._drain_events()
     self._mode_left -= 1
