@@ -58,6 +58,8 @@ ADVICE: dict[tuple[str, str], list[list[str]]] = {  # (script, verdict) -> the s
     # it also takes the log_prob line out of the step and runs backward once, so it removes the costs of
     # host_code_heavy and launch_bound together
     ("policy_gradient", "small_batch"): [["--batched-update"]],
+    # "fewer dropout layers or dropout=0 ... compare the validation loss": the encoder's dropout at 0
+    ("finetune_accum", "dropout_heavy"): [["--dropout", "0"]],
 }
 
 

@@ -92,8 +92,10 @@ def test_finetune_accum(capsys: pytest.CaptureFixture[str]) -> None:
     assert data["batch_size"] == 8 and data["evaluation"] is None
     assert data["saves"] == {"count": steps // save_every, "every_steps": save_every, "calls": steps // save_every}
     assert _reads(data, "running += loss.item()", "item") == steps * accum and data["per_step"]["host_reads"] >= accum
-    # a transformer's matrix work on the CPU, saving now and then: nothing worth a verdict
-    assert [i for i in _planted(data) if i != "compute_bound"] == []
+    # a transformer on the CPU, saving now and then: its encoder's dropout draws a random number per element of
+    # 32 masks a step, about a quarter of it (the draws alone predict 1.3x; dropout 0 measured 1.72x, 2026-11-26)
+    first_planted(data, "dropout_heavy")
+    assert [i for i in _planted(data) if i not in ("compute_bound", "dropout_heavy")] == []
 
 
 def test_vae(capsys: pytest.CaptureFixture[str]) -> None:

@@ -9,7 +9,7 @@ What it really does, per run of S optimizer steps (the counts tests/examples/tes
 - S // save_every saves;
 - one `.item()` per micro-batch (the running loss, kept as a float): a read of a CPU tensor on the CPU.
 
-    python examples/realistic/finetune_accum.py [--steps 40] [--accum 4] [--save-every 10]
+    python examples/realistic/finetune_accum.py [--steps 40] [--accum 4] [--save-every 10] [--dropout 0.1]
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ parser.add_argument("--accum", type=int, default=4)
 parser.add_argument("--batch-size", type=int, default=8)
 parser.add_argument("--save-every", type=int, default=10)
 parser.add_argument("--log-every", type=int, default=10)
+parser.add_argument("--dropout", type=float, default=0.1, help="the encoder's dropout (0: none)")
 args = parser.parse_args()
 
 torch.manual_seed(0)
@@ -49,7 +50,7 @@ class Classifier(nn.Module):
     def __init__(self, d: int = 96) -> None:
         super().__init__()
         self.embed = nn.Embedding(vocab, d)
-        layer = nn.TransformerEncoderLayer(d, 4, 2 * d, dropout=0.1, batch_first=True)
+        layer = nn.TransformerEncoderLayer(d, 4, 2 * d, dropout=args.dropout, batch_first=True)
         self.encoder = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
         self.head = nn.Linear(d, classes)
 

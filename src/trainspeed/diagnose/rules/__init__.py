@@ -9,6 +9,7 @@ share of a step worth a user's attention, not tuned to any script. One module pe
 - `periodic`: evaluation and checkpoints
 - `launch`: per-op overhead, small batches, host reads that wait for the GPU, CPU faster than GPU
 - `arithmetic`: slow dtypes and the healthy `compute_bound`
+- `dropout`: random masks drawn on a CPU
 - `optimizer`: unfused and rebuilt optimizers
 - `threads`: too many or too few intra-op threads, a shared machine
 - `memory`: memory pressure
