@@ -34,3 +34,13 @@ def test_masks_under_a_tenth_of_the_step_or_on_a_gpu_are_left_alone() -> None:
     # the window ran slower than the step: its times are taken down to the step's room first
     slow = dataclasses.replace(_classifier(mask_ms=7.9), op_ms_per_step=100.0)  # 7.9 ms x 22.8 / 100
     assert "dropout_heavy" not in ids(slow)
+
+
+def test_a_dropout_run_as_one_op_counts_once() -> None:
+    r = _classifier()
+    rows = [dataclasses.replace(r.op_times[0], op="aten.native_dropout", ms=8.4), *r.op_times]
+    v = diagnose(dataclasses.replace(r, op_times=rows), CTX)[0]
+    assert v.id == "dropout_heavy" and "take 7.90 ms" in v.evidence  # the draws inside it, not both
+    alone = [row for row in rows if row.op != "aten.bernoulli_"]
+    v = diagnose(dataclasses.replace(r, op_times=alone), CTX)[0]
+    assert v.id == "dropout_heavy" and "take 8.40 ms" in v.evidence and "aten.native_dropout x8" in v.evidence

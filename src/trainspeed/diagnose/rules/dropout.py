@@ -5,9 +5,11 @@ from __future__ import annotations
 from trainspeed.diagnose.rules.common import Context, _step_speedup, _window_scale
 from trainspeed.watch.result import Verdict, WatchResult
 
-MASK_OPS = ("aten.bernoulli_", "aten.bernoulli", "aten.native_dropout")
+MASK_OPS = ("aten.bernoulli_", "aten.bernoulli")
 """The ops that draw a random mask: dropout's (`nn.Dropout`, the dropout of `nn.TransformerEncoderLayer` and
-`nn.MultiheadAttention`) and torch.bernoulli's."""
+`nn.MultiheadAttention`, which reach the profiler window's op table as `aten.bernoulli_` on a CPU) and
+torch.bernoulli's. `aten.native_dropout` counts only where no draw is in the table (a build that runs it as one
+op): where both are, the draw is inside it."""
 MASK_SHARE = 0.10
 """Masks drawn for a tenth of the step or more. A CPU draws a mask at one random number per element: 1.15 ms for
 a 32 x 48 x 128 activation on a Zen 4 core pair (2026-11-26), and torch.compile's generated code drew it no faster
@@ -19,7 +21,8 @@ alone predict 1.41x: its attention ran a fused kernel too."""
 def dropout_heavy(r: WatchResult, c: Context) -> Verdict | None:
     if r.device != "cpu" or not r.op_times or not r.median_ms:
         return None
-    rows = [row for row in r.op_times if row.op in MASK_OPS]
+    rows = [row for row in r.op_times if row.op in MASK_OPS] or \
+        [row for row in r.op_times if row.op == "aten.native_dropout"]
     ms = sum(row.ms for row in rows) * _window_scale(r)
     step = r.median_ms
     if ms < MASK_SHARE * step:
