@@ -23,9 +23,9 @@ ANOMALY_OPS = ("aten.isnan", "aten._is_any_true")  # backward's check of every g
 OP_WORK_DISPATCHES = 2.0
 """On a CPU, ops whose arithmetic averages this many bare dispatches or more are not small: launch_bound
 leaves them alone, and what a step without per-op overhead keeps of them (`_sized_arithmetic`) is their time
-in the profiler window where that is more than their FLOPs at the probe's rate. For launch_bound: for their arithmetic to fall under ARITHMETIC_LOW of the compute
-phases, each op's fixed cost (dispatch, autograd's node, the module's Python) would have to pass 6
-dispatches. The seed's tiny ops measured 3.4 to 7.9 on a 2-vCPU VM (six runs, detailed steps' medians
+in the profiler window where that is more than their FLOPs at the probe's rate. For launch_bound: for their
+arithmetic to fall under ARITHMETIC_LOW of the compute phases, each op's fixed cost (dispatch, autograd's node,
+the module's Python) would have to pass 6 dispatches. The seed's tiny ops measured 3.4 to 7.9 on a 2-vCPU VM (six runs, detailed steps' medians
 with the per-call hooks; the dispatch probe alone moves between 1.6 and 3.7 us there), so ops
 carrying just over two dispatches of arithmetic under the largest of those fixed costs are the true
 positives this gives up. The test uses counted FLOPs and the two probes taken together, not the
@@ -138,6 +138,11 @@ def _rate(dtype: str | None, c: Context) -> float:
     return (c.dtype_gflops.get(dtype) if dtype else None) or c.matmul_gflops
 
 
+def _own_rate_rows(r: WatchResult, c: Context) -> list[OpTime]:
+    """The profiler window's matrix products in a dtype with a probe of its own (`Context.dtype_gflops`)."""
+    return [row for row in r.op_times or () if row.arithmetic and row.flops and row.dtype in c.dtype_gflops]
+
+
 def _arithmetic_ms(r: WatchResult, c: Context) -> float | None:
     """Time the step's counted FLOPs need at the measured matmul rates (CPU): the profiler window's matrix products
     in a dtype with a probe of its own at that dtype's rate (bfloat16 under autocast ran at 352 GFLOP/s where
@@ -145,11 +150,10 @@ def _arithmetic_ms(r: WatchResult, c: Context) -> float | None:
     if r.flops_per_step is None or c.matmul_gflops <= 0:
         return None
     left, ms = r.flops_per_step, 0.0
-    for row in r.op_times or ():
-        if row.arithmetic and row.flops and row.dtype in c.dtype_gflops and left > 0:
-            part = min(row.flops, left)
-            ms += part / (_rate(row.dtype, c) * 1e9) * 1e3
-            left -= part
+    for row in _own_rate_rows(r, c):
+        part = min(row.flops or 0.0, left)
+        ms += part / (_rate(row.dtype, c) * 1e9) * 1e3
+        left -= part
     return ms + left / (c.matmul_gflops * 1e9) * 1e3
 
 
@@ -163,6 +167,7 @@ def _sized_arithmetic(r: WatchResult, c: Context) -> tuple[float, float, float]:
     a captured step run on fewer threads does not pay."""
     if not r.op_times or c.matmul_gflops <= 0:
         return 0.0, 0.0, 0.0
+
     def rate(row: OpTime) -> float:  # FLOP per ms, at the row's dtype's measured rate
         return _rate(row.dtype, c) * 1e9 / 1e3
 
@@ -174,7 +179,7 @@ def _sized_arithmetic(r: WatchResult, c: Context) -> tuple[float, float, float]:
 
 def _rates_text(r: WatchResult, c: Context) -> str:
     """The rates `_arithmetic_ms` counted the FLOPs at, in words."""
-    others = sorted({row.dtype for row in r.op_times or () if row.arithmetic and row.flops and row.dtype in c.dtype_gflops})
+    others = sorted({row.dtype for row in _own_rate_rows(r, c) if row.dtype})
     if not others:
         return f"this CPU's measured {c.matmul_gflops:.0f} GFLOP/s"
     return (f"this CPU's measured rates ({', '.join(f'{_rate(d, c):.0f} GFLOP/s in {d}' for d in others)}, "

@@ -65,8 +65,8 @@ def optimizer_heavy(r: WatchResult, c: Context) -> Verdict | None:
         return None
     step, opt = r.median_ms or 0.0, _compute_part_ms(r, "optimizer")
     configured, fused = c.optimizer_ms
-    steps = round(r.optimizer_steps_per_step or 1)  # the phase holds every optimizer's step (a GAN's two)
-    if configured > 0 and opt > PROBE_CONTRADICTS * configured * max(steps, 1):
+    steps = max(1, round(r.optimizer_steps_per_step or 1))  # the phase holds every optimizer's step (a GAN's two)
+    if configured > 0 and opt > PROBE_CONTRADICTS * configured * steps:
         return None  # the phase is not the optimizer's arithmetic: the machine was busy, or the step waited
     # the phase at the probe's ratio: in the run each step comes after forward and backward have turned the
     # caches over, and runs slower than the probe's back-to-back steps (12.6 ms against 7.3 on /tmp's script)
