@@ -27,9 +27,11 @@ def test_float32_and_another_dtype_are_measured_in_turn(monkeypatch) -> None:
     calls: list[torch.dtype] = []
     monkeypatch.setattr(matmul, "cpu_matmul_gflops", lambda dtype=torch.float32, **kw: calls.append(dtype) or
                         (100.0 if dtype == torch.float32 else 40.0) + len(calls))
-    reference, rates = matmul.paired_dtype_gflops(["float64"], rounds=3)
+    pauses: list[float] = []
+    reference, rates = matmul.paired_dtype_gflops(["float64"], rounds=3, pause=pauses.append)
     assert calls == [torch.float32, torch.float64] * 3  # in turn, not one then the other
-    assert reference == 100.0 + 3 and rates == {"float64": 40.0 + 4}  # each one's median
+    assert reference == 100.0 + 5 and rates == {"float64": 40.0 + 6}  # each one's fastest
+    assert pauses == [0.15, 0.15]  # rounds apart
 
 
 def test_a_reading_taken_while_a_core_was_held_gives_way_to_the_next_that_agrees() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import torch
 
@@ -57,33 +57,47 @@ def cpu_dtype_gflops(dtype: str) -> float:
     return cpu_matmul_gflops(repeats=3, inner=2, dtype=getattr(torch, dtype))
 
 
-def paired_dtype_gflops(dtypes: list[str], rounds: int = 3) -> tuple[float, dict[str, float]]:
-    """The float32 rate and each dtype's (as `cpu_dtype_gflops`), measured in turn `rounds` times; each one's median.
-    A rule that compares the two then compares moments alike: measured apart, a slow moment of a shared machine
-    during the float32 probe alone (83 GFLOP/s against 152-156 in the runs before and after it, 2026-11-23) brought
-    float64 to 0.54 of float32, near the 0.6 that slow_dtype asks for, and once past it."""
-    reference: list[float] = []
-    rates: dict[str, list[float]] = {name: [] for name in dtypes}
-    for _ in range(rounds):
-        reference.append(cpu_matmul_gflops())
-        for name, into in rates.items():
-            into.append(cpu_matmul_gflops(repeats=1, inner=2, dtype=getattr(torch, name)))
-    return statistics.median(reference), {name: statistics.median(into) for name, into in rates.items()}
+ROUND_PAUSE_S = 0.15
+"""The pause between rounds of the probes that compare two rates (`paired_dtype_gflops`, `thread_gflops`): a shared
+machine slows a core for tens to hundreds of milliseconds at a time, and rounds spread over a third of a second,
+each rate's fastest kept, keep one slow stretch from reading as the hardware's."""
 
 
-def thread_gflops(n: int, threads: tuple[int, int], rounds: int = 3, pause: Callable[[float], None] = time.sleep,
-                  pause_s: float = 0.15) -> tuple[float, float]:
-    """GFLOP/s of an n x n float32 matmul at each of two thread counts (as configured, as advised), the two
-    measured in turn, `rounds` times `pause_s` apart; each count's fastest. A shared machine slows a core for tens
-    to hundreds of milliseconds at a time (two threads at the one-thread rate: 97 and 107 GFLOP/s at 1 and 2 threads
-    in 2 of 8 runs of the doctor's tests on a Zen 4 core pair, 2026-11-26, where the core pair reads 100 and 190):
-    rounds spread over a third of a second and the fastest of each keep a slow moment from hiding the gain. A repeat
-    multiplies about 0.2 GFLOP, so that a large n stays a fraction of a second."""
-    inner = max(1, round(0.2e9 / (2 * n**3)))
-    rates: tuple[list[float], list[float]] = ([], [])
+def _rounds_apart(rounds: int, pause: Callable[[float], None], pause_s: float) -> Iterator[int]:
+    """0 to rounds - 1, with a pause of `pause_s` between rounds."""
     for i in range(rounds):
         if i:
             pause(pause_s)
+        yield i
+
+
+def paired_dtype_gflops(dtypes: list[str], rounds: int = 3, pause: Callable[[float], None] = time.sleep,
+                        pause_s: float = ROUND_PAUSE_S) -> tuple[float, dict[str, float]]:
+    """The float32 rate and each dtype's (as `cpu_dtype_gflops`), measured in turn, `rounds` times `pause_s` apart;
+    each one's fastest. A rule that compares the two then compares moments alike: measured apart, a slow moment of a
+    shared machine during the float32 probe alone (83 GFLOP/s against 152-156 in the runs before and after it,
+    2026-11-23) brought float64 to 0.54 of float32, near the 0.6 that slow_dtype asks for, and once past it; and
+    rounds back to back, each one's median, still let a slow stretch over most of them hide slow_dtype (a fresh-clone
+    run of 2026-11-26, where float64 reads 80 GFLOP/s against 192)."""
+    reference: list[float] = []
+    rates: dict[str, list[float]] = {name: [] for name in dtypes}
+    for _ in _rounds_apart(rounds, pause, pause_s):
+        reference.append(cpu_matmul_gflops())
+        for name, into in rates.items():
+            into.append(cpu_matmul_gflops(repeats=1, inner=2, dtype=getattr(torch, name)))
+    return max(reference), {name: max(into) for name, into in rates.items()}
+
+
+def thread_gflops(n: int, threads: tuple[int, int], rounds: int = 3, pause: Callable[[float], None] = time.sleep,
+                  pause_s: float = ROUND_PAUSE_S) -> tuple[float, float]:
+    """GFLOP/s of an n x n float32 matmul at each of two thread counts (as configured, as advised), the two
+    measured in turn, `rounds` times `pause_s` apart (`ROUND_PAUSE_S`); each count's fastest. Rounds back to back,
+    each count's median, read two threads at the one-thread rate in 2 of 8 runs of the doctor's tests (97 and 107
+    GFLOP/s at 1 and 2 threads on a Zen 4 core pair, 2026-11-26, where the pair reads 100 and 190). A repeat
+    multiplies about 0.2 GFLOP, so that a large n stays a fraction of a second."""
+    inner = max(1, round(0.2e9 / (2 * n**3)))
+    rates: tuple[list[float], list[float]] = ([], [])
+    for _ in _rounds_apart(rounds, pause, pause_s):
         for count, into in zip(threads, rates):
             with intra_op_threads(count):
                 into.append(cpu_matmul_gflops(n=n, repeats=3, inner=inner))
