@@ -36,6 +36,7 @@ RUNS: dict[str, list[str]] = {  # each script as the benchmark runs it (sizes fo
     "vae": ["--epochs", "40"],  # 1 880 steps: enough for the fast loop to capture the step (about 1 200)
     "policy_gradient": ["--episodes", "30"],
     "tabular_mlp": ["--epochs", "30"],  # enough steps for trainspeed.fit's capture to repay itself
+    "frame_rows": ["--epochs", "4"],
 }
 ADVICE: dict[tuple[str, str], list[list[str]]] = {  # (script, verdict) -> the script's settings that apply the action
     ("char_gpt", "evaluation_heavy"): [["--eval-interval", "40"]],  # "evaluate 4 times less often"
@@ -60,6 +61,8 @@ ADVICE: dict[tuple[str, str], list[list[str]]] = {  # (script, verdict) -> the s
     ("policy_gradient", "small_batch"): [["--batched-update"]],
     # "fewer dropout layers or dropout=0 ... compare the validation loss": the encoder's dropout at 0
     ("finetune_accum", "dropout_heavy"): [["--dropout", "0"]],
+    # "DataLoader(..., num_workers=2, persistent_workers=True) and torch.set_num_threads(1)" (this 2-core machine)
+    ("frame_rows", "input_bound"): [["--workers", "2", "--persistent", "--threads", "1"]],
 }
 
 

@@ -138,6 +138,20 @@ def test_tabular_mlp(capsys: pytest.CaptureFixture[str]) -> None:
     first_planted(data, "launch_bound")
 
 
+def test_frame_rows(capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("pandas", reason="pandas is not installed (pip install -e .[dev] installs it)")
+    data, _ = _doctor("frame_rows.py", ["--epochs", "3", "--rows", "2000"], capsys)
+    per_epoch, val = math.ceil(1600 / 32), math.ceil(400 / 32)  # a fifth of the rows held out
+    assert data["steps"]["seen"] == 3 * per_epoch and data["batch_size"] == 32
+    assert [ld["batches"] for ld in data["loaders"]] == [3 * per_epoch, 3 * val]  # the training and validation loaders
+    assert data["evaluation"]["in_run"] == 3 and _reads(data, "total += loss.item()", "item") == 3 * per_epoch
+    # every batch while measured came from a worker process: the measured steps' and the three validation passes'
+    workers = data["loader_workers"]
+    assert workers["batches"] == data["steps"]["measured"] + 3 * val and workers["cpu_ms_per_batch"] > 0
+    verdict = first_planted(data, "input_bound")
+    assert "num_workers=2" in verdict["action"] and f"handed over {workers['batches']} batches" in verdict["evidence"]
+
+
 @pytest.mark.parametrize("script, args, steps", [
     ("vae.py", ["--epochs", "2"], 2 * math.ceil(1500 / 32)),
     ("tabular_mlp.py", ["--epochs", "2", "--rows", "3000"], 2 * math.ceil(3000 / 256)),

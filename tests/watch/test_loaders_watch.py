@@ -60,9 +60,10 @@ def test_dataloader_wait_and_checkpoints_are_phases() -> None:
     assert r.phases["data"].host_ms > 0 and r.phases["checkpoint"].host_ms > 0
     assert (r.saves, r.saves_every_steps, r.save_calls) == (8, 1.0, 8)  # every save of the run, the warm-up's too
     assert r.loaders and r.loaders[0].num_workers == 0 and r.loaders[0].batch_size == 8
-    # 8 batches, and the 9th ask that ended the pass; fetched row by row from a TensorDataset; for the probes
-    # after the run, an item of its shapes and the dataset's rows (not the data)
-    assert (r.loaders[0].batches, r.loaders[0].dataset, r.loaders[0].batchable) == (9, "TensorDataset", True)
+    # 8 batches (the 9th ask, which ended the pass, handed out none); fetched row by row from a TensorDataset; for
+    # the probes after the run, an item of its shapes and the dataset's rows (not the data)
+    assert (r.loaders[0].batches, r.loaders[0].dataset, r.loaders[0].batchable) == (8, "TensorDataset", True)
+    assert r.loader_workers is None  # no worker processes
     (item, rows), = w.loader_probes.values()
     assert [(t.shape, t.dtype) for t in item] == [((8,), torch.float32), ((), torch.int64)] and rows == 64
     assert float(item[0].abs().sum()) == 0.0
@@ -106,6 +107,39 @@ def test_an_iterator_made_every_step_starts_and_stops_its_workers_every_step_as_
     # and join take tens of ms against a step of Linear(8, 2); the bounds leave room for a busy machine's slower steps)
     assert r.phases["data"].share > 0.5 and r.phases["other"].share < r.phases["data"].share / 4
     assert r.loader_start_share is not None and r.loader_start_share > 0.5 * r.phases["data"].share
+
+
+class _Busy(torch.utils.data.Dataset[torch.Tensor]):
+    """Items that cost a fixed amount of Python arithmetic to make."""
+
+    def __len__(self) -> int:
+        return 16
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        return torch.tensor([float(sum(range(60_000)))])
+
+
+def test_the_worker_processes_cpu_is_counted_per_batch_they_hand_over() -> None:
+    loader = DataLoader(_Busy(), batch_size=4, num_workers=1)
+    model = nn.Linear(1, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
+    with Watcher(warmup=2, profile_steps=0) as w:
+        for _ in range(5):  # 5 passes of 4 batches, each pass's workers started anew
+            for x in loader:
+                loss = model(x).sum()
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+    r = w.measurements()
+    assert r.loaders[0].batches == 20  # the asks that ended each pass handed out nothing
+    assert r.loader_workers is not None and r.loader_workers.batches == r.steps_measured == 18
+    # the same 4 items made here, on this process's CPU clock: the worker ran at least that for each batch, and
+    # its start and its side of the handover beside
+    t0 = time.process_time()
+    for _ in range(3):
+        [_Busy()[i] for i in range(4)]
+    made_ms = (time.process_time() - t0) * 1e3 / 3
+    assert 0.7 * made_ms < r.loader_workers.cpu_ms_per_batch < made_ms + 40
 
 
 def _shuffled_loader_loop() -> None:

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from trainspeed.watch.machine_load import LoadMark, mark, others_cores
+from trainspeed.watch.machine_load import LoadMark, mark, others_cores, worker_cpu
 
 BUSY = "import time\nend = time.time() + {s}\nwhile time.time() < end: pass\n"
 
@@ -20,6 +20,14 @@ def test_others_are_the_machines_busy_seconds_less_ours() -> None:
     assert others_cores(start, LoadMark(12.0, 101.0, 6.5)) == 0.0  # counters tick apart: never below 0
     assert others_cores(start, LoadMark(10.3, 104.0, 6.0)) is None  # too short to tell
     assert others_cores(None, end) is None
+
+
+def test_the_workers_cpu_per_batch_is_their_children_seconds_over_the_batches_between_two_marks() -> None:
+    start = LoadMark(10.0, 100.0, 5.0, children_s=1.0, worker_batches=6)
+    found = worker_cpu(start, LoadMark(14.0, 108.0, 11.0, children_s=4.2, worker_batches=406))
+    assert found is not None and found.batches == 400 and found.cpu_ms_per_batch == pytest.approx(8.0)
+    assert worker_cpu(start, LoadMark(14.0, 108.0, 11.0, children_s=4.2, worker_batches=13)) is None  # 7: too few
+    assert worker_cpu(None, start) is None
 
 
 def _others_over(seconds: float) -> float:

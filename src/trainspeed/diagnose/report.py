@@ -117,15 +117,14 @@ def _rebuild_probe(watcher: Any, result: WatchResult) -> tuple[float, float] | N
 
 
 def _loader_probes(watcher: Any, result: WatchResult) -> tuple[Handover | None, float | None]:
-    """The busiest loader's batches handed over by a worker (if it has none) and, for a TensorDataset fetched
+    """The busiest loader's batches handed over by a worker and, for a TensorDataset fetched
     row by row, taken whole (only where the run waited on data: `loader_candidate`)."""
     info = busiest_loader(result)
     if watcher is None or info is None or not loader_candidate(result) or not info.batch_size:
         return None, None
     key = list(watcher.loaders)[result.loaders.index(info)]
     item, rows = watcher.loader_probes.get(key, (None, 0))
-    handover = handover_ms(item, info.batch_size) if info.num_workers == 0 else None
-    return handover, batched_ms(item, info.batch_size, rows) if rows else None
+    return handover_ms(item, info.batch_size), batched_ms(item, info.batch_size, rows) if rows else None
 
 
 def diagnose_run(result: WatchResult, watcher: Any = None, hardware: HardwareReport | None = None,

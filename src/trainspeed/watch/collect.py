@@ -124,6 +124,7 @@ def measurements(self: Watcher, gathering: bool = False) -> WatchResult:
         loaders=[dataclasses.replace(info, batches=self.loader_batches[key]) for key, info in self.loaders.items()],
         torch_threads=torch.get_num_threads(), process_cpu_percent=self._cpu(),
         others_cpu_cores=machine_load.others_cores(self.load_from, self.load_to),
+        loader_workers=machine_load.worker_cpu(self.load_from, self.load_to),
         peak_memory_bytes=self._peak_memory(), memory_capacity_bytes=self._capacity(),
         h2d_bytes_by_kind=dict(self.h2d_kinds), process_threads=self._threads(),
         step_samples=sorted(self.plot_steps, key=lambda r: r.index),

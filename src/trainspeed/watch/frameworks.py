@@ -26,6 +26,18 @@ KNOWN: tuple[tuple[str, str, tuple[str, ...]], ...] = (
 SUPPORTED = {"lightning": "2.0", "transformers": "4.40", "accelerate": "0.26", "ignite": "0.4.11", "skorch": "0.15"}
 """The oldest release of each framework whose settings the verdicts name (the releases tried are newer)."""
 
+FRAMEWORK_SAVES: dict[str, tuple[tuple[str, str, str], ...]] = {
+    "transformers": (("transformers.trainer", "Trainer", "_save_checkpoint"),),
+    # ModelCheckpoint's hooks save, and then remove the file a save_top_k leaves behind, outside save_checkpoint
+    "lightning": tuple((f"{package}.{module}", owner, method) for package in ("lightning.pytorch", "pytorch_lightning")
+                       for module, owner, method in (
+                           ("trainer.trainer", "Trainer", "save_checkpoint"),
+                           ("callbacks.model_checkpoint", "ModelCheckpoint", "on_train_batch_end"),
+                           ("callbacks.model_checkpoint", "ModelCheckpoint", "on_train_epoch_end"),
+                           ("callbacks.model_checkpoint", "ModelCheckpoint", "on_validation_end"))),
+}
+"""Per framework: (module, class, method) of the call that writes one whole checkpoint."""
+
 
 LABELS = {"lightning": "PyTorch Lightning's Trainer", "fabric": "Lightning Fabric", "transformers": "Hugging Face's Trainer",
           "accelerate": "an accelerate loop", "ignite": "PyTorch-Ignite's Engine", "skorch": "skorch's NeuralNet"}

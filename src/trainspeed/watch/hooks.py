@@ -16,6 +16,8 @@ from typing import Any, Protocol
 import torch
 import torch.utils.data.dataloader as dataloader_module
 
+from trainspeed.watch import frameworks
+
 RESUME_BUDGET = 200
 """Resumes of the per-call hooks one process may make. Each pause and resume sets or deletes an
 attribute of torch.nn.Module, torch.optim.Optimizer and each optimizer class seen stepping, which
@@ -28,19 +30,6 @@ that budget to the user's code."""
 _resumes = [0]
 """Resumes made in this process so far, by every Hooks."""
 
-
-
-FRAMEWORK_SAVES: dict[str, tuple[tuple[str, str, str], ...]] = {
-    "transformers": (("transformers.trainer", "Trainer", "_save_checkpoint"),),
-    # ModelCheckpoint's hooks save, and then remove the file a save_top_k leaves behind, outside save_checkpoint
-    "lightning": tuple((f"{package}.{module}", owner, method) for package in ("lightning.pytorch", "pytorch_lightning")
-                       for module, owner, method in (
-                           ("trainer.trainer", "Trainer", "save_checkpoint"),
-                           ("callbacks.model_checkpoint", "ModelCheckpoint", "on_train_batch_end"),
-                           ("callbacks.model_checkpoint", "ModelCheckpoint", "on_train_epoch_end"),
-                           ("callbacks.model_checkpoint", "ModelCheckpoint", "on_validation_end"))),
-}
-"""Per framework: (module, class, method) of the call that writes one whole checkpoint."""
 
 
 def _safetensors() -> Any:
@@ -66,6 +55,7 @@ class Listener(Protocol):
     def saved(self) -> None: ...
     def loader_seen(self, iterator: Any) -> bool: ...
     def loader_batch(self, iterator: Any, batch: Any) -> None: ...
+    def loader_ran_out(self, iterator: Any) -> None: ...
     def loader_started(self, seconds: float, stop: bool = False) -> None: ...
     def host_read(self, op: str, t0: float, t1: float, frame: Any) -> None: ...
     def anomaly_stack(self, seconds: float) -> None: ...
@@ -146,7 +136,7 @@ class Hooks:
         """Time a framework's whole checkpoint as the checkpoint phase: its files written (Lightning writes the
         bytes torch.save made, outside torch.save), old ones rotated, its state saved beside them. The saves inside
         count the checkpoint; the method is patched on the framework's class, once the run shows the framework."""
-        for module_name, owner_name, method in FRAMEWORK_SAVES.get(framework, ()):
+        for module_name, owner_name, method in frameworks.FRAMEWORK_SAVES.get(framework, ()):
             owner = getattr(sys.modules.get(module_name), owner_name, None)
             if owner is not None and callable(getattr(owner, method, None)):
                 self._patch(owner, method, lambda orig: self._phase("checkpoint", orig))
@@ -404,6 +394,9 @@ class Hooks:
                 t0 = time.perf_counter() if started is not None else 0.0
                 try:
                     batch = orig(it)
+                except StopIteration:  # a pass ran out: no batch handed out
+                    L.loader_ran_out(it)
+                    raise
                 finally:
                     self._data_left()
                     if started is not None:

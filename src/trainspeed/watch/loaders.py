@@ -33,6 +33,16 @@ def loader_seen(self: Watcher, iterator: Any) -> bool:
     return True
 
 
+def loader_ran_out(self: Watcher, iterator: Any) -> None:
+    """An iterator's pass ran out: the batch `loader_seen` counted for that ask was none."""
+    self.loader_batches[_loader_key(iterator)] -= 1
+
+
+def worker_batches(self: Watcher) -> int:
+    """Batches handed out so far by the loaders that have worker processes (their CPU is counted per batch)."""
+    return sum(n for key, n in self.loader_batches.items() if self.loaders[key].num_workers > 0)
+
+
 def loader_batch(self: Watcher, iterator: Any, batch: Any) -> None:
     """The first batch of a loader: the probes after the run copy its shapes (and, for a TensorDataset
     fetched row by row, its number of rows); nothing of the user's data is kept."""

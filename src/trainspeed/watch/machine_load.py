@@ -10,6 +10,9 @@ Read from cumulative counters at the two ends (psutil: the system's CPU times, t
 its children's), so a run of a second is measured as well as one of an hour. "Ours" takes in the
 DataLoader's worker processes (children) and the intra-op threads that spin while they wait. A
 hypervisor's steal time is not another process of this machine, and not counted.
+
+The same counters give what the DataLoader's worker processes cost: their CPU seconds (the children's, reaped
+or running) over the batches the loaders with workers handed out between the two marks.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ import time
 from dataclasses import dataclass
 
 import psutil
+
+from trainspeed.watch.result import WorkerCpu
 
 
 @dataclass(frozen=True)
@@ -28,27 +33,33 @@ class LoadMark:
     """CPU seconds the whole machine has run (every CPU, without idle, iowait and steal)."""
     ours_s: float
     """CPU seconds this process and its children have run, reaped children included."""
+    children_s: float = 0.0
+    """Of those, its children's (the DataLoader's worker processes among them)."""
+    worker_batches: int = 0
+    """Batches handed out so far by the DataLoaders that have worker processes."""
 
 
-def _ours_s() -> float:
+def _own_and_children_s() -> tuple[float, float]:
     me = psutil.Process()
     t = me.cpu_times()
-    total = t.user + t.system + t.children_user + t.children_system
+    children = t.children_user + t.children_system
     for child in me.children(recursive=True):  # workers still running: not in children_* until reaped
         try:
             c = child.cpu_times()
         except psutil.Error:  # it ended between the listing and the read
             continue
-        total += c.user + c.system
-    return total
+        children += c.user + c.system
+    return t.user + t.system, children
 
 
-def mark() -> LoadMark | None:
-    """The counters now; None where psutil cannot read them."""
+def mark(worker_batches: int = 0) -> LoadMark | None:
+    """The counters now, with the batches the loaders with workers have handed out; None where psutil cannot
+    read them."""
     try:
         t = psutil.cpu_times()
         busy = t.user + t.system + getattr(t, "nice", 0.0) + getattr(t, "irq", 0.0) + getattr(t, "softirq", 0.0)
-        return LoadMark(time.monotonic(), busy, _ours_s())
+        own, children = _own_and_children_s()
+        return LoadMark(time.monotonic(), busy, own + children, children, worker_batches)
     except (psutil.Error, OSError):
         return None
 
@@ -60,3 +71,17 @@ def others_cores(start: LoadMark | None, end: LoadMark | None) -> float | None:
         return None
     others = (end.busy_s - start.busy_s) - (end.ours_s - start.ours_s)
     return max(0.0, others / (end.at - start.at))
+
+
+WORKER_BATCHES = 8
+"""Batches from loaders with workers below which their CPU per batch is not worked out (a worker's start would be
+most of it)."""
+
+
+def worker_cpu(start: LoadMark | None, end: LoadMark | None) -> WorkerCpu | None:
+    """What the DataLoader's worker processes ran per batch between two marks (None: no such loader, too few
+    batches, or the counters unread)."""
+    if start is None or end is None or end.worker_batches - start.worker_batches < WORKER_BATCHES:
+        return None
+    batches = end.worker_batches - start.worker_batches
+    return WorkerCpu(batches, max(0.0, end.children_s - start.children_s) * 1e3 / batches)

@@ -128,6 +128,18 @@ class LoaderInfo:
 
 
 @dataclass(frozen=True)
+class WorkerCpu:
+    """What the DataLoaders' worker processes ran while the steps were measured (psutil: this process's children's
+    CPU time, `machine_load`)."""
+
+    batches: int
+    """Batches the loaders with worker processes handed out meanwhile."""
+    cpu_ms_per_batch: float
+    """CPU milliseconds the worker processes ran per batch: making it, their side of its handover, and their starts
+    (any other child process of the script's is in it too)."""
+
+
+@dataclass(frozen=True)
 class Evaluation:
     """The run's evaluations: spans from `model.eval()` to the next `model.train()` with no step between, and spans of
     `torch.no_grad()` (or inference_mode) outside every phase that called the model."""
@@ -318,6 +330,8 @@ class WatchResult:
     processes anew at every start, and stops them at the end of every pass)."""
     loader_start_ms: float | None = None
     """Their mean milliseconds per start (its stop included)."""
+    loader_workers: WorkerCpu | None = None
+    """The worker processes' CPU per batch (None: no loader with workers, or fewer than 8 batches from them)."""
     op_ms_per_step: float | None = None
     """CPU: every op's host milliseconds per step in the window, all together (on the window's clock:
     its steps come soon after the warm-up, and may run slower than the median step)."""

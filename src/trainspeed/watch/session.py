@@ -91,6 +91,7 @@ class Watcher:
     # the DataLoaders (loaders.py)
     loader_seen = loaders.loader_seen
     loader_batch = loaders.loader_batch
+    loader_ran_out = loaders.loader_ran_out
     loader_started = loaders.loader_started
     # evaluations (evaluation.py)
     mode_set = evaluation.mode_set
@@ -281,7 +282,7 @@ class Watcher:
         """The measured steps start now: their sums, and the machine's load beside them. Called at a step's
         end (or backward's), under the training loop's frames: the sampler learns them here."""
         self.clock.start_sums()
-        self.load_from = machine_load.mark()
+        self.load_from = machine_load.mark(loaders.worker_batches(self))
         if self.sampler is not None:
             self.sampler.learn_loop(loop_codes(sys._getframe(1)))
 
@@ -289,7 +290,7 @@ class Watcher:
         if not self.running:
             return
         self.running = False
-        self.load_to = machine_load.mark() if self.load_from is not None else None
+        self.load_to = machine_load.mark(loaders.worker_batches(self)) if self.load_from is not None else None
         if self.backward_boundary:  # the last step of a loop without an optimizer
             self.backward_boundary = False
             self.max_steps = None

@@ -9,7 +9,7 @@ from recorded_runs import CTX, recorded
 
 from trainspeed.diagnose.rules import Context, diagnose
 from trainspeed.probe.loader import Handover
-from trainspeed.watch.result import WORKER_WAIT, DataSite, GpuUtil, LoaderInfo, WatchResult
+from trainspeed.watch.result import WORKER_WAIT, DataSite, GpuUtil, LoaderInfo, WatchResult, WorkerCpu
 
 
 def test_input_bound_with_sawtooth_evidence() -> None:
@@ -99,6 +99,38 @@ def test_input_bound_says_more_workers_than_cores() -> None:
     ctx = Context(dispatch_us=2.0, matmul_gflops=100.0, physical_cores=2, logical_threads=2)
     data = next(v for v in diagnose(r, ctx) if v.id == "input_bound")
     assert "num_workers=8, more than this machine's 2 physical cores" in data.evidence
+
+
+def _frame_rows(workers: WorkerCpu | None) -> WatchResult:
+    """examples/realistic/frame_rows.py as the doctor recorded it (2026-11-26, 2-vCPU VM): a Dataset reading a pandas
+    row per item with `iloc`, one worker process (new each pass) for the training and the validation loader, torch's
+    2 intra-op threads; a validation pass each epoch (its waits in data, its forwards in forward)."""
+    host = {"data": 6.982, "forward": 0.528, "backward": 0.417, "optimizer": 0.657}
+    shares = {"data": 0.6069, "forward": 0.2394, "backward": 0.0438, "optimizer": 0.0533}
+    rows = LoaderInfo(1, False, 32, False, dataset="FrameRows", item_by_item=True, batches=500)
+    r = recorded(9.065, host, flops=2.6e5, batch=32, loaders=[rows, dataclasses.replace(rows, batches=128)], threads=2,
+                 shares=shares)
+    return dataclasses.replace(r, mean_ms=17.81, steps_measured=494, process_cpu_percent=92.05, loader_workers=workers)
+
+
+def test_more_workers_are_predicted_from_the_cpu_the_workers_ran_per_batch() -> None:
+    # the worker processes ran 11.01 ms of CPU per batch, 622 batches while 494 steps were measured
+    ctx = dataclasses.replace(TWO_CORES, handover=Handover(wall_ms=1.72, main_ms=0.835), batched_ms=None)
+    data = next(v for v in diagnose(_frame_rows(WorkerCpu(622, 11.01)), ctx) if v.id == "input_bound")
+    assert "num_workers=2, persistent_workers=True) and torch.set_num_threads(1)" in data.action
+    assert "handed over 622 batches while measured (one every 14.14 ms), running 11.01 ms of CPU" in data.evidence
+    assert "13.86 ms a step, 6.93 ms on each of 2 workers at best" in data.evidence
+    # the longest of: the step's own work (forward, backward and the optimizer at their medians, the rest at its
+    # share) with its side of the handover, the workers' CPU on each of 2, all of it over the 2 cores; measured
+    # with the advised settings: 2.2x (BENCHMARKS.md)
+    own = (0.528 + 0.417 + 0.657) / 17.81 + (1 - 0.6069 - 0.2394 - 0.0438 - 0.0533)
+    main, cpu = 0.835 / 17.81, 11.01 * 622 / 494 / 17.81
+    new = max(own + main, cpu / 2, (own + main + cpu) / 2)
+    assert new == (own + main + cpu) / 2 and data.predicted_speedup == pytest.approx(1 / new, abs=0.01)
+    # the same wait with the workers' CPU unmeasured: the batches handed over at the run's pace now, twice as fast
+    # by two workers
+    blind = next(v for v in diagnose(_frame_rows(None), ctx) if v.id == "input_bound")
+    assert "(their CPU time unmeasured)" in blind.evidence and blind.predicted_speedup == pytest.approx(2.0, abs=0.01)
 
 
 # /tmp's unseen TensorDataset script and examples/tensor_dataset_loader.py (2026-11-23, 2-vCPU VM): a DataLoader

@@ -194,9 +194,10 @@ def _with_workers(r: WatchResult, c: Context, share: float, workers: int, sugges
     of the handover) spread over the cores. Cores are taken to run in parallel at full speed: an upper bound (two
     worker processes on a 2-vCPU VM made batches of tiny torch ops 1.3x to 1.6x faster than one, not 2x)."""
     busy = 1 - share
-    if workers or c.handover is None or not r.median_ms:
-        # the wait left with workers already there (its making unknown): it shrinks by the workers added
-        return max(busy, share * max(workers, 1) / suggest), suggest, ""
+    if workers and r.median_ms:
+        return _more_workers(r, c, workers, suggest)
+    if c.handover is None or not r.median_ms:  # the making spread over `suggest` workers, the handover unknown
+        return max(busy, share / suggest), suggest, ""
     step = _run_step_ms(r)
     hand, main = c.handover.wall_ms / step, c.handover.main_ms / step
     cores = max(1, c.physical_cores)
@@ -217,6 +218,48 @@ def _with_workers(r: WatchResult, c: Context, share: float, workers: int, sugges
         why += (f"; the step's compute kept {compute_cores:.1f} cores busy ({told}), with "
                 f"{_threads_beside(r, c, best)} intra-op thread(s) beside {best} worker(s)")
     return new, best, why
+
+
+def _own_share(r: WatchResult) -> float:
+    """The training process's own part of the run beside its wait on data, in shares of the run's time: forward,
+    backward and the optimizer at their medians where those are less (the mean holds the stalls of intra-op threads
+    that waited for a core a worker held), the other phases at their shares (an evaluation every N steps stays)."""
+    step = _run_step_ms(r)
+    computed = ("forward", "backward", "optimizer")
+    return sum(min(r.phases[p].share, r.phases[p].host_ms / step) for p in computed) + \
+        sum(stat.share for p, stat in r.phases.items() if p != "data" and p not in computed)
+
+
+def _more_workers(r: WatchResult, c: Context, workers: int, suggest: int) -> tuple[float, int, str]:
+    """The run's time with more than its `workers` worker processes, up to `suggest`, in shares of its time now; that
+    number; and what the estimate rests on.
+
+    The training process keeps its own work (`_own_share`) and its side of each handover (`main_ms`, probed after
+    the run). Its own work is taken as one core's worth: its CPU use is no guide while it waits on workers, where an
+    idle intra-op thread spins for its next task (a pandas `iloc` dataset's run stood at 99% of a core while it
+    waited on its one worker for two thirds of the time). Where the workers' CPU time was measured
+    (`loader_workers`: 9.7 ms per batch of that dataset, one handed over every 12.3 ms), k workers need at least
+    that CPU per step over k, and all of the work shares the machine's cores: lower bounds on the time, so the
+    speed-up is an upper bound. Unmeasured, the workers are taken as what the step waits for all along: together
+    they hand over the batches at the run's pace now, and k of them workers/k as long.
+    """
+    step = _run_step_ms(r)
+    own = _own_share(r)
+    main = c.handover.main_ms / step if c.handover is not None else 0.0
+    cores = max(1, c.physical_cores)
+    spent = r.loader_workers
+    cpu = spent.cpu_ms_per_batch * spent.batches / r.steps_measured / step if spent and r.steps_measured else None
+    plans = [(max(own + main, workers / k if cpu is None else max(cpu / k, (own + main + cpu) / cores)), k)
+             for k in range(workers + 1, suggest + 1)]  # the caller asks only where suggest > workers
+    new, best = min(plans)
+    if spent is None or cpu is None:
+        return new, best, (f"; with {best} workers, each making a batch as long as now, they would hand the batches "
+                           f"over {best / workers:.1f}x as fast at best (their CPU time unmeasured)")
+    every = r.steps_measured * step / spent.batches
+    return new, best, (f"; the worker processes handed over {spent.batches} batches while measured (one every "
+                       f"{every:.2f} ms), running {spent.cpu_ms_per_batch:.2f} ms of CPU for each (measured): "
+                       f"{cpu * step:.2f} ms a step, {cpu * step / best:.2f} ms on each of {best} workers at best, "
+                       f"and all of it shares this machine's {cores} physical cores with the step's own work")
 
 
 def h2d_bound(r: WatchResult, c: Context) -> Verdict | None:
