@@ -23,6 +23,17 @@ def test_thread_oversubscription_and_memory_pressure() -> None:
     assert "autocast" not in memory.action and "activation checkpointing" in memory.action
 
 
+def test_a_training_and_a_validation_loader_count_the_workers_of_one() -> None:
+    # examples/realistic/frame_rows.py's shape on 4 cores: each loader has 2 workers; they take turns
+    r = recorded(15.0, {"data": 9.0, "forward": 2.0, "backward": 2.0, "optimizer": 1.0}, ops=90, flops=3e5, batch=32,
+                 threads=2, loaders=[LoaderInfo(2, False, 32, False, batches=500), LoaderInfo(2, False, 32, False)])
+    four = Context(2.0, 100.0, physical_cores=4, logical_threads=4)
+    assert "thread_oversubscription" not in ids(r, four)  # 2 threads beside 2 workers: 4 on 4 cores
+    busy = next(v for v in diagnose(dataclasses.replace(r, torch_threads=3), four) if v.id == "thread_oversubscription")
+    assert "3 intra-op threads beside 2 DataLoader worker processes (the most any of its loaders has" in busy.evidence
+    assert "torch.set_num_threads(2)" in busy.action
+
+
 def test_more_threads_than_cores_predicts_from_a_matmul_at_each_count() -> None:
     # many_threads.py (scratch, 2026-11-23): 8 intra-op threads on 2 cores, a 15 ms MLP step; measured after,
     # 2 threads ran 1.4x faster

@@ -46,14 +46,17 @@ def matmul_side(r: WatchResult) -> int:
 
 
 def thread_oversubscription(r: WatchResult, c: Context) -> Verdict | None:
-    workers = sum(ld.num_workers for ld in r.loaders)
+    # the busiest loader's workers: a training and a validation loader take turns (an idle worker waits unscheduled)
+    workers = max((ld.num_workers for ld in r.loaders), default=0)
     busy_threads = r.torch_threads + workers
     cores = _cores(c.physical_cores, c.usable_cores)
     if r.torch_threads > cores or busy_threads > min(c.logical_threads, c.usable_cores or c.logical_threads):
         held = (f" ({c.usable_cores} of them this process may use: its affinity or cgroup quota)"
                 if cores < c.physical_cores else "")
-        evidence = (f"torch uses {r.torch_threads} intra-op threads and the DataLoaders {workers} worker processes "
-                    f"on {c.physical_cores} cores / {c.logical_threads} hardware threads{held}")
+        several = sum(1 for ld in r.loaders if ld.num_workers) > 1
+        evidence = (f"torch uses {r.torch_threads} intra-op threads beside {workers} DataLoader worker process"
+                    f"{'es' if workers != 1 else ''}{' (the most any of its loaders has: they take turns)' if several else ''}"
+                    f" on {c.physical_cores} cores / {c.logical_threads} hardware threads{held}")
         keep = max(1, cores - workers)
         action = _set_threads(keep, "")
         predicted = None
