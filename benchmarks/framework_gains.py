@@ -1,7 +1,7 @@
 """The doctor inside Lightning's and Hugging Face's Trainer: each planted bottleneck's first verdict, its predicted
 gain against the gain measured by applying the setting its action names; and the cost of watching.
 
-    python benchmarks/framework_gains.py [--rounds 5] [--only lightning,hf]    # predicted against measured
+    python benchmarks/framework_gains.py [--rounds 5] [--only lightning,hf] [--planted TEXT]  # predicted, measured
     python benchmarks/framework_gains.py --overhead [--rounds 5]               # plain against watched
 
 For each planted run of examples/frameworks/: `trainspeed doctor --json` names the first verdict and its predicted
@@ -56,6 +56,8 @@ PLANTED: dict[tuple[str, tuple[str, ...], str], Callable[[str], list[str]]] = {
     ("hf", ("--save-steps", "1"), "checkpoint_heavy"): _number("save_steps->--save-steps"),
     # "tokenize once, before training": the script's default (its one-time tokenization is before the timed loop)
     ("hf", ("--tokenize-in-loader",), "input_bound"): lambda action: [],
+    # "TrainingArguments(activation_checkpointing=False)": the script's default
+    ("hf", ("--activation-checkpointing",), "recompute_heavy"): lambda action: [],
 }
 
 
@@ -79,11 +81,11 @@ def loop_seconds(framework: str, flags: list[str], watched: bool = False) -> flo
     return float(found.group(1))
 
 
-def gains(frameworks: list[str], rounds: int) -> None:
+def gains(frameworks: list[str], rounds: int, planted_like: str = "") -> None:
     print("| framework | planted | first verdict | predicted | applied | measured [range] | error |")
     print("|---|---|---|---|---|---|---|")
     for (framework, planted, expected), advise in PLANTED.items():
-        if framework not in frameworks:
+        if framework not in frameworks or planted_like not in " ".join(planted):
             continue
         verdicts = doctor(framework, list(planted))["verdicts"]
         first = verdicts[0] if verdicts else None
@@ -115,11 +117,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--only", default="lightning,hf", help="comma-separated: lightning, hf")
+    parser.add_argument("--planted", default="", help="only the planted runs whose flags hold this text")
     parser.add_argument("--overhead", action="store_true", help="plain against watched instead")
     args = parser.parse_args()
     frameworks = [f for f in SCRIPTS if f in args.only.split(",")]
     print(measured_on(detect_hardware()) + f", {args.rounds} alternated rounds")
-    (overhead if args.overhead else gains)(frameworks, args.rounds)
+    if args.overhead:
+        overhead(frameworks, args.rounds)
+    else:
+        gains(frameworks, args.rounds, args.planted)
 
 
 if __name__ == "__main__":

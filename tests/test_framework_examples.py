@@ -94,6 +94,15 @@ class TestHuggingFace:
         data = _doctor("hf_trainer.py", ["--max-steps", str(self.steps), "--tokenize-in-loader"], capsys)
         assert "dataset.map(tokenize, batched=True)" in first_planted(data, "input_bound")["action"]
 
+    def test_activation_checkpointing_is_recompute_heavy(self, capsys: pytest.CaptureFixture[str]) -> None:
+        data = _doctor("hf_trainer.py", ["--max-steps", str(self.steps), "--activation-checkpointing"], capsys)
+        # each block's forward runs again inside backward: time of backward's, not a second forward
+        assert data["steps"]["seen"] == self.steps and data["per_step"]["micro_batches"] == 1
+        assert data["per_step"]["recompute_ms"] > 0.1 * data["steps"]["median_ms"]
+        assert data["phases"]["backward"]["host_ms"] > data["per_step"]["recompute_ms"]
+        action = first_planted(data, "recompute_heavy")["action"]
+        assert re.match(r"TrainingArguments\((activation|gradient)_checkpointing=False\)", action)
+
 
 class TestOtherLoops:
     """accelerate, Ignite and skorch: their steps, accumulation and evaluations as the scripts make them."""

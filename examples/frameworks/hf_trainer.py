@@ -6,6 +6,7 @@ planted bottleneck is one flag away:
     python examples/frameworks/hf_trainer.py --eval-steps 2         # evaluating too often
     python examples/frameworks/hf_trainer.py --save-steps 1         # saving too often
     python examples/frameworks/hf_trainer.py --tokenize-in-loader   # a starved loader: tokenizing in __getitem__
+    python examples/frameworks/hf_trainer.py --activation-checkpointing  # recomputing each block in backward
 
 Needs `pip install 'trainspeed[transformers]'` (transformers with accelerate). Checkpoints go to a temporary folder.
 """
@@ -21,6 +22,8 @@ import transformers as hf
 from torch.utils.data import Dataset
 
 VOCAB, SEQ = 2048, 64
+CHECKPOINTING = ("activation_checkpointing" if "activation_checkpointing" in hf.TrainingArguments.__dataclass_fields__
+                 else "gradient_checkpointing")
 
 
 def tokenize(text: str) -> list[int]:
@@ -62,6 +65,8 @@ def main() -> None:
     p.add_argument("--save-steps", type=int, default=0, help="0: no checkpoints")
     p.add_argument("--dataloader-num-workers", type=int, default=0)
     p.add_argument("--tokenize-in-loader", action="store_true")
+    p.add_argument("--activation-checkpointing", action="store_true",
+                   help="activation_checkpointing=True (gradient_checkpointing before transformers 5)")
     p.add_argument("--trainspeed-json", metavar="PATH", help="watch with trainspeed's callback; its report to PATH")
     args = p.parse_args()
 
@@ -74,8 +79,8 @@ def main() -> None:
             per_device_eval_batch_size=args.per_device_train_batch_size, logging_steps=args.logging_steps,
             eval_strategy="steps" if args.eval_steps else "no", eval_steps=args.eval_steps or None,
             save_strategy="steps" if args.save_steps else "no", save_steps=args.save_steps or 500,
-            dataloader_num_workers=args.dataloader_num_workers, report_to=[], disable_tqdm=True, use_cpu=True,
-            seed=0)
+            dataloader_num_workers=args.dataloader_num_workers, report_to=[], disable_tqdm=True, use_cpu=True, seed=0,
+            **{CHECKPOINTING: args.activation_checkpointing})
         callbacks = []
         if args.trainspeed_json:
             from trainspeed.integrations.transformers import TrainspeedCallback

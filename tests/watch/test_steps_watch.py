@@ -297,3 +297,39 @@ def test_sampled_detail_watches_some_steps_in_full_and_every_step_at_its_edges()
     assert sum(p.share for p in r.phases.values()) == __import__("pytest").approx(1.0)
     assert r.phases["forward"].share > 0.05 and r.phases["backward"].share > 0.05
     assert all(s.detailed for s in r.step_samples)
+
+
+class _Sleepy(nn.Module):
+    """A segment whose forward takes 20 ms however it is called (its first call or autograd's recompute)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        import time
+
+        time.sleep(0.02)
+        return torch.relu(self.linear(x))
+
+
+@pytest.mark.parametrize("reentrant", [False, True])
+def test_activation_checkpointings_recompute_is_backwards_time_not_a_second_forward(reentrant: bool) -> None:
+    from torch.utils.checkpoint import checkpoint
+
+    segment, head = _Sleepy(), nn.Linear(8, 1)
+    optimizer = torch.optim.SGD([*segment.parameters(), *head.parameters()], lr=0.01)
+    x = torch.randn(4, 8, requires_grad=True)
+    with Watcher(warmup=1, profile_steps=0, detail_every=1) as w:
+        for _ in range(6):
+            loss = head(checkpoint(segment, x, use_reentrant=reentrant)).sum()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    r = w.measurements()
+    assert r.steps_seen == 6 and r.micro_batches_per_step == 1
+    # the segment's sleep once in forward, once more in backward (its recompute, timed apart); a second forward
+    # counted in the forward phase would be 40 ms
+    assert 20 <= r.phases["forward"].host_ms < 35
+    assert r.recompute_ms_per_step is not None and r.recompute_ms_per_step >= 19.5
+    assert r.phases["backward"].host_ms >= r.recompute_ms_per_step

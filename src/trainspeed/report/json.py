@@ -158,7 +158,7 @@ def doctor_dict(report: DoctorReport) -> dict[str, Any]:
                      "model_calls": w.model_calls_per_step, "model_calls_chained": w.model_calls_chained,
                      "model_calls_after_read": w.model_calls_after_read,
                      "optimizer_steps": w.optimizer_steps_per_step,
-                     "anomaly_ms": w.anomaly_ms_per_step},
+                     "anomaly_ms": w.anomaly_ms_per_step, "recompute_ms": w.recompute_ms_per_step},
         "sync_sites": _read_rows(w.sync_sites),
         "saves": {"count": w.saves, "every_steps": w.saves_every_steps, "calls": w.save_calls},
         "host_read_sites": _read_rows(w.host_read_sites),

@@ -138,6 +138,7 @@ def measurements(self: Watcher, gathering: bool = False) -> WatchResult:
         optimizer_build_ms=self.optimizer_build_s * 1e3 / self.optimizers_built if self.optimizers_built else None,
         optimizer=self._optimizer_info(),
         anomaly_ms_per_step=(sum(r.anomaly_s for r in detailed) * 1e3 / len(detailed)) if detailed else None,
+        recompute_ms_per_step=(sum(r.recompute_s for r in detailed) * 1e3 / len(detailed)) if detailed else None,
     )
     if gathering:
         return result

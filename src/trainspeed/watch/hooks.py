@@ -31,7 +31,6 @@ _resumes = [0]
 """Resumes made in this process so far, by every Hooks."""
 
 
-
 def _safetensors() -> Any:
     """safetensors.torch where it is installed (None otherwise)."""
     try:
@@ -59,6 +58,8 @@ class Listener(Protocol):
     def loader_started(self, seconds: float, stop: bool = False) -> None: ...
     def host_read(self, op: str, t0: float, t1: float, frame: Any) -> None: ...
     def anomaly_stack(self, seconds: float) -> None: ...
+    def backward_running(self) -> bool: ...
+    def recomputed(self, seconds: float) -> None: ...
     def optimizer_built(self, seconds: float) -> None: ...
     def mode_set(self, module: torch.nn.Module, training: bool) -> None: ...
     def grad_off_entered(self) -> None: ...
@@ -331,13 +332,18 @@ class Hooks:
                     finally:
                         self.depth -= 1
                 self.depth = 1
-                L.enter("forward")
+                again = L.backward_running()  # autograd recomputing a checkpointed segment: backward's work, timed
+                t0 = time.perf_counter() if again else 0.0
+                L.enter("backward" if again else "forward")
                 try:
-                    L.forward_pre(module, args, kwargs)
+                    if not again:
+                        L.forward_pre(module, args, kwargs)
                     return orig(module, *args, **kwargs)
                 finally:
                     self.depth = 0
-                    L.exit("forward")
+                    L.exit("backward" if again else "forward")
+                    if again:
+                        L.recomputed(time.perf_counter() - t0)
             return wrapper
 
         self._patch(torch.nn.Module, "__call__", call_wrap, per_call=True)

@@ -207,6 +207,9 @@ class StepRecord:
     last call) in this step; detailed steps only."""
     anomaly_s: float = 0.0
     """Seconds spent formatting Python stacks for autograd's anomaly detection (detailed steps only)."""
+    recompute_s: float = 0.0
+    """Seconds of module calls made inside backward: activation checkpointing recomputing the forward of the segments
+    it kept no activations of (`torch.utils.checkpoint`; detailed steps only). Part of the backward phase."""
     optimizer_steps: int | None = None
     """Optimizer steps taken in this step: the primary optimizer's and every other's (a GAN's two); detailed
     steps only."""
@@ -361,6 +364,9 @@ class WatchResult:
     anomaly_ms_per_step: float | None = None
     """Milliseconds per step (mean over the detailed steps) that autograd's anomaly detection spent
     storing a formatted Python stack for every op that records a gradient; 0.0 when it was off."""
+    recompute_ms_per_step: float | None = None
+    """Milliseconds per step (mean over the detailed steps) of module calls inside backward: activation checkpointing's
+    recompute, part of the backward phase (None: no detailed step)."""
     edge_ops_per_step: float | None = None
     """CPU: aten ops per step dispatched in the edge phases (data, h2d, sync, checkpoint, comm: a DataLoader's
     row-by-row indexing and collation, a read's), the profiler window's; with `other_ops_per_step`, what of

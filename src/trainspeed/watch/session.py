@@ -92,6 +92,8 @@ class Watcher:
     loader_seen = loaders.loader_seen
     loader_batch = loaders.loader_batch
     loader_ran_out = loaders.loader_ran_out
+    backward_running = steps.backward_running
+    recomputed = steps.recomputed
     loader_started = loaders.loader_started
     # evaluations (evaluation.py)
     mode_set = evaluation.mode_set
@@ -154,9 +156,9 @@ class Watcher:
         self.step_host_reads = 0
         """Reads of CPU tensors' values in the step running now: no synchronisation, timed in the phase they ran in."""
         self.step_h2d = 0
-        self.step_anomaly_s = 0.0
-        """Seconds the step running now spent formatting Python stacks for autograd's anomaly detection
-        (detailed steps)."""
+        self.step_timed = [0.0, 0.0]
+        """Seconds the step running now spent formatting Python stacks for autograd's anomaly detection, and in
+        module calls inside backward (activation checkpointing's recompute), on detailed steps."""
         self.step_calls = [0, 0, 0, 0, 0, 0]
         """[outermost module calls, backward calls, steps of optimizers other than the primary one, calls
         of the model, calls of the model given a tensor that autograd has recorded (the output of an
@@ -485,7 +487,7 @@ class Watcher:
         self.step_syncs += 1
 
     def anomaly_stack(self, seconds: float) -> None:
-        self.step_anomaly_s += seconds
+        self.step_timed[0] += seconds
 
     def host_read(self, op: str, t0: float, t1: float, frame: Any) -> None:
         """A host read that the hooks saw (torch.cuda.synchronize) ran from t0 to t1, made by `frame`."""

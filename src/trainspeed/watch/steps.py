@@ -88,7 +88,7 @@ def step_ended(self: Watcher, optimizer: torch.optim.Optimizer | None = None, *h
         self.step_syncs = self.step_host_reads = self.step_h2d = 0
         if self.detailed:  # the per-call hooks count nothing on the other steps: nothing to zero
             self.step_calls = [0, 0, 0, 0, 0, 0]
-            self.step_anomaly_s = 0.0
+            self.step_timed = [0.0, 0.0]
     else:
         wall, phases = self.clock.end_step()
         if comm_busy:
@@ -97,11 +97,11 @@ def step_ended(self: Watcher, optimizer: torch.optim.Optimizer | None = None, *h
         host_reads, self.step_host_reads = self.step_host_reads, 0
         h2d, self.step_h2d = self.step_h2d, 0
         calls, self.step_calls = self.step_calls, [0, 0, 0, 0, 0, 0]
-        anomaly, self.step_anomaly_s = self.step_anomaly_s, 0.0
+        (anomaly, recompute), self.step_timed = self.step_timed, [0.0, 0.0]
         self._keep_step(StepRecord(index, wall, phases, syncs, h2d, detailed=self.detailed,
                                    micro_batches=_micro_batches(calls) if self.detailed else None,
                                    model_calls=(calls[3], calls[4], calls[5]) if self.detailed else None,
-                                   anomaly_s=anomaly, host_reads=host_reads,
+                                   anomaly_s=anomaly, recompute_s=recompute, host_reads=host_reads,
                                    optimizer_steps=(1 + calls[2] if self.primary_optimizer is not None else 0)
                                    if self.detailed else None))
     if self.pending:
@@ -117,6 +117,17 @@ def step_ended(self: Watcher, optimizer: torch.optim.Optimizer | None = None, *h
     self.clock.skip()  # this edge's own work (tens of us when it keeps a step) is not the next step's
     if self.max_steps is not None and self.steps_seen >= self.max_steps:
         raise StopWatching(f"stopped after {self.steps_seen} steps")
+
+
+def backward_running(self: Watcher) -> bool:
+    """Whether backward is the innermost phase open: a module called now is called by autograd (activation
+    checkpointing recomputing a segment's forward), not by the script."""
+    return self.clock.stack[-1:] == ["backward"]
+
+
+def recomputed(self: Watcher, seconds: float) -> None:
+    """A module call inside backward took `seconds` (detailed steps: the call hooks are in)."""
+    self.step_timed[1] += seconds
 
 
 def _detail_sample(self: Watcher) -> Reservoir[StepRecord] | None:

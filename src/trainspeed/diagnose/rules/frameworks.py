@@ -80,6 +80,15 @@ def _hf_optimizer(v: Verdict, r: WatchResult) -> str:
             '"adamw_torch" loops over them)')
 
 
+def _hf_recompute(v: Verdict, r: WatchResult) -> str:
+    """transformers 5 names the setting `activation_checkpointing`; earlier releases `gradient_checkpointing`."""
+    major = (r.framework.version or "").split(".")[0] if r.framework else ""
+    setting = "gradient_checkpointing" if major.isdigit() and int(major) < 5 else "activation_checkpointing"
+    return (f"TrainingArguments({setting}=False) where memory allows: each block then keeps its activations for "
+            "backward, so the peak grows; where that does not fit, a smaller per_device_train_batch_size with "
+            "gradient_accumulation_steps")
+
+
 def _hf_batch(v: Verdict, r: WatchResult) -> str | None:
     if not r.batch_size:
         return None
@@ -203,6 +212,7 @@ SPEAK: dict[tuple[str, str], Speak] = {
     ("transformers", "small_batch"): _hf_batch,
     ("transformers", "input_bound"): _hf_loader,
     ("transformers", "host_code_heavy"): _hf_host,
+    ("transformers", "recompute_heavy"): _hf_recompute,
     ("transformers", "outside_work"): _hf_host,
     ("lightning", "evaluation_heavy"): _pl_evaluation,
     ("lightning", "checkpoint_heavy"): _pl_checkpoint,
