@@ -204,6 +204,12 @@ def doctor_view(report: DoctorReport) -> Group:
         parts.append(Text(f"per step: {reads}, {w.h2d_bytes_per_step / 2**20:.2f} MiB "
                           f"host->device, {ops}{kernels}; batch {w.batch_size or '?'}"
                           + (f", under {w.autocast} autocast" if w.autocast else "")))
+    if w.recompute_ms_per_step:
+        parts.append(Text(f"backward recomputes checkpointed forwards (activation checkpointing): "
+                          f"{w.recompute_ms_per_step:.2f} ms per step, in the backward phase"))
+    if w.loader_workers is not None:
+        parts.append(Text(f"DataLoader worker processes: {w.loader_workers.batches} batches while measured, "
+                          f"{w.loader_workers.cpu_ms_per_batch:.2f} ms of CPU each"))
     if w.saves:
         every = f", one every {w.saves_every_steps:.0f} steps" if w.saves_every_steps else ""
         calls = f" ({w.save_calls} torch.save calls)" if w.save_calls > w.saves else ""
