@@ -251,16 +251,17 @@ def test_the_matmul_rate_is_read_again_after_the_other_probes(monkeypatch) -> No
     assert report.verdicts[0].id == "launch_bound"
 
 
-def test_the_summary_says_the_recompute_and_what_the_workers_ran() -> None:
+def test_the_summary_says_the_recompute_the_compiles_and_what_the_workers_ran() -> None:
     from recorded_runs import recorded
 
     import trainspeed.diagnose.report as report_module
     from trainspeed.hardware import detect_hardware
-    from trainspeed.watch.result import LoaderInfo, WorkerCpu
+    from trainspeed.watch.result import Compiles, LoaderInfo, WorkerCpu
 
     r = recorded(30.0, {"data": 10.0, "forward": 5.0, "backward": 12.0, "optimizer": 2.0}, ops=100, flops=1e8,
                  loaders=[LoaderInfo(1, False, 32, False, batches=120)])
-    r = dataclasses.replace(r, recompute_ms_per_step=4.25, loader_workers=WorkerCpu(94, 9.5))
+    r = dataclasses.replace(r, recompute_ms_per_step=4.25, loader_workers=WorkerCpu(94, 9.5), compiles=Compiles(2, 0.5))
     text = _rendered(report_module.diagnose_run(r, hardware=detect_hardware(), dispatch_us=2.0, matmul_gflops=100.0))
     assert "backward recomputes checkpointed forwards (activation checkpointing): 4.25 ms per step" in text
     assert "DataLoader worker processes: 94 batches while measured, 9.50 ms of CPU each" in text
+    assert "torch.compile: 2 graph(s) compiled while the steps were measured, 0.50 s" in text

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from trainspeed.watch.machine_load import LoadMark, mark, others_cores, worker_cpu
+from trainspeed.watch.machine_load import LoadMark, compiled, mark, others_cores, worker_cpu
 
 BUSY = "import time\nend = time.time() + {s}\nwhile time.time() < end: pass\n"
 
@@ -28,6 +28,14 @@ def test_the_workers_cpu_per_batch_is_their_children_seconds_over_the_batches_be
     assert found is not None and found.batches == 400 and found.cpu_ms_per_batch == pytest.approx(8.0)
     assert worker_cpu(start, LoadMark(14.0, 108.0, 11.0, children_s=4.2, worker_batches=13)) is None  # 7: too few
     assert worker_cpu(None, start) is None
+
+
+def test_the_compiles_between_two_marks_are_the_growth_of_dynamos_table() -> None:
+    start = LoadMark(10.0, 100.0, 5.0, compiles=(1, 2.4))
+    found = compiled(start, LoadMark(14.0, 108.0, 11.0, compiles=(3, 3.1)))
+    assert found is not None and found.count == 2 and found.seconds == pytest.approx(0.7)
+    assert compiled(start, LoadMark(14.0, 108.0, 11.0, compiles=(1, 2.4))) is None  # no new graph
+    assert compiled(None, start) is None
 
 
 def _others_over(seconds: float) -> float:

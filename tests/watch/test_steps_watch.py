@@ -333,3 +333,39 @@ def test_activation_checkpointings_recompute_is_backwards_time_not_a_second_forw
     assert 20 <= r.phases["forward"].host_ms < 35
     assert r.recompute_ms_per_step is not None and r.recompute_ms_per_step >= 19.5
     assert r.phases["backward"].host_ms >= r.recompute_ms_per_step
+
+
+_RECOMPILED = """
+import torch
+from torch import nn
+from trainspeed.watch import Watcher
+
+model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))
+compiled = torch.compile(model)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+try:
+    compiled(torch.randn(4, 8)).sum().backward()  # compiled before the watch: the first compile is not the run's
+except Exception as exc:  # no C++ compiler for the inductor here
+    raise SystemExit(f"skip: {type(exc).__name__}")
+with Watcher(warmup=1, profile_steps=0) as w:
+    for rows in (4, 4, 4, 4, 3, 4, 4, 2):  # a batch of 3 rows: a recompile (then dynamic: 2 rows take that code)
+        loss = compiled(torch.randn(rows, 8)).sum()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+r = w.measurements()
+print(r.compiles.count if r.compiles else 0, r.compiles.seconds if r.compiles else 0.0)
+"""
+
+
+def test_a_recompile_during_the_measured_steps_is_counted_with_its_time() -> None:
+    # in a process of its own: a graph compiled here would mark every later watch of this process as compiled
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", _RECOMPILED], capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0 and "skip:" in proc.stderr:
+        pytest.skip(f"torch.compile does not run here ({proc.stderr.strip()})")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    count, seconds = proc.stdout.split()[-2:]
+    assert int(count) == 1 and float(seconds) > 0

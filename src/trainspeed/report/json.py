@@ -181,6 +181,7 @@ def doctor_dict(report: DoctorReport) -> dict[str, Any]:
         "evaluation": _clean(w.evaluation) if w.evaluation is not None else None,
         "loader_starts": {"count": w.loader_starts, "share": w.loader_start_share, "mean_ms": w.loader_start_ms},
         "loader_workers": _clean(w.loader_workers) if w.loader_workers is not None else None,
+        "compiles": _clean(w.compiles) if w.compiles is not None else None,
         "torch_threads": w.torch_threads,
         "process_cpu_percent": w.process_cpu_percent,
         "process_threads": w.process_threads,

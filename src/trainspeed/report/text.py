@@ -207,6 +207,9 @@ def doctor_view(report: DoctorReport) -> Group:
     if w.recompute_ms_per_step:
         parts.append(Text(f"backward recomputes checkpointed forwards (activation checkpointing): "
                           f"{w.recompute_ms_per_step:.2f} ms per step, in the backward phase"))
+    if w.compiles is not None:
+        parts.append(Text(f"torch.compile: {w.compiles.count} graph(s) compiled while the steps were measured, "
+                          f"{w.compiles.seconds:.2f} s"))
     if w.loader_workers is not None:
         parts.append(Text(f"DataLoader worker processes: {w.loader_workers.batches} batches while measured, "
                           f"{w.loader_workers.cpu_ms_per_batch:.2f} ms of CPU each"))

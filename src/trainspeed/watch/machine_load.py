@@ -11,7 +11,8 @@ its children's), so a run of a second is measured as well as one of an hour. "Ou
 DataLoader's worker processes (children) and the intra-op threads that spin while they wait. A
 hypervisor's steal time is not another process of this machine, and not counted.
 
-The same counters give what the DataLoader's worker processes cost: their CPU seconds (the children's, reaped
+The same marks hold torch.compile's compilations so far (`compiles`). The counters give what the DataLoader's worker
+processes cost: their CPU seconds (the children's, reaped
 or running) over the batches the loaders with workers handed out between the two marks.
 """
 
@@ -22,7 +23,8 @@ from dataclasses import dataclass
 
 import psutil
 
-from trainspeed.watch.result import WorkerCpu
+from trainspeed.watch.compiles import compiled_so_far
+from trainspeed.watch.result import Compiles, WorkerCpu
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,8 @@ class LoadMark:
     """Of those, its children's (the DataLoader's worker processes among them)."""
     worker_batches: int = 0
     """Batches handed out so far by the DataLoaders that have worker processes."""
+    compiles: tuple[int, float] = (0, 0.0)
+    """torch.compile's graphs compiled so far in this process, and the seconds spent on them."""
 
 
 def _own_and_children_s() -> tuple[float, float]:
@@ -59,7 +63,7 @@ def mark(worker_batches: int = 0) -> LoadMark | None:
         t = psutil.cpu_times()
         busy = t.user + t.system + getattr(t, "nice", 0.0) + getattr(t, "irq", 0.0) + getattr(t, "softirq", 0.0)
         own, children = _own_and_children_s()
-        return LoadMark(time.monotonic(), busy, own + children, children, worker_batches)
+        return LoadMark(time.monotonic(), busy, own + children, children, worker_batches, compiled_so_far())
     except (psutil.Error, OSError):
         return None
 
@@ -85,3 +89,10 @@ def worker_cpu(start: LoadMark | None, end: LoadMark | None) -> WorkerCpu | None
         return None
     batches = end.worker_batches - start.worker_batches
     return WorkerCpu(batches, max(0.0, end.children_s - start.children_s) * 1e3 / batches)
+
+
+def compiled(start: LoadMark | None, end: LoadMark | None) -> Compiles | None:
+    """torch.compile's compilations between two marks (None: none, or the counters unread)."""
+    if start is None or end is None or end.compiles[0] <= start.compiles[0]:
+        return None
+    return Compiles(end.compiles[0] - start.compiles[0], max(0.0, end.compiles[1] - start.compiles[1]))

@@ -140,6 +140,16 @@ class WorkerCpu:
 
 
 @dataclass(frozen=True)
+class Compiles:
+    """torch.compile's compilations while the steps were measured (dynamo's table; `watch/compiles.py`)."""
+
+    count: int
+    """Graphs compiled: after the first steps, recompiles."""
+    seconds: float
+    """Seconds spent compiling them and their backward."""
+
+
+@dataclass(frozen=True)
 class Evaluation:
     """The run's evaluations: spans from `model.eval()` to the next `model.train()` with no step between, and spans of
     `torch.no_grad()` (or inference_mode) outside every phase that called the model."""
@@ -333,6 +343,8 @@ class WatchResult:
     processes anew at every start, and stops them at the end of every pass)."""
     loader_start_ms: float | None = None
     """Their mean milliseconds per start (its stop included)."""
+    compiles: Compiles | None = None
+    """torch.compile's compilations during the measured steps (None: none)."""
     loader_workers: WorkerCpu | None = None
     """The worker processes' CPU per batch (None: no loader with workers, or fewer than 8 batches from them)."""
     op_ms_per_step: float | None = None

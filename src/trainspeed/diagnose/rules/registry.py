@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from trainspeed.diagnose.rules.arithmetic import compute_bound, slow_dtype
 from trainspeed.diagnose.rules.common import Context
+from trainspeed.diagnose.rules.compile import compile_heavy
 from trainspeed.diagnose.rules.distributed import comm_bound, straggler
 from trainspeed.diagnose.rules.dropout import dropout_heavy
 from trainspeed.diagnose.rules.frameworks import in_framework
@@ -27,9 +28,10 @@ from trainspeed.watch.result import Verdict, WatchResult
 Rule = Callable[..., "Verdict | None"]
 
 ORDER: tuple[Rule, ...] = (
-    input_bound, evaluation_heavy, checkpoint_heavy, logging_heavy, host_code_heavy, outside_work, sync_bound,
-    h2d_bound, slow_dtype, dropout_heavy, anomaly_detection, optimizer_heavy, optimizer_rebuilt, launch_bound, small_batch,
-    cpu_faster, thread_oversubscription, threads_unused, recompute_heavy, memory_pressure, comm_bound, straggler,
+    input_bound, compile_heavy, evaluation_heavy, checkpoint_heavy, logging_heavy, host_code_heavy, outside_work,
+    sync_bound, h2d_bound, slow_dtype, dropout_heavy, anomaly_detection, optimizer_heavy, optimizer_rebuilt, launch_bound,
+    small_batch, cpu_faster, thread_oversubscription, threads_unused, recompute_heavy, memory_pressure, comm_bound,
+    straggler,
 )
 """Every rule but the healthy one. Verdicts are ranked by predicted speed-up; this order breaks ties."""
 

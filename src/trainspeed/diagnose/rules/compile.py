@@ -1,0 +1,35 @@
+"""torch.compile compiling while the steps were measured (`compile_heavy`): a recompile is the whole cost of a compile
+again, paid inside the training loop."""
+
+from __future__ import annotations
+
+from trainspeed.diagnose.rules.common import Context, _run_step_ms, _speedup
+from trainspeed.watch.result import Verdict, WatchResult
+
+COMPILE_SHARE = 0.10
+"""Compiles for a tenth of the measured run's time or more. An MLP under torch.compile on digits (batches of 100,
+the last of each epoch 97 rows) recompiled once for the new shape in its first epoch: 0.15 to 0.43 s on a Zen 4 pair
+(2026-11-26; the inductor's on-disk cache makes a run after the first compile faster), more than half of a 6-epoch
+run's measured time. Dropping the last batch (102 steps instead of 108) made the steps after the first six 2.44x
+as fast per step (3 alternated runs: 2.13x to 2.80x), where the compile time dynamo counted predicted 1.88x."""
+
+
+def compile_heavy(r: WatchResult, c: Context) -> Verdict | None:
+    if r.compiles is None or not r.steps_measured:
+        return None
+    run_s = _run_step_ms(r) * r.steps_measured / 1e3
+    share = min(r.compiles.seconds / run_s, 1.0) if run_s > 0 else 0.0
+    if share < COMPILE_SHARE:
+        return None
+    graphs = f"{r.compiles.count} graph{'s' if r.compiles.count != 1 else ''}"
+    evidence = (f"torch.compile compiled {graphs} while the steps were measured, after the first steps: "
+                f"{r.compiles.seconds:.2f} s of the measured run's {run_s:.2f} s ({share:.0%}; dynamo's compile times); "
+                "each is a recompile, for an input of a shape the compiled code does not take (a smaller last batch, "
+                "a new sequence length) or another guard that failed (predicted speed-up: the run without the compile "
+                "time dynamo counted, a floor for inputs kept one shape: the first calls of new compiled code cost "
+                "more)")
+    action = ("keep the compiled code's inputs one shape: DataLoader(..., drop_last=True), or pad to a few fixed "
+              "lengths; or compile shape-generic code once: torch.compile(model, dynamic=True) or "
+              "torch._dynamo.mark_dynamic(x, 0) on the batch; TORCH_LOGS=recompiles prints why each one happened. "
+              "A run of few steps may not repay compiling at all")
+    return Verdict("compile_heavy", evidence, action, _speedup(1.0, 1.0 - share))
