@@ -150,6 +150,8 @@ def test_frame_rows(capsys: pytest.CaptureFixture[str]) -> None:
     assert workers["batches"] == data["steps"]["measured"] + 3 * val and workers["cpu_ms_per_batch"] > 0
     verdict = first_planted(data, "input_bound")
     assert "num_workers=2" in verdict["action"] and f"handed over {workers['batches']} batches" in verdict["evidence"]
+    # what the worker made its batches with, by its own stack samples: a line of the Dataset's __getitem__
+    assert "frame_rows.py:" in data["worker_sites"][0]["where"] and "in the worker processes" in verdict["evidence"]
 
 
 @pytest.mark.parametrize("script, args, steps", [

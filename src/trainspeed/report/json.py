@@ -165,6 +165,7 @@ def doctor_dict(report: DoctorReport) -> dict[str, Any]:
         "other_sites": _clean(w.other_sites),
         "framework_sites": _clean(w.framework_sites),
         "data_sites": _clean(w.data_sites),
+        "worker_sites": _clean(w.worker_sites),
         "compiled": w.compiled,
         "autocast": w.autocast,
         "loop_sites": [{"where": o.where, "code": o.code, "samples": o.samples, "share_of_other": o.share_of_other}

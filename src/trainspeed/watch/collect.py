@@ -120,7 +120,7 @@ def measurements(self: Watcher, gathering: bool = False) -> WatchResult:
         gpu_util=self._gpu_util(step_ms),
         device=self.device, batch_size=self.batch_size,
         framework=dataclasses.replace(self.framework, made_at=dict(self.made_at.sites)) if self.framework else None,
-        framework_sites=_framework_sites(self), data_sites=_data_sites(self),
+        framework_sites=_framework_sites(self), data_sites=_data_sites(self), worker_sites=_worker_sites(self),
         loaders=[dataclasses.replace(info, batches=self.loader_batches[key]) for key, info in self.loaders.items()],
         torch_threads=torch.get_num_threads(), process_cpu_percent=self._cpu(),
         others_cpu_cores=machine_load.others_cores(self.load_from, self.load_to),
@@ -184,6 +184,18 @@ def _data_sites(self: Watcher) -> list[DataSite]:
     return [DataSite(site, source_of(site), count, count / s.data_total,  # (a function's site has no line: "")
                      inside=inside.get(site), machinery=machinery_of(site))
             for site, count in s.data_samples.most_common(8)]
+
+
+def _worker_sites(self: Watcher) -> list[DataSite]:
+    """What the DataLoader's worker processes ran while they made batches (their own stack samples), by site; the
+    shares are of those samples."""
+    s = self.sampler
+    total = sum(s.worker_samples.values()) if s is not None else 0
+    if s is None or not total:
+        return []
+    inside = _inside(s.worker_inside, s.worker_samples)
+    return [DataSite(site, source_of(site), count, count / total, inside=inside.get(site), machinery=machinery_of(site))
+            for site, count in s.worker_samples.most_common(8)]
 
 
 def _framework_sites(self: Watcher) -> list[FrameworkSite]:

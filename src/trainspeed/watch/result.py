@@ -345,6 +345,9 @@ class WatchResult:
     """Their mean milliseconds per start (its stop included)."""
     compiles: Compiles | None = None
     """torch.compile's compilations during the measured steps (None: none)."""
+    worker_sites: list[DataSite] = field(default_factory=list)
+    """What the DataLoader's worker processes ran while they made batches, from their own stack samples (forked
+    workers; `share_of_data` is of those samples)."""
     loader_workers: WorkerCpu | None = None
     """The worker processes' CPU per batch (None: no loader with workers, or fewer than 8 batches from them)."""
     op_ms_per_step: float | None = None

@@ -25,6 +25,7 @@ from typing import Any
 import psutil
 import torch
 
+from trainspeed.watch import worker_sampler
 from trainspeed.watch.result import WORKER_WAIT
 from trainspeed.watch.syncs import READ_CODES
 
@@ -254,6 +255,10 @@ class Sampler(threading.Thread):
         self.nvml_why: str | None = None
         self.switch_s = sys.getswitchinterval()
         """The script's switch interval, put back while another Python thread is busy (OTHERS_BUSY) and at stop()."""
+        self.worker_folder: str | None = None
+        self.worker_samples: collections.Counter[str] = collections.Counter()
+        """What the DataLoader's worker processes ran while making batches, by `data_site` (worker_sampler.py)."""
+        self.worker_inside: collections.Counter[tuple[str, str]] = collections.Counter()
 
     def want_gpu(self, device_index: int) -> None:
         """Start sampling the GPU the run uses (NVML); says why not when it cannot."""
@@ -378,8 +383,13 @@ class Sampler(threading.Thread):
         self.data_inside = collections.Counter()
         self.data_total = 0
 
+    def start(self) -> None:
+        self.worker_folder = worker_sampler.start(data_site)  # the workers forked from now on sample themselves
+        super().start()
+
     def stop(self) -> None:
         self.halt.set()
+        self.worker_samples, self.worker_inside = worker_sampler.stop(self.worker_folder)
         if self.is_alive():
             self.join(timeout=2.0)
         sys.setswitchinterval(self.switch_s)

@@ -133,6 +133,24 @@ def test_more_workers_are_predicted_from_the_cpu_the_workers_ran_per_batch() -> 
     assert "(their CPU time unmeasured)" in blind.evidence and blind.predicted_speedup == pytest.approx(2.0, abs=0.01)
 
 
+def test_with_workers_the_evidence_says_what_they_ran_by_their_own_samples() -> None:
+    # the run waited on its worker, so its own samples name only that wait; the workers' samples name the line
+    ctx = dataclasses.replace(TWO_CORES, handover=Handover(wall_ms=1.72, main_ms=0.835), batched_ms=None)
+    waited = [DataSite("torch/utils/data/dataloader.py:_try_get_data", "", 280, 0.95, machinery=WORKER_WAIT),
+              DataSite("torch/utils/data/dataloader.py:__next__", "", 15, 0.05, machinery="the DataLoader's own code")]
+    made = [DataSite("frame_rows.py:58", "row = self.rows.iloc[i]", 150, 0.6, inside="pandas"),
+            DataSite("frame_rows.py:59", "x = torch.tensor(row[numeric].to_numpy(dtype=np.float32))", 75, 0.3),
+            DataSite("torch/utils/data/_utils/collate.py:collate", "", 25, 0.1, machinery="collating samples into a batch")]
+    r = dataclasses.replace(_frame_rows(WorkerCpu(622, 11.01)), data_sites=waited, worker_sites=made)
+    data = next(v for v in diagnose(r, ctx) if v.id == "input_bound")
+    assert ("in the worker processes, of the 250 stack samples taken while they made batches: 60% at frame_rows.py:58: "
+            "`row = self.rows.iloc[i]`, most of its samples inside pandas; 30% at frame_rows.py:59") in data.evidence
+    assert "starting with frame_rows.py:58 (the line most of the worker processes' samples name)" in data.action
+    # too few of the workers' samples to split what they ran: not said
+    few = dataclasses.replace(r, worker_sites=[dataclasses.replace(made[0], samples=12, share_of_data=0.6)])
+    assert "in the worker processes" not in next(v for v in diagnose(few, ctx) if v.id == "input_bound").evidence
+
+
 # /tmp's unseen TensorDataset script and examples/tensor_dataset_loader.py (2026-11-23, 2-vCPU VM): a DataLoader
 # batching a TensorDataset row by row; a worker's handover of its batches measured 1.7 ms, 0.8 ms of it in the
 # training process, and the batch taken whole 0.15 ms

@@ -29,11 +29,12 @@ def input_bound(r: WatchResult, c: Context) -> Verdict | None:
     evidence = f"waiting on the DataLoader took {_burst_note(r, 'data')}; num_workers={workers}"
     if r.gpu_util.sawtooth:
         evidence += f"; GPU utilisation is a saw-tooth ({r.gpu_util.why})"
-    evidence += _data_sites_note(r, share)
+    evidence += _data_sites_note(r, share) + (_worker_sites_note(r) if workers else "")
     collates = sorted({ld.collate for ld in r.loaders if ld.collate})
     made = f"__getitem__ or the collate_fn `{'`, `'.join(collates)}`" if collates else "__getitem__"
     top = _top_line(r)
-    first = f", starting with {top.where} (the line most samples of the wait name)," if top is not None else ""
+    whose = "of the worker processes' samples" if top is not None and top in r.worker_sites else "samples of the wait"
+    first = f", starting with {top.where} (the line most {whose} name)," if top is not None else ""
     precompute = "precompute: tokenize or decode once, before training; cache" if collates else "precompute, cache"
     cheaper = (f"make {made} cheaper ({precompute}){first} or move the augmentation to the device" +
                ("; if it is cheap already (a dataset held in memory as tensors), num_workers=0 saves each batch "
@@ -105,22 +106,42 @@ def input_bound(r: WatchResult, c: Context) -> Verdict | None:
     return Verdict("input_bound", evidence, action, _speedup(1.0, new))
 
 
-def _samples_of_wait(r: WatchResult) -> int:
-    """The stack samples taken while the script waited on data (the sites' shares are of them; 0: none)."""
-    top = r.data_sites[0] if r.data_sites else None
+def _samples_of_wait(r: WatchResult, sites: list[DataSite] | None = None) -> int:
+    """The stack samples taken while the script waited on data (the sites' shares are of them; 0: none); or those
+    of other `sites` (the worker processes')."""
+    sites = r.data_sites if sites is None else sites
+    top = sites[0] if sites else None
     return round(top.samples / top.share_of_data) if top is not None and top.share_of_data > 0 else 0
 
 
-def _enough_samples(r: WatchResult) -> bool:
-    """Whether the wait on data has DATA_SITE_SAMPLES stack samples, enough to split it by what the DataLoader ran."""
-    return _samples_of_wait(r) >= DATA_SITE_SAMPLES
+def _enough_samples(r: WatchResult, sites: list[DataSite] | None = None) -> bool:
+    """Whether the wait on data has DATA_SITE_SAMPLES stack samples, enough to split it by what the DataLoader ran
+    (or the worker processes' `sites` have, to split what they ran)."""
+    return _samples_of_wait(r, sites) >= DATA_SITE_SAMPLES
 
 
 def _top_line(r: WatchResult) -> DataSite | None:
-    """The line of the user's own code the most samples of the wait name, where it holds DATA_SITE_SHARE of them."""
-    if not _enough_samples(r):
-        return None
-    return next((d for d in r.data_sites if d.code and not d.machinery and d.share_of_data >= DATA_SITE_SHARE), None)
+    """The line of the user's own code the most samples of the wait name, where it holds DATA_SITE_SHARE of them;
+    else the worker processes' (their own samples, taken while they made batches)."""
+    for sites in (r.data_sites, r.worker_sites):
+        if _enough_samples(r, sites):
+            found = next((d for d in sites if d.code and not d.machinery and d.share_of_data >= DATA_SITE_SHARE), None)
+            if found is not None:
+                return found
+    return None
+
+
+def _worker_sites_note(r: WatchResult) -> str:
+    """What the worker processes ran while they made batches, by their own stack samples (from DATA_SITE_SAMPLES)."""
+    named = [d for d in r.worker_sites[:3] if d.share_of_data >= DATA_SITE_SHARE]
+    if not _enough_samples(r, r.worker_sites) or not named:
+        return ""
+    parts = [(f"{d.share_of_data:.0%} at " + (f"the DataLoader's own code, {d.machinery} ({d.where})" if d.machinery
+                                               else f"{d.where}: `{d.code}`" if d.code else d.where)
+              + (f", most of its samples inside {d.inside}" if d.inside and not d.machinery else ""))
+             for d in named]
+    return (f"; in the worker processes, of the {_samples_of_wait(r, r.worker_sites)} stack samples taken while they "
+            f"made batches: " + "; ".join(parts))
 
 
 def _kept_by_a_cheaper_item(r: WatchResult, share: float) -> tuple[float, str]:
