@@ -1,7 +1,7 @@
 """What the doctor says the DataLoader ran while the script waited (`data_sites`, stack samples) against each
 transform timed on its own.
 
-    python benchmarks/data_sites.py [--epochs 60] [--rounds 3]
+    python benchmarks/data_sites.py [--epochs 60] [--rounds 3] [--workers N]
 
 The realistic image classifier (examples/realistic/image_classifier.py) makes each sample with five per-sample
 transforms in its training process (num_workers=0). `trainspeed doctor --json` on it gives the samples taken
@@ -9,6 +9,8 @@ while the script waited on its DataLoader, by line; this benchmark sums them by 
 the line (the script's own source, parsed: a function, or a transform's class), and gives each transform's share of the samples in the five. Beside
 it, each transform timed directly: the script's own transform functions applied to the training images one by one,
 `time.perf_counter` around each, over `--rounds` passes (the least of them); its share of the five's time.
+With `--workers N` the script's DataLoader makes the samples in N worker processes, and the doctor's samples are
+those taken inside the workers while they made batches (`worker_sites`).
 Prints a Markdown table for BENCHMARKS.md and the largest difference in points.
 """
 
@@ -44,12 +46,12 @@ def enclosing(source: str) -> dict[int, str]:
     return owner
 
 
-def sampled(epochs: int) -> tuple[dict[str, float], int, dict[str, float]]:
+def sampled(epochs: int, workers: int = 0) -> tuple[dict[str, float], int, dict[str, float]]:
     """The doctor's samples of the wait by transform (share of the samples in the five), how many samples in all,
     and the share of all samples of what is not one of the five (by its function or DataLoader machinery)."""
     run = subprocess.run([sys.executable, "-m", "trainspeed", "doctor", "--json", "-", str(SCRIPT), "--epochs",
-                          str(epochs)], capture_output=True, text=True, check=True)
-    sites = json.loads(run.stdout)["data_sites"]
+                          str(epochs), "--workers", str(workers)], capture_output=True, text=True, check=True)
+    sites = json.loads(run.stdout)["worker_sites" if workers else "data_sites"]
     owner = enclosing(SCRIPT.read_text())
     by: dict[str, int] = {}
     total = 0
@@ -94,12 +96,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--epochs", type=int, default=60)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--workers", type=int, default=0, help="the script's DataLoader workers (0: in-process)")
     args = parser.parse_args()
     print(f"{measured_on(detect_hardware())}: `python benchmarks/data_sites.py --epochs {args.epochs} "
-          f"--rounds {args.rounds}`")
-    shares, total, rest = sampled(args.epochs)
+          f"--rounds {args.rounds} --workers {args.workers}`")
+    shares, total, rest = sampled(args.epochs, args.workers)
     direct = timed(args.rounds)
-    print(f"\n{total} stack samples of the wait on data; outside the five transforms: "
+    print(f"\n{total} stack samples of {'the workers making batches' if args.workers else 'the wait on data'}; "
+          "outside the five transforms: "
           + ", ".join(f"{k} {v:.0%}" for k, v in sorted(rest.items(), key=lambda kv: -kv[1])))
     print("\n| transform | sampled share (doctor) | timed share (one by one) | difference |")
     print("|---|---|---|---|")
