@@ -27,3 +27,13 @@ def test_a_recompile_inside_the_measured_steps_is_named_with_its_share_of_the_ru
     assert verdict.predicted_speedup == pytest.approx(1 / (1 - 0.145 / 0.2652), abs=0.01)
     assert "compile_heavy" not in ids(_recompiled(0.02), CTX)  # under a tenth of the run
     assert "compile_heavy" not in ids(dataclasses.replace(_recompiled(0.145), compiles=None), CTX)
+
+
+def test_inside_hugging_faces_trainer_the_action_names_its_settings() -> None:
+    from trainspeed.watch.frameworks import Framework
+
+    r = dataclasses.replace(_recompiled(0.145), framework=Framework("transformers", "5.24.0"))
+    verdict = diagnose(r, CTX)[0]
+    assert verdict.id == "compile_heavy"
+    assert verdict.action.startswith("TrainingArguments(dataloader_drop_last=True) keeps every training batch one shape")
+    assert "pad_to_multiple_of" in verdict.action

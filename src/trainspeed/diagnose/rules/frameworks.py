@@ -89,6 +89,12 @@ def _hf_recompute(v: Verdict, r: WatchResult) -> str:
             "gradient_accumulation_steps")
 
 
+def _hf_compile(v: Verdict, r: WatchResult) -> str:
+    return ("TrainingArguments(dataloader_drop_last=True) keeps every training batch one shape, and a data collator "
+            "that pads to fixed lengths (DataCollatorWithPadding(tokenizer, padding=\"max_length\"), or "
+            "pad_to_multiple_of=64) keeps the sequence lengths few; TORCH_LOGS=recompiles prints why each one happened")
+
+
 def _hf_batch(v: Verdict, r: WatchResult) -> str | None:
     if not r.batch_size:
         return None
@@ -213,6 +219,7 @@ SPEAK: dict[tuple[str, str], Speak] = {
     ("transformers", "input_bound"): _hf_loader,
     ("transformers", "host_code_heavy"): _hf_host,
     ("transformers", "recompute_heavy"): _hf_recompute,
+    ("transformers", "compile_heavy"): _hf_compile,
     ("transformers", "outside_work"): _hf_host,
     ("lightning", "evaluation_heavy"): _pl_evaluation,
     ("lightning", "checkpoint_heavy"): _pl_checkpoint,
