@@ -233,13 +233,11 @@ def doctor_view(report: DoctorReport) -> Group:
     for o in w.other_sites[:3]:
         parts.append(Text(f"  'other' time at {o.where} ({_of_samples(o.samples, o.share_of_other)}): {o.code}",
                           style="dim"))
-    for d in w.data_sites[:3] if w.phases["data"].share >= DATA_LINES_SHARE else ():
-        told = f" ({d.machinery})" if d.machinery else (f": {d.code}" if d.code else "")
-        parts.append(Text(f"  data wait in {d.where} ({_of_samples(d.samples, d.share_of_data)}){told}", style="dim"))
-    for d in w.worker_sites[:3] if w.phases["data"].share >= DATA_LINES_SHARE else ():
-        told = f" ({d.machinery})" if d.machinery else (f": {d.code}" if d.code else "")
-        parts.append(Text(f"  in the DataLoader's worker processes, {d.where} ({_of_samples(d.samples, d.share_of_data)})"
-                          f"{told}", style="dim"))
+    waited = w.phases["data"].share >= DATA_LINES_SHARE
+    for label, sites in (("data wait in", w.data_sites), ("in the DataLoader's worker processes,", w.worker_sites)):
+        for d in sites[:3] if waited else ():
+            told = f" ({d.machinery})" if d.machinery else (f": {d.code}" if d.code else "")
+            parts.append(Text(f"  {label} {d.where} ({_of_samples(d.samples, d.share_of_data)}){told}", style="dim"))
     for f in w.framework_sites[:3]:
         parts.append(Text(f"  'other' time in the framework's {f.function} ({_of_samples(f.samples, f.share_of_other)})",
                           style="dim"))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import resource
 import sys
+from collections import Counter
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -178,24 +179,25 @@ def _other_sites(self: Watcher) -> list[OtherSite]:
 
 def _data_sites(self: Watcher) -> list[DataSite]:
     s = self.sampler
-    if s is None or not s.data_total:
-        return []
-    inside = _inside(s.data_inside, s.data_samples)
-    return [DataSite(site, source_of(site), count, count / s.data_total,  # (a function's site has no line: "")
-                     inside=inside.get(site), machinery=machinery_of(site))
-            for site, count in s.data_samples.most_common(8)]
+    return _sites(s.data_samples, s.data_inside) if s is not None else []
 
 
 def _worker_sites(self: Watcher) -> list[DataSite]:
     """What the DataLoader's worker processes ran while they made batches (their own stack samples), by site; the
     shares are of those samples."""
     s = self.sampler
-    total = sum(s.worker_samples.values()) if s is not None else 0
-    if s is None or not total:
+    return _sites(s.worker_samples, s.worker_inside) if s is not None else []
+
+
+def _sites(samples: Counter[str], by_library: Counter[tuple[str, str]]) -> list[DataSite]:
+    """The top data sites of a tally of stack samples, each with its share of them (none where it is empty)."""
+    total = sum(samples.values())
+    if not total:
         return []
-    inside = _inside(s.worker_inside, s.worker_samples)
-    return [DataSite(site, source_of(site), count, count / total, inside=inside.get(site), machinery=machinery_of(site))
-            for site, count in s.worker_samples.most_common(8)]
+    inside = _inside(by_library, samples)
+    return [DataSite(site, source_of(site), count, count / total,  # (a function's site has no line: "")
+                     inside=inside.get(site), machinery=machinery_of(site))
+            for site, count in samples.most_common(8)]
 
 
 def _framework_sites(self: Watcher) -> list[FrameworkSite]:

@@ -11,9 +11,9 @@ its children's), so a run of a second is measured as well as one of an hour. "Ou
 DataLoader's worker processes (children) and the intra-op threads that spin while they wait. A
 hypervisor's steal time is not another process of this machine, and not counted.
 
-The same marks hold torch.compile's compilations so far (`compiles`). The counters give what the DataLoader's worker
-processes cost: their CPU seconds (the children's, reaped
-or running) over the batches the loaders with workers handed out between the two marks.
+The same counters give what the DataLoader's worker processes cost: their CPU seconds (the children's, reaped or
+running) over the batches the loaders with workers handed out between the two marks. The marks hold torch.compile's
+compilations so far too (`compiles`).
 """
 
 from __future__ import annotations

@@ -136,12 +136,8 @@ def _worker_sites_note(r: WatchResult) -> str:
     named = [d for d in r.worker_sites[:3] if d.share_of_data >= DATA_SITE_SHARE]
     if not _enough_samples(r, r.worker_sites) or not named:
         return ""
-    parts = [(f"{d.share_of_data:.0%} at " + (f"the DataLoader's own code, {d.machinery} ({d.where})" if d.machinery
-                                               else f"{d.where}: `{d.code}`" if d.code else d.where)
-              + (f", most of its samples inside {d.inside}" if d.inside and not d.machinery else ""))
-             for d in named]
     return (f"; in the worker processes, of the {_samples_of_wait(r, r.worker_sites)} stack samples taken while they "
-            f"made batches: " + "; ".join(parts))
+            f"made batches: " + "; ".join(_site_text(d) for d in named))
 
 
 def _kept_by_a_cheaper_item(r: WatchResult, share: float) -> tuple[float, str]:
@@ -166,13 +162,16 @@ def _data_sites_note(r: WatchResult, share: float) -> str:
     named = [d for d in r.data_sites[:3] if d.share_of_data >= DATA_SITE_SHARE]
     if not _enough_samples(r) or not named:
         return ""
-    parts = []
-    for d in named:
-        what = (f"the DataLoader's own code, {d.machinery} ({d.where})" if d.machinery else
-                f"{d.where}: `{d.code}`" if d.code else d.where)
-        inside = f", most of its samples inside {d.inside}" if d.inside and not d.machinery else ""
-        parts.append(f"{d.share_of_data:.0%} at {what}{inside} (about {d.share_of_data * share:.0%} of the run's time)")
+    parts = [f"{_site_text(d)} (about {d.share_of_data * share:.0%} of the run's time)" for d in named]
     return f"; of the {_samples_of_wait(r)} stack samples taken while it waited: " + "; ".join(parts)
+
+
+def _site_text(d: DataSite) -> str:
+    """"60% at train.py:31: `x = ...`, most of its samples inside PIL": a data site with its share of the samples."""
+    what = (f"the DataLoader's own code, {d.machinery} ({d.where})" if d.machinery else
+            f"{d.where}: `{d.code}`" if d.code else d.where)
+    inside = f", most of its samples inside {d.inside}" if d.inside and not d.machinery else ""
+    return f"{d.share_of_data:.0%} at {what}{inside}"
 
 
 def busiest_loader(r: WatchResult) -> LoaderInfo | None:
