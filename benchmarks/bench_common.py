@@ -10,10 +10,15 @@ from collections.abc import Callable
 from trainspeed.hardware.report import HardwareReport
 
 
-def measured_on(hw: HardwareReport) -> str:
-    """"Measured <date> on <CPU> (<generation>, <n> threads)": the start of each benchmark's first line."""
-    return (f"Measured {datetime.date.today()} on {hw.cpu.model} ({hw.cpu.microarchitecture}, "
-            f"{hw.cpu.logical_threads} threads)")
+def measured_on(hw: HardwareReport, device: str = "cpu") -> str:
+    """"Measured <date> on <CPU> (<generation>, <n> threads)", and the GPU with its driver where the run trained
+    on one: the start of each benchmark's first line."""
+    where = (f"Measured {datetime.date.today()} on {hw.cpu.model} ({hw.cpu.microarchitecture}, "
+             f"{hw.cpu.logical_threads} threads)")
+    if device == "cuda" and hw.gpu.gpus:
+        gpu = hw.gpu.gpus[0]
+        where += f", {gpu.name} (driver {gpu.driver}, CUDA {gpu.cuda}), torch {hw.torch_version}"
+    return where
 
 
 def alternated(rounds: int, given: Callable[[], float], advised: Callable[[], float]) -> tuple[list[float], list[float]]:

@@ -3,6 +3,7 @@ gain against the gain measured by applying the setting its action names; and the
 
     python benchmarks/framework_gains.py [--rounds 5] [--only lightning,hf] [--planted TEXT]  # predicted, measured
     python benchmarks/framework_gains.py --overhead [--rounds 5]               # plain against watched
+    python benchmarks/framework_gains.py --device cuda --planted log --json-dir out  # logging every step, on a GPU
 
 For each planted run of examples/frameworks/: `trainspeed doctor --json` names the first verdict and its predicted
 speed-up; the setting its action names (with the figure in it: `val_check_interval=8`, `save_steps=20`) is
@@ -58,16 +59,31 @@ PLANTED: dict[tuple[str, tuple[str, ...], str], Callable[[str], list[str]]] = {
     ("hf", ("--tokenize-in-loader",), "input_bound"): lambda action: [],
     # "TrainingArguments(activation_checkpointing=False)": the script's default
     ("hf", ("--activation-checkpointing",), "recompute_heavy"): lambda action: [],
+    # logging every step: a read of the loss from the GPU each step (the Trainers' logs call .item())
+    ("lightning", ("--log-every-n-steps", "1"), "sync_bound"): _number("log_every_n_steps->--log-every-n-steps"),
+    ("hf", ("--logging-steps", "1"), "sync_bound"): _number("logging_steps->--logging-steps"),
 }
+GPU_ONLY = {("--log-every-n-steps", "1"), ("--logging-steps", "1")}
+
+
+DEVICE = "cpu"
+JSON_DIR: Path | None = None
 
 
 def _base(framework: str) -> list[str]:
-    return HF_STEPS if framework == "hf" else []
+    """The script's length and device: on a GPU the Trainer's 40 steps take a fraction of a second, too short to
+    time, so it runs 120 (Lightning's script runs 120 anyway)."""
+    steps = (["--max-steps", "120"] if DEVICE == "cuda" else HF_STEPS) if framework == "hf" else []
+    return steps + ["--device", DEVICE]
 
 
 def doctor(framework: str, flags: list[str]) -> dict:  # type: ignore[type-arg]
     proc = subprocess.run([sys.executable, "-m", "trainspeed", "doctor", "--json", "-", str(HERE / SCRIPTS[framework]),
                            *_base(framework), *flags], capture_output=True, text=True, check=True)
+    if JSON_DIR is not None:  # the whole report, for reading later
+        JSON_DIR.mkdir(parents=True, exist_ok=True)
+        name = "-".join([framework, DEVICE, *(f.strip("-") for f in flags)]) + ".json"
+        (JSON_DIR / name).write_text(proc.stdout)
     return json.loads(proc.stdout)
 
 
@@ -87,17 +103,21 @@ def gains(frameworks: list[str], rounds: int, planted_like: str = "") -> None:
     for (framework, planted, expected), advise in PLANTED.items():
         if framework not in frameworks or planted_like not in " ".join(planted):
             continue
+        if planted in GPU_ONLY and DEVICE == "cpu":
+            continue
         verdicts = doctor(framework, list(planted))["verdicts"]
         first = verdicts[0] if verdicts else None
-        if first is None or first["id"] != expected or first["predicted_speedup"] is None:
-            print(f"| {framework} | `{' '.join(planted)}` | {first['id'] if first else 'none'} (not {expected}) "
-                  "| - | - | - | - |")
-            continue
-        advice = advise(first["action"])
+        named = first is not None and first["id"] == expected and first["predicted_speedup"] is not None
+        advice = advise(first["action"]) if named and first is not None else []
         ratios = [loop_seconds(framework, list(planted)) / loop_seconds(framework, advice) for _ in range(rounds)]
-        measured, predicted = statistics.median(ratios), first["predicted_speedup"]
-        print(f"| {framework} | `{' '.join(planted)}` | {expected} | {predicted:.2f}x | `{' '.join(advice) or '(default)'}` "
-              f"| {measured:.2f}x [{min(ratios):.2f}, {max(ratios):.2f}] | {predicted / measured - 1:+.0%} |", flush=True)
+        measured = statistics.median(ratios)
+        if first is not None and named:
+            predicted = first["predicted_speedup"]
+            said, error = f"{expected} | {predicted:.2f}x", f"{predicted / measured - 1:+.0%}"
+        else:
+            said, error = f"{first['id'] if first else 'none'} (not {expected}) | -", "-"
+        print(f"| {framework} | `{' '.join(planted)}` | {said} | `{' '.join(advice) or '(default)'}` "
+              f"| {measured:.2f}x [{min(ratios):.2f}, {max(ratios):.2f}] | {error} |", flush=True)
 
 
 def overhead(frameworks: list[str], rounds: int) -> None:
@@ -119,9 +139,13 @@ def main() -> None:
     parser.add_argument("--only", default="lightning,hf", help="comma-separated: lightning, hf")
     parser.add_argument("--planted", default="", help="only the planted runs whose flags hold this text")
     parser.add_argument("--overhead", action="store_true", help="plain against watched instead")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where the scripts train")
+    parser.add_argument("--json-dir", type=Path, help="keep each doctor report here")
     args = parser.parse_args()
+    global DEVICE, JSON_DIR
+    DEVICE, JSON_DIR = args.device, args.json_dir
     frameworks = [f for f in SCRIPTS if f in args.only.split(",")]
-    print(measured_on(detect_hardware()) + f", {args.rounds} alternated rounds")
+    print(measured_on(detect_hardware(), args.device) + f", {args.rounds} alternated rounds")
     if args.overhead:
         overhead(frameworks, args.rounds)
     else:

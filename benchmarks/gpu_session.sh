@@ -15,6 +15,13 @@
 #   sweep     trainspeed sweep record-every (on CUDA) and device on the seed's Iris job
 #   overhead  benchmarks/doctor_overhead.py --device cuda (seed loop 10 000 steps, plain against watched)
 #   cupti     benchmarks/cupti_teardown.py: the plain loop before and after the doctor's profiler window
+#   attention benchmarks/memory_models.py --attention --device cuda (each attention kernel's estimate against its
+#             measured peak), and benchmarks/memory_trace.py's op-by-op comparison on three of the cases
+#   hfsync    Hugging Face's Trainer on a GPU-heavier step (batch 128): the doctor on logging every step and on the
+#             default, and the script timed (3 rounds) logging every step, by default, and with
+#             logging_nan_inf_filter=False (the Trainer's own read of the loss on every step)
+#   frameworks benchmarks/framework_gains.py --device cuda --planted log: Lightning's and Hugging Face's Trainer
+#             logging every step, the doctor's first verdict and prediction against the measured gain
 set -u
 OUT=${OUT:-gpu_out}
 mkdir -p "$OUT"
@@ -32,8 +39,9 @@ stage() {  # stage NAME SECONDS COMMAND...: run one command under a time limit, 
 
 for what in "$@"; do
     case $what in
-        tests | suite | doctor | demo | fit | memory | sweep | overhead | cupti) ;;
-        *) echo "gpu_session.sh: unknown stage '$what' (tests suite doctor demo fit memory sweep overhead cupti)" >&2
+        tests | suite | doctor | demo | fit | memory | sweep | overhead | cupti | attention | frameworks | hfsync) ;;
+        *) echo "gpu_session.sh: unknown stage '$what' (tests suite doctor demo fit memory sweep overhead cupti" \
+                "attention frameworks hfsync)" >&2
            exit 2 ;;
     esac
 done
@@ -70,5 +78,27 @@ for what in "$@"; do
                 --arms plain,trainspeed.watch ;;
         cupti)
             stage cupti 420 $PY benchmarks/cupti_teardown.py --steps 3000 --rounds 3 ;;
+        attention)
+            stage attention 100 $PY benchmarks/memory_models.py --attention --device cuda
+            for case in sdpa-causal transformer-encoder-gpt mha-need-weights; do
+                stage attention 30 $PY benchmarks/memory_trace.py --case $case
+            done ;;
+        hfsync)
+            hf="examples/frameworks/hf_trainer.py --device cuda --max-steps 60 --per-device-train-batch-size 128"
+            mkdir -p "$OUT/fw"
+            stage hfsync 60 $TS doctor --json "$OUT/fw/hf-b128-logging-1.json" $hf --logging-steps 1
+            stage hfsync 60 $TS doctor --json "$OUT/fw/hf-b128-default.json" $hf
+            for round in 1 2 3; do
+                for arm in "--logging-steps 1" "" "--no-nan-inf-filter"; do
+                    echo "round $round [$arm] $(timeout 60 $PY $hf $arm 2>&1 | grep 'training time')" | tee -a "$OUT/hfsync.log"
+                done
+            done ;;
+        frameworks)
+            stage frameworks 200 $PY benchmarks/framework_gains.py --device cuda --planted log --rounds 3 \
+                --json-dir "$OUT/fw"
+            stage frameworks 60 $TS doctor --json "$OUT/fw/hf-healthy.json" examples/frameworks/hf_trainer.py \
+                --max-steps 120 --device cuda
+            stage frameworks 60 $TS doctor --json "$OUT/fw/lightning-healthy.json" \
+                examples/frameworks/lightning_trainer.py --device cuda ;;
     esac
 done

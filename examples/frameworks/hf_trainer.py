@@ -8,6 +8,9 @@ planted bottleneck is one flag away:
     python examples/frameworks/hf_trainer.py --tokenize-in-loader   # a starved loader: tokenizing in __getitem__
     python examples/frameworks/hf_trainer.py --activation-checkpointing  # recomputing each block in backward
 
+`--device cuda` trains on the GPU; `--no-nan-inf-filter` turns off the Trainer's check of each step's loss for
+NaN or inf, which reads the loss from the device on every step whatever `--logging-steps` is.
+
 Needs `pip install 'trainspeed[transformers]'` (transformers with accelerate). Checkpoints go to a temporary folder.
 """
 
@@ -68,6 +71,9 @@ def main() -> None:
     p.add_argument("--activation-checkpointing", action="store_true",
                    help="activation_checkpointing=True (gradient_checkpointing before transformers 5)")
     p.add_argument("--trainspeed-json", metavar="PATH", help="watch with trainspeed's callback; its report to PATH")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="cuda: the Trainer's own choice of GPU")
+    p.add_argument("--no-nan-inf-filter", action="store_true",
+                   help="logging_nan_inf_filter=False: the Trainer then reads no loss back from the device each step")
     args = p.parse_args()
 
     hf.logging.set_verbosity_error()
@@ -79,7 +85,8 @@ def main() -> None:
             per_device_eval_batch_size=args.per_device_train_batch_size, logging_steps=args.logging_steps,
             eval_strategy="steps" if args.eval_steps else "no", eval_steps=args.eval_steps or None,
             save_strategy="steps" if args.save_steps else "no", save_steps=args.save_steps or 500,
-            dataloader_num_workers=args.dataloader_num_workers, report_to=[], disable_tqdm=True, use_cpu=True, seed=0,
+            dataloader_num_workers=args.dataloader_num_workers, report_to=[], disable_tqdm=True, use_cpu=args.device == "cpu",
+            seed=0, logging_nan_inf_filter=not args.no_nan_inf_filter,
             **{CHECKPOINTING: args.activation_checkpointing})
         callbacks = []
         if args.trainspeed_json:

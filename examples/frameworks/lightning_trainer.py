@@ -8,6 +8,8 @@ are a healthy run, and each planted bottleneck is one flag away:
     python examples/frameworks/lightning_trainer.py --augment-in-loader        # a starved loader: per-sample augmentation
     python examples/frameworks/lightning_trainer.py --augment-on-batch         # the same augmentation, a batch at once
 
+`--device cuda` trains on the GPU (`Trainer(accelerator="gpu")`).
+
 Needs `pip install 'trainspeed[lightning]'`. Logs and checkpoints go to a temporary folder.
 """
 
@@ -100,6 +102,7 @@ def main() -> None:
     p.add_argument("--augment-in-loader", action="store_true")
     p.add_argument("--augment-on-batch", action="store_true", help="augment in on_after_batch_transfer instead")
     p.add_argument("--trainspeed-json", metavar="PATH", help="watch with trainspeed's callback; its report to PATH")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     args = p.parse_args()
 
     digits = load_digits()
@@ -116,7 +119,8 @@ def main() -> None:
             from trainspeed.integrations.lightning import TrainspeedCallback
 
             callbacks.append(TrainspeedCallback(json=args.trainspeed_json))
-        trainer = L.Trainer(max_steps=args.max_steps, accelerator="cpu", devices=1, logger=CSVLogger(out),
+        trainer = L.Trainer(max_steps=args.max_steps, accelerator="gpu" if args.device == "cuda" else "cpu",
+                            devices=1, logger=CSVLogger(out),
                             log_every_n_steps=args.log_every_n_steps, val_check_interval=args.val_check_interval or None,
                             check_val_every_n_epoch=None if args.val_check_interval else 1,
                             enable_checkpointing=bool(args.every_n_train_steps), callbacks=callbacks,

@@ -7,62 +7,12 @@ dropout) is the replay's too; what the kernels allocate beyond their outputs is 
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import pytest
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from trainspeed.memory import estimate_memory, measure_memory
-from trainspeed.workloads.attention import DecoderStack, EncoderGPT
-
-D, HEADS, SEQ = 64, 4, 64
-
-
-class SelfAttention(nn.Module):
-    """A GPT block's attention written with F.scaled_dot_product_attention."""
-
-    def __init__(self, causal: bool = True, mask: bool = False, dropout: float = 0.0) -> None:
-        super().__init__()
-        self.qkv, self.proj = nn.Linear(D, 3 * D), nn.Linear(D, D)
-        self.causal, self.mask, self.dropout = causal, mask, dropout
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        b, t, d = x.shape
-        q, k, v = self.qkv(x).view(b, t, 3, HEADS, d // HEADS).permute(2, 0, 3, 1, 4)
-        mask = torch.ones(t, t, dtype=torch.bool, device=x.device).tril() if self.mask else None
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=self.causal and not self.mask,
-                                           dropout_p=self.dropout)
-        return self.proj(y.transpose(1, 2).reshape(b, t, d))
-
-
-class Mha(nn.Module):
-    def __init__(self, need_weights: bool) -> None:
-        super().__init__()
-        self.attn, self.need_weights = nn.MultiheadAttention(D, HEADS, batch_first=True), need_weights
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.attn(x, x, x, need_weights=self.need_weights)[0]
-
-
-def _floats(b: int) -> torch.Tensor:
-    return torch.randn(b, SEQ, D)
-
-
-def _tokens(b: int) -> torch.Tensor:
-    return torch.randint(0, 65, (b, SEQ))
-
-
-CASES: dict[str, tuple[Callable[[], nn.Module], Callable[[int], torch.Tensor]]] = {
-    "sdpa-causal": (SelfAttention, _floats),
-    "sdpa-bool-mask": (lambda: SelfAttention(mask=True), _floats),
-    "sdpa-dropout": (lambda: SelfAttention(dropout=0.1), _floats),
-    "mha-need-weights": (lambda: Mha(True), _floats),
-    "mha-no-weights": (lambda: Mha(False), _floats),
-    "transformer-encoder-gpt": (EncoderGPT, _tokens),  # tied head, causal mask, dropout: the math path
-    "transformer-decoder": (DecoderStack, _floats),
-}
+from trainspeed.workloads.attention import ATTENTION_CASES as CASES
 
 
 @pytest.mark.parametrize("amp", [None, "bf16"])

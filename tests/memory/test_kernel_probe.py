@@ -62,3 +62,27 @@ def test_zeros_keep_the_layout() -> None:
         x = torch.zeros(4, 6).t()
     z = kernel_probe._zeros(x)
     assert not isinstance(z, type(x)) and z.shape == x.shape and z.stride() == x.stride() and not z.any()
+
+
+def test_cuda_attention_kernels_are_probed_whatever_their_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On the GPU a probe of attention takes milliseconds: the work limit that keeps a CPU probe short is not
+    applied to it (a 7B model's attention at 2 048 tokens is still sized), the bytes limit is."""
+    monkeypatch.setattr(kernel_probe, "PROBE_LIMIT_MACS", 1)
+    monkeypatch.setattr(kernel_probe, "_run", lambda op, args, kwargs: kernel_probe.Probe(0, 3 * 2**20))
+    with FakeTensorMode():
+        q = torch.zeros(2, 4, 64, 16)
+    flash_backward = "aten._scaled_dot_product_flash_attention_backward.default"
+    assert flash_backward in kernel_probe.CUDA_ATTENTION
+    assert kernel_probe.probe(flash_backward, (q, q, q, q, q)) == kernel_probe.Probe(0, 3 * 2**20)
+    assert kernel_probe.probe(kernel_probe.ATTENTION, (q, q, q)) is None  # the CPU kernel: over the limit
+    assert kernel_probe._macs(flash_backward, (q, q, q, q, q)) == q.numel() * 64
+
+
+def test_a_meta_argument_goes_to_the_calls_device() -> None:
+    """Flash attention's meta function puts the dropout seed and offset on the meta device; the probe gives them
+    the call's device (a meta argument would send the call to the meta kernels), unfilled where the dtype has no
+    fill kernel."""
+    seed = torch.empty(2, dtype=torch.uint64, device="meta")
+    moved = kernel_probe._zeros(seed, torch.device("cpu"))
+    assert moved.device.type == "cpu" and moved.dtype == torch.uint64 and moved.shape == (2,)
+    assert kernel_probe._zeros(torch.empty(3, device="meta")).device.type == "meta"  # no device given: kept

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from trainspeed.memory import workspace
+from trainspeed.memory import kernel_probe, workspace
 from trainspeed.memory.workspace import cpu_conv_uses_mkldnn, unseen_notes, workspace_bytes
 
 
@@ -87,3 +87,19 @@ def test_mixed_dtype_arithmetic_casts_as_the_cpu_kernel_does(a: tuple[int, ...],
 def test_same_dtype_arithmetic_has_no_scratch() -> None:
     x, y = torch.zeros(8, 8), torch.zeros(8, 8)
     assert workspace_bytes("aten.mul.Tensor", (x, y), x * y) == 0
+
+
+def test_a_cuda_attention_kernels_buffers_are_asked_of_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    asked = []
+
+    def probe(op, args, kwargs=None):  # noqa: ANN001, ANN202
+        asked.append(op)
+        return None if "cudnn" in op else kernel_probe.Probe(0, 4096)
+
+    monkeypatch.setattr(kernel_probe, "probe", probe)
+    for op in kernel_probe.CUDA_ATTENTION:
+        expected = None if "cudnn" in op else 4096  # None: a kernel that could not be run, said in the notes
+        assert workspace.cuda_workspace_bytes(op, (), None) == expected
+    assert workspace.cuda_workspace_bytes("aten.mm.default", (), None) == 0  # cuBLAS's workspace is counted apart
+    assert asked == list(kernel_probe.CUDA_ATTENTION)
+    assert "CUDA attention kernel" in workspace.unseen_notes({kernel_probe.CUDA_ATTENTION[0]})[0]

@@ -1,4 +1,5 @@
-"""The CPU allocator's events, read from torch.profiler, and the peak of their running sum."""
+"""Allocator events (the CPU's, the CUDA caching allocator's), read from torch.profiler, and the peak of their
+running sum."""
 
 from __future__ import annotations
 
@@ -14,15 +15,16 @@ def allocation_peak(events: list[tuple[int, int]]) -> int:
     return peak
 
 
-def profiler_allocations(prof: Any) -> list[tuple[int, int]]:
-    """(time ns, +/- bytes) of every CPU allocator event in a finished torch.profiler run (profile_memory=True)."""
+def profiler_allocations(prof: Any, device_type: str = "cpu") -> list[tuple[int, int]]:
+    """(time ns, +/- bytes) of every allocator event on `device_type` in a finished torch.profiler run
+    (profile_memory=True)."""
     from torch._C._profiler import _EventType
 
     found: list[tuple[int, int]] = []
     stack = list(prof.profiler.kineto_results.experimental_event_tree())
     while stack:
         ev = stack.pop()
-        if ev.tag == _EventType.Allocation and ev.extra_fields.device.type == "cpu":
+        if ev.tag == _EventType.Allocation and ev.extra_fields.device.type == device_type:
             found.append((ev.start_time_ns, int(ev.extra_fields.alloc_size)))
         stack.extend(ev.children)
     return found

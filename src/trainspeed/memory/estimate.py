@@ -36,7 +36,7 @@ from trainspeed.memory.step import (
     training_step,
 )
 from trainspeed.memory.tracker import Block, LiveBytes, storage_key
-from trainspeed.memory.workspace import hidden_outputs, unseen_notes, workspace_bytes
+from trainspeed.memory.workspace import cuda_workspace_bytes, hidden_outputs, unseen_notes, workspace_bytes
 
 CUDA_ALLOCATION_QUANTUM = 512
 """The CUDA caching allocator rounds every block up to 512 bytes (kMinBlockSize in
@@ -164,9 +164,11 @@ class _Replay:
             self.library_workspace = step_workspaces(device, _capability(device)).for_step(warm.ops_by_phase)
 
     def step(self, batch: int, record_layers: bool) -> tuple[LiveBytes, dict[str, Any], list[LayerMemory]]:
-        # the scratch rules describe CPU kernels; a CUDA target is replayed without them
+        # the scratch rules describe CPU kernels; a CUDA target on a real device asks its attention kernels, and
+        # one replayed with CPU kernels' choices (no CUDA here) goes without
         cpu = self.quantum == 1
-        tracker = LiveBytes(self.quantum, workspace_bytes if cpu else None, hidden_outputs if cpu else None)
+        scratch = workspace_bytes if cpu else cuda_workspace_bytes if self.device.type == "cuda" else None
+        tracker = LiveBytes(self.quantum, scratch, hidden_outputs if cpu else None)
         tracker.adopt(list(self.model.parameters()) + list(self.model.buffers()), "params")
         tracker.adopt(state_tensors(self.optimizer), "optimizer-state")
         if self.library_workspace:
@@ -243,8 +245,7 @@ class Estimator:
         tracker, seen, layers = self.replay.step(batch_size, record_layers=True)
         breakdown, peak_phase = _breakdown(tracker, _grad_blocks(tracker, seen))
         notes = list(self.notes)
-        if self.fake_device.type == "cpu":
-            notes += unseen_notes(tracker.unmodelled)
+        notes += unseen_notes(tracker.unmodelled)
         total = tracker.peak
         per_sample = (self.peak(batch_size * 2) - total) / batch_size
         fixed = total - batch_size * per_sample

@@ -158,10 +158,21 @@ for _name in ("add", "sub", "mul", "div"):
     RULES[f"aten.{_name}_.Tensor"] = _promoted_inputs(in_place=True)
 
 
+CUDA_RULES: dict[str, Rule] = {name: _probed(name) for name in kernel_probe.CUDA_ATTENTION}
+"""On a CUDA device: the attention kernels' buffers, asked of the kernel on the GPU (the math path's ops are
+matrix products and softmaxes, whose outputs are all they allocate besides cuBLAS's workspace, counted apart)."""
+
+
 def workspace_bytes(op: str, args: tuple[Any, ...], out: Any, kwargs: dict[str, Any] | None = None) -> int | None:
-    """Scratch bytes the real kernel of `op` holds during the call (0 when we know of none; None when it
+    """Scratch bytes the real CPU kernel of `op` holds during the call (0 when we know of none; None when it
     has some that could not be sized here)."""
     rule = RULES.get(op)
+    return rule(args, out, kwargs or {}) if rule is not None else 0
+
+
+def cuda_workspace_bytes(op: str, args: tuple[Any, ...], out: Any, kwargs: dict[str, Any] | None = None) -> int | None:
+    """The same for a real CUDA device: the bytes an attention kernel holds during the call."""
+    rule = CUDA_RULES.get(op)
     return rule(args, out, kwargs or {}) if rule is not None else 0
 
 
@@ -187,6 +198,9 @@ UNSEEN = {
     ),
 }
 UNSEEN[kernel_probe.ATTENTION_BACKWARD] = UNSEEN[kernel_probe.ATTENTION]
+for _name in kernel_probe.CUDA_ATTENTION:
+    UNSEEN[_name] = ("a CUDA attention kernel could not be run here to size its buffers (its gradient accumulators "
+                     "or workspace, freed when it returns): they are left out; --measure gives the real peak")
 for _name in kernel_probe.MATMULS:
     UNSEEN[_name] = ("a bfloat16 matrix product was too large a call to run here: oneDNN's scratch for it "
                      "(packed blocks, freed when the product returns) is left out; --measure gives the real peak")

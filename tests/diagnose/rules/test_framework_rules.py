@@ -10,7 +10,7 @@ from recorded_runs import CTX, recorded
 
 from trainspeed.diagnose.rules import diagnose
 from trainspeed.watch.frameworks import Framework, unsupported_note
-from trainspeed.watch.result import Evaluation, FrameworkSite, WatchResult
+from trainspeed.watch.result import Evaluation, FrameworkSite, SyncSite, WatchResult
 
 HF = Framework("transformers", "5.24.0")
 PL = Framework("lightning", "2.6.6")
@@ -96,3 +96,35 @@ def test_an_action_points_at_the_line_that_made_the_setting() -> None:
     v = diagnose(_saving(dataclasses.replace(PL, made_at=made)), CTX)[0]
     assert v.action.endswith(" (ModelCheckpoint(...) at fit.py:25)")
     assert diagnose(_saving(PL), CTX)[0].action.endswith("save_top_k bounds the files kept")  # no line noted
+
+
+def _hf_on_h100(step_ms: float, host: dict[str, float], busy: float, syncs: float,
+                reads: dict[str, int]) -> WatchResult:
+    r = recorded(step_ms, host, {p: ms * 1.03 for p, ms in host.items() if p != "sync"}, dev="cuda", ops=345,
+                 kernels=205, flops=3.2e10, syncs=syncs, batch=128, busy=busy)
+    sites = [SyncSite("hf_trainer.py:96", op, n, 0.05 * n) for op, n in reads.items()]
+    return dataclasses.replace(r, framework=HF, sync_sites=sites)
+
+
+def test_logging_every_step_inside_the_hf_trainer_on_a_gpu_is_not_named_where_the_reads_wait_on_nothing() -> None:
+    """The H100 run of examples/frameworks/hf_trainer.py --logging-steps 1 (batch 128, 2026-11-26): 5 reads of
+    device data a step (the NaN filter's 3 truth tests, the log's 2 .item()), 0.10 ms of a 7.87 ms step, the GPU
+    busy 2.49 ms of it. The reads wait on nothing: the host's launches are the step, and no sync verdict is said."""
+    r = _hf_on_h100(7.87, {"data": 0.42, "h2d": 0.06, "forward": 2.09, "backward": 2.94, "optimizer": 0.31,
+                           "sync": 0.10}, busy=2.49, syncs=5.0, reads={"__bool__": 282, "item": 188})
+    found = [v.id for v in diagnose(r, CTX)]
+    assert found[0] == "launch_bound" and "sync_bound" not in found and "logging_heavy" not in found
+
+
+def test_a_gpu_bound_hf_trainer_waiting_on_its_nan_filter_names_that_setting() -> None:
+    """Where the GPU's work fills the step, the Trainer's per-step truth tests of the loss make the host wait for
+    it every step, at any logging interval: the action names logging_nan_inf_filter first."""
+    r = _hf_on_h100(20.0, {"data": 0.4, "forward": 2.0, "backward": 2.4, "optimizer": 0.3, "sync": 13.0},
+                    busy=16.0, syncs=3.0, reads={"__bool__": 282})
+    v = next(v for v in diagnose(r, CTX) if v.id == "sync_bound")
+    assert v.action.startswith("TrainingArguments(logging_nan_inf_filter=False): 3 of the reads per step")
+    assert "logging_steps=50" in v.action
+    healthy_logs = _hf_on_h100(20.0, {"data": 0.4, "forward": 2.0, "backward": 2.4, "optimizer": 0.3, "sync": 13.0},
+                               busy=16.0, syncs=3.0, reads={"item": 282})
+    v = next(v for v in diagnose(healthy_logs, CTX) if v.id == "sync_bound")
+    assert v.action.startswith("TrainingArguments(logging_steps=50)")

@@ -62,10 +62,22 @@ def _hf_checkpoint(v: Verdict, r: WatchResult) -> str:
             "from filling")
 
 
+NAN_FILTER_READS = 2
+"""Device reads per step by the Trainer's NaN filter: `torch.isnan(tr_loss_step) or torch.isinf(tr_loss_step)`,
+each a `bool()` of a device tensor (transformers' Trainer._inner_training_loop, `logging_nan_inf_filter=True`)."""
+
+
 def _hf_logging(v: Verdict, r: WatchResult) -> str:
-    return (f"TrainingArguments(logging_steps={LOG_EVERY}) (the Trainer averages the loss between logs on the "
-            "device), and no callback that prints or reads a tensor in on_step_end; disable_tqdm=True where the "
-            "progress bar is not read")
+    action = (f"TrainingArguments(logging_steps={LOG_EVERY}) (the Trainer averages the loss between logs on the "
+              "device), and no callback that prints or reads a tensor in on_step_end; disable_tqdm=True where the "
+              "progress bar is not read")
+    checks = sum(s.count for s in r.sync_sites if s.op == "__bool__") / max(r.steps_measured, 1)
+    if v.id == "sync_bound" and checks >= NAN_FILTER_READS:
+        # the reads are the Trainer's own check of each step's loss, whatever the logging interval
+        action = (f"TrainingArguments(logging_nan_inf_filter=False): {checks:.0f} of the reads per step are truth "
+                  "tests of device tensors, as the Trainer's check of each step's loss for NaN or inf makes them "
+                  "(it reads the loss on every step, whatever logging_steps is); then " + action)
+    return action
 
 
 def _hf_dtype(v: Verdict, r: WatchResult) -> str:
