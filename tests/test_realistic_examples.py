@@ -216,3 +216,13 @@ def test_image_classifier_crops_and_jitters_a_batch_as_each_sample() -> None:
     proc = subprocess.run([sys.executable, str(REALISTIC / "image_classifier.py"), "--epochs", "1", "--precompute",
                            "--augment-on-batch"], capture_output=True, text=True, check=True)
     assert re.search(r"epoch 0: loss \d+\.\d+, test accuracy", proc.stdout)
+
+
+def test_skipgram(capsys: pytest.CaptureFixture[str]) -> None:
+    data, _ = _doctor("skipgram.py", ["--steps", "30", "--tokens", "200000"], capsys)
+    assert data["steps"]["seen"] == 30 and data["batch_size"] == 1024
+    assert _reads(data, 'print(f"step {step}: loss {loss.item():.4f}")', "item") == 1  # step 0's print
+    # each step's dense gradients (two 50 000 x 128 tables) and Adam's temporaries of their size are new memory:
+    # the warm-up's steps, before the profiler window, take pages afresh (how many the measured steps take depends
+    # on where glibc's heap ends, which the doctor's own memory moves)
+    assert data["per_step"]["page_faults"] is not None and data["per_step"]["page_faults_early"] > 1000

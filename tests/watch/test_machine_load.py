@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from trainspeed.watch.machine_load import LoadMark, compiled, mark, others_cores, worker_cpu
+from trainspeed.watch.machine_load import LoadMark, compiled, mark, others_cores, page_faults, worker_cpu
 
 BUSY = "import time\nend = time.time() + {s}\nwhile time.time() < end: pass\n"
 
@@ -67,3 +67,25 @@ def test_a_busy_child_process_is_ours_and_a_busy_stranger_is_not() -> None:
     time.sleep(1.0)
     end = mark()
     assert others_cores(start, end) > baseline + 0.3  # type: ignore[operator]
+
+
+def test_the_page_faults_per_step_are_the_growth_of_the_counter_over_the_steps_between_two_marks() -> None:
+    start = LoadMark(10.0, 100.0, 5.0, steps=4, minor_faults=1000)
+    assert page_faults(start, LoadMark(14.0, 108.0, 11.0, steps=104, minor_faults=51000)) == pytest.approx(500.0)
+    assert page_faults(start, LoadMark(14.0, 108.0, 11.0, steps=4, minor_faults=9000)) is None  # no step between
+    assert page_faults(start, LoadMark(14.0, 108.0, 11.0, steps=8, minor_faults=None)) is None  # unread (Windows)
+    assert page_faults(None, start) is None
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="the faults are read with the standard library's resource")
+def test_a_mark_counts_the_fresh_pages_this_process_was_handed() -> None:
+    import mmap
+
+    start = mark(steps=0)
+    with mmap.mmap(-1, 8 * 2**20) as m:  # 8 MiB never touched: each page's first write is a fault
+        for i in range(0, len(m), mmap.PAGESIZE):
+            m[i] = 1
+        end = mark(steps=2)
+    pages = 8 * 2**20 // mmap.PAGESIZE
+    found = page_faults(start, end)
+    assert found is not None and pages / 2 <= found < pages / 2 + 500  # per step, beside this test's own few

@@ -15,6 +15,7 @@ from trainspeed.diagnose.rules import (
     loader_candidate,
     matmul_side,
     optimizer_candidate,
+    page_faults_candidate,
     rebuilt_candidate,
     slow_dtype_candidates,
     threads_candidate,
@@ -32,6 +33,7 @@ from trainspeed.probe.matmul import (
     thread_gflops,
 )
 from trainspeed.probe.optimizer import rebuild_ms, step_ms
+from trainspeed.probe.page_faults import page_fault_us
 from trainspeed.threads import intra_op_threads
 from trainspeed.watch.result import Verdict, WatchResult
 
@@ -63,6 +65,8 @@ class DoctorReport:
     """A batch of the busiest loader's TensorDataset taken whole, when probed."""
     thread_gflops: tuple[float, float] | None = None
     """A matmul of the run's size at the run's intra-op threads and at the threads advised: GFLOP/s, when probed."""
+    page_fault_us: float | None = None
+    """Microseconds one minor page fault took here, when probed."""
     script: str | None = None
     exit_code: int | None = None
     error: str | None = None
@@ -133,7 +137,7 @@ def diagnose_run(result: WatchResult, watcher: Any = None, hardware: HardwareRep
                  optimizer_ms: tuple[float, float] | None = None,
                  rebuilt_ms: tuple[float, float] | None = None,
                  loader_ms: tuple[Handover | None, float | None] | None = None,
-                 thread_rates: tuple[float, float] | None = None) -> DoctorReport:
+                 thread_rates: tuple[float, float] | None = None, fault_us: float | None = None) -> DoctorReport:
     """Measure the machine constants the rules need, then judge the run. The probes draw random numbers (fresh
     tensors, a DataLoader's shuffle and seeds): torch's random state is put back after them, so that a script
     that asks for the result and trains on draws what it would have unwatched."""
@@ -168,6 +172,8 @@ def diagnose_run(result: WatchResult, watcher: Any = None, hardware: HardwareRep
         if rebuilt_ms is None:
             rebuilt_ms = _rebuild_probe(watcher, result)
         handover, batched = loader_ms if loader_ms is not None else _loader_probes(watcher, result)
+        if fault_us is None and page_faults_candidate(result):
+            fault_us = page_fault_us()
         if matmul_gflops is None and not dtypes:  # read again after the other probes: a moment of a shared machine
             earlier = [gflops] + ([early] if early is not None and keep in (None, torch.get_num_threads()) else [])
             with intra_op_threads(keep):  # is not what its CPU can do (paired rates stay as compared)
@@ -179,9 +185,9 @@ def diagnose_run(result: WatchResult, watcher: Any = None, hardware: HardwareRep
         ctx = Context(dispatch_us=dispatch, matmul_gflops=gflops, physical_cores=hw.cpu.physical_cores or 1,
                       logical_threads=hw.cpu.logical_threads or 1, largest_batch=largest, cuda_op_us=launch_us,
                       dtype_gflops=dtype_gflops, optimizer_ms=optimizer_ms, rebuild_ms=rebuilt_ms, handover=handover,
-                      batched_ms=batched, thread_gflops=thread_rates, usable_cores=usable)
+                      batched_ms=batched, thread_gflops=thread_rates, usable_cores=usable, page_fault_us=fault_us)
         verdicts = diagnose(result, ctx)
         return DoctorReport(hardware=hw, watch=result, verdicts=verdicts, dispatch_us=dispatch,
                             matmul_gflops=gflops, cuda_op_us=launch_us, dtype_gflops=dtype_gflops,
                             optimizer_ms=optimizer_ms, rebuild_ms=rebuilt_ms, handover=handover, batched_ms=batched,
-                            thread_gflops=thread_rates, notes=checked(result, verdicts))
+                            thread_gflops=thread_rates, page_fault_us=fault_us, notes=checked(result, verdicts))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import mmap
+
 from rich import box
 from rich.console import Group
 from rich.table import Table
@@ -210,6 +212,9 @@ def doctor_view(report: DoctorReport) -> Group:
     if w.compiles is not None:
         parts.append(Text(f"torch.compile: {w.compiles.count} graph(s) compiled while the steps were measured, "
                           f"{w.compiles.seconds:.2f} s"))
+    if w.page_faults_per_step and w.page_faults_per_step * mmap.PAGESIZE >= 2**20:
+        parts.append(Text(f"page faults: {w.page_faults_per_step:,.0f} minor per step, "
+                          f"{w.page_faults_per_step * mmap.PAGESIZE / 2**20:,.1f} MiB of fresh memory a step"))
     if w.loader_workers is not None:
         parts.append(Text(f"DataLoader worker processes: {w.loader_workers.batches} batches while measured, "
                           f"{w.loader_workers.cpu_ms_per_batch:.2f} ms of CPU each"))

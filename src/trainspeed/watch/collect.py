@@ -126,6 +126,8 @@ def measurements(self: Watcher, gathering: bool = False) -> WatchResult:
         torch_threads=torch.get_num_threads(), process_cpu_percent=self._cpu(),
         others_cpu_cores=machine_load.others_cores(self.load_from, self.load_to),
         loader_workers=machine_load.worker_cpu(self.load_from, self.load_to),
+        page_faults_per_step=machine_load.page_faults(self.load_from, self.load_to),
+        page_faults_early_per_step=machine_load.early_page_faults(self.early_faults),
         compiles=machine_load.compiled(self.load_from, self.load_to),
         peak_memory_bytes=self._peak_memory(), memory_capacity_bytes=self._capacity(),
         h2d_bytes_by_kind=dict(self.h2d_kinds), process_threads=self._threads(),

@@ -13,7 +13,9 @@ hypervisor's steal time is not another process of this machine, and not counted.
 
 The same counters give what the DataLoader's worker processes cost: their CPU seconds (the children's, reaped or
 running) over the batches the loaders with workers handed out between the two marks. The marks hold torch.compile's
-compilations so far too (`compiles`).
+compilations so far too (`compiles`), and this process's minor page faults (`page_faults`): each is a page of memory
+the system handed the process afresh and zeroed, which a step pays for again when its allocator gives large freed
+blocks back to the system and asks for them anew (the standard library's `resource`; not on Windows).
 """
 
 from __future__ import annotations
@@ -41,6 +43,18 @@ class LoadMark:
     """Batches handed out so far by the DataLoaders that have worker processes."""
     compiles: tuple[int, float] = (0, 0.0)
     """torch.compile's graphs compiled so far in this process, and the seconds spent on them."""
+    steps: int = 0
+    """Training steps seen so far."""
+    minor_faults: int | None = None
+    """This process's minor page faults so far (None: not readable here)."""
+
+
+def minor_faults() -> int | None:
+    try:
+        import resource
+    except ImportError:  # Windows
+        return None
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_minflt)
 
 
 def _own_and_children_s() -> tuple[float, float]:
@@ -56,14 +70,15 @@ def _own_and_children_s() -> tuple[float, float]:
     return t.user + t.system, children
 
 
-def mark(worker_batches: int = 0) -> LoadMark | None:
-    """The counters now, with the batches the loaders with workers have handed out; None where psutil cannot
-    read them."""
+def mark(worker_batches: int = 0, steps: int = 0) -> LoadMark | None:
+    """The counters now, with the batches the loaders with workers have handed out and the steps seen; None where
+    psutil cannot read them."""
     try:
         t = psutil.cpu_times()
         busy = t.user + t.system + getattr(t, "nice", 0.0) + getattr(t, "irq", 0.0) + getattr(t, "softirq", 0.0)
         own, children = _own_and_children_s()
-        return LoadMark(time.monotonic(), busy, own + children, children, worker_batches, compiled_so_far())
+        return LoadMark(time.monotonic(), busy, own + children, children, worker_batches, compiled_so_far(), steps,
+                        minor_faults())
     except (psutil.Error, OSError):
         return None
 
@@ -96,3 +111,18 @@ def compiled(start: LoadMark | None, end: LoadMark | None) -> Compiles | None:
     if start is None or end is None or end.compiles[0] <= start.compiles[0]:
         return None
     return Compiles(end.compiles[0] - start.compiles[0], max(0.0, end.compiles[1] - start.compiles[1]))
+
+
+def page_faults(start: LoadMark | None, end: LoadMark | None) -> float | None:
+    """This process's minor page faults per step between two marks (None: unread, or no step between them)."""
+    if start is None or end is None or start.minor_faults is None or end.minor_faults is None \
+            or end.steps <= start.steps:
+        return None
+    return max(0, end.minor_faults - start.minor_faults) / (end.steps - start.steps)
+
+
+def early_page_faults(marks: list[tuple[int, int | None]]) -> float | None:
+    """Minor page faults per step between the first two (steps seen, faults) marks (None: fewer, or unread)."""
+    if len(marks) < 2 or marks[0][1] is None or marks[1][1] is None or marks[1][0] <= marks[0][0]:
+        return None
+    return max(0, marks[1][1] - marks[0][1]) / (marks[1][0] - marks[0][0])

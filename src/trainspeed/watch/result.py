@@ -350,6 +350,12 @@ class WatchResult:
     workers; `share_of_data` is of those samples)."""
     loader_workers: WorkerCpu | None = None
     """The worker processes' CPU per batch (None: no loader with workers, or fewer than 8 batches from them)."""
+    page_faults_per_step: float | None = None
+    """This process's minor page faults per measured step: pages of memory the system handed it afresh (None: not
+    readable here)."""
+    page_faults_early_per_step: float | None = None
+    """The same over the warm-up's steps after the first, before the profiler window opened: the run as it faults
+    unwatched, where the doctor's own memory later changed where glibc's heap ends (None: too few such steps)."""
     op_ms_per_step: float | None = None
     """CPU: every op's host milliseconds per step in the window, all together (on the window's clock:
     its steps come soon after the warm-up, and may run slower than the median step)."""

@@ -150,6 +150,7 @@ class Watcher:
         self._measure_from_scratch(profile_steps)
         self.sampler: Sampler | None = None
         self.load_from: machine_load.LoadMark | None = None
+        self.early_faults: list[tuple[int, int | None]] = []  # (steps seen, minor page faults): steps.early_faults
         self.load_to: machine_load.LoadMark | None = None
         """The machine's CPU counters as the measured steps started and as the watch stopped."""
         self.step_syncs = 0
@@ -284,7 +285,7 @@ class Watcher:
         """The measured steps start now: their sums, and the machine's load beside them. Called at a step's
         end (or backward's), under the training loop's frames: the sampler learns them here."""
         self.clock.start_sums()
-        self.load_from = machine_load.mark(loaders.worker_batches(self))
+        self.load_from = machine_load.mark(loaders.worker_batches(self), self.steps_seen)
         if self.sampler is not None:
             self.sampler.learn_loop(loop_codes(sys._getframe(1)))
 
@@ -292,7 +293,7 @@ class Watcher:
         if not self.running:
             return
         self.running = False
-        self.load_to = machine_load.mark(loaders.worker_batches(self)) if self.load_from is not None else None
+        self.load_to = machine_load.mark(loaders.worker_batches(self), self.steps_seen) if self.load_from is not None else None
         if self.backward_boundary:  # the last step of a loop without an optimizer
             self.backward_boundary = False
             self.max_steps = None

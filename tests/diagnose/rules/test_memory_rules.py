@@ -35,3 +35,44 @@ def test_inside_hugging_faces_trainer_the_action_names_its_setting_by_release() 
         r = dataclasses.replace(_checkpointed(21.32), framework=Framework("transformers", version))
         verdict = next(v for v in diagnose(r, CTX) if v.id == "recompute_heavy")
         assert verdict.action.startswith(f"TrainingArguments({setting}=False) where memory allows")
+
+
+def _churning(faults: float | None) -> WatchResult:
+    """The word2vec-style script of rules/memory.py as the doctor recorded it (2026-11-26, CPU): two 50 000 x 128
+    embeddings with dense gradients under Adam, a 35.16 ms step, 7 902 minor page faults a step."""
+    r = recorded(35.16, {"forward": 1.2, "backward": 6.0, "optimizer": 27.96}, ops=73, flops=1e8, batch=1024,
+                 threads=2)
+    return dataclasses.replace(r, page_faults_per_step=faults)
+
+
+def test_fresh_pages_every_step_are_named_with_their_time_at_the_measured_cost_of_one() -> None:
+    from trainspeed.diagnose.rules.memory import page_faults_candidate
+
+    ctx = dataclasses.replace(CTX, page_fault_us=1.57)
+    v = next(v for v in diagnose(_churning(7902.0), ctx) if v.id == "page_faults")
+    assert "7,902 minor page faults per step: 31 MiB" in v.evidence and "about 12.4 ms at the 1.57 us" in v.evidence
+    assert ", of the 35.2 ms step" in v.evidence
+    assert v.predicted_speedup == pytest.approx(35.16 / (35.16 - 7902 * 1.57e-3), abs=0.01)
+    assert v.action.startswith("keep freed memory in the process: with glibc's malloc (Linux), run with "
+                               "MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=4294967296")
+    assert page_faults_candidate(_churning(7902.0)) and not page_faults_candidate(_churning(200.0))  # 0.8 MiB
+    assert "page_faults" not in ids(_churning(7902.0), CTX)  # a fault's cost not measured: nothing said
+    assert "page_faults" not in ids(_churning(1500.0), ctx)  # 2.4 ms: under a tenth of the step
+    assert "page_faults" not in ids(_churning(None), ctx)  # unread (Windows)
+
+
+def test_where_the_warm_up_faulted_more_the_unwatched_step_is_judged() -> None:
+    """examples/realistic/skipgram.py under the doctor (2026-11-26): the warm-up's steps before the profiler window
+    faulted 36 000 pages each, the measured steps 1 400 (the doctor's memory pinned glibc's heap): the step the user
+    times is about 36 000 x 1.2 us longer than measured here, and that step is the one the prediction starts from."""
+    ctx = dataclasses.replace(CTX, page_fault_us=1.2)
+    r = dataclasses.replace(_churning(1400.0), page_faults_early_per_step=36000.0)
+    v = next(v for v in diagnose(r, ctx) if v.id == "page_faults")
+    plain = 35.16 + (36000 - 1400) * 1.2e-3
+    assert f"unwatched the step takes about {plain:.1f} ms, not the 35.2 ms measured" in v.evidence
+    assert "36,000 minor page faults per step" in v.evidence and "faulted 1,400 pages each" in v.evidence
+    assert v.predicted_speedup == pytest.approx(plain / (plain - 36000 * 1.2e-3), abs=0.01)
+    # a warm-up that faulted about as much as the measured steps: the measured steps are judged
+    same = dataclasses.replace(_churning(7902.0), page_faults_early_per_step=9000.0)
+    v = next(v for v in diagnose(same, ctx) if v.id == "page_faults")
+    assert "7,902 minor page faults" in v.evidence and "warm-up" not in v.evidence

@@ -12,7 +12,7 @@ share of a step worth a user's attention, not tuned to any script. One module pe
 - `dropout`: random masks drawn on a CPU
 - `optimizer`: unfused and rebuilt optimizers
 - `threads`: too many or too few intra-op threads, a shared machine
-- `memory`: memory pressure
+- `memory`: memory pressure, activation checkpointing's recompute, page faults
 - `distributed`: all-reduce and stragglers under torchrun
 - `registry`: runs them all and ranks the verdicts; `common`: the context and step-time helpers they share
 """
@@ -20,13 +20,13 @@ share of a step worth a user's attention, not tuned to any script. One module pe
 from trainspeed.diagnose.rules.arithmetic import slow_dtype_candidates
 from trainspeed.diagnose.rules.common import MAX_PREDICTED, Context, predicted_label
 from trainspeed.diagnose.rules.input import busiest_loader, loader_candidate
-from trainspeed.diagnose.rules.memory import MEMORY_SHARE
+from trainspeed.diagnose.rules.memory import MEMORY_SHARE, page_faults_candidate
 from trainspeed.diagnose.rules.optimizer import optimizer_candidate, rebuilt_candidate
 from trainspeed.diagnose.rules.registry import ORDER, diagnose
 from trainspeed.diagnose.rules.threads import matmul_side, threads_candidate
 
 __all__ = [
     "MAX_PREDICTED", "MEMORY_SHARE", "ORDER", "Context", "busiest_loader", "diagnose", "loader_candidate",
-    "matmul_side", "optimizer_candidate", "predicted_label", "rebuilt_candidate", "slow_dtype_candidates",
+    "matmul_side", "optimizer_candidate", "page_faults_candidate", "predicted_label", "rebuilt_candidate", "slow_dtype_candidates",
     "threads_candidate",
 ]

@@ -67,6 +67,8 @@ class Context:
     thread_gflops: tuple[float, float] | None = None
     """GFLOP/s of a matmul of the run's size at torch's threads as the run had them and as advised
     (`threads_candidate`), measured in turn after the run; None when not probed."""
+    page_fault_us: float | None = None
+    """Microseconds one minor page fault took, measured after the run (`page_faults_candidate`); None: not probed."""
 
 
 def _ms(r: WatchResult, phase: str) -> float:

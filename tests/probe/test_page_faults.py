@@ -1,0 +1,28 @@
+"""What one minor page fault costs: counted by the system, timed beside the same writes without faults."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from trainspeed.probe import page_faults as probe
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="the faults are read with the standard library's resource")
+def test_a_fault_costs_more_than_nothing_and_less_than_a_millisecond() -> None:
+    us = probe.page_fault_us(size=8 * 2**20, repeats=2)
+    assert us is not None and 0.0 < us < 1000.0
+
+
+def test_where_faults_cannot_be_counted_there_is_no_reading(monkeypatch: pytest.MonkeyPatch) -> None:
+    def unreadable() -> int:
+        raise ImportError("No module named 'resource'")
+
+    monkeypatch.setattr(probe, "_faults", unreadable)
+    assert probe.page_fault_us(size=2**20) is None
+
+
+def test_a_mapping_that_never_faults_gives_no_reading(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(probe, "_faults", lambda: 7)  # the counter never moves: nothing to divide by
+    assert probe.page_fault_us(size=2**20, repeats=1) is None
