@@ -18,26 +18,27 @@ import torch
 SIZE = 64 * 2**20
 
 
-def _faults() -> int:
-    import resource
-
+def minor_faults() -> int | None:
+    """This process's minor page faults so far (None: not readable here, as on Windows)."""
+    try:
+        import resource
+    except ImportError:
+        return None
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_minflt)
 
 
 def page_fault_us(size: int = SIZE, repeats: int = 3) -> float | None:
     """Microseconds per minor page fault on fresh anonymous memory; None where the faults cannot be counted
     (Windows) or none happened."""
-    try:
-        _faults()
-    except ImportError:
+    if minor_faults() is None:
         return None
     best: float | None = None
     for _ in range(repeats):
         with mmap.mmap(-1, size) as m:
             t = torch.frombuffer(m, dtype=torch.uint8)
-            f0, t0 = _faults(), time.perf_counter()
+            f0, t0 = minor_faults() or 0, time.perf_counter()
             t.fill_(1)
-            t1, f1 = time.perf_counter(), _faults()
+            t1, f1 = time.perf_counter(), minor_faults() or 0
             t.fill_(2)
             t2 = time.perf_counter()
             del t  # the mapping closes only without views of it

@@ -12,7 +12,7 @@ from rich.text import Text
 from trainspeed.demo.result import DemoResult
 from trainspeed.diagnose.compare import Comparison
 from trainspeed.diagnose.report import DoctorReport
-from trainspeed.diagnose.rules import predicted_label
+from trainspeed.diagnose.rules import page_faults_candidate, predicted_label
 from trainspeed.hardware.cpu import CpuInfo
 from trainspeed.hardware.gpu import GpuInfo
 from trainspeed.hardware.report import HardwareReport
@@ -212,7 +212,7 @@ def doctor_view(report: DoctorReport) -> Group:
     if w.compiles is not None:
         parts.append(Text(f"torch.compile: {w.compiles.count} graph(s) compiled while the steps were measured, "
                           f"{w.compiles.seconds:.2f} s"))
-    if w.page_faults_per_step and w.page_faults_per_step * mmap.PAGESIZE >= 2**20:
+    if w.page_faults_per_step is not None and page_faults_candidate(w):  # a MiB of fresh pages a step or more
         parts.append(Text(f"page faults: {w.page_faults_per_step:,.0f} minor per step, "
                           f"{w.page_faults_per_step * mmap.PAGESIZE / 2**20:,.1f} MiB of fresh memory a step"))
     if w.loader_workers is not None:

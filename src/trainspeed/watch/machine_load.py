@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import psutil
 
+from trainspeed.probe.page_faults import minor_faults
 from trainspeed.watch.compiles import compiled_so_far
 from trainspeed.watch.result import Compiles, WorkerCpu
 
@@ -47,14 +48,6 @@ class LoadMark:
     """Training steps seen so far."""
     minor_faults: int | None = None
     """This process's minor page faults so far (None: not readable here)."""
-
-
-def minor_faults() -> int | None:
-    try:
-        import resource
-    except ImportError:  # Windows
-        return None
-    return int(resource.getrusage(resource.RUSAGE_SELF).ru_minflt)
 
 
 def _own_and_children_s() -> tuple[float, float]:
@@ -113,16 +106,21 @@ def compiled(start: LoadMark | None, end: LoadMark | None) -> Compiles | None:
     return Compiles(end.compiles[0] - start.compiles[0], max(0.0, end.compiles[1] - start.compiles[1]))
 
 
+def _faults_per_step(start: tuple[int, int | None], end: tuple[int, int | None]) -> float | None:
+    """Minor page faults per step between two (steps seen, faults so far) readings (None: unread, or no step)."""
+    (steps0, faults0), (steps1, faults1) = start, end
+    if faults0 is None or faults1 is None or steps1 <= steps0:
+        return None
+    return max(0, faults1 - faults0) / (steps1 - steps0)
+
+
 def page_faults(start: LoadMark | None, end: LoadMark | None) -> float | None:
     """This process's minor page faults per step between two marks (None: unread, or no step between them)."""
-    if start is None or end is None or start.minor_faults is None or end.minor_faults is None \
-            or end.steps <= start.steps:
+    if start is None or end is None:
         return None
-    return max(0, end.minor_faults - start.minor_faults) / (end.steps - start.steps)
+    return _faults_per_step((start.steps, start.minor_faults), (end.steps, end.minor_faults))
 
 
 def early_page_faults(marks: list[tuple[int, int | None]]) -> float | None:
     """Minor page faults per step between the first two (steps seen, faults) marks (None: fewer, or unread)."""
-    if len(marks) < 2 or marks[0][1] is None or marks[1][1] is None or marks[1][0] <= marks[0][0]:
-        return None
-    return max(0, marks[1][1] - marks[0][1]) / (marks[1][0] - marks[0][0])
+    return _faults_per_step(marks[0], marks[1]) if len(marks) >= 2 else None

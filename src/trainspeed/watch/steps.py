@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from trainspeed.watch import machine_load
+from trainspeed.probe.page_faults import minor_faults
 from trainspeed.watch.result import StepRecord
 from trainspeed.watch.stats import Reservoir
 from trainspeed.watch.trace import TracingClock
@@ -289,4 +289,4 @@ def early_faults(self: Watcher, index: int) -> None:
     (a script whose allocator hands big blocks back every step faulted 36 000 pages a step unwatched and 1 400 to
     14 000 under the doctor, 2026-11-26)."""
     if index == 0 or index + 1 == self.window.opens_at(self.warmup):
-        self.early_faults.append((index + 1, machine_load.minor_faults()))
+        self.early_faults.append((index + 1, minor_faults()))
