@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
+import sys
 from typing import Any
 
 import torch
@@ -116,7 +117,8 @@ def main() -> None:
     parser.add_argument("--json", help="write the whole comparison here")
     args = parser.parse_args()
     if not torch.cuda.is_available():
-        raise SystemExit("memory_trace.py: needs a CUDA device (the CPU replay is checked op by op in tests/memory)")
+        print("memory_trace.py: needs a CUDA device (the CPU replay is checked op by op in tests/memory)", file=sys.stderr)
+        raise SystemExit(2)
     device = torch.device("cuda")
     real = real_rows(args.case, args.batch, args.amp, device)
     replayed, peak = replay_rows(args.case, args.batch, args.amp, device)
