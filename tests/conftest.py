@@ -6,7 +6,7 @@ On a CUDA machine the code under test would pick the GPU wherever it chooses a d
 answers False in this process and CUDA_VISIBLE_DEVICES hides the devices from the processes the
 tests start (scripts, torchrun ranks).
 
-Each test also starts with the process's budget of hook resumes unspent (watch/hooks.RESUME_BUDGET),
+Each test also starts with the process's budget of hook resumes unspent (watch/patching.RESUME_BUDGET),
 as a script watched by `trainspeed doctor` does, whatever the tests before it used; and with no graph
 compiled by torch.compile counted (the profiler window's choice, profile_window.compiled_code_seen),
 whatever `fit`'s tests compiled before it. And each test leaves torch's intra-op threads as it found
@@ -21,7 +21,7 @@ from collections.abc import Iterator
 import pytest
 import torch
 
-from trainspeed.watch import hooks
+from trainspeed.watch import patching
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -51,7 +51,7 @@ def _strict_reports(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(autouse=True)
 def _fresh_resume_budget(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(hooks, "_resumes", [0])
+    monkeypatch.setattr(patching, "_resumes", [0])
 
 
 @pytest.fixture(autouse=True)

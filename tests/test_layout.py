@@ -23,14 +23,13 @@ def _modules() -> dict[str, Path]:
 
 
 def _imports(path: Path, modules: dict[str, Path]) -> set[str]:
-    """The project's modules `path` imports, at module level or inside functions; not under TYPE_CHECKING.
+    """The project's modules `path` imports, at module level, inside functions or under TYPE_CHECKING (an import
+    for types only is a dependency all the same: a circle of them is two modules that cannot be read apart).
     `from package import module` names the module, not the package's __init__."""
     found: set[str] = set()
 
     def visit(node: ast.AST) -> None:
         for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
-                continue
             if isinstance(child, ast.Import):
                 found.update(a.name for a in child.names)
             elif isinstance(child, ast.ImportFrom) and child.module and child.level == 0:
@@ -94,8 +93,30 @@ def test_watch_does_not_import_the_verdicts() -> None:
     assert not any(leaks.values()), leaks
 
 
+def _bound_from_outside(path: Path) -> list[str]:
+    """Module-level functions of `path` written as methods (a first parameter named `self`): functions bound onto a
+    class of another module, whose state they write from outside it."""
+    tree = ast.parse(path.read_text())
+    return [node.name for node in tree.body if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+            and node.args.args and node.args.args[0].arg == "self"]
+
+
+def test_no_function_is_a_method_of_a_class_elsewhere() -> None:
+    bound = {str(p.relative_to(SRC)): names for p in SRC.rglob("*.py") if (names := _bound_from_outside(p))}
+    assert not bound, bound
+
+
 def test_the_checks_find_a_circle_and_a_leak() -> None:
     # the checks above can fail: a two-module circle is found, and so is an import that leaks
     assert _cycles({"a": {"b"}, "b": {"a"}, "c": set()}) == [["a", "b"]]
     tree = {"trainspeed.watch.x": SRC / "trainspeed" / "doctor.py", "trainspeed.diagnose.report": Path()}
     assert "trainspeed.diagnose.report" in _imports(tree["trainspeed.watch.x"], {**_modules(), **tree})
+    # an import for types only counts, and a function written as another class's method is found
+    scratch = SRC.parent / "tests" / "_layout_scratch.py"
+    try:
+        scratch.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from trainspeed.doctor import Doctor\n"
+                           "def step(self: 'Doctor') -> None: ...\n")
+        assert "trainspeed.doctor" in _imports(scratch, _modules())
+        assert _bound_from_outside(scratch) == ["step"]
+    finally:
+        scratch.unlink()

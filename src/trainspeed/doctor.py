@@ -11,15 +11,17 @@ import sys
 import types
 from typing import Any
 
-from trainspeed.diagnose.report import DoctorReport, diagnose_run
+from trainspeed.diagnose.report import DoctorReport
+from trainspeed.measure import diagnose_run
 from trainspeed.watch.session import Watcher
 
 __all__ = ["Doctor", "DoctorReport", "diagnose_watched", "watch"]
 
 
 def diagnose_watched(watcher: Watcher) -> DoctorReport:
-    """The doctor's report on what `watcher` measured: hardware, measurements and ranked verdicts."""
-    return diagnose_run(watcher.measurements(), watcher=watcher)
+    """The doctor's report on what `watcher` measured: measure (the watch), measure the machine for it
+    (`trainspeed.measure`), judge (`diagnose`)."""
+    return diagnose_run(watcher.measurements(), subject=watcher.subject())
 
 
 class Doctor(Watcher):
@@ -39,7 +41,7 @@ def watch(warmup: int = 3, steps: int | None = None, profile_steps: int = 3, sam
 
 
 class _CallablePackage(types.ModuleType):
-    """`trainspeed.watch` is both the package `watch/` and this module's `watch(...)` (DESIGN.md's API): the
+    """`trainspeed.watch` is both the package `watch/` and this module's `watch(...)` (the API of docs/architecture.md): the
     package's module object is made callable here, so `import trainspeed.watch.syncs` keeps working and
     `watch/` itself stays free of the verdicts."""
 

@@ -9,7 +9,8 @@ from recorded_runs import CTX, recorded
 
 from trainspeed.diagnose.invariants import InconsistentReport, checked, inconsistencies
 from trainspeed.diagnose.rules import diagnose
-from trainspeed.watch.result import Evaluation, PhaseStat, SyncSite, Verdict
+from trainspeed.diagnose.verdict import Verdict
+from trainspeed.watch.result import Evaluation, PhaseStat, SyncSite
 
 
 def test_a_recorded_run_and_its_verdicts_add_up() -> None:

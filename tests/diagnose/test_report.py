@@ -10,7 +10,8 @@ import torch
 from rich.console import Console
 from torch import nn
 
-from trainspeed.diagnose.report import DoctorReport, _largest_batch
+from trainspeed.diagnose.report import DoctorReport
+from trainspeed.measure import _largest_batch
 from trainspeed.report.html import doctor_html
 from trainspeed.report.text import doctor_view
 from trainspeed.watch import Watcher
@@ -61,14 +62,14 @@ def test_callable_package_and_html() -> None:
     report = w.result()
     html = doctor_html(report)
     assert "<h1>trainspeed doctor</h1>" in html and "forward" in html
-    assert report.watch.steps_seen == 10 and report.dispatch_us > 0 and report.matmul_gflops > 0
+    assert report.watch.steps_seen == 10 and report.context.dispatch_us > 0 and report.context.matmul_gflops > 0
 
 
 def test_a_cuda_report_says_what_device_ms_is_and_how_much_the_gpu_works() -> None:
     from recorded_runs import recorded
 
-    from trainspeed.diagnose.report import diagnose_run
     from trainspeed.hardware import detect_hardware
+    from trainspeed.measure import diagnose_run
 
     # the detailed steps' medians add up to more than the median step, as on a real tiny step; the shares, from
     # sums, add up to 1
@@ -88,7 +89,7 @@ def test_the_report_probes_only_the_dtypes_a_rule_needs_and_shows_the_slowest_op
 
     from recorded_runs import recorded
 
-    import trainspeed.diagnose.report as report_module
+    import trainspeed.measure as report_module
     from trainspeed.hardware import detect_hardware
     from trainspeed.report.json import doctor_dict
     from trainspeed.watch.result import OpTime
@@ -101,7 +102,7 @@ def test_the_report_probes_only_the_dtypes_a_rule_needs_and_shows_the_slowest_op
     r = dataclasses.replace(r, op_times=rows, op_ms_per_step=33.0, autocast="bfloat16")
     report = report_module.diagnose_run(r, hardware=detect_hardware(), dispatch_us=2.0, matmul_gflops=100.0)
     assert probed == ["bfloat16"]  # float64's 2 ms are not worth a probe
-    assert report.verdicts[0].id == "slow_dtype" and report.dtype_gflops == {"bfloat16": 1.5}
+    assert report.verdicts[0].id == "slow_dtype" and report.context.dtype_gflops == {"bfloat16": 1.5}
     data = doctor_dict(report)
     assert data["probe"]["cpu_matmul_gflops_by_dtype"] == {"bfloat16": 1.5}
     assert data["ops_by_time"][0] == {"op": "aten.mm", "dtype": "bfloat16", "calls": 5, "ms": 30.0,
@@ -116,7 +117,7 @@ def test_the_report_probes_only_the_dtypes_a_rule_needs_and_shows_the_slowest_op
 def test_the_float32_rate_beside_a_dtype_probe_is_measured_in_turn_with_it(monkeypatch) -> None:
     from recorded_runs import recorded
 
-    import trainspeed.diagnose.report as report_module
+    import trainspeed.measure as report_module
     from trainspeed.hardware import detect_hardware
     from trainspeed.watch.result import OpTime
 
@@ -126,7 +127,7 @@ def test_the_float32_rate_beside_a_dtype_probe_is_measured_in_turn_with_it(monke
     r = recorded(12.0, {"forward": 3.0, "backward": 7.0, "optimizer": 1.0}, ops=40, flops=1e9, threads=1)
     r = dataclasses.replace(r, op_times=[OpTime("aten.mm", "float64", 8, 9.0, True, 1e9)], op_ms_per_step=10.0)
     report = report_module.diagnose_run(r, hardware=detect_hardware(), dispatch_us=2.0, thread_rates=(1.0, 1.0))
-    assert asked == [["float64"]] and report.matmul_gflops == 120.0 and report.dtype_gflops == {"float64": 50.0}
+    assert asked == [["float64"]] and report.context.matmul_gflops == 120.0 and report.context.dtype_gflops == {"float64": 50.0}
     assert report.verdicts[0].id == "slow_dtype"
 
 
@@ -135,7 +136,7 @@ def test_the_report_probes_the_optimizer_only_where_its_phase_is_worth_it(monkey
 
     from recorded_runs import adamw_run
 
-    import trainspeed.diagnose.report as report_module
+    import trainspeed.measure as report_module
     from trainspeed.hardware import detect_hardware
     from trainspeed.probe.optimizer import spec_of
     from trainspeed.report.json import doctor_dict
@@ -147,18 +148,18 @@ def test_the_report_probes_the_optimizer_only_where_its_phase_is_worth_it(monkey
         optimizer_spec = spec_of(torch.optim.AdamW(nn.Linear(4, 4).parameters(), foreach=False))
 
     hw = detect_hardware()
-    report = report_module.diagnose_run(adamw_run(), watcher=Watched(), hardware=hw, dispatch_us=2.0,
+    report = report_module.diagnose_run(adamw_run(), subject=Watched(), hardware=hw, dispatch_us=2.0,
                                         matmul_gflops=100.0)
-    assert calls == [None, True] and report.optimizer_ms == (7.4, 1.4)
+    assert calls == [None, True] and report.context.optimizer_ms == (7.4, 1.4)
     assert "optimizer_heavy" in [v.id for v in report.verdicts]
     data = doctor_dict(report)
     assert data["probe"]["optimizer_step_ms"] == {"configured": 7.4, "fused": 1.4}
     assert data["optimizer"] == {"kind": "AdamW", "tensors": 162, "elements": 44932, "foreach": False, "fused": None}
     assert "ms fused" in doctor_html(report)
     calls.clear()
-    small = report_module.diagnose_run(adamw_run(opt_ms=1.0), watcher=Watched(), hardware=hw, dispatch_us=2.0,
+    small = report_module.diagnose_run(adamw_run(opt_ms=1.0), subject=Watched(), hardware=hw, dispatch_us=2.0,
                                        matmul_gflops=100.0)
-    assert calls == [] and small.optimizer_ms is None
+    assert calls == [] and small.context.optimizer_ms is None
     assert doctor_dict(dataclasses.replace(small))["probe"]["optimizer_step_ms"] is None
 
 
@@ -167,10 +168,10 @@ def test_a_prediction_at_the_models_cap_is_shown_as_a_floor() -> None:
 
     from recorded_runs import recorded
 
-    from trainspeed.diagnose.report import diagnose_run
     from trainspeed.diagnose.rules import MAX_PREDICTED, predicted_label
+    from trainspeed.diagnose.verdict import Verdict
     from trainspeed.hardware import detect_hardware
-    from trainspeed.watch.result import Verdict
+    from trainspeed.measure import diagnose_run
 
     assert predicted_label(2.214) == "predicted 2.21x"
     assert predicted_label(MAX_PREDICTED) == "predicted at least 10x (no prediction goes past 10x)"
@@ -189,7 +190,7 @@ def test_the_report_probes_the_threads_only_where_torch_has_more_than_the_cores(
 
     from recorded_runs import recorded
 
-    import trainspeed.diagnose.report as report_module
+    import trainspeed.measure as report_module
     from trainspeed.hardware import detect_hardware
     from trainspeed.report.json import doctor_dict
 
@@ -210,8 +211,8 @@ def test_the_report_probes_the_threads_only_where_torch_has_more_than_the_cores(
 def test_the_summary_lists_what_the_dataloader_ran_only_where_the_wait_is_worth_it() -> None:
     from recorded_runs import recorded
 
-    from trainspeed.diagnose.report import diagnose_run
     from trainspeed.hardware import detect_hardware
+    from trainspeed.measure import diagnose_run
     from trainspeed.watch.result import DataSite, LoaderInfo
 
     sites = [DataSite("train.py:12", "image = resize(image)", 30, 0.6),
@@ -238,7 +239,7 @@ def test_the_matmul_rate_is_read_again_after_the_other_probes(monkeypatch) -> No
     launch_bound would count the arithmetic at half the speed the run's ops had."""
     from recorded_runs import recorded
 
-    import trainspeed.diagnose.report as report_module
+    import trainspeed.measure as report_module
     from trainspeed.hardware import detect_hardware
 
     readings = iter([104.0, 104.0, 194.0, 190.0])  # before the hardware's detection, before and after the other probes, once more
@@ -247,14 +248,14 @@ def test_the_matmul_rate_is_read_again_after_the_other_probes(monkeypatch) -> No
     hardware = detect_hardware()
     monkeypatch.setattr(report_module, "detect_hardware", lambda: hardware)
     report = report_module.diagnose_run(r, dispatch_us=1.15, thread_rates=(1.0, 1.0))
-    assert report.matmul_gflops == 194.0
+    assert report.context.matmul_gflops == 194.0
     assert report.verdicts[0].id == "launch_bound"
 
 
 def test_the_summary_says_the_recompute_the_compiles_and_what_the_workers_ran() -> None:
     from recorded_runs import recorded
 
-    import trainspeed.diagnose.report as report_module
+    import trainspeed.measure as report_module
     from trainspeed.hardware import detect_hardware
     from trainspeed.watch.result import Compiles, LoaderInfo, WorkerCpu
 

@@ -16,6 +16,6 @@ def test_seed_loop_on_cuda() -> None:
     assert w.kernels_per_step and w.kernels_per_step > 5
     # a few us per tiny kernel: the GPU idles most of the step while the host launches
     assert w.gpu_busy_ms_per_step is not None and 0 < w.gpu_busy_ms_per_step < 0.5 * w.median_ms
-    assert report.cuda_op_us is not None and report.cuda_op_us > report.dispatch_us
+    assert report.context.cuda_op_us is not None and report.context.cuda_op_us > report.context.dispatch_us
     ids = [v.id for v in report.verdicts]
     assert "launch_bound" in ids and "compute_bound" not in ids

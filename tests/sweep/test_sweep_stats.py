@@ -1,6 +1,7 @@
 import pytest
 
-from trainspeed.sweep.stats import bootstrap_ci, knee, line_fit, median, overlap
+from trainspeed.stats import median
+from trainspeed.sweep.stats import bootstrap_ci, knee, line_fit, overlap
 
 
 def test_median_and_bootstrap_interval_contain_the_median():

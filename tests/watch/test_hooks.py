@@ -48,7 +48,7 @@ class _PausedSGD(torch.optim.SGD):
 
 def test_an_optimizer_class_seen_while_paused_is_wrapped_at_resume_and_put_back_at_uninstall() -> None:
     listener = _Listener()
-    hooks = Hooks(listener)  # type: ignore[arg-type]
+    hooks = Hooks(listener, listener)  # type: ignore[arg-type]
     opt = _PausedSGD([torch.nn.Parameter(torch.ones(1))], lr=0.1)
     before = _PausedSGD.__dict__.get("step")  # torch's hooked step, if the first instance put one here
     opt.param_groups[0]["params"][0].grad = torch.ones(1)

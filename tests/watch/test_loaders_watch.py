@@ -64,7 +64,7 @@ def test_dataloader_wait_and_checkpoints_are_phases() -> None:
     # the probes after the run, an item of its shapes and the dataset's rows (not the data)
     assert (r.loaders[0].batches, r.loaders[0].dataset, r.loaders[0].batchable) == (8, "TensorDataset", True)
     assert r.loader_workers is None  # no worker processes
-    (item, rows), = w.loader_probes.values()
+    (item, rows), = w.loaders.probes.values()
     assert [(t.shape, t.dtype) for t in item] == [((8,), torch.float32), ((), torch.int64)] and rows == 64
     assert float(item[0].abs().sum()) == 0.0
 
@@ -158,7 +158,7 @@ def test_asking_for_the_result_leaves_torchs_random_state_as_unwatched(monkeypat
     # the probes after the run (a DataLoader's shuffle and seeds, fresh tensors for the optimizer) draw random
     # numbers: a script that asks for the result and trains on must draw what it would have unwatched. The loader
     # probes run where the run waited on data, which a busy machine can change: here they always run
-    import trainspeed.diagnose.report as report_module
+    import trainspeed.measure as report_module
     from trainspeed.doctor import Doctor
 
     monkeypatch.setattr(report_module, "loader_candidate", lambda result: True)
@@ -168,7 +168,7 @@ def test_asking_for_the_result_leaves_torchs_random_state_as_unwatched(monkeypat
     with Doctor() as w:
         _shuffled_loader_loop()
     report = w.result()
-    assert report.handover is not None or sys.platform != "linux"  # the loader probes did run
+    assert report.context.handover is not None or sys.platform != "linux"  # the loader probes did run
     assert torch.equal(torch.rand(3), unwatched)
 
 

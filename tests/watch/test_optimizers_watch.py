@@ -244,7 +244,7 @@ def test_the_optimizer_that_delimits_the_steps_is_described_as_it_was_made() -> 
     info = w.measurements().optimizer
     assert info is not None and info.kind == "Adam" and info.tensors == 4 and info.foreach is False
     assert info.elements == sum(p.numel() for p in model.parameters())
-    assert w.optimizer_spec is not None and w.optimizer_spec.shapes[0] == tuple(next(model.parameters()).shape)
+    assert w.optimizers.spec is not None and w.optimizers.spec.shapes[0] == tuple(next(model.parameters()).shape)
 
 
 def test_a_teacher_called_first_under_no_grad_is_not_taken_for_the_model() -> None:
@@ -261,7 +261,7 @@ def test_a_teacher_called_first_under_no_grad_is_not_taken_for_the_model() -> No
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
-    assert w.model is not None and w.model() is student
+    assert w.model.model is not None and w.model.model() is student
     assert w.measurements().evaluation is None  # the teacher's no_grad calls are not the model's
 
 

@@ -106,7 +106,7 @@ def test_edges_only_steps_keep_one_optimizer_hook_the_step_edge_itself() -> None
         step()
         w.hooks.resume()
         step()
-    assert w.steps_seen == 3
+    assert w.steps.steps_seen == 3
     assert not optimizer_module._global_optimizer_pre_hooks and not optimizer_module._global_optimizer_post_hooks
 
 
@@ -150,20 +150,20 @@ def test_the_profiler_windows_own_synchronize_is_not_the_scripts(monkeypatch) ->
     monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
     model, optimizer, x = tiny_step()
     with Watcher(warmup=1, profile_steps=2) as w:
-        close = w.window.on_step_end
+        close = w.steps.window.on_step_end
 
         def on_step_end(index: int, warmup: int, cuda: bool) -> bool:
             torch.cuda.synchronize()  # as torch.profiler's stop() does
             return close(index, warmup, cuda)
 
-        w.window.on_step_end = on_step_end  # type: ignore[method-assign]
-        stop = w.window.close
+        w.steps.window.on_step_end = on_step_end  # type: ignore[method-assign]
+        stop = w.steps.window.close
 
         def close_at_stop() -> None:  # a run that ends inside the window closes it in stop()
             torch.cuda.synchronize()
             stop()
 
-        w.window.close = close_at_stop  # type: ignore[method-assign]
+        w.steps.window.close = close_at_stop  # type: ignore[method-assign]
         for _ in range(6):
             model(x).sum().backward()
             optimizer.step()
@@ -179,18 +179,17 @@ def test_cuda_events_are_recorded_on_detailed_steps_only(monkeypatch) -> None:
     made = fake_cuda_events(monkeypatch)
     model, optimizer, x = tiny_step()
     with Watcher(warmup=1, profile_steps=0, detail_every=4) as w:
-        w.device = "cuda"  # as if the model's first input had been on a GPU
-        w._set_edges()
+        w.steps.on_cuda()  # as if the model's first input had been on a GPU
         made_by_kind = {True: 0, False: 0}
         for _ in range(2000):
-            detailed, before = w.detailed, len(made)  # a step runs from one optimizer step to the next
+            detailed, before = w.steps.detailed, len(made)  # a step runs from one optimizer step to the next
             optimizer.zero_grad()
-            w.enter("h2d")  # what the hook on Tensor.to does around a copy to the GPU, on every step
-            w.exit("h2d")
+            w.edges.enter("h2d")  # what the hook on Tensor.to does around a copy to the GPU, on every step
+            w.edges.exit("h2d")
             model(x).sum().backward()
             optimizer.step()
             made_by_kind[detailed] += len(made) - before
-    records = w.measured.items
+    records = w.steps.measured.items
     assert {r.detailed for r in records} == {True, False}
     assert all((r.device_ms is not None) == r.detailed for r in records)
     assert made_by_kind[True] > 0 and made_by_kind[False] == 0
@@ -210,17 +209,16 @@ def test_making_and_recording_a_cuda_event_is_no_phases_time(monkeypatch) -> Non
     monkeypatch.setattr(torch.cuda.Event, "record", slow_record)
     w = Watcher(warmup=0, profile_steps=0, sample_hz=5, now=lambda: clock[0], detail_every=1)
     with w:
-        w.device = "cuda"
-        w._set_edges()
+        w.steps.on_cuda()
         for _ in range(20):
-            w.enter("forward")
+            w.edges.enter("forward")
             clock[0] += 0.5
-            w.exit("forward")
+            w.edges.exit("forward")
             clock[0] += 0.25  # the script's own other work
             w.step_ended(OPTIMIZER)  # type: ignore[arg-type]
     assert len(made) == 40
     assert all(r.wall_s == pytest.approx(0.75) and r.phases["forward"] == pytest.approx(0.5)
-               and r.phases["other"] == pytest.approx(0.25) for r in w.measured.items)
+               and r.phases["other"] == pytest.approx(0.25) for r in w.steps.measured.items)
 
 
 def _line_of(marker: str) -> int:
@@ -305,19 +303,19 @@ def test_the_profiler_windows_own_time_goes_to_no_step() -> None:
     window's last step and the first measured one: that step, and the sums, must not count it."""
     clock = [0.0]
     w = Watcher(warmup=2, profile_steps=3, sample_hz=5, now=lambda: clock[0], detail_every=10**9)
-    close = w.window._close
+    close = w.steps.window._close
 
     def slow_close(steps: int) -> None:
         close(steps)
         clock[0] += 100.0  # what torch.profiler's stop costs on a GPU, made obvious
 
-    w.window._close = slow_close  # type: ignore[method-assign]
+    w.steps.window._close = slow_close  # type: ignore[method-assign]
     with w:
         fake_clock_run(w, clock, 200)
-    assert w.window.ops_per_step is not None  # the window did close, slowly
+    assert w.steps.window.ops_per_step is not None  # the window did close, slowly
     seconds, wall = w.clock.summed() or ({}, 0.0)
-    assert wall == pytest.approx(200 - w.settled_at)  # 1 s steps, every one summed (no quiet tail yet)
-    assert all(r.wall_s == 1.0 for r in w.measured.items)
+    assert wall == pytest.approx(200 - w.steps.settled_at)  # 1 s steps, every one summed (no quiet tail yet)
+    assert all(r.wall_s == 1.0 for r in w.steps.measured.items)
     assert w.measurements().phases["other"].share == pytest.approx(0.15)
 
 

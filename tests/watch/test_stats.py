@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from trainspeed.watch.stats import Reservoir, median, quantile
+from trainspeed.stats import median, quantile
+from trainspeed.watch.stats import Reservoir
 
 
 def test_reservoir_is_bounded_and_uniform_enough() -> None:

@@ -22,22 +22,22 @@ def test_quiet_steps_count_exactly_and_every_kept_step_times_only_itself() -> No
     count (steps, reads) stays exact, also when asked mid-run."""
     clock = [0.0]
     w = Watcher(warmup=2, profile_steps=0, sample_hz=5, now=lambda: clock[0], detail_every=4)
-    w.measured = Reservoir(size=32, seed=1)
+    w.steps.measured = Reservoir(size=32, seed=1)
     w.start()
     try:
         quiet = fake_clock_run(w, clock, 3000)
-        assert w.measurements().steps_measured == 3000 - w.settled_at  # mid-run: quiet steps counted
+        assert w.measurements().steps_measured == 3000 - w.steps.settled_at  # mid-run: quiet steps counted
         quiet += fake_clock_run(w, clock, 2000)
     finally:
         w.stop()
     r = w.measurements()
-    assert quiet > 3000 and r.steps_seen == 5000 and r.steps_measured == 5000 - w.settled_at
+    assert quiet > 3000 and r.steps_seen == 5000 and r.steps_measured == 5000 - w.steps.settled_at
     same = Reservoir[int](size=32, seed=1)  # the sample's choice, offered every measured step in turn
     for i in range(r.steps_measured):
         same.add(i) if same.wants() else same.skip()
-    assert sorted(rec.index - w.settled_at for rec in w.measured.items) == sorted(same.items)
+    assert sorted(rec.index - w.steps.settled_at for rec in w.steps.measured.items) == sorted(same.items)
     assert all(rec.wall_s == 1.0 and rec.syncs == 1 and rec.phases["forward"] == 0.75
-               and abs(rec.phases["sync"] - 0.1) < 1e-9 for rec in w.measured.items)
+               and abs(rec.phases["sync"] - 0.1) < 1e-9 for rec in w.steps.measured.items)
     (site,) = r.sync_sites
     assert site.count == 5000 and abs(site.total_ms - 5000 * 100.0) < 1e-3
 
@@ -49,18 +49,17 @@ def test_a_cuda_run_goes_quiet_between_detailed_runs_only(monkeypatch) -> None:
     made = fake_cuda_events(monkeypatch)
     clock = [0.0]
     w = Watcher(warmup=2, profile_steps=0, sample_hz=5, now=lambda: clock[0], detail_every=4)
-    w.measured = Reservoir(size=16, seed=1)
+    w.steps.measured = Reservoir(size=16, seed=1)
     quiet = {True: 0, False: 0}
     with w:
-        w.device = "cuda"  # as if the model's first input had been on a GPU
-        w._set_edges()
+        w.steps.on_cuda()  # as if the model's first input had been on a GPU
         for _ in range(3000):
-            detailed, before = w.detailed, len(made)
+            detailed, before = w.steps.detailed, len(made)
             quiet[detailed] += fake_clock_run(w, clock, 1)
             assert detailed or len(made) == before
-    assert quiet[False] > 1000 and quiet[True] == 0 and len(w.plot_steps) == PLOT_STEPS
-    assert not w.events and w.measurements().steps_measured == 3000 - w.settled_at
-    records = w.measured.items
+    assert quiet[False] > 1000 and quiet[True] == 0 and len(w.steps.plot_steps) == PLOT_STEPS
+    assert not w.edges.events and w.measurements().steps_measured == 3000 - w.steps.settled_at
+    records = w.steps.measured.items
     assert {r.detailed for r in records} == {True, False} and all(r.wall_s == 1.0 for r in records)
     assert all((r.device_ms is not None) == r.detailed for r in records)
 
@@ -70,23 +69,23 @@ def test_the_split_of_forward_backward_and_the_rest_comes_from_every_detailed_st
     handful of detailed ones; the clock's sums over every detailed step give the split exactly."""
     clock = [0.0]
     w = Watcher(warmup=2, profile_steps=0, sample_hz=5, now=lambda: clock[0], detail_every=4)
-    w.measured = Reservoir(size=16, seed=1)
+    w.steps.measured = Reservoir(size=16, seed=1)
     detailed_at: list[bool] = []
     with w:
         for _ in range(5000):
-            long = w.steps_seen % 7 == 0
-            detailed_at.append(w.detailed)
-            w.enter("forward")
+            long = w.steps.steps_seen % 7 == 0
+            detailed_at.append(w.steps.detailed)
+            w.edges.enter("forward")
             clock[0] += 0.75 if long else 0.25
-            w.exit("forward")
+            w.edges.exit("forward")
             clock[0] += 0.25 if long else 0.75
             w.step_ended(OPTIMIZER)  # type: ignore[arg-type]
     seconds, wall = w.clock.summed() or ({}, 0.0)
-    summed = range(w.settled_at, w.settled_at + round(wall))  # 1 s steps (a quiet tail is left out)
+    summed = range(w.steps.settled_at, w.steps.settled_at + round(wall))  # 1 s steps (a quiet tail is left out)
     detailed = [i for i in summed if detailed_at[i]]
     exact = sum(0.75 if i % 7 == 0 else 0.25 for i in detailed) / len(detailed)
     shares = w.measurements().phases
-    assert len(detailed) > 1000 and sum(r.detailed for r in w.measured.items) < 16
+    assert len(detailed) > 1000 and sum(r.detailed for r in w.steps.measured.items) < 16
     assert shares["forward"].share == pytest.approx(exact, abs=1e-9)
     assert shares["other"].share == pytest.approx(1 - exact, abs=1e-9)
 
@@ -97,29 +96,29 @@ def test_forward_host_time_is_the_median_of_a_sample_of_detailed_steps_alone() -
     would keep, each step timed alone although both samples' passed-over steps run quiet."""
     clock = [0.0]
     w = Watcher(warmup=2, profile_steps=0, sample_hz=5, now=lambda: clock[0], detail_every=4)
-    w.measured = Reservoir(size=16, seed=1)
+    w.steps.measured = Reservoir(size=16, seed=1)
     detailed_at: list[bool] = []
     quiet = 0
     with w:
         for _ in range(8000):
-            quiet += w.steps_seen < w.quiet_until
-            detailed_at.append(w.detailed)
-            forward = (w.steps_seen % 101) / 100  # 0 to 1 s, spread evenly: median 0.5 s
-            w.enter("forward")
+            quiet += w.steps.steps_seen < w.steps.quiet_until
+            detailed_at.append(w.steps.detailed)
+            forward = (w.steps.steps_seen % 101) / 100  # 0 to 1 s, spread evenly: median 0.5 s
+            w.edges.enter("forward")
             clock[0] += forward
-            w.exit("forward")
+            w.edges.exit("forward")
             clock[0] += 1.0 - forward
             w.step_ended(OPTIMIZER)  # type: ignore[arg-type]
-    assert w.detailed_steps is not None
-    kept = w.detailed_steps.items
+    assert w.steps.detailed_steps is not None
+    kept = w.steps.detailed_steps.items
     same = Reservoir[int](seed=5)  # the detailed sample's choice, offered every measured detailed step in turn
-    for i in range(w.settled_at, 8000):
+    for i in range(w.steps.settled_at, 8000):
         if detailed_at[i]:
             same.add(i) if same.wants() else same.skip()
     assert sorted(r.index for r in kept) == sorted(same.items) and len(kept) == RESERVOIR_SIZE
     assert all(r.detailed and abs(r.wall_s - 1.0) < 1e-6 and abs(r.phases["forward"] - (r.index % 101) / 100) < 1e-6
                for r in kept)  # each kept step timed alone (the fake clock's sums round in the last bits)
-    assert sum(r.detailed for r in w.measured.items) < 16 and quiet > 4000
+    assert sum(r.detailed for r in w.steps.measured.items) < 16 and quiet > 4000
     assert w.measurements().phases["forward"].host_ms == pytest.approx(500, abs=100)
 
 
@@ -127,36 +126,36 @@ def test_hook_switches_grow_with_the_log_of_the_run_and_stop_at_the_process_budg
     """Every pause and resume of the per-call hooks modifies torch.nn.Module's class; CPython 3.13+
     stops caching a class's lookups after 1 000 modifications. Detailed runs double in length every
     SWITCHES_PER_DOUBLING runs (their share stays), and a process stops switching at its budget."""
-    from trainspeed.watch import hooks as hooks_module
+    from trainspeed.watch import patching as patching_module
 
     def detailed_runs(steps: int, budget: int) -> tuple[Watcher, int, int]:
-        monkeypatch.setattr(hooks_module, "RESUME_BUDGET", budget)
-        monkeypatch.setattr(hooks_module, "_resumes", [0])
+        monkeypatch.setattr(patching_module, "RESUME_BUDGET", budget)
+        monkeypatch.setattr(patching_module, "_resumes", [0])
         clock = [0.0]
         w = Watcher(warmup=0, profile_steps=0, sample_hz=5, now=lambda: clock[0], detail_every=2)
         detailed = 0
         with w:
             for _ in range(steps):
-                detailed += w.detailed
+                detailed += w.steps.detailed
                 fake_clock_run(w, clock, 1)
-        return w, hooks_module._resumes[0], detailed
+        return w, patching_module._resumes[0], detailed
 
     w, resumes, detailed = detailed_runs(40_000, 10**6)
     assert SWITCHES_PER_DOUBLING * 2 < resumes < SWITCHES_PER_DOUBLING * 4  # 64-step runs: over 300 of them
-    assert 0.4 < detailed / 40_000 < 0.6 and not w.notes
+    assert 0.4 < detailed / 40_000 < 0.6 and not w.steps.notes
     w, resumes, detailed = detailed_runs(40_000, 20)
     assert resumes == 21  # the budget's 20, then stop() puts the hooks back in before taking every patch out
-    assert len(w.notes) == 1 and "detailed steps stopped" in w.notes[0]
-    assert not w.detailed and detailed < 20 * DETAIL_BLOCK * 2
+    assert len(w.steps.notes) == 1 and "detailed steps stopped" in w.steps.notes[0]
+    assert not w.steps.detailed and detailed < 20 * DETAIL_BLOCK * 2
 
 
 def test_steps_limit_is_exact_across_quiet_steps() -> None:
     clock = [0.0]
     w = Watcher(warmup=0, profile_steps=0, sample_hz=5, now=lambda: clock[0], steps=2345)
-    w.measured = Reservoir(size=16, seed=1)
+    w.steps.measured = Reservoir(size=16, seed=1)
     with w:
         fake_clock_run(w, clock, 10_000)
-    assert w.steps_seen == 2345 and w.measurements().steps_measured == 2345 - w.settled_at
+    assert w.steps.steps_seen == 2345 and w.measurements().steps_measured == 2345 - w.steps.settled_at
 
 
 def test_an_all_reduce_turning_up_in_a_quiet_run_is_not_taken_for_one_steps() -> None:
@@ -164,17 +163,17 @@ def test_an_all_reduce_turning_up_in_a_quiet_run_is_not_taken_for_one_steps() ->
     started with the quiet steps; that step is passed over, and the later steps are timed alone."""
     clock = [0.0]
     w = Watcher(warmup=0, profile_steps=0, sample_hz=5, now=lambda: clock[0], detail_every=10**9)
-    w.measured = Reservoir(size=16, seed=1)
+    w.steps.measured = Reservoir(size=16, seed=1)
     with w:
         fake_clock_run(w, clock, 2000)
-        while w.steps_seen + 1 >= w.quiet_until:  # run on to a step well inside a quiet run
+        while w.steps.steps_seen + 1 >= w.steps.quiet_until:  # run on to a step well inside a quiet run
             fake_clock_run(w, clock, 1)
-        w.comm.backend = "gloo"  # what CommTimer notes when a DDP is made
-        w.comm.spans.append((clock[0], clock[0] + 0.2, 1024))
-        kept_before = w.measured.items[:]
+        w.ranks.comm.backend = "gloo"  # what CommTimer notes when a DDP is made
+        w.ranks.comm.spans.append((clock[0], clock[0] + 0.2, 1024))
+        kept_before = w.steps.measured.items[:]
         fake_clock_run(w, clock, 1000)
-    assert w.quiet_until == 0 and not w.comm.spans and not w.comm_steps.items
-    assert all(rec.wall_s == 1.0 for rec in w.measured.items) and w.measured.items != kept_before
+    assert w.steps.quiet_until == 0 and not w.ranks.comm.spans and not w.ranks.comm_steps.items
+    assert all(rec.wall_s == 1.0 for rec in w.steps.measured.items) and w.steps.measured.items != kept_before
 
 
 def test_a_rare_checkpoint_gets_its_exact_share_whichever_steps_the_sample_keeps() -> None:
@@ -183,15 +182,15 @@ def test_a_rare_checkpoint_gets_its_exact_share_whichever_steps_the_sample_keeps
     step, quiet ones included (those the script ends inside a quiet run aside)."""
     clock = [0.0]
     w = Watcher(warmup=2, profile_steps=0, sample_hz=5, now=lambda: clock[0], detail_every=10**9)
-    w.measured = Reservoir(size=16, seed=1)
+    w.steps.measured = Reservoir(size=16, seed=1)
     with w:
         fake_clock_run(w, clock, 5000, checkpoint_every=100)
     seconds, wall = w.clock.summed() or ({}, 0.0)
     steps = round(seconds["sync"] / 0.1)  # one 0.1 s read per step: how many steps the sums hold
-    checkpoints = sum(1 for i in range(w.settled_at, w.settled_at + steps) if i % 100 == 99)
+    checkpoints = sum(1 for i in range(w.steps.settled_at, w.steps.settled_at + steps) if i % 100 == 99)
     assert steps > 4900 and abs(seconds["sync"] - 0.1 * steps) < 1e-6
     assert abs(seconds["checkpoint"] - 5.0 * checkpoints) < 1e-6 and abs(wall - steps - 5.0 * checkpoints) < 1e-6
-    assert sum(rec.phases["checkpoint"] > 0 for rec in w.measured.items) <= 1  # the sample alone would miss it
+    assert sum(rec.phases["checkpoint"] > 0 for rec in w.steps.measured.items) <= 1  # the sample alone would miss it
     r = w.measurements()
     assert abs(r.phases["checkpoint"].share - seconds["checkpoint"] / wall) < 1e-9
     assert abs(r.phases["sync"].share - seconds["sync"] / wall) < 1e-9
@@ -215,13 +214,13 @@ def test_the_optimizer_phase_is_the_whole_step_call_and_the_edges_own_work_no_st
     original_step = TimedSGD.__dict__.get("step")  # its own, or none (then SGD's hooked step serves it)
     head = optimizer_module.register_optimizer_step_pre_hook(tick(0.3))  # before the watcher's pre hook
     w = Watcher(warmup=2, profile_steps=0, sample_hz=5, now=lambda: clock[0], detail_every=1)
-    keep = w._keep_step
+    keep = w.steps._keep_step
 
     def slow_keep(record: Any) -> None:  # the watcher's bookkeeping, made obvious
         keep(record)
         clock[0] += 7.0
 
-    w._keep_step = slow_keep  # type: ignore[method-assign]
+    w.steps._keep_step = slow_keep  # type: ignore[method-assign]
     try:
         with w:
             tail = optimizer_module.register_optimizer_step_post_hook(tick(0.2))  # after the watcher's
@@ -237,7 +236,7 @@ def test_the_optimizer_phase_is_the_whole_step_call_and_the_edges_own_work_no_st
     finally:
         head.remove()
     assert TimedSGD.__dict__.get("step") is original_step  # put back
-    later = w.measured.items  # from step 2: the class is patched as the first step ends
+    later = w.steps.measured.items  # from step 2: the class is patched as the first step ends
     assert len(later) == 38 and all(r.wall_s == pytest.approx(1.1) for r in later)  # 0.5 + 0.3 + 0.2 + 0.1, no 7 s
     assert all(r.phases["optimizer"] == pytest.approx(0.5) and r.phases["other"] == pytest.approx(0.1)
                for r in later)
@@ -255,8 +254,8 @@ def test_memory_stays_bounded_over_a_million_steps() -> None:
 
     def steps(n: int) -> None:
         for _ in range(n):
-            w.enter("forward")
-            w.exit("forward")
+            w.edges.enter("forward")
+            w.edges.exit("forward")
             w.step_ended(opt)  # type: ignore[arg-type]
 
     w.start()
@@ -272,8 +271,8 @@ def test_memory_stays_bounded_over_a_million_steps() -> None:
         w.stop()
     r = w.measurements()
     assert r.steps_seen == 1_000_000
-    assert len(w.measured.items) <= RESERVOIR_SIZE and len(w.plot_steps) <= 400 and len(w.pending) <= 256
-    assert w.detailed_steps is not None and len(w.detailed_steps.items) == RESERVOIR_SIZE
+    assert len(w.steps.measured.items) <= RESERVOIR_SIZE and len(w.steps.plot_steps) <= 400 and len(w.steps.pending) <= 256
+    assert w.steps.detailed_steps is not None and len(w.steps.detailed_steps.items) == RESERVOIR_SIZE
     assert grown < 256 * 1024  # 50 000 steps added under 256 KiB: no per-step growth
 
 
@@ -285,11 +284,11 @@ def test_sampled_detail_watches_some_steps_in_full_and_every_step_at_its_edges()
         assert now is call or getattr(now, "__wrapped__", None) is call
     assert watched == seed_loop(600)
     assert torch.nn.Module.__call__ is call  # back as it was, paused or not when the run ended
-    records = w.measured.items
+    records = w.steps.measured.items
     detailed = [r for r in records if r.detailed]
     light = [r for r in records if not r.detailed]
     assert detailed and light
-    assert len(w.plot_steps) >= 50 + 32  # every detailed step: the first ones, then at least one more run
+    assert len(w.steps.plot_steps) >= 50 + 32  # every detailed step: the first ones, then at least one more run
     assert all(r.phases["forward"] == 0 for r in light) and all(r.phases["forward"] > 0 for r in detailed)
     assert all(r.host_reads == 1 and r.syncs == 0 for r in records)  # reads are counted on every step
     r = w.measurements()

@@ -88,8 +88,7 @@ def test_on_cuda_each_kept_step_gets_its_phases_device_spans(monkeypatch: Any) -
     fake_cuda_events(monkeypatch)
     model, optimizer, x = tiny_step()
     with Watcher(warmup=1, profile_steps=0, trace=True) as w:
-        w.device = "cuda"  # as if the model's first input had been on a GPU
-        w._set_edges()
+        w.steps.on_cuda()  # as if the model's first input had been on a GPU
         for _ in range(30):
             optimizer.zero_grad()
             model(x).sum().backward()

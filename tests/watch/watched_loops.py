@@ -60,16 +60,16 @@ def fake_clock_run(w: Watcher, clock: list[float], steps: int, checkpoint_every:
     With `checkpoint_every` N, every step whose index is N-1 modulo N also saves for 5 s."""
     frame, quiet = sys._getframe(), 0
     for _ in range(steps):
-        quiet += w.steps_seen < w.quiet_until
-        w.enter("forward")
+        quiet += w.steps.steps_seen < w.steps.quiet_until
+        w.edges.enter("forward")
         clock[0] += 0.75
-        w.exit("forward")
+        w.edges.exit("forward")
         w.host_read("item", clock[0], clock[0] + 0.1, frame)
         clock[0] += 0.25
-        if checkpoint_every and w.steps_seen % checkpoint_every == checkpoint_every - 1:
-            w.enter("checkpoint")
+        if checkpoint_every and w.steps.steps_seen % checkpoint_every == checkpoint_every - 1:
+            w.edges.enter("checkpoint")
             clock[0] += 5.0
-            w.exit("checkpoint")
+            w.edges.exit("checkpoint")
         w.step_ended(OPTIMIZER)  # type: ignore[arg-type]
     return quiet
 

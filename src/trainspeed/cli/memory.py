@@ -10,6 +10,7 @@ import psutil
 import torch
 
 from trainspeed._io import check_writable_file, emit
+from trainspeed.amp import AMP_DTYPES
 from trainspeed.cli._common import add_json_option, console_for, positive_int
 from trainspeed.errors import UsageError
 from trainspeed.memory.estimate import EstimateError, Estimator
@@ -17,7 +18,6 @@ from trainspeed.memory.maxbatch import DEFAULT_MARGIN, search_max_batch
 from trainspeed.memory.measure import confirm_max_batch, measure_memory
 from trainspeed.memory.optimizers import OPTIMIZER_NAMES
 from trainspeed.memory.result import BatchSearch, MeasuredPeak, MemoryReport
-from trainspeed.memory.step import AMP_DTYPES
 from trainspeed.report.json import dumps, memory_dict
 from trainspeed.report.text import memory_view
 from trainspeed.units import parse_size

@@ -19,11 +19,11 @@ from typing import Any
 
 import numpy as np
 
+from trainspeed.stats import BOOTSTRAP_RESAMPLES, resampled_medians
 from trainspeed.watch.phases import PHASES
 
 SCHEMA = "trainspeed.compare/1"
 DOCTOR_SCHEMA_PREFIX = "trainspeed.doctor/"
-RESAMPLES = 2000
 LEVEL = 0.95
 NOISE = 0.05
 """Run-to-run noise: a step change whose interval does not lie wholly beyond +/- this share is no real
@@ -120,14 +120,12 @@ Samples = list[list[float]]
 
 
 def _side(runs: Samples, rng: np.random.Generator) -> np.ndarray:
-    """RESAMPLES bootstrap values of a side's figure (the mean of its runs' medians): the runs resampled, then
-    each chosen run's steps."""
+    """BOOTSTRAP_RESAMPLES bootstrap values of a side's figure (the mean of its runs' medians): the runs
+    resampled, then each chosen run's steps."""
     if len(runs) == 1:
-        x = np.asarray(runs[0], dtype=float)
-        return np.median(rng.choice(x, size=(RESAMPLES, x.size)), axis=1)
-    medians = np.stack([np.median(rng.choice(np.asarray(r, dtype=float), size=(RESAMPLES, len(r))), axis=1)
-                        for r in runs])  # (runs, RESAMPLES): each run's steps resampled
-    pick = rng.integers(0, len(runs), size=(RESAMPLES, len(runs)))  # the runs resampled
+        return resampled_medians(runs[0], rng)
+    medians = np.stack([resampled_medians(r, rng) for r in runs])  # (runs, resamples): each run's steps resampled
+    pick = rng.integers(0, len(runs), size=(BOOTSTRAP_RESAMPLES, len(runs)))  # the runs resampled
     return np.take_along_axis(medians.T, pick, axis=1).mean(axis=1)
 
 

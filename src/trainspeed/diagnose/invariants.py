@@ -1,6 +1,6 @@
 """Invariants every doctor report must keep: numbers a user can check against each other and find right.
 
-`inconsistencies(report)` lists what does not add up; `diagnose_run` runs it on every report it builds and
+`inconsistencies(report)` lists what does not add up; `diagnose.report.judge` runs it on every report it builds and
 says so in the report's notes instead of passing an inconsistent number on silently. With the environment
 variable TRAINSPEED_STRICT=1 (the test suite sets it) it raises instead, so that every report any test builds is
 checked.
@@ -11,7 +11,8 @@ from __future__ import annotations
 import os
 
 from trainspeed.diagnose.rules.common import MAX_PREDICTED
-from trainspeed.watch.result import Verdict, WatchResult
+from trainspeed.diagnose.verdict import Verdict
+from trainspeed.watch.result import WatchResult
 
 SHARE_TOLERANCE = 0.005
 """Shares are computed in floating point from sums: they may miss 1 by rounding, not by more."""

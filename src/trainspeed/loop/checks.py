@@ -5,10 +5,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from trainspeed.amp import AMP_DTYPES
 from trainspeed.errors import FitError
 from trainspeed.loop.data import describe
-
-AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 def positive_int(name: str, value: object, allow_none: bool = False) -> None:

@@ -15,78 +15,34 @@ the end. Batches that do not fit a capture (a short last batch) run eagerly, wit
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import os
 import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import torch
 from torch import nn
 
+from trainspeed.amp import amp_context
 from trainspeed.errors import FitError
-from trainspeed.loop import capturing, choosing, plan, running
-from trainspeed.loop.capture import CapturedStep
-from trainspeed.loop.checks import AMP_DTYPES, check_parts, positive_int, resolve_device
+from trainspeed.loop import capturing, plan
+from trainspeed.loop.checks import check_parts, positive_int, resolve_device
+from trainspeed.loop.choosing import Chooser
 from trainspeed.loop.compiled import default_cache_dir
-from trainspeed.loop.cuda_graph import GraphStep
-from trainspeed.loop.data import Group, TrainData, resolve_data
+from trainspeed.loop.data import TrainData, resolve_data
 from trainspeed.loop.ddp import DataParallel
-from trainspeed.loop.recorder import LossRecorder
 from trainspeed.loop.result import FitResult, FitTimings, Strategy
-from trainspeed.loop.running import _data_device, _sync
+from trainspeed.loop.running import COMPILED_TIMED_CALLS, Job, Runner, data_device, sync
 
 
 class FastLoop:
     """The state of one `fit` job; `run(n)` trains n more optimizer steps (all that are left if None).
 
-    Its methods are grouped by what they do: the choices taken on the job's own timed steps (`choosing`),
-    the steps as they run (`running`), and capturing and compiling the step (`capturing`); this class holds
-    the job's state, its set-up and `run`."""
-
-    # set once the job chooses a strategy (choosing.py, capturing.py, running.py)
-    thread_plan: list[int]
-    thread_times: dict[int, list[float]]
-    template: Group
-    signature: tuple[Any, ...]
-    captured: CapturedStep
-    replay_times: dict[int, list[float]]
-    static: list[torch.Tensor]
-    graph: GraphStep
-    compile_key: str
-    k_steps: Callable[..., torch.Tensor]
-    compile_calls: list[float]
-    _capture_loss: torch.Tensor
-
-    # the choices, on the job's own timed steps
-    _will_probe_threads = choosing._will_probe_threads
-    _probe_threads = choosing._probe_threads
-    _time_eager = choosing._time_eager
-    _time_window = choosing._time_window
-    _decide_capture = choosing._decide_capture
-    _replay_sample = choosing._replay_sample
-    _decide_compile = choosing._decide_compile
-    # the steps as they run
-    _iter_groups = running._iter_groups
-    _eager = running._eager
-    _step_of_flat = running._step_of_flat
-    _record = running._record
-    _run_one = running._run_one
-    _spent = running._spent
-    _fits_capture = running._fits_capture
-    _captured_steps = running._captured_steps
-    _replay_resident = running._replay_resident
-    _compiled_resident = running._compiled_resident
-    _call_compiled = running._call_compiled
-    _note_compiled = running._note_compiled
-    # capturing and compiling the step
-    _capture = capturing._capture
-    _compiled_call = capturing._compiled_call
-    _compile_and_check = capturing._compile_and_check
-    _capture_graph = capturing._capture_graph
+    The job's set-up and its mode (which step comes next) are this class's; the steps as they run and what they
+    left are its `Runner`'s (running.py), the choices taken on them its `Chooser`'s (choosing.py), and capturing
+    and compiling the step plain functions of both (capturing.py)."""
 
     def __init__(self, model: nn.Module, data: object, loss_fn: Callable[..., torch.Tensor],
                  optimizer: torch.optim.Optimizer, epochs: int, batch_size: int | None = None,
@@ -108,12 +64,8 @@ class FastLoop:
         check_parts(model, loss_fn, optimizer, amp)
         self.model, self.loss_fn, self.optimizer = model, loss_fn, optimizer
         self.epochs, self.record_every, self.accumulate = epochs, record_every, accumulate
-        self.capture_opt, self.compile_opt = capture, compile
-        self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+        cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         self.explain: list[str] = []
-        self.user_threads = torch.get_num_threads()
-        self.threads = self.user_threads if threads == "auto" else int(threads)
-        self.probe_threads = threads == "auto"
 
         self.dist = DataParallel.detect(distributed)
         self.net: nn.Module = model
@@ -122,33 +74,26 @@ class FastLoop:
             self.device = self.dist.device_for(device, model)
             self._move_model()
             self.net = self.dist.start(model, self.explain)
-            self.probe_threads = False
         else:
-            chosen = resolve_device(device, model, _data_device(data))
+            chosen = resolve_device(device, model, data_device(data))
             self.device = chosen if chosen is not None else self._choose_device(data, batch_size)
             self._move_model()
         self.data: TrainData = resolve_data(data, batch_size, shuffle, self.device, pin=self.device.type == "cuda")
         if self.dist is not None:
             self.data = self.dist.shard_data(self.data)
         self.explain.append(self._describe_data())
-        self.autocast = (torch.autocast(self.device.type, dtype=AMP_DTYPES[amp]) if amp else contextlib.nullcontext())
-        self.scaler = torch.amp.GradScaler(self.device.type) if amp == "fp16" else None
+        scaler = torch.amp.GradScaler(self.device.type) if amp == "fp16" else None
         if amp:
-            self.explain.append(f"autocast to {amp}, as asked" + (" with a GradScaler" if self.scaler else ""))
+            self.explain.append(f"autocast to {amp}, as asked" + (" with a GradScaler" if scaler else ""))
 
         self.steps_per_epoch = -(-self.data.batches_per_epoch // accumulate)
-        self.total = epochs * self.steps_per_epoch
-        self.done = 0
-        self.recorder = LossRecorder(self.device)
-        self.recorded_steps: list[int] = []
-        self._groups = self._iter_groups()
+        self.job = Job(model=model, net=self.net, loss_fn=loss_fn, optimizer=optimizer, data=self.data,
+                       device=self.device, autocast=amp_context(self.device.type, amp), scaler=scaler, dist=self.dist,
+                       epochs=epochs, accumulate=accumulate, record_every=record_every,
+                       total=epochs * self.steps_per_epoch, cache_dir=cache, now=now, explain=self.explain)
+        self.runner = Runner(self.job)
+        self.chooser = Chooser(self.job, self.runner, threads, capture, compile)
         self.mode = "first"
-        self.counts: dict[str, int] = {}
-        self.samples: dict[str, list[float]] = {}
-        self.seconds: dict[str, float] = {}
-        self.capture_s = self.compile_s = 0.0
-        self.state: list[torch.Tensor] = []
-        self._restore_capturable: list[dict] = []
         self.setup_s = now() - start
         self.run_s = 0.0
 
@@ -169,18 +114,19 @@ class FastLoop:
         return torch.device("cuda", torch.cuda.current_device()) if best == "cuda" else torch.device("cpu")
 
     def _time_device(self, device: torch.device, tensors: list[torch.Tensor], steps: int = 10) -> float:
+        """Seconds per step of a copy of the model and optimizer on `device` (the race of `_choose_device`)."""
         model = copy.deepcopy(self.model).to(device)
         optimizer = type(self.optimizer)(model.parameters(), **self.optimizer.defaults)
         *inputs, target = (t.to(device) for t in tensors)
         for i in range(3 + steps):
             if i == 3:
-                _sync(device)
+                sync(device)
                 start = self.now()
             loss = self.loss_fn(model(*inputs), target)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
-        _sync(device)
+        sync(device)
         return (self.now() - start) / steps
 
     def _move_model(self) -> None:
@@ -211,14 +157,15 @@ class FastLoop:
 
     # ---- the plan ----------------------------------------------------------------------------
     def run(self, steps: int | None = None) -> None:
-        target = self.total if steps is None else min(self.total, self.done + steps)
+        runner, total = self.runner, self.job.total
+        target = total if steps is None else min(total, runner.done + steps)
         before = torch.get_num_threads()
         start = self.now()
         try:
-            torch.set_num_threads(self.threads)
-            while self.done < target:
+            torch.set_num_threads(self.chooser.threads)
+            while runner.done < target:
                 self._advance(target)
-            _sync(self.device)
+            sync(self.device)
         except RuntimeError as e:
             if self.dist is not None:
                 self.dist.failed(e)
@@ -231,52 +178,85 @@ class FastLoop:
             torch.set_num_threads(before)
 
     def _advance(self, target: int) -> None:
-        mode = self.mode
+        mode, runner, chooser = self.mode, self.runner, self.chooser
         if mode == "first":
-            group, _ = next(self._groups)
-            self._run_one("eager", group)
+            group, _ = runner.next_group()
+            runner.run_one("eager", group, check=True)
             if self.dist is not None:  # DDP's all-reduce runs in autograd hooks: a captured step would skip it
                 self.explain.append("plain steps under DDP: no capture or compile (DDP all-reduces gradients from "
                                     "autograd hooks, which a captured step would leave out)")
                 self.mode = "eager"
                 return
-            self.mode = "threads" if self._will_probe_threads() else "time_eager"
+            self.mode = "threads" if chooser.will_probe_threads() else "time_eager"
         elif mode == "threads":
-            self._probe_threads(target)
+            self.mode = chooser.probe_threads_step(target)
         elif mode == "time_eager":
-            self._time_eager(target)
+            self.mode = chooser.time_eager(target)
         elif mode == "decide":
-            self._decide_capture()
+            self.mode = chooser.decide_capture()
         elif mode in ("capture", "replay", "time_replay", "compiled", "graph"):
             self._captured_steps(target)
         else:  # eager
-            for _ in range(target - self.done):
-                group, _ = next(self._groups)
-                self._run_one("eager", group)
+            for _ in range(target - runner.done):
+                group, _ = runner.next_group()
+                runner.run_one("eager", group)
+
+    def _captured_steps(self, target: int) -> None:
+        runner, job = self.runner, self.job
+        resident = self.data.full_batch and job.accumulate == 1
+        if self.mode == "replay" and resident:
+            runner.replay_resident(target)
+            return
+        if self.mode == "compiled" and resident and runner.counts.get("compiled", 0) and runner.done < target:
+            runner.compiled_resident(target)
+            if runner.done < target and self.mode == "compiled":
+                runner.replay_resident(target)  # fewer than K steps left
+            return
+        while runner.done < target:
+            group, full = runner.next_group()
+            if self.mode == "capture":
+                self.mode = capturing.capture(job, runner, group, full)
+                if self.mode == "graph_captured":
+                    self.mode = self.chooser.keep_graph()
+            elif self.mode in ("replay", "time_replay", "graph") or not full:
+                kind = "graph" if self.mode == "graph" else "replay"
+                if not runner.fits_capture(group, full):
+                    kind = "eager"
+                elapsed = runner.run_one(kind, group)
+                if self.mode == "time_replay" and kind == "replay":
+                    self.mode = self.chooser.replay_sample(elapsed)
+            else:  # compiled: this step and the next K-1 in one call
+                self.mode = capturing.compiled_call(job, runner, group, full, target)
+            if self.mode == "eager":
+                return
 
 
     # ---- the end ---------------------------------------------------------------------------
     def finish(self) -> FitResult:
-        _sync(self.device)
-        for group in self._restore_capturable:
+        sync(self.device)
+        runner = self.runner
+        for group in runner.restore_capturable:
             group["capturable"] = False
         if self.dist is not None:
-            losses = self.recorder.values(reduce=self.dist.sum_losses)  # one all-reduce for the whole history
+            losses = runner.recorder.values(reduce=self.dist.sum_losses)  # one all-reduce for the whole history
             self.net = self.model
             self.dist.finish()
         else:
-            losses = self.recorder.values()
-        runners = {k: v for k, v in self.counts.items() if v}
+            losses = runner.recorder.values()
+        runners = {k: v for k, v in runner.counts.items() if v}
         main = max((r for r in runners if r != "capture"), key=runners.__getitem__, default="eager")
         name = f"{self.device.type}:{main}" if self.dist is None else f"{self.device.type}:ddp{self.dist.env.world_size}:{main}"
+        samples = dict(self.chooser.samples)
+        if runner.compiled is not None and len(runner.compiled.calls) >= COMPILED_TIMED_CALLS:
+            samples["compiled"] = list(runner.compiled.calls)
         timings = FitTimings(
-            total_s=self.setup_s + self.run_s, setup_s=self.setup_s, capture_s=self.capture_s,
-            compile_s=self.compile_s, steps=self.done, steps_by_runner=runners,
-            step_s_by_runner={k: statistics.median(v) for k, v in self.samples.items() if v},
-            seconds_by_runner=dict(self.seconds),
+            total_s=self.setup_s + self.run_s, setup_s=self.setup_s, capture_s=runner.capture_s,
+            compile_s=runner.compile_s, steps=runner.done, steps_by_runner=runners,
+            step_s_by_runner={k: statistics.median(v) for k, v in samples.items() if v},
+            seconds_by_runner=dict(runner.seconds),
         )
-        threads = self.threads if self.device.type == "cpu" else None
-        return FitResult(losses, list(self.recorded_steps), self.epochs, self.steps_per_epoch,
+        threads = self.chooser.threads if self.device.type == "cpu" else None
+        return FitResult(losses, list(runner.recorded_steps), self.epochs, self.steps_per_epoch,
                          Strategy(name, str(self.device), threads, list(self.explain)), timings)
 
 

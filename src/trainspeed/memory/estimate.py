@@ -20,13 +20,14 @@ import torch
 from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 
+from trainspeed.amp import AMP_DTYPES
+from trainspeed.errors import first_line
 from trainspeed.memory.checkpointing import apply_checkpointing
 from trainspeed.memory.cuda_workspaces import step_workspaces
 from trainspeed.memory.layers import LayerRecorder
 from trainspeed.memory.optimizers import OptimizerFactory, optimizer_factory
 from trainspeed.memory.result import CATEGORIES, LayerMemory, MemoryEstimate
 from trainspeed.memory.step import (
-    AMP_DTYPES,
     InputArg,
     ModelArg,
     StepSetup,
@@ -44,11 +45,6 @@ c10/cuda/CUDACachingAllocator.cpp); max_memory_allocated counts the rounded size
 
 class EstimateError(Exception):
     """The step could not be replayed on fake tensors; the message names the op that failed."""
-
-
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip()
-    return text.splitlines()[0] if text else ""
 
 
 def _capability(device: torch.device) -> tuple[int, int] | None:
@@ -108,7 +104,7 @@ def _built(factory: Callable[[], Any], device: torch.device) -> nn.Module:
                 built = factory()
         except Exception:
             raise EstimateError(f"building the model on meta tensors failed: {type(first).__name__}: "
-                                f"{_first_line(first)}") from first
+                                f"{first_line(first, limit=1000)}") from first
     if not isinstance(built, nn.Module):
         raise TypeError(f"the model factory returned {type(built).__name__}, not an nn.Module")
     return built  # built under torch.device(device): already there
@@ -186,7 +182,7 @@ class _Replay:
         except Exception as e:  # name the op: the user needs to know what meta tensors could not do
             op = tracker.last_op or "setup"
             raise EstimateError(f"the step could not be replayed on meta tensors at {op}: "
-                                f"{type(e).__name__}: {_first_line(e)}") from e
+                                f"{type(e).__name__}: {first_line(e, limit=1000)}") from e
         return tracker, seen, recorder.rows() if record_layers else []
 
 

@@ -6,14 +6,13 @@ Below `estimate`, `measure`, `workspace` and `kernel_probe`: it imports none of 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import nn
 
-AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+from trainspeed.amp import amp_context
 
 ModelArg = nn.Module | Callable[[], nn.Module]
 InputArg = Callable[[int], Any] | Sequence[int]
@@ -34,12 +33,6 @@ def default_loss(output: Any) -> torch.Tensor:
     """The mean of the output (of its first element if it is a tuple or list)."""
     first = output[0] if isinstance(output, (tuple, list)) else output
     return first.float().mean()
-
-
-def amp_context(device_type: str, amp: str | None) -> Any:
-    if amp is None:
-        return nullcontext()
-    return torch.autocast(device_type=device_type, dtype=AMP_DTYPES[amp])
 
 
 @dataclass

@@ -58,11 +58,11 @@ host&rarr;device, {{ "%.0f"|format(w.ops_per_step) if w.ops_per_step is not none
 <h2>Hardware</h2><p>{{ r.hardware.cpu.model }} ({{ r.hardware.cpu.microarchitecture or "generation unknown" }}),
 {{ r.hardware.cpu.physical_cores }} cores / {{ r.hardware.cpu.logical_threads }} threads; torch {{ r.hardware.torch_version }}.
 {% for g in r.hardware.gpu.gpus %}<br>GPU {{ g.index }}: {{ g.name }}{% endfor %}
-<br>Measured here: one tiny op costs {{ "%.2f"|format(r.dispatch_us) }} us to dispatch{% if r.cuda_op_us is not none %}
-({{ "%.2f"|format(r.cuda_op_us) }} us on CUDA, a kernel launch included){% endif %}; matmul runs at {{ "%.0f"|format(r.matmul_gflops) }} GFLOP/s{% for d, g in r.dtype_gflops.items() %}
-({{ "%.1f"|format(g) }} in {{ d }}){% endfor %}{% if r.optimizer_ms %}; one {{ w.optimizer.kind }} step on the run's
-{{ w.optimizer.tensors }} parameter shapes takes {{ "%.2f"|format(r.optimizer_ms[0]) }} ms as configured,
-{{ "%.2f"|format(r.optimizer_ms[1]) }} ms fused{% endif %}.</p>
+<br>Measured here: one tiny op costs {{ "%.2f"|format(r.context.dispatch_us) }} us to dispatch{% if r.context.cuda_op_us is not none %}
+({{ "%.2f"|format(r.context.cuda_op_us) }} us on CUDA, a kernel launch included){% endif %}; matmul runs at {{ "%.0f"|format(r.context.matmul_gflops) }} GFLOP/s{% for d, g in r.context.dtype_gflops.items() %}
+({{ "%.1f"|format(g) }} in {{ d }}){% endfor %}{% if r.context.optimizer_ms %}; one {{ w.optimizer.kind }} step on the run's
+{{ w.optimizer.tensors }} parameter shapes takes {{ "%.2f"|format(r.context.optimizer_ms[0]) }} ms as configured,
+{{ "%.2f"|format(r.context.optimizer_ms[1]) }} ms fused{% endif %}.</p>
 {% for n in w.notes + r.notes %}<p class="muted">note: {{ n }}</p>{% endfor %}
 </body></html>
 """

@@ -38,7 +38,7 @@ def _clean(value: Any) -> Any:
 
 
 def hardware_dict(report: HardwareReport) -> dict[str, Any]:
-    """The `trainspeed hw --json` object (DESIGN.md "Hardware JSON")."""
+    """The `trainspeed hw --json` object (docs/json.md)."""
     cpu = _clean(report.cpu)
     cpu.pop("flags", None)  # the full flag list is noise; `features` keeps what matters
     gpus = []
@@ -61,7 +61,7 @@ def hardware_dict(report: HardwareReport) -> dict[str, Any]:
 
 def demo_dict(result: DemoResult, hardware: HardwareReport | None = None,
               files: dict[str, str] | None = None, doctor: dict[str, DoctorReport] | None = None) -> dict[str, Any]:
-    """The `trainspeed demo --json` object (DESIGN.md "Demo JSON")."""
+    """The `trainspeed demo --json` object (docs/json.md)."""
     runs = [
         {
             "device": r.device, "variant": r.variant, "seconds": r.seconds,
@@ -95,7 +95,7 @@ def demo_dict(result: DemoResult, hardware: HardwareReport | None = None,
 
 
 def memory_dict(report: MemoryReport) -> dict[str, Any]:
-    """The `trainspeed memory --json` object (DESIGN.md "Memory JSON")."""
+    """The `trainspeed memory --json` object (docs/json.md)."""
     est, search, measured = report.estimate, report.search, report.measured
     out: dict[str, Any] = {
         "schema": MEMORY_SCHEMA,
@@ -133,13 +133,13 @@ def memory_dict(report: MemoryReport) -> dict[str, Any]:
 
 
 def _read_rows(sites: list[SyncSite]) -> list[dict[str, Any]]:
-    """Reads by place, with DESIGN.md's keys for `sync_sites` (the source line left out)."""
+    """Reads by place, with docs/json.md's keys for `sync_sites` (the source line left out)."""
     return [{"where": s.where, "op": s.op, "count": s.count, "total_ms": s.total_ms} for s in sites]
 
 
 def doctor_dict(report: DoctorReport) -> dict[str, Any]:
-    """The `trainspeed doctor --json` object (DESIGN.md "Doctor JSON")."""
-    w = report.watch
+    """The `trainspeed doctor --json` object (docs/json.md)."""
+    w, c = report.watch, report.context
     return {
         "schema": DOCTOR_SCHEMA,
         "script": report.script,
@@ -192,17 +192,17 @@ def doctor_dict(report: DoctorReport) -> dict[str, Any]:
         "peak_memory_bytes": w.peak_memory_bytes,
         "memory_capacity_bytes": w.memory_capacity_bytes,
         "ops_by_time": _clean(w.op_times) if w.op_times is not None else None,
-        "probe": {"cpu_dispatch_us": report.dispatch_us, "cpu_matmul_gflops": report.matmul_gflops,
-                  "cuda_op_us": report.cuda_op_us, "cpu_matmul_gflops_by_dtype": report.dtype_gflops,
-                  "optimizer_step_ms": ({"configured": report.optimizer_ms[0], "fused": report.optimizer_ms[1]}
-                                        if report.optimizer_ms else None),
-                  "optimizer_rebuild_ms": ({"built_and_stepped": report.rebuild_ms[0], "kept_step": report.rebuild_ms[1]}
-                                           if report.rebuild_ms else None),
-                  "loader_handover_ms": _clean(report.handover) if report.handover else None,
-                  "loader_batched_ms": report.batched_ms,
-                  "threads_matmul_gflops": ({"as_run": report.thread_gflops[0], "advised": report.thread_gflops[1]}
-                                            if report.thread_gflops else None),
-                  "page_fault_us": report.page_fault_us},
+        "probe": {"cpu_dispatch_us": c.dispatch_us, "cpu_matmul_gflops": c.matmul_gflops,
+                  "cuda_op_us": c.cuda_op_us, "cpu_matmul_gflops_by_dtype": c.dtype_gflops,
+                  "optimizer_step_ms": ({"configured": c.optimizer_ms[0], "fused": c.optimizer_ms[1]}
+                                        if c.optimizer_ms else None),
+                  "optimizer_rebuild_ms": ({"built_and_stepped": c.rebuild_ms[0], "kept_step": c.rebuild_ms[1]}
+                                           if c.rebuild_ms else None),
+                  "loader_handover_ms": _clean(c.handover) if c.handover else None,
+                  "loader_batched_ms": c.batched_ms,
+                  "threads_matmul_gflops": ({"as_run": c.thread_gflops[0], "advised": c.thread_gflops[1]}
+                                            if c.thread_gflops else None),
+                  "page_fault_us": c.page_fault_us},
         "notes": w.notes + report.notes,
         "distributed": _clean(w.distributed) if w.distributed is not None else None,
         "samples": {"step_ms": _clean(w.step_times_ms), "phase_ms": _clean(w.phase_samples_ms)},
@@ -210,7 +210,7 @@ def doctor_dict(report: DoctorReport) -> dict[str, Any]:
 
 
 def sweep_dict(result: SweepResult) -> dict[str, Any]:
-    """The `trainspeed sweep --json` object (DESIGN.md "Sweep JSON"): each point's knob-specific
+    """The `trainspeed sweep --json` object (docs/json.md): each point's knob-specific
     numbers sit beside the contract keys; knob-level findings (`fit` for record-every, `knee`,
     `grid`, ...) at the top level."""
     points = []

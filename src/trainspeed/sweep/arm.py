@@ -18,13 +18,12 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
+from trainspeed.amp import amp_context, optimizer_step
 from trainspeed.memory.checkpointing import apply_checkpointing
 from trainspeed.memory.measure import step_peak
 from trainspeed.memory.step import state_tensors
 from trainspeed.threads import intra_op_threads
 from trainspeed.workloads.workload import Workload
-
-AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 @dataclass(frozen=True)
@@ -187,7 +186,7 @@ class Arm:
         c = self.config
         k = c.accumulate
         parts = [t.chunk(k) for t in batch] if k > 1 else [[t] for t in batch]
-        amp = (torch.autocast(self.device.type, dtype=AMP_DTYPES[c.amp]) if c.amp else contextlib.nullcontext())
+        amp = amp_context(self.device.type, c.amp)
         loss = None
         for i in range(k):
             *inputs, target = (p[i] for p in parts)
@@ -196,11 +195,7 @@ class Arm:
             if k > 1:
                 loss = loss / k
             (self.scaler.scale(loss) if self.scaler else loss).backward()
-        if self.scaler:
-            self.scaler.step(self.optimizer)
-            self.scaler.update()
-        else:
-            self.optimizer.step()
+        optimizer_step(self.optimizer, self.scaler)
         self.optimizer.zero_grad(set_to_none=True)
         assert loss is not None
         return loss

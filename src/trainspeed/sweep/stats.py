@@ -10,13 +10,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-BOOTSTRAP_RESAMPLES = 2000
+from trainspeed.stats import BOOTSTRAP_RESAMPLES, resampled_medians
+
 KNEE_SHARE = 0.9
 """The knee: the cheapest value that reaches this share of the best result."""
-
-
-def median(values: Sequence[float]) -> float:
-    return float(np.median(np.asarray(values, dtype=float)))
 
 
 def bootstrap_ci(values: Sequence[float], level: float = 0.95, resamples: int = BOOTSTRAP_RESAMPLES,
@@ -27,9 +24,7 @@ def bootstrap_ci(values: Sequence[float], level: float = 0.95, resamples: int = 
         raise ValueError("no values")
     if data.size == 1:
         return float(data[0]), float(data[0])
-    rng = np.random.default_rng(seed)
-    draws = rng.choice(data, size=(resamples, data.size), replace=True)
-    medians = np.median(draws, axis=1)
+    medians = resampled_medians(data, np.random.default_rng(seed), resamples)
     tail = (1 - level) / 2
     low, high = np.quantile(medians, [tail, 1 - tail])
     return float(low), float(high)

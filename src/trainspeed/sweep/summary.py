@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from trainspeed.stats import median
 from trainspeed.sweep.result import SweepPoint, Trial
-from trainspeed.sweep.stats import bootstrap_ci, median, overlap
+from trainspeed.sweep.stats import bootstrap_ci, overlap
 
 
 def summarise(values: list[str], trials: list[Trial]) -> list[SweepPoint]:

@@ -17,18 +17,8 @@ import torch
 import torch.utils.data.dataloader as dataloader_module
 
 from trainspeed.watch import frameworks
-
-RESUME_BUDGET = 200
-"""Resumes of the per-call hooks one process may make. Each pause and resume sets or deletes an
-attribute of torch.nn.Module, torch.optim.Optimizer and each optimizer class seen stepping, which
-modifies those classes and all their subclasses; from Python 3.13, CPython stops caching a class's
-attribute lookups for good once it has been modified 1 000 times (MAX_VERSIONS_PER_CLASS), and
-every later module call of the process would be slower (measured with 3.13.0: +34% on a small
-module's calls after 600 pause/resume pairs). 200 resumes are 400 modifications, leaving most of
-that budget to the user's code."""
-
-_resumes = [0]
-"""Resumes made in this process so far, by every Hooks."""
+from trainspeed.watch.edges import PhaseEdges
+from trainspeed.watch.patching import Patches
 
 
 def _safetensors() -> Any:
@@ -40,13 +30,12 @@ def _safetensors() -> Any:
     return safetensors.torch
 
 class Listener(Protocol):
-    opening_window: bool
-    """True while the watcher's own profiler window opens or closes: its syncs are not the script's."""
+    """What the hooks tell the watcher (the phase edges go to `PhaseEdges`)."""
 
-    def enter(self, phase: str) -> None: ...
-    def exit(self, phase: str) -> None: ...
-    def open_host(self, phase: str) -> int: ...
-    def close_host(self, depth: int) -> None: ...
+    @property
+    def opening_window(self) -> bool:
+        """True while the watcher's own profiler window opens or closes: its syncs are not the script's."""
+
     def forward_pre(self, module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None: ...
     def step_ended(self, optimizer: torch.optim.Optimizer | None = None, *hook_args: Any) -> None: ...
     def backward_done(self) -> None: ...
@@ -66,72 +55,29 @@ class Listener(Protocol):
     def grad_off_left(self) -> None: ...
 
 
-class Hooks:
-    """Installs and removes the listening points, all of them or none."""
+class Hooks(Patches):
+    """Installs and removes the listening points, all of them or none; one method per site patched."""
 
-    def __init__(self, listener: Listener) -> None:
+    def __init__(self, listener: Listener, edges: PhaseEdges) -> None:
+        super().__init__()
         self.listener = listener
-        self._undo: list[Callable[[], None]] = []
-        self._per_call: list[tuple[Callable[[], None], Callable[[], None]]] = []
-        """(put in, take out) of the hooks that run on every call of a step's work; `pause()` takes
-        them out, `resume()` puts them back, so that a step watched only at its edges pays nothing
-        for them."""
-        self.paused = False
-        self.live = False
-        """Between install() and uninstall(): a wrapper someone kept a reference to (an LR scheduler
-        wraps `optimizer.step` as it finds it) calls straight through outside that."""
+        self.edges = edges
+        """Where the phase edges go: its `enter` and `exit` are looked up at each edge (they change with the
+        detail mode on CUDA)."""
         self.depth = 0  # nesting of module calls: only the outermost one is the forward phase
         self.in_data = 0
         """DataLoader calls in progress (starting an iterator, fetching a batch, stopping workers): a module
         called inside one is the data's (a transform: torchvision's are nn.Modules), not the forward phase."""
         self.optimizer_classes: set[type] = set()
+        self._home = threading.get_ident()
 
     def _data_entered(self) -> None:  # a DataLoader call starts: the data phase, and `in_data` for module calls
-        self.listener.enter("data")
+        self.edges.enter("data")
         self.in_data += 1
 
     def _data_left(self) -> None:
         self.in_data -= 1
-        self.listener.exit("data")
-
-    def _patch(self, owner: Any, name: str, make: Callable[[Any], Any], per_call: bool = False) -> None:
-        had_own = name in owner.__dict__
-        original = owner.__dict__.get(name) if had_own else getattr(owner, name)
-        wrapper = make(original)
-        if not (per_call and self.paused):  # a per-call hook patched while paused goes in at resume()
-            setattr(owner, name, wrapper)
-
-        def undo() -> None:
-            if had_own:
-                setattr(owner, name, original)
-            else:
-                delattr(owner, name)
-
-        if per_call:
-            self._per_call.append((lambda: setattr(owner, name, wrapper), undo))
-        self._undo.append(undo)
-
-    def pause(self) -> None:
-        """Take out the per-call hooks (until `resume()`); step edges, reads, data, h2d and saves stay."""
-        if self.paused:
-            return
-        for _, take_out in self._per_call:
-            take_out()
-        self.paused = True
-        self.depth = 0
-
-    @staticmethod
-    def resumes_left() -> int:
-        """How many more times this process may resume the per-call hooks (RESUME_BUDGET)."""
-        return max(0, RESUME_BUDGET - _resumes[0])
-
-    def resume(self) -> None:
-        if not self.paused:
-            return
-        _resumes[0] += 1
-        for put_in, _ in self._per_call:
-            put_in()
-        self.paused = False
+        self.edges.exit("data")
 
     def framework_checkpoints(self, framework: str) -> None:
         """Time a framework's whole checkpoint as the checkpoint phase: its files written (Lightning writes the
@@ -145,7 +91,7 @@ class Hooks:
     def _phase(self, phase: str, original: Callable[..., Any],
                done: Callable[[], None] | None = None) -> Callable[..., Any]:
         """`original` timed as `phase`; `done`, if given, told after each call (a save counted)."""
-        listener = self.listener
+        listener = self.edges
 
         @functools.wraps(original)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -156,23 +102,6 @@ class Hooks:
                 listener.exit(phase)
                 if done is not None:
                     done()
-
-        return wrapper
-
-    @staticmethod
-    def _timed(original: Callable[..., Any], report: Callable[[float], None],
-               only_if: Callable[[], bool] | None = None) -> Callable[..., Any]:
-        """`original`, the seconds each call takes reported to `report` (only while `only_if()` holds, if given)."""
-
-        @functools.wraps(original)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            if only_if is not None and not only_if():
-                return original(*args, **kwargs)
-            t0 = time.perf_counter()
-            try:
-                return original(*args, **kwargs)
-            finally:
-                report(time.perf_counter() - t0)
 
         return wrapper
 
@@ -190,18 +119,18 @@ class Hooks:
         self.optimizer_classes.add(cls)
         if not callable(getattr(cls, "step", None)):
             return
-        L = self.listener
+        E = self.edges
 
         def closure_wrap(closure: Callable[[], Any]) -> Callable[[], Any]:
             # a closure the step runs (LBFGS's; Lightning's automatic optimisation runs training_step, backward and
             # its own hooks in one): its forward and backward calls time themselves, the rest of it is the script's
             # or its framework's work, not the optimizer's
             def run() -> Any:
-                depth = L.open_host("other")
+                depth = E.open_host("other")
                 try:
                     return closure()
                 finally:
-                    L.close_host(depth)
+                    E.close_host(depth)
             return run
 
         def step_wrap(orig: Callable[..., Any]) -> Callable[..., Any]:
@@ -213,28 +142,44 @@ class Hooks:
                     kwargs["closure"] = closure_wrap(kwargs["closure"])
                 elif len(args) > 1 and callable(args[1]):
                     args = (args[0], closure_wrap(args[1]), *args[2:])
-                depth = L.open_host("optimizer")
+                depth = E.open_host("optimizer")
                 try:
                     return orig(*args, **kwargs)
                 finally:
-                    L.close_host(depth)  # also closes phases an exception left open inside
+                    E.close_host(depth)  # also closes phases an exception left open inside
             return wrapper
 
         self._patch(cls, "step", step_wrap, per_call=True)
 
     def install(self) -> None:
+        """Put in every listening point; the per-call ones stay out while paused (they go in at `resume()`)."""
         self.live = True
+        self._home = threading.get_ident()  # the watched thread: the wrappers that must not listen to others check it
+        self._optimizer_steps()
+        self._modes()
+        self._grad_off()
+        self._optimizer_builds()
+        self._module_calls()
+        self._backward()
+        self._loaders()
+        self._anomaly()
+        self._copies()
+        self._saves()
+        self._syncs()
+
+    def _optimizer_steps(self) -> None:
+        """optimizer.step and zero_grad: the step edge, and the optimizer phase on detailed steps."""
         L = self.listener
-        home = threading.get_ident()  # the watched thread: the wrappers that must not listen to others check it
+        E = self.edges
         from torch.optim import optimizer as optim_module
 
         # optimizer.step: PyTorch's global step hooks. The step edge (the listener's own method, no
         # frame between) is always in; the optimizer phase around it only with the per-call hooks.
         def pre(opt: torch.optim.Optimizer, a: Any, k: Any) -> None:
-            L.enter("optimizer")
+            E.enter("optimizer")
 
         def post(opt: torch.optim.Optimizer, a: Any, k: Any) -> None:
-            L.exit("optimizer")
+            E.exit("optimizer")
             L.step_ended(opt)
 
         handles: list[Any] = []
@@ -257,6 +202,10 @@ class Hooks:
         self._undo.append(remove)
         self._patch(torch.optim.Optimizer, "zero_grad", lambda orig: self._phase("optimizer", orig), per_call=True)
 
+    def _modes(self) -> None:
+        """model.eval() / model.train() on the watched thread."""
+        L = self.listener
+        home = self._home
         # model.eval() / model.train(): a module put in evaluation mode and back, on the watched thread (the
         # span between is evaluation). Module.train sets each child's mode through child.train(): only the
         # outermost call is told
@@ -277,6 +226,10 @@ class Hooks:
 
         self._patch(torch.nn.Module, "train", train_wrap)
 
+    def _grad_off(self) -> None:
+        """torch.no_grad() / torch.inference_mode() entered and left on the watched thread."""
+        L = self.listener
+        home = self._home
         # torch.no_grad() / torch.inference_mode(): the outermost one entered on the watched thread, and left (a
         # validation pass without model.eval() runs under one)
         grad_off = [0]
@@ -308,9 +261,16 @@ class Hooks:
             self._patch(cls, "__enter__", enter_wrap)
             self._patch(cls, "__exit__", exit_wrap)
 
+    def _optimizer_builds(self) -> None:
+        """torch.optim.Optimizer.__init__, timed."""
+        L = self.listener
         # an optimizer built: one built inside the loop starts with no state at every step
         self._patch(torch.optim.Optimizer, "__init__", lambda orig: self._timed(orig, L.optimizer_built))
 
+    def _module_calls(self) -> None:
+        """The outermost nn.Module call: the forward phase (a per-call hook)."""
+        L = self.listener
+        E = self.edges
         # forward: the outermost nn.Module call. PyTorch's global module hooks would send every
         # module call down its slow path (measured: +12% on the seed's step), so Module.__call__
         # gets one thin wrapper instead; nested calls, and calls inside a DataLoader's fetch (a transform that
@@ -334,20 +294,24 @@ class Hooks:
                 self.depth = 1
                 again = L.backward_running()  # autograd recomputing a checkpointed segment: backward's work, timed
                 t0 = time.perf_counter() if again else 0.0
-                L.enter("backward" if again else "forward")
+                E.enter("backward" if again else "forward")
                 try:
                     if not again:
                         L.forward_pre(module, args, kwargs)
                     return orig(module, *args, **kwargs)
                 finally:
                     self.depth = 0
-                    L.exit("backward" if again else "forward")
+                    E.exit("backward" if again else "forward")
                     if again:
                         L.recomputed(time.perf_counter() - t0)
             return wrapper
 
         self._patch(torch.nn.Module, "__call__", call_wrap, per_call=True)
 
+    def _backward(self) -> None:
+        """torch.autograd.backward and grad: the backward phase (per-call hooks)."""
+        L = self.listener
+        E = self.edges
         # backward: no global hook exists for "backward started/finished", so wrap the entry points.
         # torch.autograd.grad is a backward pass too (a loop that updates its parameters from its results has no
         # backward call and may have no optimizer), but with create_graph=True (its 5th argument) it
@@ -355,11 +319,11 @@ class Hooks:
         def backward_wrap(orig: Callable[..., Any], create_graph_at: int | None = None) -> Callable[..., Any]:
             @functools.wraps(orig)
             def wrapper(*args: Any, **kwargs: Any) -> Any:
-                L.enter("backward")
+                E.enter("backward")
                 try:
                     return orig(*args, **kwargs)
                 finally:
-                    L.exit("backward")
+                    E.exit("backward")
                     if create_graph_at is None or not kwargs.get(
                             "create_graph", len(args) > create_graph_at and args[create_graph_at]):
                         L.backward_done()
@@ -369,6 +333,10 @@ class Hooks:
         self._patch(torch.autograd, "backward", backward_wrap, per_call=True)
         self._patch(torch.autograd, "grad", lambda orig: backward_wrap(orig, create_graph_at=4), per_call=True)
 
+    def _loaders(self) -> None:
+        """A DataLoader's iterators: started, asked for batches, their workers stopped."""
+        L = self.listener
+        home = self._home
         # data: waiting on a DataLoader iterator, and starting one (`for x in loader` starts the
         # workers of a loader without persistent_workers anew each epoch); a start is timed with
         # its first batch, the wait for workers that have just started
@@ -433,6 +401,9 @@ class Hooks:
 
         self._patch(dataloader_module._MultiProcessingDataLoaderIter, "_shutdown_workers", stop_wrap)
 
+    def _anomaly(self) -> None:
+        """Autograd's anomaly detection formatting stacks, timed (a per-call hook)."""
+        L = self.listener
         # autograd's anomaly detection (torch.autograd.set_detect_anomaly(True), detect_anomaly()): every op
         # that records a gradient formats the Python stack through torch.fx.traceback.format_stack, looked
         # up by name on each call; timed apart, inside its phase
@@ -442,6 +413,10 @@ class Hooks:
         self._patch(fx_traceback, "format_stack", lambda orig: self._timed(orig, L.anomaly_stack, torch.is_anomaly_enabled),
                     per_call=True)
 
+    def _copies(self) -> None:
+        """Tensor.to and Tensor.cuda to a device: the h2d phase."""
+        L = self.listener
+        E = self.edges
         # h2d: tensors moved from the host to a device
         def to_wrap(orig: Callable[..., Any], method: str) -> Callable[..., Any]:
             @functools.wraps(orig)
@@ -459,17 +434,20 @@ class Hooks:
                     dest = device.type if device is not None else "cpu"
                 if dest == "cpu" or dest == "meta":
                     return orig(t, *args, **kwargs)
-                L.enter("h2d")
+                E.enter("h2d")
                 try:
                     return orig(t, *args, **kwargs)
                 finally:
-                    L.exit("h2d")
+                    E.exit("h2d")
                     L.h2d(t.numel() * t.element_size(), bool(t.is_pinned()), bool(non_blocking))
             return wrapper
 
         self._patch(torch.Tensor, "to", lambda orig: to_wrap(orig, "to"))
         self._patch(torch.Tensor, "cuda", lambda orig: to_wrap(orig, "cuda"))
 
+    def _saves(self) -> None:
+        """torch.save and safetensors.torch.save_file: the checkpoint phase."""
+        L = self.listener
         # checkpoint: torch.save, each call counted; and safetensors' save_file, which Hugging Face's Trainer writes
         # the model's weights with (seen by a library imported after this: `from safetensors.torch import save_file`)
         self._patch(torch, "save", lambda orig: self._phase("checkpoint", orig, L.saved))
@@ -477,6 +455,9 @@ class Hooks:
         if safetensors is not None:
             self._patch(safetensors, "save_file", lambda orig: self._phase("checkpoint", orig, L.saved))
 
+    def _syncs(self) -> None:
+        """torch.cuda.synchronize: a host read."""
+        L = self.listener
         # sync: an explicit device synchronisation, a host read like any other
         def sync_wrap(orig: Callable[..., Any]) -> Callable[..., Any]:
             @functools.wraps(orig)
@@ -491,9 +472,6 @@ class Hooks:
 
         self._patch(torch.cuda, "synchronize", sync_wrap)
 
-    def uninstall(self) -> None:
-        self.live = False
-        self.resume()  # the undo list restores from the installed state
-        while self._undo:
-            self._undo.pop()()
-        self._per_call.clear()
+    def pause(self) -> None:
+        super().pause()
+        self.depth = 0

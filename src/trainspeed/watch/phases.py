@@ -128,6 +128,26 @@ class PhaseClock:
         self._since = t1
 
     @property
+    def summing(self) -> bool:
+        """Whether the measured steps' sums have started (`start_sums()`)."""
+        return self.sums is not None
+
+    def add(self, phase: str, seconds: float) -> None:
+        """`seconds` more in `phase` for the step now running (time measured apart: a quiet run's reads)."""
+        self.totals[phase] += seconds
+
+    def set_detailed(self, detailed: bool) -> None:
+        """The step that starts now is detailed (its CALL_PHASES split out) or edges-only."""
+        self.detailed = detailed
+
+    def move_summed(self, phase: str, seconds: float) -> None:
+        """`seconds` of the detailed step just closed were not `phase`'s after all (a DDP all-reduce the step
+        waited on): out of the sums over the detailed steps, where that step was summed already."""
+        calls = self.call_sums
+        if self.detailed and calls is not None:
+            calls[phase] -= seconds
+
+    @property
     def active(self) -> str | None:
         return self.stack[-1] if self.stack else None
 

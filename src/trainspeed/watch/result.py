@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from trainspeed.watch.frameworks import Framework
 from trainspeed.watch.trace import Trace
@@ -188,14 +189,61 @@ class OptimizerInfo:
 
 
 @dataclass(frozen=True)
-class Verdict:
-    """A diagnosis: what is wrong (id), the numbers that show it, what to do, what it should buy."""
+class Optimizers:
+    """The optimizer tracker's part: the primary optimizer and those built while watched."""
 
-    id: str
-    evidence: str
-    action: str
-    predicted_speedup: float | None
-    """Predicted (not measured) step speed-up if the action is taken; None when no model predicts it."""
+    info: OptimizerInfo | None
+    changes: int
+    built: int
+    build_ms: float | None
+
+
+@dataclass(frozen=True)
+class Checkpoints:
+    """The checkpoint tracker's part: checkpoints (saves with no step between them) and torch.save calls."""
+
+    saves: int
+    calls: int
+    every_steps: float | None
+
+
+@dataclass(frozen=True)
+class Loaders:
+    """The loader tracker's part: each DataLoader, and the iterators started during the measured steps."""
+
+    loaders: list[LoaderInfo]
+    starts: int
+    start_share: float | None
+    start_ms: float | None
+
+
+@dataclass(frozen=True)
+class Machine:
+    """The machine tracker's part: other processes' load, the workers' CPU, page faults and compiles."""
+
+    others_cpu_cores: float | None
+    loader_workers: WorkerCpu | None
+    page_faults_per_step: float | None
+    page_faults_early_per_step: float | None
+    compiles: Compiles | None
+
+
+@dataclass(frozen=True)
+class RunSubject:
+    """What the probes after a watched run copy the shapes of: the model (a weak reference: the script's), one
+    sample of its input, the primary optimizer, and an item shaped like each loader's batch. Nothing of the
+    user's data is kept."""
+
+    model: Any = None
+    """weakref.ref to the model (None: no model seen)."""
+    input_spec: tuple[list[int], Any] | None = None
+    """(one sample's shape, dtype) of the model's first input."""
+    optimizer_kind: str | None = None
+    optimizer_spec: Any = None
+    """probe.optimizer.OptimizerSpec of the primary optimizer (None: none)."""
+    loader_probes: list[tuple[Any, int]] = field(default_factory=list)
+    """(an item shaped like the loader's batch, the rows of its TensorDataset when batchable, else 0), in the
+    order of `WatchResult.loaders`."""
 
 
 @dataclass(slots=True)

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import math
 import random
-import statistics
-from collections.abc import Iterable
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
@@ -66,21 +64,3 @@ class Reservoir(Generic[T]):
         self._w *= math.exp(math.log(1.0 - rng.random()) / self.size)
         gap = math.floor(math.log(1.0 - rng.random()) / math.log1p(-self._w)) if self._w < 1.0 else 0
         self.next_kept = self.seen + gap + 1
-
-
-def quantile(values: Iterable[float], q: float) -> float | None:
-    """The q-quantile (0..1) by linear interpolation; None for no values."""
-    data = sorted(values)
-    if not data:
-        return None
-    if len(data) == 1:
-        return data[0]
-    pos = q * (len(data) - 1)
-    lo = int(pos)
-    hi = min(lo + 1, len(data) - 1)
-    return data[lo] + (data[hi] - data[lo]) * (pos - lo)
-
-
-def median(values: Iterable[float]) -> float | None:
-    data = list(values)
-    return statistics.median(data) if data else None

@@ -1,22 +1,31 @@
-"""The end of each watched step: which steps are kept, detailed, sampled or run quiet, and the
-CUDA events read back once they have completed.
+"""The steps of a watched run: which are kept, detailed, sampled or run quiet, what the step running now counted,
+and the CUDA events read back once they have completed.
+
+`StepTracker` owns all of it: the step count, the warm-up and the profiler window it settles after, the samples of
+measured steps, the quiet runs and the detail schedule. It is told a step ended (`ended`), and what the step running
+now did (a read, a copy, a module or backward call); it asks the other trackers for what it needs at a step's end.
 """
 
 from __future__ import annotations
 
 import collections
-from typing import TYPE_CHECKING, Any
+import contextlib
+import random
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 
-from trainspeed.probe.page_faults import minor_faults
+from trainspeed.watch.edges import DEVICE_PHASES, PhaseEdges
+from trainspeed.watch.hooks import Hooks
+from trainspeed.watch.machine_load import MachineTracker
+from trainspeed.watch.profile_window import ProfileWindow
+from trainspeed.watch.ranks import RankTracker
+from trainspeed.watch.reads import HostReads
 from trainspeed.watch.result import StepRecord
 from trainspeed.watch.stats import Reservoir
-from trainspeed.watch.trace import TracingClock
-
-if TYPE_CHECKING:
-    from trainspeed.watch.session import Watcher
-
+from trainspeed.watch.trace import TraceStep, TracingClock
 
 PLOT_STEPS = 400
 
@@ -32,7 +41,7 @@ after it re-specialises the call sites that touched them: 0.15 to 0.17 ms and +3
 SWITCHES_PER_DOUBLING = 32
 """After every this many detailed runs, the runs (and the gaps between them) grow twice as long: the
 share of detailed steps stays one in `detail_every`, while the hook switches, which modify
-torch.nn.Module's class (see hooks.RESUME_BUDGET), grow only with the logarithm of the run's length."""
+torch.nn.Module's class (see patching.RESUME_BUDGET), grow only with the logarithm of the run's length."""
 
 QUIET_MAX = 64
 """A quiet run lasts at most this many steps: the step after it adds the run's data, h2d, sync and
@@ -44,249 +53,418 @@ class StopWatching(BaseException):
     script's `except Exception` does not swallow it)."""
 
 
-def _micro_batches(calls: list[int]) -> float:
-    """Forward-and-backward passes per optimizer step: a step's outermost module calls (the model's, a
-    loss module's) and backward calls, the fewer of the two (backward calls alone where no module is
-    called), over the optimizer steps taken in it (the primary one's and those of other optimizers, a
-    GAN's say). Above 1: gradients accumulated over micro-batches; a second loss's backward on one
-    forward, or a forward for validation, are not."""
-    forwards, backwards, other_steps = calls[:3]
-    passes = min(forwards, backwards) if forwards else backwards  # a model of bare tensors has no module call
-    return max(passes, 1) / (1 + other_steps)  # an LBFGS step runs its passes inside the optimizer
+@dataclass(slots=True)
+class StepCounts:
+    """What the step running now did, counted as it runs. The calls are counted on detailed steps only (the
+    per-call hooks are in), outside the optimizer's step (an LBFGS closure)."""
+
+    syncs: int = 0
+    """Reads of device tensors' values (each a synchronisation)."""
+    host_reads: int = 0
+    """Reads of CPU tensors' values: no synchronisation, timed in the phase they ran in."""
+    h2d_bytes: int = 0
+    forwards: int = 0
+    """Outermost module calls."""
+    backwards: int = 0
+    other_steps: int = 0
+    """Steps of optimizers other than the primary one."""
+    model_calls: int = 0
+    chained: int = 0
+    """Calls of the model given a tensor that autograd has recorded (the output of an earlier call: a recurrent
+    cell stepped by hand)."""
+    after_read: int = 0
+    """Calls of the model after a host read since its last call (an agent acting on the action it read)."""
+    anomaly_s: float = 0.0
+    """Seconds spent formatting Python stacks for autograd's anomaly detection (detailed steps)."""
+    recompute_s: float = 0.0
+    """Seconds in module calls inside backward (activation checkpointing's recompute; detailed steps)."""
+
+    def micro_batches(self) -> float:
+        """Forward-and-backward passes per optimizer step: the outermost module calls (the model's, a loss
+        module's) and backward calls, the fewer of the two (backward calls alone where no module is called),
+        over the optimizer steps taken in it (the primary one's and those of other optimizers, a GAN's say).
+        Above 1: gradients accumulated over micro-batches; a second loss's backward on one forward, or a
+        forward for validation, are not."""
+        passes = min(self.forwards, self.backwards) if self.forwards else self.backwards
+        return max(passes, 1) / (1 + self.other_steps)  # an LBFGS step runs its passes inside the optimizer
 
 
-def step_ended(self: Watcher, optimizer: torch.optim.Optimizer | None = None, *hook_args: Any) -> None:
-    """A step ended. torch's global optimizer post hook calls this directly (with the optimizer,
-    the step's args and kwargs): the first optimizer seen delimits the steps. Without an
-    optimizer, the backward path calls it with none.
+class StepTracker:
+    """The steps: counted, sampled, detailed or quiet, and what each one did. One per watch."""
 
-    Runs once per step, between the user's torch work, where its code and data have gone cold:
-    a settled step the uniform sample passes over builds nothing and allocates nothing, and a
-    step of a quiet run (`_go_quiet`) only counts itself."""
-    if optimizer is not None and id(optimizer) != self.primary_optimizer and not self._is_primary(optimizer):
+    def __init__(self, *, warmup: int, max_steps: int | None, profile_steps: int, detail_every: int,
+                 edges: PhaseEdges, reads: HostReads, ranks: RankTracker, hooks: Hooks, machine: MachineTracker,
+                 measuring_starts: Callable[[], None], outside: Callable[[], bool], in_edge: Callable[[], bool]) -> None:
+        self.warmup, self.max_steps, self.detail_every = warmup, max_steps, detail_every
+        self.edges, self.clock, self.reads, self.ranks, self.hooks, self.machine = \
+            edges, edges.clock, reads, ranks, hooks, machine
+        self._measuring_starts = measuring_starts
+        """Called as the measured steps start (the clock's sums, the machine's load and the sampler's loop)."""
+        self._outside, self._in_edge = outside, in_edge
+        self.detailed = True
+        """Whether the step running now is detailed. After the first DETAILED_FIRST measured steps, about one
+        step in `detail_every` is detailed (every module call, backward and zero_grad timed): runs of
+        DETAIL_BLOCK detailed steps separated by runs of edges-only steps of random length, so that no periodic
+        pattern of the loop lines up with them. detail_every=1: every step detailed."""
+        self._detail_rng = random.Random(7)
+        self.quiet_until = 0
+        """Steps with a lower index are quiet: their end only counts them, and their host reads go only
+        to the tally of their line (so does the step that ends the quiet run, passed over too). 0: none."""
+        self._quiet_from = 0
+        self._quiet_read_s = 0.0
+        self.cuda = False
+        """The run is on a CUDA device (`on_cuda`)."""
+        self.opening_window = False
+        """True while the profiler window opens or closes (torch.profiler synchronises the device then)."""
+        self.by_optimizer = False
+        """Steps are delimited by an optimizer's steps (else by backward calls)."""
+        self.backward_boundary = False
+        """Without an optimizer, a backward call ended the step running now: it closes at the next forward or
+        backward, or at stop()."""
+        self.counts = StepCounts()
+        self._reads_at_call = 0
+        """`syncs + host_reads` of the step running now at the model's last call."""
+        self.pending: collections.deque[tuple[StepRecord, list[tuple[str, Any, Any]]]] = collections.deque(maxlen=256)
+        self.notes: list[str] = []
+        self.measure_from_scratch(profile_steps)
+
+    def measure_from_scratch(self, profile_steps: int) -> None:
+        """What is measured from the first step on: the step count, the profiler window and the warm-up it
+        settles after, the samples and the detail schedule. Set at construction, and again when the first
+        optimizer step comes after backward-delimited steps (`rebase`)."""
+        clock = self.clock
+        self.traced: dict[int, TraceStep] | None = None
+        """With trace=True, the kept detailed steps' timelines by step index (watch/trace.py); else None."""
+        if isinstance(clock, TracingClock):  # measuring starts over: so does the timeline
+            self.traced = {}
+            clock.recording = True
+        self.window = ProfileWindow(profile_steps, outside=self._outside, edge=self._in_edge,
+                                    keep_ops=self.traced is not None)
+        self.settled_at = self.window.settled_from(self.warmup)
+        self.steps_seen = 0
+        self.measured = Reservoir[StepRecord](seed=1)
+        self.detailed_steps = Reservoir[StepRecord](seed=5) if self.detail_every > 1 else None
+        """A uniform sample of the measured detailed steps alone: forward, backward and optimizer's median
+        host times come from it (the step sample holds about one detailed step in `detail_every`).
+        None when every step is detailed: the step sample is one of them."""
+        self.warm = Reservoir[StepRecord](seed=2)
+        self.plot_steps: list[StepRecord] = []
+        self.device_ms = {p: Reservoir[float](seed=3) for p in DEVICE_PHASES}
+        self._mode_left = 0
+        self._detail_runs = 0
+
+    def rebase(self, backwards: int) -> None:
+        """The first optimizer step came after steps delimited by backward calls: those were the micro-batches of
+        a step (gradients accumulated over several backward calls before the first `optimizer.step()`), or a
+        stretch of the script before its training loop, not training steps. The step ending now becomes step 0
+        and every step is measured again from it: warm-up, the profiler window, the samples and --steps' count
+        (the watcher starts the other trackers over)."""
+        self.notes.append(f"the first optimizer step came after {backwards} backward calls (micro-batches "
+                          "accumulated before it): measured from that step on, as training steps")
+        if self.window.prof is not None:
+            with self.profiler_edge():
+                self.window.close()
+        self.measure_from_scratch(self.window.steps)
+        self.pending.clear()
+
+    def first_optimizer(self) -> int:
+        """The first optimizer step is ending: the backward calls that delimited the steps until now (the last
+        one's step had not ended), and steps are delimited by optimizer steps from here on."""
+        backwards = self.steps_seen + self.backward_boundary
+        self.backward_boundary = False
+        self.by_optimizer = True
+        return backwards
+
+    def on_cuda(self) -> None:
+        """The run turned out to be on a CUDA device: the detailed steps' phase edges record CUDA events."""
+        self.cuda = True
+        self.edges.events_on(self.detailed)
+
+    @contextlib.contextmanager
+    def profiler_edge(self) -> Iterator[None]:
+        """The profiler window opens or closes inside: torch.profiler's own synchronize is not the script's."""
+        self.opening_window = True
+        try:
+            yield
+        finally:
+            self.opening_window = False
+
+    # -- what the step running now does -------------------------------------------------------------
+    def read_span(self, op: str, t0: float, t1: float, frame: Any, host: bool = False) -> None:
+        """A host read ran from t0 to t1 (the counter has tallied it by its line already): a read of a device
+        tensor into the phase clock's sync; a read of a CPU tensor (`host`) is only counted, its time stays in
+        the phase it ran in (it waited for nothing). Not called during a quiet run."""
+        if host:
+            self.counts.host_reads += 1
+            return
+        self.clock.span("sync", t0, t1)
+        self.counts.syncs += 1
+
+    def copied(self, nbytes: int) -> None:
+        self.counts.h2d_bytes += nbytes
+
+    def module_called(self, is_model: bool, args: tuple[Any, ...]) -> None:
+        """An outermost module call outside an optimizer's step (`is_model`: the model's), on a detailed step."""
+        counts = self.counts
+        counts.forwards += 1
+        if not is_model:
+            return
+        counts.model_calls += 1
+        reads = counts.syncs + counts.host_reads
+        if counts.model_calls > 1:
+            if any(isinstance(a, torch.Tensor) and a.grad_fn is not None for a in args):
+                counts.chained += 1
+            if reads > self._reads_at_call:
+                counts.after_read += 1
+        self._reads_at_call = reads
+
+    def backward_called(self) -> None:
+        self.counts.backwards += 1
+
+    def anomaly_stack(self, seconds: float) -> None:
+        self.counts.anomaly_s += seconds
+
+    def backward_running(self) -> bool:
+        """Whether backward is the innermost phase open: a module called now is called by autograd (activation
+        checkpointing recomputing a segment's forward), not by the script."""
+        return self.clock.stack[-1:] == ["backward"]
+
+    def recomputed(self, seconds: float) -> None:
+        """A module call inside backward took `seconds` (detailed steps: the call hooks are in)."""
+        self.counts.recompute_s += seconds
+
+    def other_optimizer_stepped(self) -> None:
         if self.detailed:
-            self.step_calls[2] += 1
-        return
-    if self._eval_from is not None:
-        self.training_again(False)
-    index = self.steps_seen
-    self.steps_seen = index + 1
-    if index < self.quiet_until:
-        return
-    comm = self.comm
-    comm_busy = comm.spans or comm.events
-    woke = self.quiet_until != 0
-    if woke:  # this step's clock started with the quiet run's: passed over too
-        self.clock.totals["sync"] += self._catch_up(index)  # the run's reads, for the sums
-        if comm_busy:
-            comm.take()  # all-reduces of a DDP made during the quiet run: several steps' worth
-    if woke or (index >= self.settled_at and not self.events and not comm_busy and not self.measured.wants()
-                and not self._detail_wanted() and not self._plotting()):
-        self.measured.skip()
+            self.counts.other_steps += 1
+
+    # -- a step's end --------------------------------------------------------------------------------
+    def ended(self) -> None:
+        """A step ended (the watcher has checked it is the primary optimizer's, or a backward's without one).
+
+        Runs once per step, between the user's torch work, where its code and data have gone cold:
+        a settled step the uniform sample passes over builds nothing and allocates nothing, and a
+        step of a quiet run (`_go_quiet`) only counts itself."""
+        index = self.steps_seen
+        self.steps_seen = index + 1
+        if index < self.quiet_until:
+            return
+        comm = self.ranks.comm
+        comm_busy = comm.spans or comm.events
+        woke = self.quiet_until != 0
+        if woke:  # this step's clock started with the quiet run's: passed over too
+            self.clock.add("sync", self._catch_up(index))  # the run's reads, for the sums
+            if comm_busy:
+                comm.take()  # all-reduces of a DDP made during the quiet run: several steps' worth
+        if woke or (index >= self.settled_at and not self.edges.events and not comm_busy and not self.measured.wants()
+                    and not self._detail_wanted() and not self._plotting()):
+            self.measured.skip()
+            if (sample := self._detail_sample()) is not None:
+                sample.skip()
+            self.clock.drop_step()
+            counts = self.counts
+            counts.syncs = counts.host_reads = counts.h2d_bytes = 0
+            if self.detailed:  # the per-call hooks count nothing on the other steps: nothing to zero
+                self.counts = StepCounts()
+        else:
+            wall, phases = self.clock.end_step()
+            if comm_busy:
+                self._comm_step(phases)
+            c, self.counts = self.counts, StepCounts()
+            detailed = self.detailed
+            self._keep_step(StepRecord(
+                index, wall, phases, c.syncs, c.h2d_bytes, detailed=detailed,
+                micro_batches=c.micro_batches() if detailed else None,
+                model_calls=(c.model_calls, c.chained, c.after_read) if detailed else None,
+                anomaly_s=c.anomaly_s, recompute_s=c.recompute_s, host_reads=c.host_reads,
+                optimizer_steps=(1 + c.other_steps if self.by_optimizer else 0) if detailed else None))
+        if self.pending:
+            self._drain_events()
+        self._mode_left -= 1
+        if self._mode_left <= 0:
+            self._choose_detail()
+        if index < self.settled_at and (index == 0 or index + 1 == self.window.opens_at(self.warmup)):
+            self.machine.early(index + 1)
+        if index + 1 == self.settled_at:  # the steps from the next one are measured
+            self._measuring_starts()
+        if index >= self.settled_at and comm.backend is None and not self._plotting() and \
+                not (self.detailed and self.cuda):
+            self._go_quiet(index)
+        self.clock.skip()  # this edge's own work (tens of us when it keeps a step) is not the next step's
+        if self.max_steps is not None and self.steps_seen >= self.max_steps:
+            raise StopWatching(f"stopped after {self.steps_seen} steps")
+
+    def mark_boundary(self) -> None:
+        """Without an optimizer, an outermost backward returned: it ends the step running now - known only once
+        the next forward (or backward) starts without an optimizer step in between, or the watch stops."""
+        self.backward_boundary = True
+
+    def take_boundary(self, last: bool = False) -> bool:
+        """Whether a backward's boundary is pending (the step it ended must end now); it is taken. `last`: the
+        watch stops, and --steps no longer counts."""
+        if not self.backward_boundary:
+            return False
+        self.backward_boundary = False
+        if last:
+            self.max_steps = None
+        return True
+
+    def stopped(self) -> None:
+        """The watch stops: the quiet run is counted, the profiler window closes."""
+        self._catch_up(self.steps_seen)
+        with self.profiler_edge():
+            self.window.close()
+
+    def drain_all(self) -> None:
+        """The run is over: waiting for the device costs it nothing. Every pending step's device times."""
+        for record, events in self.pending:
+            events[-1][2].synchronize()
+            self._device_times(record, events)
+        self.pending.clear()
+
+    def _detail_sample(self) -> Reservoir[StepRecord] | None:
+        """The sample of detailed steps, if the step running now (or the quiet run) is detailed and
+        there is one: the sample that step is offered to besides the step sample."""
+        return self.detailed_steps if self.detailed else None
+
+    def _detail_wanted(self) -> bool:
+        """Whether the step that ends now is detailed and the sample of detailed steps keeps it."""
+        sample = self._detail_sample()
+        return sample is not None and sample.wants()
+
+    def _plotting(self) -> bool:
+        """Whether the step that starts now is kept for the per-step plots."""
+        return self.detailed and len(self.plot_steps) < PLOT_STEPS
+
+    def _go_quiet(self, index: int) -> None:
+        """After step `index`: the steps from the next one that nothing will be asked of at their end -
+        the sample passes over them, the detail mode stays, --steps is not reached - run quiet, up
+        to QUIET_MAX of them: their end only counts them, and their host reads only go to the
+        tally of their line. The step after a quiet run is passed over too (its reads are tallied
+        the same way), and its end adds the whole run's data, h2d, sync (from the tallies) and
+        checkpoint seconds to the clock's sums.
+
+        Only without DDP, and on CUDA only between detailed runs: there no CUDA events or all-reduce
+        spans come with a step (on CUDA the phase edges record events on detailed steps only, and a
+        quiet run never outlasts the detail mode it starts in), so nothing can turn up during a
+        quiet step that would have to be kept."""
+        passes = self.measured.passes_over()
         if (sample := self._detail_sample()) is not None:
-            sample.skip()
-        self.clock.drop_step()
-        self.step_syncs = self.step_host_reads = self.step_h2d = 0
-        if self.detailed:  # the per-call hooks count nothing on the other steps: nothing to zero
-            self.step_calls = [0, 0, 0, 0, 0, 0]
-            self.step_timed = [0.0, 0.0]
-    else:
-        wall, phases = self.clock.end_step()
-        if comm_busy:
-            self._comm_step(phases)
-        syncs, self.step_syncs = self.step_syncs, 0
-        host_reads, self.step_host_reads = self.step_host_reads, 0
-        h2d, self.step_h2d = self.step_h2d, 0
-        calls, self.step_calls = self.step_calls, [0, 0, 0, 0, 0, 0]
-        (anomaly, recompute), self.step_timed = self.step_timed, [0.0, 0.0]
-        self._keep_step(StepRecord(index, wall, phases, syncs, h2d, detailed=self.detailed,
-                                   micro_batches=_micro_batches(calls) if self.detailed else None,
-                                   model_calls=(calls[3], calls[4], calls[5]) if self.detailed else None,
-                                   anomaly_s=anomaly, recompute_s=recompute, host_reads=host_reads,
-                                   optimizer_steps=(1 + calls[2] if self.primary_optimizer is not None else 0)
-                                   if self.detailed else None))
-    if self.pending:
-        self._drain_events()
-    self._mode_left -= 1
-    if self._mode_left <= 0:
-        self._choose_detail()
-    if index < self.settled_at:
-        early_faults(self, index)
-    if index + 1 == self.settled_at:  # the steps from the next one are measured
-        self._start_sums()
-    if index >= self.settled_at and comm.backend is None and not self._plotting() and \
-            not (self.detailed and self.device == "cuda"):
-        self._go_quiet(index)
-    self.clock.skip()  # this edge's own work (tens of us when it keeps a step) is not the next step's
-    if self.max_steps is not None and self.steps_seen >= self.max_steps:
-        raise StopWatching(f"stopped after {self.steps_seen} steps")
+            passes = min(passes, sample.passes_over())
+        until = index + min(passes, self._mode_left, QUIET_MAX)
+        if self.max_steps is not None:
+            until = min(until, self.max_steps - 1)
+        if until > index + 1:
+            self.quiet_until, self._quiet_from = until, index + 1
+            self._quiet_read_s = self.reads.go_quiet()  # the reads only go to their line's tally
 
+    def _catch_up(self, upto: int) -> float:
+        """Count the quiet steps ended before step `upto` into the sample and the detail mode (at the
+        step that ends the quiet run, or at stop()); returns the seconds the quiet run's reads took (0 if
+        there was none)."""
+        if not self.quiet_until:
+            return 0.0
+        quiet = upto - self._quiet_from
+        self.measured.skip(quiet)
+        if (sample := self._detail_sample()) is not None:  # a quiet run keeps its step's mode
+            sample.skip(quiet)
+        self._mode_left -= quiet
+        self.quiet_until = 0
+        return self.reads.wake() - self._quiet_read_s
 
-def backward_running(self: Watcher) -> bool:
-    """Whether backward is the innermost phase open: a module called now is called by autograd (activation
-    checkpointing recomputing a segment's forward), not by the script."""
-    return self.clock.stack[-1:] == ["backward"]
+    def quiet_so_far(self) -> int:
+        """Steps of the current quiet run ended so far (not yet counted into the sample)."""
+        return self.steps_seen - self._quiet_from if self.quiet_until else 0
 
+    def _keep_step(self, record: StepRecord) -> None:
+        events = self.edges.take_events()
+        index = record.index
+        if index < self.settled_at:
+            was_open = self.window.prof is not None
+            with self.profiler_edge():
+                profiled = self.window.on_step_end(index, self.warmup, self.cuda)
+            if was_open != (self.window.prof is not None):
+                # the window opened or closed just now, between two steps: torch.profiler's start, or its
+                # stop and the reading of its trace (a second or more on CUDA) is no step's time
+                self.clock.restart()
+            if profiled:
+                return  # steps under the profiler are left out of every statistic
+        if index < self.warmup:
+            self.warm.add(record)
+            return
+        self.measured.add(record)  # shares come from this uniform sample: no per-phase sums per step
+        if record.detailed and self.detailed_steps is not None:
+            self.detailed_steps.add(record)
+        if record.detailed and len(self.plot_steps) < PLOT_STEPS:
+            self.plot_steps.append(record)
+            if self.traced is not None:
+                self._keep_trace(record)
+        if events:
+            self.pending.append((record, events))
 
-def recomputed(self: Watcher, seconds: float) -> None:
-    """A module call inside backward took `seconds` (detailed steps: the call hooks are in)."""
-    self.step_timed[1] += seconds
+    def _keep_trace(self, record: StepRecord) -> None:
+        """trace=True: keep the timeline of the step just kept for the plots; once they are full, the clock stops
+        noting (the trace is bounded as they are)."""
+        clock = self.clock
+        assert isinstance(clock, TracingClock) and self.traced is not None
+        step = clock.last_step
+        if step is not None:
+            step.index = record.index
+            self.traced[record.index] = step
+        if len(self.plot_steps) >= PLOT_STEPS:
+            clock.recording = False
 
-
-def _detail_sample(self: Watcher) -> Reservoir[StepRecord] | None:
-    """The sample of detailed steps, if the step running now (or the quiet run) is detailed and
-    there is one: the sample that step is offered to besides the step sample."""
-    return self.detailed_steps if self.detailed else None
-
-
-def _detail_wanted(self: Watcher) -> bool:
-    """Whether the step that ends now is detailed and the sample of detailed steps keeps it."""
-    sample = self._detail_sample()
-    return sample is not None and sample.wants()
-
-
-def _plotting(self: Watcher) -> bool:
-    """Whether the step that starts now is kept for the per-step plots."""
-    return self.detailed and len(self.plot_steps) < PLOT_STEPS
-
-
-def _go_quiet(self: Watcher, index: int) -> None:
-    """After step `index`: the steps from the next one that nothing will be asked of at their end -
-    the sample passes over them, the detail mode stays, --steps is not reached - run quiet, up
-    to QUIET_MAX of them: their end only counts them, and their host reads only go to the
-    tally of their line. The step after a quiet run is passed over too (its reads are tallied
-    the same way), and its end adds the whole run's data, h2d, sync (from the tallies) and
-    checkpoint seconds to the clock's sums.
-
-    Only without DDP, and on CUDA only between detailed runs: there no CUDA events or all-reduce
-    spans come with a step (on CUDA the phase edges record events on detailed steps only, and a
-    quiet run never outlasts the detail mode it starts in), so nothing can turn up during a
-    quiet step that would have to be kept."""
-    passes = self.measured.passes_over()
-    if (sample := self._detail_sample()) is not None:
-        passes = min(passes, sample.passes_over())
-    until = index + min(passes, self._mode_left, QUIET_MAX)
-    if self.max_steps is not None:
-        until = min(until, self.max_steps - 1)
-    if until > index + 1:
-        self.quiet_until, self._quiet_from = until, index + 1
-        self._quiet_read_s = self.syncs.time_reads(None)  # the reads only go to their line's tally
-
-
-def _catch_up(self: Watcher, upto: int) -> float:
-    """Count the quiet steps ended before step `upto` into the sample and the detail mode (at the
-    step that ends the quiet run, or at stop()); returns the seconds the quiet run's reads took (0 if
-    there was none)."""
-    if not self.quiet_until:
-        return 0.0
-    quiet = upto - self._quiet_from
-    self.measured.skip(quiet)
-    if (sample := self._detail_sample()) is not None:  # a quiet run keeps its step's mode
-        sample.skip(quiet)
-    self._mode_left -= quiet
-    self.quiet_until = 0
-    return self.syncs.time_reads(self.read_span) - self._quiet_read_s
-
-
-def _quiet_so_far(self: Watcher) -> int:
-    """Steps of the current quiet run ended so far (not yet counted into the sample)."""
-    return self.steps_seen - self._quiet_from if self.quiet_until else 0
-
-
-def _keep_step(self: Watcher, record: StepRecord) -> None:
-    events = self.events
-    if events:
-        self.events = []
-    index = record.index
-    if index < self.settled_at:
-        was_open = self.window.prof is not None
-        with self._profiler_edge():
-            profiled = self.window.on_step_end(index, self.warmup, self.device == "cuda")
-        if was_open != (self.window.prof is not None):
-            # the window opened or closed just now, between two steps: torch.profiler's start, or its
-            # stop and the reading of its trace (a second or more on CUDA) is no step's time
-            self.clock.restart()
-        if profiled:
-            return  # steps under the profiler are left out of every statistic
-    if index < self.warmup:
-        self.warm.add(record)
-        return
-    self.measured.add(record)  # shares come from this uniform sample: no per-phase sums per step
-    if record.detailed and self.detailed_steps is not None:
-        self.detailed_steps.add(record)
-    if record.detailed and len(self.plot_steps) < PLOT_STEPS:
-        self.plot_steps.append(record)
-        if self.traced is not None:
-            _keep_trace(self, record)
-    if events:
-        self.pending.append((record, events))
-
-
-def _keep_trace(self: Watcher, record: StepRecord) -> None:
-    """trace=True: keep the timeline of the step just kept for the plots; once they are full, the clock stops
-    noting (the trace is bounded as they are)."""
-    clock = self.clock
-    assert isinstance(clock, TracingClock) and self.traced is not None
-    step = clock.last_step
-    if step is not None:
-        step.index = record.index
-        self.traced[record.index] = step
-    if len(self.plot_steps) >= PLOT_STEPS:
-        clock.recording = False
-
-
-def _choose_detail(self: Watcher) -> None:
-    """Detailed or edges-only for the step that starts now, and for how many steps (`_mode_left`)."""
-    early = self.warmup + self.window.steps + DETAILED_FIRST - self.steps_seen
-    if early > 0 or self.window.prof is not None or self.primary_optimizer is None or self.detail_every <= 1:
-        detailed = True
-        self._mode_left = early if early > 0 and self.primary_optimizer is not None else 1
-    else:
-        detailed = not self.detailed
-        if detailed and not self.hooks.resumes_left():
-            detailed = False  # edges only from here on: see hooks.RESUME_BUDGET
-            self._mode_left = 1 << 62
-            self.notes.append(f"detailed steps stopped at step {self.steps_seen}: this process has switched the "
-                              "per-call hooks as often as it may (Python 3.13+ stops caching a class's attribute "
-                              "lookups after 1 000 changes); the forward/backward/optimizer split comes from the "
-                              "steps before")
+    def _choose_detail(self) -> None:
+        """Detailed or edges-only for the step that starts now, and for how many steps (`_mode_left`)."""
+        early = self.warmup + self.window.steps + DETAILED_FIRST - self.steps_seen
+        if early > 0 or self.window.prof is not None or not self.by_optimizer or self.detail_every <= 1:
+            detailed = True
+            self._mode_left = early if early > 0 and self.by_optimizer else 1
         else:
-            block = DETAIL_BLOCK << (self._detail_runs // SWITCHES_PER_DOUBLING)
-            self._detail_runs += detailed
-            gap = block * (self.detail_every - 1)
-            self._mode_left = block if detailed else self._detail_rng.randint(gap // 2, gap + gap // 2)
-    if detailed != self.detailed:
-        self.detailed = self.clock.detailed = detailed
-        if detailed:
-            self.hooks.resume()
-        else:
-            self.hooks.pause()
-        self._set_edges()
+            detailed = not self.detailed
+            if detailed and not self.hooks.resumes_left():
+                detailed = False  # edges only from here on: see patching.RESUME_BUDGET
+                self._mode_left = 1 << 62
+                self.notes.append(f"detailed steps stopped at step {self.steps_seen}: this process has switched the "
+                                  "per-call hooks as often as it may (Python 3.13+ stops caching a class's attribute "
+                                  "lookups after 1 000 changes); the forward/backward/optimizer split comes from the "
+                                  "steps before")
+            else:
+                block = DETAIL_BLOCK << (self._detail_runs // SWITCHES_PER_DOUBLING)
+                self._detail_runs += detailed
+                gap = block * (self.detail_every - 1)
+                self._mode_left = block if detailed else self._detail_rng.randint(gap // 2, gap + gap // 2)
+        if detailed != self.detailed:
+            self.detailed = detailed
+            self.clock.set_detailed(detailed)
+            if detailed:
+                self.hooks.resume()
+            else:
+                self.hooks.pause()
+            if self.cuda:
+                self.edges.events_on(detailed)
 
+    def _drain_events(self) -> None:
+        while self.pending and self.pending[0][1][-1][2].query():
+            record, events = self.pending.popleft()
+            self._device_times(record, events)
 
-def _drain_events(self: Watcher) -> None:
-    while self.pending and self.pending[0][1][-1][2].query():
-        record, events = self.pending.popleft()
-        self._device_times(record, events)
+    def _device_times(self, record: StepRecord, events: list[tuple[str, Any, Any]]) -> None:
+        per_phase: dict[str, float] = collections.defaultdict(float)
+        for phase, start, end in events:
+            per_phase[phase] += start.elapsed_time(end)
+        record.device_ms = dict(per_phase)
+        if self.traced is not None and (step := self.traced.get(record.index)) is not None:
+            first = events[0][1]  # the step's device spans, placed from its first event
+            step.device = [(phase, first.elapsed_time(start) / 1e3, first.elapsed_time(end) / 1e3)
+                           for phase, start, end in events]
+        for phase, ms in per_phase.items():
+            self.device_ms[phase].add(ms)
 
-
-def _device_times(self: Watcher, record: StepRecord, events: list[tuple[str, Any, Any]]) -> None:
-    per_phase: dict[str, float] = collections.defaultdict(float)
-    for phase, start, end in events:
-        per_phase[phase] += start.elapsed_time(end)
-    record.device_ms = dict(per_phase)
-    if self.traced is not None and (step := self.traced.get(record.index)) is not None:
-        first = events[0][1]  # the step's device spans, placed from its first event
-        step.device = [(phase, first.elapsed_time(start) / 1e3, first.elapsed_time(end) / 1e3)
-                       for phase, start, end in events]
-    for phase, ms in per_phase.items():
-        self.device_ms[phase].add(ms)
-
-
-def early_faults(self: Watcher, index: int) -> None:
-    """The process's minor page faults as the first step ends and as the last step before the profiler window ends:
-    the warm-up's steady steps, before the window's memory and the detailed runs' can move where glibc's heap ends
-    (a script whose allocator hands big blocks back every step faulted 36 000 pages a step unwatched and 1 400 to
-    14 000 under the doctor, 2026-11-26)."""
-    if index == 0 or index + 1 == self.window.opens_at(self.warmup):
-        self.early_faults.append((index + 1, minor_faults()))
+    def _comm_step(self, phases: dict[str, float]) -> None:
+        """Move this step's exposed all-reduce wait out of the phase the clock charged it to (host spans)."""
+        inside = "backward" if self.detailed else "other"  # on edges-only steps backward is not split out
+        moved = self.ranks.step_ended(phases[inside], counted=self.steps_seen >= self.warmup)
+        if moved:
+            phases[inside] -= moved
+            phases["comm"] += moved
+            self.clock.move_summed(inside, moved)  # the clock has summed this detailed step already

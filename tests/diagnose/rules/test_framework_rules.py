@@ -50,7 +50,7 @@ def test_saving_too_often_names_the_trainers_interval(framework: Framework, sett
 
 def test_a_starved_loader_inside_the_hf_trainer_names_its_dataloader_arguments() -> None:
     from trainspeed.diagnose.rules.frameworks import in_framework
-    from trainspeed.watch.result import Verdict
+    from trainspeed.diagnose.verdict import Verdict
 
     generic = Verdict("input_bound", "waiting", "DataLoader(..., num_workers=3, persistent_workers=True, "
                       "pin_memory=True); if that is not enough, make __getitem__ cheaper", 1.5)
@@ -69,7 +69,7 @@ def test_a_healthy_run_names_the_frameworks_precision_setting() -> None:
 
 def test_the_frameworks_own_work_is_named_by_its_functions() -> None:
     from trainspeed.diagnose.rules.frameworks import in_framework
-    from trainspeed.watch.result import Verdict
+    from trainspeed.diagnose.verdict import Verdict
 
     sites = [FrameworkSite("lightning/pytorch/callbacks/progress/tqdm_progress.py:on_train_batch_end", 6, 0.6),
              FrameworkSite("lightning/pytorch/core/module.py:log", 2, 0.2)]

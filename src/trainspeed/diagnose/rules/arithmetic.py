@@ -19,7 +19,8 @@ from trainspeed.diagnose.rules.common import (
     _step_speedup,
     _window_scale,
 )
-from trainspeed.watch.result import OpTime, Verdict, WatchResult
+from trainspeed.diagnose.verdict import Verdict
+from trainspeed.watch.result import OpTime, WatchResult
 
 ARITHMETIC_HIGH = 0.50  # arithmetic over half of them: the step is doing real work
 DEVICE_BUSY_HIGH = 0.8

@@ -4,7 +4,8 @@ again, paid inside the training loop."""
 from __future__ import annotations
 
 from trainspeed.diagnose.rules.common import Context, _run_step_ms, _speedup
-from trainspeed.watch.result import Verdict, WatchResult
+from trainspeed.diagnose.verdict import Verdict
+from trainspeed.watch.result import WatchResult
 
 COMPILE_SHARE = 0.10
 """Compiles for a tenth of the measured run's time or more. An MLP under torch.compile on digits (batches of 100,

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from trainspeed.diagnose.rules.common import Context, _step_speedup
-from trainspeed.watch.result import Verdict, WatchResult
+from trainspeed.diagnose.verdict import Verdict
+from trainspeed.watch.result import WatchResult
 
 COMM_SHARE = 0.15  # all-reduce exposed after backward for this share of the step
 STRAGGLER_EXCESS = 0.10  # a rank busier than the others' median by this much...

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from trainspeed.diagnose.rules.common import Context, _step_speedup, _window_scale
-from trainspeed.watch.result import Verdict, WatchResult
+from trainspeed.diagnose.verdict import Verdict
+from trainspeed.watch.result import WatchResult
 
 MASK_OPS = ("aten.bernoulli_", "aten.bernoulli")
 """The ops that draw a random mask: dropout's (`nn.Dropout`, the dropout of `nn.TransformerEncoderLayer` and

@@ -11,7 +11,8 @@ import re
 from collections.abc import Callable
 
 from trainspeed.diagnose.rules.periodic import EVAL_LESS, checkpoint_factor
-from trainspeed.watch.result import Verdict, WatchResult
+from trainspeed.diagnose.verdict import Verdict
+from trainspeed.watch.result import WatchResult
 
 Speak = Callable[[Verdict, WatchResult], "str | None"]
 

@@ -8,7 +8,8 @@ import re
 from collections.abc import Callable
 
 from trainspeed.diagnose.rules.common import Context, _anomaly, _ms, _step_speedup
-from trainspeed.watch.result import OtherSite, SyncSite, Verdict, WatchResult
+from trainspeed.diagnose.verdict import Verdict
+from trainspeed.watch.result import OtherSite, SyncSite, WatchResult
 
 OTHER_SHARE = 0.15
 LOG_SITE_SHARE = 0.30  # the logging line must hold this much of the unexplained time

@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 from trainspeed.diagnose.rules.common import Context, _burst_note, _ms, _run_step_ms, _speedup, _step_speedup
-from trainspeed.watch.result import WORKER_WAIT, DataSite, LoaderInfo, Verdict, WatchResult
+from trainspeed.diagnose.verdict import Verdict
+from trainspeed.watch.result import WORKER_WAIT, DataSite, LoaderInfo, WatchResult
 
 DATA_SHARE = 0.20  # waiting on data for a fifth of the step is worth fixing first
 WORKERS_GAIN = 1.05  # workers are advised only where they are predicted to make the run this much faster

@@ -20,7 +20,8 @@ from trainspeed.diagnose.rules.common import (
     _step_speedup,
     _window_scale,
 )
-from trainspeed.watch.result import Verdict, WatchResult
+from trainspeed.diagnose.verdict import Verdict
+from trainspeed.watch.result import WatchResult
 
 SYNC_SHARE = 0.10
 SYNC_GAIN = 0.05  # a sync whose removal is predicted to save less than this share of the step is not the cause

@@ -7,7 +7,8 @@ from __future__ import annotations
 import mmap
 
 from trainspeed.diagnose.rules.common import Context, _low_precision, _step_speedup
-from trainspeed.watch.result import Verdict, WatchResult
+from trainspeed.diagnose.verdict import Verdict
+from trainspeed.watch.result import WatchResult
 
 MEMORY_SHARE = 0.90
 RECOMPUTE_SHARE = 0.10

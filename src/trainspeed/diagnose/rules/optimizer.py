@@ -5,7 +5,8 @@
 from __future__ import annotations
 
 from trainspeed.diagnose.rules.common import Context, _compute_part_ms, _step_speedup
-from trainspeed.watch.result import Verdict, WatchResult
+from trainspeed.diagnose.verdict import Verdict
+from trainspeed.watch.result import WatchResult
 
 OPTIMIZER_SHARE = 0.20  # optimizer.step and zero_grad for a fifth of the step: worth a fused kernel
 OPTIMIZER_GAIN = 0.05  # ...if fusing would save this share of the step

@@ -7,7 +7,8 @@ from __future__ import annotations
 import math
 
 from trainspeed.diagnose.rules.common import Context, _burst_note, _ms, _speedup
-from trainspeed.watch.result import Verdict, WatchResult
+from trainspeed.diagnose.verdict import Verdict
+from trainspeed.watch.result import WatchResult
 
 CHECKPOINT_SHARE = 0.10
 EVAL_SHARE = 0.15  # evaluation for this share of the run: worth asking whether it is needed that often

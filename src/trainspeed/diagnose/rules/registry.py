@@ -23,7 +23,8 @@ from trainspeed.diagnose.rules.memory import memory_pressure, page_faults, recom
 from trainspeed.diagnose.rules.optimizer import optimizer_heavy, optimizer_rebuilt
 from trainspeed.diagnose.rules.periodic import checkpoint_heavy, evaluation_heavy
 from trainspeed.diagnose.rules.threads import thread_oversubscription, threads_unused
-from trainspeed.watch.result import Verdict, WatchResult
+from trainspeed.diagnose.verdict import Verdict
+from trainspeed.watch.result import WatchResult
 
 Rule = Callable[..., "Verdict | None"]
 

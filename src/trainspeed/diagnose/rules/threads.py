@@ -7,7 +7,8 @@ from __future__ import annotations
 import math
 
 from trainspeed.diagnose.rules.common import Context, _op_work, _run_step_ms, _speedup, _window_scale
-from trainspeed.watch.result import Verdict, WatchResult
+from trainspeed.diagnose.verdict import Verdict
+from trainspeed.watch.result import WatchResult
 
 THREADS_GAIN = 1.10  # threads_unused: more threads advised only where predicted to make the run this much faster
 OTHERS_BUSY = 0.5

@@ -24,11 +24,11 @@ import torch
 
 from trainspeed.diagnose.scaling import bus_bandwidth_gbs, ring_factor
 from trainspeed.errors import UsageError
+from trainspeed.stats import median
 from trainspeed.sweep.arm import ArmConfig
 from trainspeed.sweep.knobs.base import Knob, SweepContext, positive_int
 from trainspeed.sweep.result import SweepPoint, SweepResult
 from trainspeed.sweep.runner import ArmSpec
-from trainspeed.sweep.stats import median
 from trainspeed.sweep.world_arm import WorldArm, WorldConfig
 
 LATENCY_BOUND_BYTES = 2**20
@@ -52,7 +52,7 @@ def comm_model(points: dict[int, tuple[float, float]], grad_bytes: float) -> tup
                 if k > 1 and grad_bytes > 0]
     if not hops:
         return None
-    return median(hops), median(per_byte) if per_byte else 0.0
+    return median(hops) or 0.0, median(per_byte) or 0.0
 
 
 def comm_ms(k: int, latency_ms: float, ms_per_byte: float, grad_bytes: float) -> float:

@@ -1,0 +1,164 @@
+"""Measure, for the judging: the machine constants the rules need for a watched run, probed after the run.
+
+The doctor measures (`watch/`), then measures the machine here (the probes of `probe/` and the memory estimate, only
+those the run's measurements ask for), then judges (`diagnose/`, pure). `diagnose_run` does the last two.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from trainspeed.diagnose.report import DoctorReport, judge
+from trainspeed.diagnose.rules import (
+    MEMORY_SHARE,
+    Context,
+    busiest_loader,
+    loader_candidate,
+    matmul_side,
+    optimizer_candidate,
+    page_faults_candidate,
+    rebuilt_candidate,
+    slow_dtype_candidates,
+    threads_candidate,
+)
+from trainspeed.hardware.cpu import usable_cores
+from trainspeed.hardware.report import HardwareReport, detect_hardware
+from trainspeed.probe.dispatch import cpu_dispatch_us, cuda_op_us
+from trainspeed.probe.loader import Handover, batched_ms, handover_ms
+from trainspeed.probe.matmul import (
+    cpu_dtype_gflops,
+    cpu_matmul_gflops,
+    paired_dtype_gflops,
+    settled_gflops,
+    thread_gflops,
+)
+from trainspeed.probe.optimizer import rebuild_ms, step_ms
+from trainspeed.probe.page_faults import page_fault_us
+from trainspeed.threads import intra_op_threads
+from trainspeed.watch.result import RunSubject, WatchResult
+
+_OPTIMIZER_NAMES = {"sgd": "sgd-momentum", "adam": "adam", "adamw": "adamw", "rmsprop": "rmsprop", "adagrad": "adagrad"}
+
+
+def _largest_batch(subject: RunSubject | None, result: WatchResult) -> int | None:
+    """The memory estimator's largest batch for the watched model (only under memory pressure)."""
+    model = subject.model() if subject is not None and subject.model is not None else None
+    if subject is None or model is None or subject.input_spec is None or not result.memory_capacity_bytes:
+        return None
+    from trainspeed.memory.estimate import Estimator
+    from trainspeed.memory.maxbatch import search_max_batch
+
+    shape, dtype = subject.input_spec
+    import torch
+
+    make = (lambda b: torch.randn(b, *shape, dtype=dtype)) if dtype.is_floating_point else \
+        (lambda b: torch.zeros(b, *shape, dtype=dtype))
+    optimizer = _OPTIMIZER_NAMES.get(subject.optimizer_kind or "", "adam")
+    try:
+        est = Estimator(model, make, optimizer=optimizer, device=result.device, warm_batch=result.batch_size or 1)
+        first = est.estimate(result.batch_size or 1)
+        return search_max_batch(est.peak, first, result.memory_capacity_bytes).max_batch
+    except Exception:  # the estimate is a bonus here; the verdict stands without it
+        return None
+
+
+def _probed_spec(subject: RunSubject | None, result: WatchResult, candidate: Callable[[WatchResult], bool]) -> Any:
+    """The run's optimizer as the probes see it (OptimizerSpec), where `candidate(result)` asks for a probe."""
+    spec = subject.optimizer_spec if subject is not None else None
+    return spec if spec is not None and not spec.differentiable and candidate(result) else None
+
+
+def _optimizer_probe(subject: RunSubject | None, result: WatchResult) -> tuple[float, float] | None:
+    """The run's optimizer stepped as configured and fused on fresh tensors of its parameters' shapes (only
+    where its phase is worth it: `optimizer_candidate`)."""
+    spec = _probed_spec(subject, result, optimizer_candidate)
+    if spec is None:
+        return None
+    configured = step_ms(spec, fused=None)
+    fused = step_ms(spec, fused=True) if configured is not None else None
+    return (configured, fused) if configured is not None and fused is not None else None
+
+
+def _rebuild_probe(subject: RunSubject | None, result: WatchResult) -> tuple[float, float] | None:
+    """The run's optimizer built and stepped once, against a step of one kept (only where the script builds
+    one every step or so: `rebuilt_candidate`)."""
+    spec = _probed_spec(subject, result, rebuilt_candidate)
+    return rebuild_ms(spec) if spec is not None else None
+
+
+def _loader_probes(subject: RunSubject | None, result: WatchResult) -> tuple[Handover | None, float | None]:
+    """The busiest loader's batches handed over by a worker and, for a TensorDataset fetched
+    row by row, taken whole (only where the run waited on data: `loader_candidate`)."""
+    info = busiest_loader(result)
+    if subject is None or info is None or not loader_candidate(result) or not info.batch_size:
+        return None, None
+    index = result.loaders.index(info)
+    item, rows = subject.loader_probes[index] if index < len(subject.loader_probes) else (None, 0)
+    return handover_ms(item, info.batch_size), batched_ms(item, info.batch_size, rows) if rows else None
+
+
+def measure_context(result: WatchResult, subject: RunSubject | None = None, hardware: HardwareReport | None = None,
+                 dispatch_us: float | None = None, matmul_gflops: float | None = None,
+                 launch_us: float | None = None, dtype_gflops: dict[str, float] | None = None,
+                 optimizer_ms: tuple[float, float] | None = None,
+                 rebuilt_ms: tuple[float, float] | None = None,
+                 loader_ms: tuple[Handover | None, float | None] | None = None,
+                 thread_rates: tuple[float, float] | None = None,
+                 fault_us: float | None = None) -> tuple[HardwareReport, Context]:
+    """Measure the machine constants the rules need for `result` (those not given). The probes draw random numbers
+    (fresh tensors, a DataLoader's shuffle and seeds): torch's random state is put back after them, so that a
+    script that asks for the result and trains on draws what it would have unwatched."""
+    import torch
+
+    devices = [torch.cuda.current_device()] if torch.cuda.is_available() and torch.cuda.is_initialized() else []
+    with torch.random.fork_rng(devices=devices):
+        # a first matmul reading, a second away from the last one (the hardware's detection takes about that long)
+        dtypes = slow_dtype_candidates(result) if dtype_gflops is None else []
+        early = cpu_matmul_gflops() if matmul_gflops is None and hardware is None and not dtypes else None
+        hw = hardware or detect_hardware()
+        dispatch = dispatch_us if dispatch_us is not None else cpu_dispatch_us()
+        usable = usable_cores() if result.device == "cpu" else None
+        keep = threads_candidate(result, hw.cpu.physical_cores or 1, usable)
+        if matmul_gflops is not None:
+            gflops = matmul_gflops
+        else:  # what the CPU can do: with more threads than cores, the rate at the threads advised
+            with intra_op_threads(keep):
+                if dtypes:  # float32 and the other dtypes measured in turn: slow_dtype compares them
+                    gflops, dtype_gflops = paired_dtype_gflops(dtypes)
+                else:
+                    gflops = cpu_matmul_gflops()
+        if thread_rates is None and keep is not None:
+            thread_rates = thread_gflops(matmul_side(result), (result.torch_threads, keep))
+        if launch_us is None and result.device == "cuda":
+            launch_us = cuda_op_us()
+        if dtype_gflops is None:
+            dtype_gflops = {name: cpu_dtype_gflops(name) for name in dtypes}
+        if optimizer_ms is None:
+            optimizer_ms = _optimizer_probe(subject, result)
+        if rebuilt_ms is None:
+            rebuilt_ms = _rebuild_probe(subject, result)
+        handover, batched = loader_ms if loader_ms is not None else _loader_probes(subject, result)
+        if fault_us is None and page_faults_candidate(result):
+            fault_us = page_fault_us()
+        if matmul_gflops is None and not dtypes:  # read again after the other probes: a moment of a shared machine
+            earlier = [gflops] + ([early] if early is not None and keep in (None, torch.get_num_threads()) else [])
+            with intra_op_threads(keep):  # is not what its CPU can do (paired rates stay as compared)
+                gflops = settled_gflops(earlier, cpu_matmul_gflops)
+        largest = None
+        if result.peak_memory_bytes and result.memory_capacity_bytes and \
+                result.peak_memory_bytes / result.memory_capacity_bytes >= MEMORY_SHARE:
+            largest = _largest_batch(subject, result)
+        ctx = Context(dispatch_us=dispatch, matmul_gflops=gflops, physical_cores=hw.cpu.physical_cores or 1,
+                      logical_threads=hw.cpu.logical_threads or 1, largest_batch=largest, cuda_op_us=launch_us,
+                      dtype_gflops=dtype_gflops, optimizer_ms=optimizer_ms, rebuild_ms=rebuilt_ms, handover=handover,
+                      batched_ms=batched, thread_gflops=thread_rates, usable_cores=usable, page_fault_us=fault_us)
+    return hw, ctx
+
+
+def diagnose_run(result: WatchResult, subject: RunSubject | None = None, hardware: HardwareReport | None = None,
+                 **given: Any) -> DoctorReport:
+    """Measure what `result`'s rules need (`measure_context`; `given` readings are taken as they are), then judge
+    it (`diagnose.report.judge`)."""
+    hw, ctx = measure_context(result, subject, hardware, **given)
+    return judge(result, ctx, hw)

@@ -1,0 +1,77 @@
+"""The model of a watched run and what it is fed: which module is the model, its input, its device, the batch
+size, autocast, and the bytes copied to the device.
+
+`ModelTracker` learns them from the outermost module calls of the first steps and from the copies to a device.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+import torch
+
+from trainspeed.watch.autocast import autocast_dtype
+
+
+def first_tensor(args: tuple[Any, ...]) -> torch.Tensor | None:
+    """The first tensor of a call's arguments, or of a dict among them (a batch of named tensors passed whole). A
+    list of tensors is left alone: a detection model's list of images is a batch of one tensor per sample."""
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            return a
+        if isinstance(a, dict):
+            found = next((t for t in a.values() if isinstance(t, torch.Tensor)), None)
+            if found is not None:
+                return found
+    return None
+
+
+def has_parameters(module: torch.nn.Module) -> bool:
+    return any(True for _ in module.parameters())
+
+
+class ModelTracker:
+    def __init__(self) -> None:
+        self.model: weakref.ref[torch.nn.Module] | None = None
+        self.model_id = 0
+        """id() of the model (0 until it is known)."""
+        self.input_spec: tuple[list[int], torch.dtype] | None = None
+        """The shape of one sample of the model's first input and its dtype."""
+        self.device = "cpu"
+        self.device_index = 0
+        self.batch_size: int | None = None
+        self.autocast: str | None = None
+        """The dtype of torch.autocast around a training call of the warm-up (None: none seen)."""
+        self.h2d_kinds: dict[str, int] = {}
+        """Bytes copied to a device over the whole run, by source memory and mode."""
+
+    def learn(self, module: torch.nn.Module, args: tuple[Any, ...]) -> bool:
+        """The model, its input, its device and the batch size, from an outermost module call of the first steps.
+        True where this call shows, for the first time, that the run is on a CUDA device."""
+        first = first_tensor(args)
+        if first is None:
+            return False
+        if self.model is None and has_parameters(module) and torch.is_grad_enabled():
+            # the first outermost module with parameters called with gradients on is the model (a loss module has
+            # none; a distillation's teacher, a target network, a validation pass run under no_grad)
+            self.model = weakref.ref(module)
+            self.model_id = id(module)
+            self.input_spec = (list(first.shape[1:]), first.dtype)
+        cuda = first.device.type == "cuda" and self.device != "cuda"
+        if cuda:
+            self.device, self.device_index = "cuda", first.device.index or 0
+        if self.batch_size is None and first.dim() > 0 and torch.is_grad_enabled():
+            # a training call's: a validation pass run before training (Lightning's sanity check, under no_grad)
+            # has its own batch size. A vector of floats is one sample's features (a policy called on one
+            # observation), where a vector of integers is a batch of ids (an embedding's)
+            one = first.dim() == 1 and first.is_floating_point()
+            self.batch_size = 1 if one else int(first.shape[0])
+        if self.autocast is None and torch.is_grad_enabled():
+            self.autocast = autocast_dtype(first.device.type)
+        return cuda
+
+    def copied(self, nbytes: int, pinned: bool, non_blocking: bool) -> None:
+        """A tensor was copied to an accelerator."""
+        kind = ("pinned" if pinned else "pageable") + (", non_blocking" if non_blocking else "")
+        self.h2d_kinds[kind] = self.h2d_kinds.get(kind, 0) + nbytes
