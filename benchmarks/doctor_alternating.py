@@ -58,7 +58,7 @@ def _child(loop_name: str, sample_hz: float, conn: Any) -> None:
     """One process: answers ("slice", steps, first, last, watched) with the slice's seconds, until ("quit",)."""
     from doctor_overhead import iris_stepper, mlp_stepper
 
-    from trainspeed.watch import Watcher, hooks
+    from trainspeed.watch import Watcher, patching
 
     loop = (iris_stepper if loop_name == "iris" else mlp_stepper)()
     loop(LOOPS[loop_name][2])  # first-call costs
@@ -75,7 +75,7 @@ def _child(loop_name: str, sample_hz: float, conn: Any) -> None:
         _, steps, first, last, watched = msg
         t0 = time.perf_counter()
         if watched and first:
-            hooks._resumes[0] = 0  # each run gets the process's whole budget of hook switches (hooks.RESUME_BUDGET)
+            patching._resumes[0] = 0  # each run gets the process's whole budget of hook switches (patching.RESUME_BUDGET)
             watcher = Watcher(sample_hz=sample_hz).start()
         loop(steps)
         if watcher is not None and last:

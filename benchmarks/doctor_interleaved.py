@@ -24,7 +24,7 @@ end only counts them), as late in a long run. Not in these figures: the detailed
 `--whole` times whole watched runs instead: each watched block is a default `Watcher()` started
 and stopped inside the timing, over `--block` steps (20 000: doctor_overhead.py's seed run), the
 arms' order alternating round by round. Each run's watcher gets the process's whole budget of
-hook switches (hooks.RESUME_BUDGET, a guard for one process's lifetime that a run of this
+hook switches (patching.RESUME_BUDGET, a guard for one process's lifetime that a run of this
 benchmark would otherwise spend after a dozen rounds). What fresh processes add (memory layout, the
 first import of what the op/FLOP window uses) is not in these figures.
 """
@@ -46,7 +46,7 @@ from bench_common import bootstrap_interval, measured_on  # noqa: E402
 from doctor_overhead import iris_stepper  # noqa: E402
 
 from trainspeed.hardware import detect_hardware  # noqa: E402
-from trainspeed.watch import Watcher, hooks  # noqa: E402
+from trainspeed.watch import Watcher, patching  # noqa: E402
 from trainspeed.watch.result import StepRecord  # noqa: E402
 from trainspeed.watch.stats import Reservoir  # noqa: E402
 from trainspeed.watch.steps import DETAILED_FIRST  # noqa: E402
@@ -99,13 +99,13 @@ def main() -> None:
             loop(args.block)
 
     def whole() -> float:
-        hooks._resumes[0] = 0  # see the module's docstring
+        patching._resumes[0] = 0  # see the module's docstring
         return timed(whole_run)
 
     def edges_only() -> float:
         with Watcher(warmup=0, profile_steps=0, detail_every=10**9, sample_hz=args.sample_hz) as w:
             loop(DETAILED_FIRST + 10)  # the detailed first steps and the switch to edges-only, untimed
-            advance(w.measured, args.sampled)
+            advance(w.steps.measured, args.sampled)
             loop(2)  # a step edge that sees the advanced sample (and may start a quiet run)
             return timed(block)
 

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 
+from rich.console import Console
+
+from trainspeed.diagnose.report import DoctorReport
 from trainspeed.diagnose.rules import Context, diagnose
+from trainspeed.report.text import doctor_view
 from trainspeed.watch.phases import PHASES
 from trainspeed.watch.result import GpuUtil, LoaderInfo, PhaseStat, SyncSite, WatchResult
 
@@ -35,6 +39,13 @@ def recorded(step_ms: float, host: dict[str, float], device: dict[str, float] | 
         loaders=loaders or [], torch_threads=threads, process_cpu_percent=None, process_threads=None, peak_memory_bytes=peak,
         memory_capacity_bytes=capacity, step_samples=[], step_times_ms=[], gpu_busy_ms_per_step=busy,
     )
+
+
+def rendered(report: DoctorReport) -> str:
+    """The terminal summary of a report as text, wide enough that no line wraps."""
+    console = Console(width=200, record=True)
+    console.print(doctor_view(report))
+    return console.export_text()
 
 
 def ids(r: WatchResult, ctx: Context = CTX) -> list[str]:

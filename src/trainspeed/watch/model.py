@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from trainspeed.watch.autocast import autocast_dtype
+from trainspeed.watch.result import ModelFacts
 
 
 def first_tensor(args: tuple[Any, ...]) -> torch.Tensor | None:
@@ -75,3 +76,6 @@ class ModelTracker:
         """A tensor was copied to an accelerator."""
         kind = ("pinned" if pinned else "pageable") + (", non_blocking" if non_blocking else "")
         self.h2d_kinds[kind] = self.h2d_kinds.get(kind, 0) + nbytes
+
+    def part(self) -> ModelFacts:
+        return ModelFacts(self.device, self.batch_size, self.autocast, dict(self.h2d_kinds))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainspeed.watch.result import SyncSite
+from trainspeed.watch.result import Reads, SyncSite
 from trainspeed.watch.sampler import source_of
 from trainspeed.watch.syncs import ReadCallback, SyncCounter
 
@@ -54,7 +54,7 @@ class HostReads:
     def stop(self) -> None:
         self.counter.__exit__(None, None, None)
 
-    def sites(self) -> tuple[list[SyncSite], list[SyncSite]]:
+    def part(self) -> Reads:
         """The places that read device tensors (the syncs) and those that read CPU tensors, each the most time
         first."""
         merged: dict[tuple[str, str, bool], list[float]] = {}
@@ -64,4 +64,4 @@ class HostReads:
             entry[1] += seconds
         sites = sorted(((host, SyncSite(where, op, int(c), t * 1e3, source_of(where)))
                         for (where, op, host), (c, t) in merged.items()), key=lambda hs: hs[1].total_ms, reverse=True)
-        return [s for host, s in sites if not host], [s for host, s in sites if host]
+        return Reads([s for host, s in sites if not host], [s for host, s in sites if host])

@@ -189,6 +189,26 @@ class OptimizerInfo:
 
 
 @dataclass(frozen=True)
+class Reads:
+    """The host-read tracker's part: the places that read tensors' values, the most time first."""
+
+    sync_sites: list[SyncSite]
+    """Reads of device tensors: each a synchronisation."""
+    host_read_sites: list[SyncSite]
+    """Reads of CPU tensors: no wait."""
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    """The model tracker's part: where the model ran, on what batch, under which autocast, fed how."""
+
+    device: str
+    batch_size: int | None
+    autocast: str | None
+    h2d_bytes_by_kind: dict[str, int]
+
+
+@dataclass(frozen=True)
 class Optimizers:
     """The optimizer tracker's part: the primary optimizer and those built while watched."""
 

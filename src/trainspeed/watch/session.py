@@ -61,6 +61,8 @@ class Watcher:
     """Context manager that watches a training loop; `measurements()` returns a WatchResult. Verdicts are not its
     business: `trainspeed.doctor.Doctor` adds `result()`."""
 
+    step_ended: Callable[..., None]
+
     def __init__(self, warmup: int = 3, steps: int | None = None, profile_steps: int = 3,
                  sample_hz: float = 50.0, now: Callable[[], float] = time.perf_counter,
                  detail_every: int = 32, trace: bool = False) -> None:
@@ -76,11 +78,15 @@ class Watcher:
         self.loaders = LoaderTracker()
         self.checkpoints = CheckpointTracker()
         self.frameworks = FrameworkTracker()
+        self.evaluation = EvaluationTracker(self.clock, self._steps_seen, self._model_id)
         self.steps = StepTracker(warmup=warmup, max_steps=steps, profile_steps=profile_steps,
                                  detail_every=detail_every, edges=self.edges, reads=self.reads, ranks=self.ranks,
-                                 hooks=self.hooks, machine=self.machine, measuring_starts=self._measuring_starts,
-                                 outside=self._outside_phases, in_edge=self._in_edge_phase)
-        self.evaluation = EvaluationTracker(self.clock, self._steps_seen, self._model_id)
+                                 hooks=self.hooks, machine=self.machine, optimizers=self.optimizers,
+                                 evaluation=self.evaluation, delimits=self._is_primary,
+                                 measuring_starts=self._measuring_starts, outside=self._outside_phases,
+                                 in_edge=self._in_edge_phase)
+        self.step_ended = self.steps.ended
+        """The step edge (`StepTracker.ended`), which the hooks call directly: one Python frame per step."""
         self.reads.bind(self._read_traced if trace else self.steps.read_span)
         self._thread = threading.get_ident()
         self.sampler: Sampler | None = None
@@ -149,17 +155,6 @@ class Watcher:
     def opening_window(self) -> bool:
         """True while the profiler window opens or closes (torch.profiler synchronises the device then)."""
         return self.steps.opening_window
-
-    def step_ended(self, optimizer: torch.optim.Optimizer | None = None, *hook_args: Any) -> None:
-        """A step ended. torch's global optimizer post hook calls this directly (with the optimizer, the step's
-        args and kwargs): the first optimizer seen delimits the steps. Without an optimizer, the backward path
-        calls it with none."""
-        if optimizer is not None and id(optimizer) != self.optimizers.primary and not self._is_primary(optimizer):
-            self.steps.other_optimizer_stepped()
-            return
-        if self.evaluation.opened is not None:
-            self.evaluation.training_again(False)
-        self.steps.ended()
 
     def _is_primary(self, optimizer: torch.optim.Optimizer) -> bool:
         """Whether `optimizer`'s steps delimit the watched steps (`OptimizerTracker.delimits`). Each class seen
@@ -301,7 +296,8 @@ class Watcher:
     def measurements(self, gathering: bool = False) -> WatchResult:
         """The measurements so far (partial if the run stopped early): the trackers' parts, joined."""
         fig = collect.step_figures(self.steps)
-        steps, model, s = self.steps, self.model, self.sampler
+        steps, s = self.steps, self.sampler
+        model, reads = self.model.part(), self.reads.part()
         notes = steps.notes + self.ranks.notes + steps.window.notes
         framework = self.frameworks.part()
         too_old = unsupported_note(framework) if framework is not None else None
@@ -310,7 +306,6 @@ class Watcher:
         notes += fig.notes
         window = steps.window
         summed = fig.summed
-        sync_sites, host_read_sites = self.reads.sites()
         loaders = self.loaders.part(summed[1] if summed is not None and summed[1] > 0 else None)
         optimizers, checkpoints, machine = self.optimizers.part(), self.checkpoints.part(), self.machine.part()
         result = WatchResult(
@@ -328,7 +323,7 @@ class Watcher:
             other_op_ms_per_step=window.outside_op_ms_per_step, op_times=window.op_times,
             op_ms_per_step=window.op_ms_per_step,
             loader_starts=loaders.starts, loader_start_share=loaders.start_share, loader_start_ms=loaders.start_ms,
-            sync_sites=sync_sites, host_read_sites=host_read_sites, other_sites=collect.other_sites(s),
+            sync_sites=reads.sync_sites, host_read_sites=reads.host_read_sites, other_sites=collect.other_sites(s),
             loop_sites=collect.loop_sites(s),
             gpu_util=collect.gpu_util(s, model.device, fig.step_times_ms),
             device=model.device, batch_size=model.batch_size,
@@ -338,9 +333,9 @@ class Watcher:
             others_cpu_cores=machine.others_cpu_cores, loader_workers=machine.loader_workers,
             page_faults_per_step=machine.page_faults_per_step,
             page_faults_early_per_step=machine.page_faults_early_per_step, compiles=machine.compiles,
-            peak_memory_bytes=collect.peak_memory(model.device, model.device_index),
-            memory_capacity_bytes=collect.capacity(model.device, model.device_index),
-            h2d_bytes_by_kind=dict(model.h2d_kinds), process_threads=collect.most_threads(s),
+            peak_memory_bytes=collect.peak_memory(model.device, self.model.device_index),
+            memory_capacity_bytes=collect.capacity(model.device, self.model.device_index),
+            h2d_bytes_by_kind=model.h2d_bytes_by_kind, process_threads=collect.most_threads(s),
             step_samples=fig.step_samples, step_times_ms=fig.step_times_ms, phase_samples_ms=fig.phase_samples_ms,
             trace=collect.trace_of(steps, model.device), notes=notes, gpu_busy_ms_per_step=window.gpu_busy_ms_per_step,
             micro_batches_per_step=fig.micro_batches_per_step, model_calls_per_step=fig.model_calls_per_step,

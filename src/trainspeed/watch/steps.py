@@ -18,8 +18,10 @@ from typing import Any
 import torch
 
 from trainspeed.watch.edges import DEVICE_PHASES, PhaseEdges
+from trainspeed.watch.evaluation import EvaluationTracker
 from trainspeed.watch.hooks import Hooks
 from trainspeed.watch.machine_load import MachineTracker
+from trainspeed.watch.optimizers import OptimizerTracker
 from trainspeed.watch.profile_window import ProfileWindow
 from trainspeed.watch.ranks import RankTracker
 from trainspeed.watch.reads import HostReads
@@ -94,10 +96,16 @@ class StepTracker:
 
     def __init__(self, *, warmup: int, max_steps: int | None, profile_steps: int, detail_every: int,
                  edges: PhaseEdges, reads: HostReads, ranks: RankTracker, hooks: Hooks, machine: MachineTracker,
-                 measuring_starts: Callable[[], None], outside: Callable[[], bool], in_edge: Callable[[], bool]) -> None:
+                 optimizers: OptimizerTracker, evaluation: EvaluationTracker,
+                 delimits: Callable[[torch.optim.Optimizer], bool], measuring_starts: Callable[[], None],
+                 outside: Callable[[], bool], in_edge: Callable[[], bool]) -> None:
         self.warmup, self.max_steps, self.detail_every = warmup, max_steps, detail_every
         self.edges, self.clock, self.reads, self.ranks, self.hooks, self.machine = \
             edges, edges.clock, reads, ranks, hooks, machine
+        self._optimizers, self._evaluation = optimizers, evaluation
+        self._delimits = delimits
+        """Asked at an optimizer's step that is not the primary one's whether it delimits the steps after all (the
+        watcher's `_is_primary`: the optimizer tracker's answer, and what follows from it)."""
         self._measuring_starts = measuring_starts
         """Called as the measured steps start (the clock's sums, the machine's load and the sampler's loop)."""
         self._outside, self._in_edge = outside, in_edge
@@ -233,17 +241,21 @@ class StepTracker:
         """A module call inside backward took `seconds` (detailed steps: the call hooks are in)."""
         self.counts.recompute_s += seconds
 
-    def other_optimizer_stepped(self) -> None:
-        if self.detailed:
-            self.counts.other_steps += 1
-
     # -- a step's end --------------------------------------------------------------------------------
-    def ended(self) -> None:
-        """A step ended (the watcher has checked it is the primary optimizer's, or a backward's without one).
+    def ended(self, optimizer: torch.optim.Optimizer | None = None, *hook_args: Any) -> None:
+        """A step ended. torch's global optimizer post hook calls this directly (with the optimizer, the step's
+        args and kwargs): the primary optimizer's steps delimit the steps (`OptimizerTracker`), another's is
+        counted in the step. Without an optimizer, the watcher calls it with none as a backward closes a step.
 
         Runs once per step, between the user's torch work, where its code and data have gone cold:
         a settled step the uniform sample passes over builds nothing and allocates nothing, and a
         step of a quiet run (`_go_quiet`) only counts itself."""
+        if optimizer is not None and id(optimizer) != self._optimizers.primary and not self._delimits(optimizer):
+            if self.detailed:
+                self.counts.other_steps += 1
+            return
+        if self._evaluation.opened is not None:
+            self._evaluation.training_again(False)
         index = self.steps_seen
         self.steps_seen = index + 1
         if index < self.quiet_until:

@@ -1,0 +1,151 @@
+"""The measure step (`trainspeed.measure`): the machine probes a run's measurements ask for, and only those, and the
+memory estimate under memory pressure."""
+
+from __future__ import annotations
+
+import dataclasses
+import weakref
+
+import pytest
+import torch
+from recorded_runs import rendered
+from torch import nn
+
+from trainspeed.measure import _largest_batch
+from trainspeed.report.html import doctor_html
+from trainspeed.watch import Watcher
+from trainspeed.watch.result import RunSubject
+
+
+def test_largest_batch_for_the_watched_model() -> None:
+    model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 10))
+    with Watcher(warmup=1, profile_steps=0) as w:
+        opt = torch.optim.Adam(model.parameters())
+        for _ in range(3):
+            loss = model(torch.randn(32, 64)).sum()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    result = w.measurements()
+    result = type(result)(**{**result.__dict__, "memory_capacity_bytes": 8 * 2**20})
+    subject = w.subject()  # what the watcher hands the probes: the model by reference, its input, its optimizer
+    assert subject.model() is model and subject.input_spec == ([64], torch.float32) and subject.optimizer_kind == "adam"
+    best = _largest_batch(subject, result)
+    assert best is not None and 100 < best < 20_000
+    assert _largest_batch(RunSubject(weakref.ref(model)), result) is None  # no input known: no estimate
+
+
+def test_the_report_probes_only_the_dtypes_a_rule_needs_and_shows_the_slowest_ops(monkeypatch) -> None:
+    from recorded_runs import recorded
+
+    import trainspeed.measure as report_module
+    from trainspeed.hardware import detect_hardware
+    from trainspeed.report.json import doctor_dict
+    from trainspeed.watch.result import OpTime
+
+    probed: list[str] = []
+    monkeypatch.setattr(report_module, "cpu_dtype_gflops", lambda name: probed.append(name) or 1.5)
+    r = recorded(40.0, {"forward": 8.0, "backward": 30.0, "optimizer": 1.5}, ops=100, flops=170e6)
+    rows = [OpTime("aten.mm", "bfloat16", 5, 30.0, True, 102e6), OpTime("aten.mm", "float64", 1, 2.0, True, 1e6),
+            OpTime("aten.gelu", "bfloat16", 2, 0.5, False, None)]
+    r = dataclasses.replace(r, op_times=rows, op_ms_per_step=33.0, autocast="bfloat16")
+    report = report_module.diagnose_run(r, hardware=detect_hardware(), dispatch_us=2.0, matmul_gflops=100.0)
+    assert probed == ["bfloat16"]  # float64's 2 ms are not worth a probe
+    assert report.verdicts[0].id == "slow_dtype" and report.context.dtype_gflops == {"bfloat16": 1.5}
+    data = doctor_dict(report)
+    assert data["probe"]["cpu_matmul_gflops_by_dtype"] == {"bfloat16": 1.5}
+    assert data["ops_by_time"][0] == {"op": "aten.mm", "dtype": "bfloat16", "calls": 5, "ms": 30.0,
+                                      "arithmetic": True, "flops": 102e6}
+    assert data["per_step"]["ops_ms"] == 33.0 and data["autocast"] == "bfloat16"
+    assert "; batch 64, under bfloat16 autocast" in rendered(report)
+    assert "op aten.mm (bfloat16) x5: 30.000 ms per step in the profiler window, 3.4 GFLOP/s" in rendered(report)
+    page = doctor_html(report)
+    assert "The slowest ops" in page and "1.5 in bfloat16" in page
+
+
+def test_the_float32_rate_beside_a_dtype_probe_is_measured_in_turn_with_it(monkeypatch) -> None:
+    from recorded_runs import recorded
+
+    import trainspeed.measure as report_module
+    from trainspeed.hardware import detect_hardware
+    from trainspeed.watch.result import OpTime
+
+    asked: list[list[str]] = []
+    monkeypatch.setattr(report_module, "paired_dtype_gflops", lambda names: asked.append(names) or (120.0, {"float64": 50.0}))
+    monkeypatch.setattr(report_module, "cpu_matmul_gflops", lambda: pytest.fail("float32 probed apart"))
+    r = recorded(12.0, {"forward": 3.0, "backward": 7.0, "optimizer": 1.0}, ops=40, flops=1e9, threads=1)
+    r = dataclasses.replace(r, op_times=[OpTime("aten.mm", "float64", 8, 9.0, True, 1e9)], op_ms_per_step=10.0)
+    report = report_module.diagnose_run(r, hardware=detect_hardware(), dispatch_us=2.0, thread_rates=(1.0, 1.0))
+    assert asked == [["float64"]] and report.context.matmul_gflops == 120.0 and report.context.dtype_gflops == {"float64": 50.0}
+    assert report.verdicts[0].id == "slow_dtype"
+
+
+def test_the_report_probes_the_optimizer_only_where_its_phase_is_worth_it(monkeypatch) -> None:
+    from recorded_runs import adamw_run
+
+    import trainspeed.measure as report_module
+    from trainspeed.hardware import detect_hardware
+    from trainspeed.probe.optimizer import spec_of
+    from trainspeed.report.json import doctor_dict
+
+    calls: list[bool | None] = []
+    monkeypatch.setattr(report_module, "step_ms", lambda spec, fused: calls.append(fused) or (1.4 if fused else 7.4))
+
+    class Watched:
+        optimizer_spec = spec_of(torch.optim.AdamW(nn.Linear(4, 4).parameters(), foreach=False))
+
+    hw = detect_hardware()
+    report = report_module.diagnose_run(adamw_run(), subject=Watched(), hardware=hw, dispatch_us=2.0,
+                                        matmul_gflops=100.0)
+    assert calls == [None, True] and report.context.optimizer_ms == (7.4, 1.4)
+    assert "optimizer_heavy" in [v.id for v in report.verdicts]
+    data = doctor_dict(report)
+    assert data["probe"]["optimizer_step_ms"] == {"configured": 7.4, "fused": 1.4}
+    assert data["optimizer"] == {"kind": "AdamW", "tensors": 162, "elements": 44932, "foreach": False, "fused": None}
+    assert "ms fused" in doctor_html(report)
+    calls.clear()
+    small = report_module.diagnose_run(adamw_run(opt_ms=1.0), subject=Watched(), hardware=hw, dispatch_us=2.0,
+                                       matmul_gflops=100.0)
+    assert calls == [] and small.context.optimizer_ms is None
+    assert doctor_dict(dataclasses.replace(small))["probe"]["optimizer_step_ms"] is None
+
+
+def test_the_report_probes_the_threads_only_where_torch_has_more_than_the_cores(monkeypatch) -> None:
+    from recorded_runs import recorded
+
+    import trainspeed.measure as report_module
+    from trainspeed.hardware import detect_hardware
+    from trainspeed.report.json import doctor_dict
+
+    hw = detect_hardware()
+    cores = hw.cpu.physical_cores or 1
+    asked: list[tuple[int, tuple[int, int]]] = []
+    monkeypatch.setattr(report_module, "thread_gflops", lambda n, threads: asked.append((n, threads)) or (50.0, 100.0))
+    r = recorded(15.0, {"forward": 5.0, "backward": 8.0, "optimizer": 1.0}, ops=55, flops=1e9, threads=cores)
+    report = report_module.diagnose_run(r, hardware=hw, dispatch_us=2.0, matmul_gflops=100.0)
+    assert asked == [] and doctor_dict(report)["probe"]["threads_matmul_gflops"] is None
+    over = dataclasses.replace(r, torch_threads=4 * cores)
+    report = report_module.diagnose_run(over, hardware=hw, dispatch_us=2.0, matmul_gflops=100.0)
+    assert asked == [(256, (4 * cores, cores))]  # no matrix op timed: a 256 x 256 product
+    assert doctor_dict(report)["probe"]["threads_matmul_gflops"] == {"as_run": 50.0, "advised": 100.0}
+    assert report.verdicts[0].id == "thread_oversubscription"
+
+
+def test_the_matmul_rate_is_read_again_after_the_other_probes(monkeypatch) -> None:
+    """A reading taken while another tenant held a core (the one-thread rate at two threads) is not the CPU's rate:
+    launch_bound would count the arithmetic at half the speed the run's ops had."""
+    from recorded_runs import recorded
+
+    import trainspeed.measure as report_module
+    from trainspeed.hardware import detect_hardware
+
+    readings = iter([104.0, 104.0, 194.0, 190.0])  # before the hardware's detection, before and after the other probes, once more
+    monkeypatch.setattr(report_module, "cpu_matmul_gflops", lambda: next(readings))
+    r = recorded(0.7, {"forward": 0.14, "backward": 0.24, "optimizer": 0.29}, ops=100, flops=20e6)
+    hardware = detect_hardware()
+    monkeypatch.setattr(report_module, "detect_hardware", lambda: hardware)
+    report = report_module.diagnose_run(r, dispatch_us=1.15, thread_rates=(1.0, 1.0))
+    assert report.context.matmul_gflops == 194.0
+    assert report.verdicts[0].id == "launch_bound"
+
+
