@@ -23,10 +23,30 @@ def _mode_for(target: Path) -> int:
         return 0o666 & ~mask
 
 
-def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> Path:
-    """Write to a temporary file beside `path`, then rename it into place."""
+def _destination(path: str | os.PathLike[str]) -> Path:
+    """Where writing `path` lands: a symbolic link's target (the link stays a link), else the path itself."""
     target = Path(path)
+    return target.resolve() if target.is_symlink() else target
+
+
+def _is_stream(target: Path) -> bool:
+    """An existing file that is not a regular one: a named pipe, a terminal, /dev/stdout, a character device. It is
+    written to directly (a rename would put a file in its place, and its reader would get nothing)."""
+    return target.exists() and not target.is_file() and not target.is_dir()
+
+
+def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> Path:
+    """Write to a temporary file beside `path`, then rename it into place. A symbolic link is written through to its
+    target; a pipe or device is written to directly."""
+    target = _destination(path)
     mode = "wb" if isinstance(data, bytes) else "w"
+    if _is_stream(target):
+        try:
+            with open(target, mode) as f:
+                f.write(data)
+        except OSError as e:
+            raise UsageError(f"cannot write {path}: {e.strerror or e}") from None
+        return target
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")
     except OSError as e:  # a folder this process may not write in (a read-only file system, say)
@@ -46,17 +66,27 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> Path:
 
 
 def check_writable_file(path: str) -> None:
-    """Fail early, before any long run, when a result file could not be written."""
+    """Fail early, before any long run, when a result file could not be written: the folder it lands in (a symbolic
+    link's target's) is tried for real, with a temporary file made and removed there, as the write will make one
+    (permission bits say yes where the file system says no: /proc, a read-only mount)."""
     if path == "-":
         return
-    target = Path(path)
+    target = _destination(path)
     if target.is_dir():
         raise UsageError(f"{path} is a directory, not a file")
+    if _is_stream(target):
+        if not os.access(target, os.W_OK):
+            raise UsageError(f"cannot write {path}: not writable")
+        return
     parent = target.parent if str(target.parent) else Path(".")
     if not parent.is_dir():
         raise UsageError(f"cannot write {path}: folder {parent} does not exist")
-    if not os.access(parent, os.W_OK):
-        raise UsageError(f"cannot write {path}: folder {parent} is not writable")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=parent)
+    except OSError as e:
+        raise UsageError(f"cannot write {path}: {e.strerror or e}") from None
+    os.close(fd)
+    Path(probe).unlink(missing_ok=True)
 
 
 def emit(path: str, text: str) -> None:

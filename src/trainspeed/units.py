@@ -32,10 +32,12 @@ def human_bytes(n: int | float | None) -> str:
 
 def parse_size(text: str) -> int:
     """"24GiB", "24 GB", "512MiB", "1e9" -> bytes. Raises ValueError on anything else."""
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][0-9]+)?)\s*([A-Za-z]*)\s*", text)
+    m = re.fullmatch(r"\s*([+-]?[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*", text)
     if not m or m.group(2).lower() not in _UNITS:
         raise ValueError(f"not a size: {text!r} (try 24GiB, 512MiB, 16GB)")
     value = float(m.group(1)) * _UNITS[m.group(2).lower()]
     if value <= 0:
         raise ValueError(f"a size must be positive, got {text!r}")
+    if value < 1:
+        raise ValueError(f"a size must be at least one byte, got {text!r}")
     return int(value)

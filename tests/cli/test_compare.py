@@ -43,6 +43,7 @@ def test_the_gate_fails_a_real_slowdown_and_passes_noise(tmp_path: Path, capsys:
     ("[1, 2]", "not a trainspeed report"),
     ('{"schema": "trainspeed.hw/1"}', "not a doctor report"),
     ('{"schema": "trainspeed.doctor/2", "steps": {}}', "different schema versions"),
+    ('{"schema": "trainspeed.doctor/1"}', "no measured step"),  # once read as "ran None on None", exit 0
 ])
 def test_bad_input_is_one_line_and_status_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str | None,
                                            message: str) -> None:
@@ -53,6 +54,16 @@ def test_bad_input_is_one_line_and_status_2(tmp_path: Path, capsys: pytest.Captu
     assert main(["compare", str(a), str(b)]) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize("flag", ["--fail-if-slower", "--noise"])
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "NaN%"])
+def test_a_threshold_that_could_never_judge_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: str,
+                                                       value: str) -> None:
+    a = _write(tmp_path / "a.json", 10.0, 1)
+    assert main(["compare", str(a), str(a), f"{flag}={value}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "expected a finite percentage" in err and len(err.splitlines()) == 1 and "Traceback" not in err
 
 
 def test_the_gate_needs_samples(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

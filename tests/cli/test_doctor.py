@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import textwrap
@@ -201,6 +202,50 @@ def test_ctrl_c_gives_a_partial_report(tmp_path: Path, capsys: pytest.CaptureFix
     """)
     code, data = _doctor([path], capsys)
     assert code == 130 and data["steps"]["seen"] == 8
+
+
+def test_a_report_that_cannot_be_written_after_the_run_is_not_lost(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    import trainspeed.cli.doctor as doctor_cli
+    from trainspeed.errors import UsageError
+
+    def full_disk(*args: object, **kwargs: object) -> None:
+        raise UsageError("cannot write report.json: No space left on device")
+
+    monkeypatch.setattr(doctor_cli, "write_doctor_report", full_disk)
+    monkeypatch.chdir(tmp_path)
+    path = _script(tmp_path, """
+        for i in range(12):
+            step()
+    """)
+    assert main(["doctor", "--json", str(tmp_path / "report.json"), path]) == 2
+    out, err = capsys.readouterr()
+    assert "trainspeed doctor:" in out and "12 steps seen" in out  # the summary is printed all the same
+    saved = sorted(tmp_path.glob("doctor-*.json"))
+    assert len(saved) == 1 and json.loads(saved[0].read_text())["steps"]["seen"] == 12
+    assert err.count("\n") == 1 and "No space left on device" in err and f"saved to {saved[0]}" in err
+
+
+def test_an_interrupted_run_and_a_run_without_a_step_say_so_plainly() -> None:
+    from recorded_runs import CTX as ctx
+    from recorded_runs import recorded, rendered
+
+    from trainspeed.diagnose.report import judge
+    from trainspeed.hardware import detect_hardware
+    from trainspeed.report.html import doctor_html
+
+    run = recorded(10.0, {"forward": 5.0})
+    stopped = dataclasses.replace(judge(run, ctx, detect_hardware()), script="train.py", exit_code=130)
+    assert "train.py on CPU (interrupted (Ctrl-C): the report holds the steps until then)" in rendered(stopped)
+    assert "status 130" not in rendered(stopped) and "interrupted (Ctrl-C)" in doctor_html(stopped)
+    failed = dataclasses.replace(stopped, exit_code=1)
+    assert "(the script exited with status 1)" in rendered(failed)
+    no_step = dataclasses.replace(run, median_ms=None, p90_ms=None, steps_measured=0, steps_seen=0)
+    report = judge(no_step, ctx, detect_hardware())
+    assert report.verdicts == []
+    text = rendered(report)
+    assert "No training step completed" in text and "nothing to judge" in text and "no rule found" not in text
+    assert "nothing to judge" in doctor_html(report)
 
 
 def test_one_thread_on_several_cores_is_threads_unused(capsys: pytest.CaptureFixture[str]) -> None:

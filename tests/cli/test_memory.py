@@ -97,6 +97,9 @@ def test_meta_failure_falls_back_to_measuring(tmp_path: Path, capsys: pytest.Cap
     (["memory", "iris-mlp", "--batch-size", "-3"], "positive integer"),
     (["memory", "iris-mlp", "--optimizer", "lion"], "invalid choice"),
     (["memory", "iris-mlp", "--budget", "24XB"], "not a size"),
+    (["memory", "iris-mlp", "--budget", "-1GiB"], "a size must be positive"),  # once read as a flag
+    (["memory", "iris-mlp", "--budget=-1GiB"], "a size must be positive"),
+    (["memory", "iris-mlp", "--budget", "1e-3"], "at least one byte"),
     (["memory", "iris-mlp", "--margin", "1.5"], "--margin"),
     (["memory", "trainspeed.workloads.zoo:DigitsCNN"], "--input-shape is needed"),
     (["memory", "iris-mlp", "--input-shape", "4", "--input-dtype", "int64"], "--input-high"),

@@ -6,6 +6,7 @@ import pytest
 
 from trainspeed.hardware.cpu import from_facts
 from trainspeed.hardware.cpu_generations import (
+    contradicted_by_isa,
     from_cpuid,
     from_isa_flags,
     from_model_name,
@@ -109,3 +110,42 @@ def test_from_facts_builds_the_report_from_recorded_cpuinfo() -> None:
 def test_from_facts_survives_an_empty_cpuinfo() -> None:
     cpu = from_facts({}, torch_threads=1, cores=None, threads=None, ram_total=1, ram_available=1)
     assert cpu.vendor == "unknown" and cpu.features == [] and cpu.microarchitecture is None
+
+
+# /proc/cpuinfo of a 2-vCPU cloud VM (2026-11-27): "Intel(R) Xeon(R) Processor", family 6 model 167 (Rocket Lake's
+# number), with the host's AMX and AVX512-FP16 passed through; the training-relevant flags, as recorded
+VM_FLAGS = ["sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16",
+            "amx_tile", "amx_bf16", "amx_int8", "hypervisor"]
+
+
+def test_a_vms_cpuid_model_is_overruled_by_the_isa_it_contradicts() -> None:
+    assert from_cpuid("GenuineIntel", 6, 167) == "Rocket Lake"
+    assert microarchitecture("Intel(R) Xeon(R) Processor", "GenuineIntel", 6, 167, 1, VM_FLAGS) == (
+        "Sapphire Rapids or later", "isa flags, not cpuid")
+    # a real Rocket Lake shows AVX-512 with VNNI and no BF16 or AMX: its CPUID model stands
+    rocket = ["avx2", "avx512f", "avx512_vnni"]
+    assert microarchitecture("Intel(R) Xeon(R) Processor", "GenuineIntel", 6, 167, 1, rocket) == (
+        "Rocket Lake", "cpuid")
+    # a hypervisor that hides extensions contradicts nothing: a flag missing is no evidence
+    assert microarchitecture("Intel(R) Xeon(R) Processor", "GenuineIntel", 6, 0x8F, 8, ["avx2"]) == (
+        "Sapphire Rapids", "cpuid")
+    # AMD: AVX-512 on a model CPUID numbers Zen 3 means Zen 4 or later
+    assert microarchitecture("AMD EPYC Processor", "AuthenticAMD", 0x19, 0x01, 1, ["avx2", "avx512f"]) == (
+        "Zen 4 or later", "isa flags, not cpuid")
+    assert contradicted_by_isa("AuthenticAMD", "Zen 4", ["avx512f", "avx512_bf16"]) is None
+
+
+def test_hw_says_why_the_vms_model_was_overruled() -> None:
+    from rich.console import Console
+
+    from trainspeed.report.text import cpu_lines
+
+    info = {"brand_raw": "Intel(R) Xeon(R) Processor", "vendor_id_raw": "GenuineIntel", "family": 6, "model": 167,
+            "stepping": 1, "flags": VM_FLAGS}
+    cpu = from_facts(info, torch_threads=2, cores=2, threads=2, ram_total=24 * 2**30, ram_available=20 * 2**30)
+    console = Console(width=300, record=True)
+    console.print(cpu_lines(cpu)[0])
+    assert console.export_text().strip() == (
+        "Intel(R) Xeon(R) Processor (GenuineIntel): Sapphire Rapids or later, a lower bound from the ISA flags "
+        "(CPUID family 6 model 167 names Rocket Lake, which has no AMX: a model a virtual machine reports, the ISA "
+        "is the host's)")

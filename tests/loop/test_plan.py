@@ -42,3 +42,13 @@ def test_compile_is_taken_only_when_the_steps_left_repay_it() -> None:
 def test_the_fastest_thread_count_is_picked_with_its_numbers() -> None:
     d = plan.pick_threads({1: 120e-6, 2: 131e-6})
     assert d.reason.startswith("1 intra-op thread ") and "2: 131 µs" in d.reason
+
+
+def test_times_read_in_the_unit_a_reader_takes_in() -> None:
+    from trainspeed.loop.plan import duration
+
+    # a 29 ms step once read "2.91e+04 µs"
+    assert [duration(s) for s in (2.91e-2, 4.12e-4, 3.456e-6, 12.345, 0.0)] == [
+        "29.1 ms", "412 µs", "3.46 µs", "12.3 s", "0 µs"]
+    d = plan.decide_capture(5, 2.91e-2)
+    assert "29.1 ms" in d.reason and "e+" not in d.reason

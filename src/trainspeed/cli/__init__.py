@@ -12,6 +12,33 @@ from trainspeed.errors import UsageError
 
 SUBCOMMANDS = (hw, demo, doctor, memory, sweep, compare)
 
+SIGNED_VALUE_OPTIONS = {"memory": ("--budget",)}
+"""Options, by subcommand, whose value a user may give negative by mistake ("-1GiB"), which argparse would read as a
+flag: the value is glued to its option, so that the option's own check answers ("a size must be positive")."""
+
+
+def _glued(argv: list[str]) -> list[str]:
+    """`memory ... --budget -1GiB` as `--budget=-1GiB`. Only the options of SIGNED_VALUE_OPTIONS, of their own
+    subcommand: a script's arguments (`doctor train.py ...`) pass as given."""
+    command = next((a for a in argv if not a.startswith("-")), None)
+    options = SIGNED_VALUE_OPTIONS.get(command or "", ())
+    if not options:
+        return argv
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        if token == "--":
+            return out + argv[i:]
+        nxt = argv[i + 1] if i + 1 < len(argv) else ""
+        if token in options and len(nxt) > 1 and nxt[0] == "-" and (nxt[1].isdigit() or nxt[1] == "."):
+            out.append(f"{token}={nxt}")
+            i += 2
+            continue
+        out.append(token)
+        i += 1
+    return out
+
 
 def build_parser() -> Parser:
     parser = Parser(prog="trainspeed",
@@ -27,7 +54,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit status (0 ok, 2 bad usage or input, 130 interrupted)."""
     parser = build_parser()
     try:
-        args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+        args = parser.parse_args(_glued(list(sys.argv[1:] if argv is None else argv)))
         if args.command is None:
             raise UsageError("missing command (choose from " + ", ".join(m.__name__.rsplit(".", 1)[-1] for m in SUBCOMMANDS) + ")")
         return int(args.run(args))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,8 @@ def _percent(text: str) -> float:
         value = float(text.rstrip("%"))
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a percentage, got {text!r}") from None
+    if not math.isfinite(value):  # a gate at NaN never fires; a noise band of inf calls nothing real
+        raise argparse.ArgumentTypeError(f"expected a finite percentage, got {text}")
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected a percentage >= 0, got {text}")
     return value

@@ -9,12 +9,16 @@ import importlib.util
 import json
 import os
 import sys
+import tempfile
+import time
+from pathlib import Path
 
 from trainspeed._io import check_writable_file, new_run_dir, write_atomic
 from trainspeed.cli._common import add_json_option, console_for, non_negative_int, positive_int
-from trainspeed.doctor import Doctor
+from trainspeed.doctor import Doctor, DoctorReport
 from trainspeed.errors import UsageError
 from trainspeed.report.files import write_doctor_report
+from trainspeed.report.json import doctor_dict, dumps
 from trainspeed.report.text import doctor_view
 from trainspeed.report.trace import chrome_trace
 from trainspeed.watch.runner import check_script, run_target
@@ -67,6 +71,23 @@ def _launch_rank() -> int:
         return 0
 
 
+def _rescue(report: DoctorReport) -> Path:
+    """The report's JSON written where it can be (a new file in the working folder, else the system's temporary
+    folder), when the file asked for could not be written after the run."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    for folder in (Path.cwd(), Path(tempfile.gettempdir())):
+        for n in range(1, 100):
+            candidate = folder / (f"doctor-{stamp}.json" if n == 1 else f"doctor-{stamp}-{n}.json")
+            if candidate.exists():
+                continue
+            try:
+                return write_atomic(candidate, dumps(doctor_dict(report)))
+            except UsageError:
+                break
+    raise UsageError("the report could not be written anywhere (the working folder and the temporary folder "
+                     "refused it)")
+
+
 def run(args: argparse.Namespace) -> int:
     target, script_args, module = _target(args)
     for path in (args.json, args.html, args.trace):
@@ -90,11 +111,15 @@ def run(args: argparse.Namespace) -> int:
     report = dataclasses.replace(watcher.result(), script=(f"-m {target}" if module else target),
                                  exit_code=outcome.exit_code, error=outcome.error)
 
-    if args.trace:
-        trace = chrome_trace(report.watch, f"trainspeed doctor: {report.script}")
-        write_atomic(args.trace, json.dumps(trace, separators=(",", ":"), allow_nan=False) + "\n")
-    write_doctor_report(report, folder=folder, html=args.html, json=args.json)
     console = console_for(args)
+    try:
+        if args.trace:
+            trace = chrome_trace(report.watch, f"trainspeed doctor: {report.script}")
+            write_atomic(args.trace, json.dumps(trace, separators=(",", ":"), allow_nan=False) + "\n")
+        write_doctor_report(report, folder=folder, html=args.html, json=args.json)
+    except UsageError as e:  # the run is done: its summary and its report are not lost with the file
+        console.print(doctor_view(report))
+        raise UsageError(f"{e}; the report was saved to {_rescue(report)} instead") from None
     console.print(doctor_view(report))
     if folder is not None:
         console.print(f"Wrote {folder}", style="dim")

@@ -194,6 +194,10 @@ def compare(a: Report | list[Report], b: Report | list[Report], a_name: str = "A
         sa, sb = check_report(runs_a[0], a_name), check_report(runs_b[-1], b_name)
         raise CompareError(f"different schema versions: {a_name} is {sa}, {b_name} is {sb}" if sa != sb else
                            f"different schema versions among the runs: {', '.join(sorted(schemas))}")
+    for runs, name in ((runs_a, a_name), (runs_b, b_name)):
+        if any(_sample(r, "step") is None and _median_of(r, "step") is None for r in runs):
+            raise CompareError(f"{name}: a doctor report with no measured step (no step time and no step samples): "
+                               "nothing to compare")
     notes = []
     single = len(runs_a) == 1 or len(runs_b) == 1
     band = noise if single else 0.0

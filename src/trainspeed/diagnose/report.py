@@ -29,6 +29,19 @@ class DoctorReport:
     """The script's traceback when it raised."""
     notes: list[str] = field(default_factory=list)
 
+    @property
+    def fate(self) -> str | None:
+        """How the script ended, where that is news: interrupted (Ctrl-C, status 130), or its non-zero status."""
+        if not self.exit_code:
+            return None
+        if self.exit_code == INTERRUPTED:
+            return "interrupted (Ctrl-C): the report holds the steps until then"
+        return f"the script exited with status {self.exit_code}"
+
+
+INTERRUPTED = 130
+"""The exit status of a script stopped by Ctrl-C (KeyboardInterrupt), as a shell reports it."""
+
 
 def judge(result: WatchResult, ctx: Context, hardware: HardwareReport) -> DoctorReport:
     """The verdicts on `result`, judged with `ctx`, in a report (its numbers checked against each other)."""

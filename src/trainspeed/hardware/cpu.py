@@ -20,7 +20,8 @@ class CpuInfo:
     microarchitecture: str | None
     """Generation, e.g. "Alder Lake", "Zen 3", or a bound such as "Sapphire Rapids or later"."""
     microarchitecture_source: str | None
-    """Where the generation came from: "model name", "cpuid" or "isa flags"."""
+    """Where the generation came from: "model name", "cpuid", "isa flags", or "isa flags, not cpuid" (the CPUID
+    model names a generation without an extension this CPU has: a VM's reported model, overruled)."""
     physical_cores: int | None
     logical_threads: int | None
     features: list[str]

@@ -135,6 +135,30 @@ def from_isa_flags(vendor: str, flags: Iterable[str]) -> str | None:
     return None
 
 
+# ISA extensions only some generations have: a CPUID model outside a flag's holders contradicts the flag. A VM's
+# hypervisor may report a family/model of its own choosing (family 6 model 167, "Rocket Lake", has been seen on a VM
+# whose ISA has AMX and AVX512-FP16), while the ISA it passes through is the host's. It may hide extensions too, so
+# only a flag that is present is evidence; a missing one is not.
+# sources: Intel Architecture Instruction Set Extensions Programming Reference (AMX, AVX512-FP16, AVX512-BF16),
+# Linux arch/x86/include/asm/intel-family.h; AMD's Zen 4 and Zen 5 software optimization guides (AVX-512, BF16).
+_INTEL_ISA_HOLDERS = {
+    "amx_tile": {"Sapphire Rapids", "Emerald Rapids", "Granite Rapids"},
+    "avx512_fp16": {"Sapphire Rapids", "Emerald Rapids", "Granite Rapids", "Alder Lake"},
+    "avx512_bf16": {"Cooper Lake", "Sapphire Rapids", "Emerald Rapids", "Granite Rapids"},
+}
+_AMD_ISA_HOLDERS = {
+    "avx512_bf16": {"Zen 4", "Zen 5"},
+    "avx512f": {"Zen 4", "Zen 5"},
+}
+
+
+def contradicted_by_isa(vendor: str, name: str, flags: Iterable[str]) -> str | None:
+    """The first ISA flag present that generation `name` does not have (None: no contradiction)."""
+    have = {f.lower() for f in flags}
+    table = _AMD_ISA_HOLDERS if "amd" in vendor.lower() else _INTEL_ISA_HOLDERS
+    return next((flag for flag, holders in table.items() if flag in have and name not in holders), None)
+
+
 # Extensions that matter for training on a CPU, with the name people know them by.
 TRAINING_FEATURES = [
     ("avx2", "AVX2"), ("fma", "FMA"), ("f16c", "F16C"), ("avx512f", "AVX-512"),
@@ -152,13 +176,19 @@ def training_features(flags: Iterable[str]) -> list[str]:
 
 def microarchitecture(model: str, vendor: str, family: int | None, model_number: int | None,
                       stepping: int | None, flags: Iterable[str]) -> tuple[str | None, str | None]:
-    """(microarchitecture, source) where source is "model name", "cpuid" or "isa flags"."""
+    """(microarchitecture, source) where source is "model name", "cpuid", "isa flags", or "isa flags, not cpuid"
+    (the CPUID family/model names a generation that lacks an extension the CPU has: a VM's reported model, which
+    the ISA overrules)."""
     name = from_model_name(model)
     if name:
         return name, "model name"
     name = from_cpuid(vendor, family, model_number, stepping)
-    if name:
+    flags = list(flags)
+    if name and contradicted_by_isa(vendor, name, flags) is None:
         return name, "cpuid"
+    if name:
+        bound = from_isa_flags(vendor, flags)
+        return bound, "isa flags, not cpuid"
     name = from_isa_flags(vendor, flags)
     if name:
         return name, "isa flags"

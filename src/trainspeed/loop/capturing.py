@@ -66,7 +66,7 @@ def capture(job: Job, runner: Runner, group: Group, full: bool) -> str:
     for p in job.model.parameters():
         p.grad = None  # the replay computes gradients without storing them in .grad
     job.explain.append(f"captured the step: {captured.ops} aten ops per step, replayed without module "
-                       f"calls, autograd or optimizer Python (capture {plan.ms(runner.capture_s)}, measured)")
+                       f"calls, autograd or optimizer Python (capture {plan.duration(runner.capture_s)}, measured)")
     return "time_replay"
 
 

@@ -109,8 +109,8 @@ class FastLoop:
         rows = slice(0, batch_size)
         times = {name: self._time_device(torch.device(name), [t[rows] for t in tensors]) for name in ("cpu", "cuda")}
         best = min(times, key=times.__getitem__)
-        self.explain.append(f"device {best}: plain steps measured {plan.us(times['cpu'])} on cpu vs "
-                            f"{plan.us(times['cuda'])} on cuda (copies of the model, 10 steps each)")
+        self.explain.append(f"device {best}: plain steps measured {plan.duration(times['cpu'])} on cpu vs "
+                            f"{plan.duration(times['cuda'])} on cuda (copies of the model, 10 steps each)")
         return torch.device("cuda", torch.cuda.current_device()) if best == "cuda" else torch.device("cpu")
 
     def _time_device(self, device: torch.device, tensors: list[torch.Tensor], steps: int = 10) -> float:

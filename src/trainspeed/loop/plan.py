@@ -8,6 +8,7 @@ so `fit` is never slower than the plain loop on a short job.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 CAPTURE_COST_STEPS = 200
@@ -30,12 +31,25 @@ class Decision:
     reason: str
 
 
-def ms(seconds: float) -> str:
-    return f"{seconds * 1e3:.3g} ms"
+def _three_figures(value: float) -> str:
+    """Three significant figures without an exponent (29100, 412, 3.46, 0.0512)."""
+    if value == 0:
+        return "0"
+    digits = max(0, 2 - math.floor(math.log10(abs(value))))
+    return f"{round(value, digits):.{digits}f}"
 
 
-def us(seconds: float) -> str:
-    return f"{seconds * 1e6:.3g} µs"
+def duration(seconds: float) -> str:
+    """A time in the unit a reader takes in at a glance: µs below a millisecond, ms below a second, else s (a 29 ms
+    step reads "29.1 ms", not "2.91e+04 µs")."""
+    if abs(seconds) < 1e-3:
+        return f"{_three_figures(seconds * 1e6)} µs"
+    if abs(seconds) < 1.0:
+        return f"{_three_figures(seconds * 1e3)} ms"
+    return f"{_three_figures(seconds)} s"
+
+
+
 
 
 def decide_capture(steps_left: int, eager_step_s: float) -> Decision:
@@ -43,18 +57,18 @@ def decide_capture(steps_left: int, eager_step_s: float) -> Decision:
     cost = CAPTURE_COST_STEPS * eager_step_s
     saving = steps_left * eager_step_s * CAPTURE_MIN_GAIN
     if saving >= MARGIN * cost:
-        return Decision(True, f"{steps_left} steps left at {us(eager_step_s)} (measured): a replay saving at least "
-                              f"{CAPTURE_MIN_GAIN:.0%} would save ≥ {ms(saving)}, capture costs ~{ms(cost)} (predicted)")
-    return Decision(False, f"only {steps_left} steps left at {us(eager_step_s)} (measured): capturing (~{ms(cost)}, "
+        return Decision(True, f"{steps_left} steps left at {duration(eager_step_s)} (measured): a replay saving at least "
+                              f"{CAPTURE_MIN_GAIN:.0%} would save ≥ {duration(saving)}, capture costs ~{duration(cost)} (predicted)")
+    return Decision(False, f"only {steps_left} steps left at {duration(eager_step_s)} (measured): capturing (~{duration(cost)}, "
                            f"predicted) would not pay back; the plain step runs throughout")
 
 
 def decide_replay(replay_step_s: float, eager_step_s: float) -> Decision:
     """Keep the replay only where it measured faster than the eager step."""
     if replay_step_s < eager_step_s:
-        return Decision(True, f"replayed step {us(replay_step_s)} vs eager {us(eager_step_s)} (both measured): "
+        return Decision(True, f"replayed step {duration(replay_step_s)} vs eager {duration(eager_step_s)} (both measured): "
                               f"{eager_step_s / replay_step_s:.2f}× faster")
-    return Decision(False, f"replayed step {us(replay_step_s)} is not faster than eager {us(eager_step_s)} "
+    return Decision(False, f"replayed step {duration(replay_step_s)} is not faster than eager {duration(eager_step_s)} "
                            "(both measured): back to the plain step")
 
 
@@ -83,16 +97,16 @@ def decide_compile(steps_left: int, replay_step_s: float, prediction: CompilePre
     """Compile when the predicted saving over the steps left repays the predicted compile time."""
     saving = steps_left * (replay_step_s - prediction.step_s)
     if saving >= MARGIN * prediction.compile_s:
-        return Decision(True, f"{steps_left} steps left: compiled steps ({us(prediction.step_s)}) would save "
-                              f"{saving:.1f} s over the replay ({us(replay_step_s)}), compile takes "
+        return Decision(True, f"{steps_left} steps left: compiled steps ({duration(prediction.step_s)}) would save "
+                              f"{saving:.1f} s over the replay ({duration(replay_step_s)}), compile takes "
                               f"{prediction.compile_s:.1f} s ({prediction.source})")
     return Decision(False, f"{steps_left} steps left would save {max(saving, 0.0):.1f} s compiled "
-                           f"({us(prediction.step_s)}/step vs {us(replay_step_s)}); compile takes "
+                           f"({duration(prediction.step_s)}/step vs {duration(replay_step_s)}); compile takes "
                            f"{prediction.compile_s:.1f} s ({prediction.source}): not repaid")
 
 
 def pick_threads(step_s_by_threads: dict[int, float]) -> Decision:
     """The thread count whose steps measured fastest."""
     best = min(step_s_by_threads, key=step_s_by_threads.__getitem__)
-    shown = ", ".join(f"{n}: {us(t)}" for n, t in sorted(step_s_by_threads.items()))
+    shown = ", ".join(f"{n}: {duration(t)}" for n, t in sorted(step_s_by_threads.items()))
     return Decision(True, f"{best} intra-op thread{'s' if best > 1 else ''} (measured per step: {shown})")

@@ -336,5 +336,5 @@ class Runner:
     def _note_compiled(self, compiled: Compiled) -> None:
         step_s = statistics.median(compiled.calls)
         save_times(self.job.cache_dir, compiled.key, self.compile_s, step_s)
-        self.job.explain.append(f"compiled {STEPS_PER_CALL} steps per call: {plan.us(step_s)} per step, compile "
+        self.job.explain.append(f"compiled {STEPS_PER_CALL} steps per call: {plan.duration(step_s)} per step, compile "
                                 f"{self.compile_s:.1f} s (measured)")

@@ -20,14 +20,15 @@ td:first-child, th:first-child { text-align: left; }
 .muted { color: #777; } code { background: #f2f2f2; padding: 1px 4px; }
 </style></head><body>
 <h1>trainspeed doctor</h1>
-<p><b>{{ title }}</b> on {{ w.device|upper }}{% if r.exit_code %} &mdash; the script exited with status {{ r.exit_code }}{% endif %}.
+<p><b>{{ title }}</b> on {{ w.device|upper }}{% if r.fate %} &mdash; {{ r.fate }}{% endif %}.
 {{ w.steps_seen }} steps seen, {{ w.steps_measured }} measured{% if w.median_ms is not none %}: median
 {{ "%.3f"|format(w.median_ms) }} ms, p90 {{ "%.3f"|format(w.p90_ms) }} ms per step{% endif %}.</p>
 <h2>Verdicts <span class="muted">(most important first; speed-ups are predictions)</span></h2>
 {% for v in r.verdicts %}<div class="verdict"><b>{{ loop.index }}. {{ v.id }}</b>{% if v.predicted_speedup %}
 &mdash; {{ label(v.predicted_speedup) }}{% endif %}<br>
 <span class="muted">evidence</span> {{ v.evidence }}<br><span class="muted">action</span> {{ v.action }}</div>
-{% else %}<p>No rule found a problem worth a tenth of the step.</p>{% endfor %}
+{% else %}<p>{% if w.median_ms is none %}No training step completed, so there is nothing to judge.{% else %}No rule
+found a problem worth a tenth of the step.{% endif %}</p>{% endfor %}
 <h2>Where a step's time goes</h2>
 <table><tr><th>phase</th><th>host ms</th><th>device ms</th><th>share</th></tr>
 {% for name, s in w.phases.items() %}<tr><td>{{ name }}</td><td>{{ "%.3f"|format(s.host_ms) }}</td>

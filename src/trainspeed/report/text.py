@@ -14,6 +14,7 @@ from trainspeed.diagnose.compare import Comparison
 from trainspeed.diagnose.report import DoctorReport
 from trainspeed.diagnose.rules import page_faults_candidate, predicted_label
 from trainspeed.hardware.cpu import CpuInfo
+from trainspeed.hardware.cpu_generations import TRAINING_FEATURES, contradicted_by_isa, from_cpuid
 from trainspeed.hardware.gpu import GpuInfo
 from trainspeed.hardware.report import HardwareReport
 from trainspeed.memory.result import CATEGORIES, MemoryReport
@@ -23,14 +24,26 @@ from trainspeed.watch.frameworks import framework_label
 from trainspeed.watch.result import DistRun
 
 _SOURCE_WORDS = {"model name": "from the model name", "cpuid": "from CPUID family/model",
-                 "isa flags": "a lower bound from the ISA flags"}
+                 "isa flags": "a lower bound from the ISA flags",
+                 "isa flags, not cpuid": "a lower bound from the ISA flags"}
+
+
+def _cpuid_overruled(cpu: CpuInfo) -> str:
+    """Why the ISA overruled the CPUID model, where it did ("": it did not)."""
+    if cpu.microarchitecture_source != "isa flags, not cpuid":
+        return ""
+    named = from_cpuid(cpu.vendor, cpu.family, cpu.model_number, cpu.stepping)
+    flag = contradicted_by_isa(cpu.vendor, named or "", cpu.flags) if named else None
+    has = dict(TRAINING_FEATURES).get(flag or "", flag)
+    return (f" (CPUID family {cpu.family} model {cpu.model_number} names {named}, which has no {has}: a model a "
+            "virtual machine reports, the ISA is the host's)")
 
 
 def cpu_lines(cpu: CpuInfo) -> list[str]:
     """What matters about the CPU for training, a fact a line."""
     arch = cpu.microarchitecture or "generation unknown"
     where = _SOURCE_WORDS.get(cpu.microarchitecture_source or "", "")
-    lines = [f"{cpu.model} ({cpu.vendor}): {arch}" + (f", {where}" if where else "")]
+    lines = [f"{cpu.model} ({cpu.vendor}): {arch}" + (f", {where}" if where else "") + _cpuid_overruled(cpu)]
     lines.append(f"{cpu.physical_cores or '?'} physical cores, {cpu.logical_threads or '?'} threads; "
                  f"torch uses {cpu.torch_threads} intra-op threads")
     feats = cpu.features
@@ -174,8 +187,8 @@ def doctor_view(report: DoctorReport) -> Group:
     head = f"trainspeed doctor: {report.script or 'watched loop'} on {w.device.upper()}"
     if w.framework is not None:
         head += f", inside {framework_label(w.framework)}"
-    if report.exit_code:
-        head += f" (the script exited with status {report.exit_code})"
+    if report.fate:
+        head += f" ({report.fate})"
     parts.append(Text(head, style="bold"))
     if w.median_ms is None:
         parts.append(Text(f"No training step completed ({w.steps_seen} seen): nothing to split.", style="yellow"))
@@ -264,7 +277,9 @@ def doctor_view(report: DoctorReport) -> Group:
     if w.distributed is not None:
         parts += _distributed_lines(w.distributed)
     parts.append(Text("Verdicts, most important first (speed-ups are predictions):", style="bold"))
-    if not report.verdicts:
+    if not report.verdicts and w.median_ms is None:
+        parts.append(Text("  none: no training step completed, so there is nothing to judge", style="yellow"))
+    elif not report.verdicts:
         parts.append(Text("  none: no rule found a problem worth a tenth of the step", style="green"))
     for i, v in enumerate(report.verdicts, 1):
         gain = f" - {predicted_label(v.predicted_speedup)}" if v.predicted_speedup else ""

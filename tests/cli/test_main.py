@@ -1,0 +1,16 @@
+"""The command line's own handling before a subcommand runs: a negative value glued to its option."""
+
+from __future__ import annotations
+
+from trainspeed.cli import _glued
+
+
+def test_a_negative_size_is_glued_to_its_option_and_a_scripts_arguments_pass_as_given() -> None:
+    assert _glued(["memory", "gpt", "--budget", "-1GiB"]) == ["memory", "gpt", "--budget=-1GiB"]
+    assert _glued(["memory", "gpt", "--budget", "-.5GiB"]) == ["memory", "gpt", "--budget=-.5GiB"]
+    # a flag after --budget stays a flag (argparse then says the value is missing), and other options are left alone
+    assert _glued(["memory", "gpt", "--budget", "--json"]) == ["memory", "gpt", "--budget", "--json"]
+    assert _glued(["memory", "gpt", "--margin", "-0.1"]) == ["memory", "gpt", "--margin", "-0.1"]
+    # a script's own arguments pass as given, and after `--` everything is as given
+    assert _glued(["doctor", "train.py", "--budget", "-1"]) == ["doctor", "train.py", "--budget", "-1"]
+    assert _glued(["memory", "--", "--budget", "-1"]) == ["memory", "--", "--budget", "-1"]
