@@ -47,6 +47,7 @@ def test_demo_never_overwrites_an_old_run(tmp_path: Path) -> None:
     (["demo", "--epochs", "0"], "positive integer"),
     (["demo", "--epochs", "abc"], "positive integer"),
     (["demo", "--epochs", "-5"], "positive integer"),
+    (["demo", "--epochs", "100000000000000000000"], "at most 2147483647"),  # once a traceback
     (["demo", "--devices", "tpu"], "unknown device 'tpu'"),
     (["demo", "--devices", ","], "--devices is empty"),
     (["demo", "--bogus"], "unrecognized arguments"),

@@ -66,6 +66,8 @@ def test_a_tensor_dataset_batched_row_by_row_is_told_to_take_its_batches_whole(
 def test_json_contract(capsys: pytest.CaptureFixture[str]) -> None:
     code, data = _doctor([str(EXAMPLES / "seed_iris.py"), "--epochs", "300"], capsys)
     assert code == 0 and DOCTOR_KEYS <= set(data) and data["schema"] == "trainspeed.doctor/1"
+    assert data["command"] == f"trainspeed doctor --json - {EXAMPLES / 'seed_iris.py'} --epochs 300"
+    assert data["version"] and len(data["when"]) == len("2026-11-27 18:10")
     assert set(data["steps"]) >= {"seen", "measured", "median_ms", "p90_ms"} and data["steps"]["seen"] == 300
     phases = data["phases"]
     assert set(phases) == {"data", "h2d", "forward", "backward", "optimizer", "sync", "checkpoint", "comm", "other"}

@@ -54,7 +54,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit status (0 ok, 2 bad usage or input, 130 interrupted)."""
     parser = build_parser()
     try:
-        args = parser.parse_args(_glued(list(sys.argv[1:] if argv is None else argv)))
+        given = list(sys.argv[1:] if argv is None else argv)
+        args = parser.parse_args(_glued(given))
+        args.argv = given  # the command line as typed, for the reports that name it
         if args.command is None:
             raise UsageError("missing command (choose from " + ", ".join(m.__name__.rsplit(".", 1)[-1] for m in SUBCOMMANDS) + ")")
         return int(args.run(args))

@@ -16,6 +16,11 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
+COUNT_LIMIT = 2**31 - 1
+"""The largest count (steps, epochs, a batch's rows, workers) an argument may give: past it torch's int32 indexing and
+the loops' counters overflow, and no run of that length finishes."""
+
+
 def _int_at_least(text: str, minimum: int, what: str) -> int:
     try:
         value = int(text)
@@ -23,6 +28,8 @@ def _int_at_least(text: str, minimum: int, what: str) -> int:
         raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
     if value < minimum:
         raise argparse.ArgumentTypeError(f"expected {what}, got {value}")
+    if value > COUNT_LIMIT:
+        raise argparse.ArgumentTypeError(f"expected {what} of at most {COUNT_LIMIT}, got {value}")
     return value
 
 

@@ -8,6 +8,7 @@ import dataclasses
 import importlib.util
 import json
 import os
+import shlex
 import sys
 import tempfile
 import time
@@ -109,7 +110,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"trainspeed doctor: rank {rank} watched its steps; rank 0 reports for every rank", file=sys.stderr)
         return outcome.exit_code
     report = dataclasses.replace(watcher.result(), script=(f"-m {target}" if module else target),
-                                 exit_code=outcome.exit_code, error=outcome.error)
+                                 exit_code=outcome.exit_code, error=outcome.error,
+                                 command=shlex.join(["trainspeed", *getattr(args, "argv", ["doctor"])]),
+                                 when=time.strftime("%Y-%m-%d %H:%M"))
 
     console = console_for(args)
     try:

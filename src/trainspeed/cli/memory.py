@@ -22,6 +22,7 @@ from trainspeed.report.json import dumps, memory_dict
 from trainspeed.report.text import memory_view
 from trainspeed.units import parse_size
 from trainspeed.workloads.spec import resolve_model_spec
+from trainspeed.workloads.zoo import ZOO
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64,
           "int64": torch.int64, "int32": torch.int32}
@@ -31,8 +32,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("memory", help="estimate training memory exactly; find the largest batch that fits",
                        description="Replay a training step on meta tensors and report its peak memory: "
                                    "fixed + batch x per-sample, by category and by layer.")
-    p.add_argument("spec", metavar="SPEC", help="FILE.py:FACTORY, MODULE:FACTORY, or a built-in model "
-                                                "(iris-mlp, digits-cnn, resnet-cnn, gpt, rnn, inplace-mlp, shared-layer)")
+    p.add_argument("spec", metavar="SPEC", help=f"FILE.py:FACTORY, MODULE:FACTORY, or a built-in model ({', '.join(ZOO)})")
     p.add_argument("--input-shape", metavar="D1,D2,...", help="per-sample input shape, e.g. 3,32,32")
     p.add_argument("--input-dtype", choices=list(DTYPES), default=None, help="input dtype (default float32)")
     p.add_argument("--input-high", type=positive_int, metavar="N", help="integer inputs are drawn from [0, N)")

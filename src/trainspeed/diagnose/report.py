@@ -28,6 +28,10 @@ class DoctorReport:
     error: str | None = None
     """The script's traceback when it raised."""
     notes: list[str] = field(default_factory=list)
+    command: str | None = None
+    """The command line that made the report (`trainspeed doctor ...`), where one did."""
+    when: str | None = None
+    """When the report was made, local time ("2026-11-27 18:10"), where a command made it."""
 
     @property
     def fate(self) -> str | None:

@@ -10,6 +10,7 @@ happen exactly as in a real step, because the real PyTorch code runs - only on f
 from __future__ import annotations
 
 import copy
+import logging
 import math
 import warnings
 from collections.abc import Callable, Iterator
@@ -53,14 +54,28 @@ def _capability(device: torch.device) -> tuple[int, int] | None:
     return None
 
 
+QUIET_LOGGERS = ("torch._subclasses.fake_tensor",)
+"""torch's loggers that print a failing op's whole meta-kernel traceback (dozens of lines) before the exception
+reaches the estimator, which says it in one line."""
+
+
 @contextmanager
 def _quiet() -> Iterator[None]:
     """torch's own warning when a model deep-copies its layers under FakeTensorMode (nn.TransformerEncoder clones
-    its layer: `Tensor.__deepcopy__` asks a fake tensor for its data pointer). The copy is right; the warning is
-    about the estimator's machinery, not the user's code, and stays off their terminal."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="Accessing the data pointer of FakeTensor", category=UserWarning)
-        yield
+    its layer: `Tensor.__deepcopy__` asks a fake tensor for its data pointer), and the fake-tensor logger's traceback
+    of an op that fails (a wrong input shape, a batch too large to index). The copy is right, and the failure is
+    said in one line (EstimateError); both are about the estimator's machinery and stay off the user's terminal."""
+    loggers = [logging.getLogger(name) for name in QUIET_LOGGERS]
+    levels = [logger.level for logger in loggers]
+    try:
+        for logger in loggers:
+            logger.setLevel(logging.CRITICAL + 1)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Accessing the data pointer of FakeTensor", category=UserWarning)
+            yield
+    finally:
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)
 
 
 def _fake_copy(model: nn.Module, mode: FakeTensorMode, device: torch.device) -> nn.Module:

@@ -6,6 +6,7 @@ import base64
 
 from jinja2 import Environment, select_autoescape
 
+from trainspeed import __version__
 from trainspeed.diagnose.report import DoctorReport
 from trainspeed.diagnose.rules import predicted_label
 from trainspeed.report.plots import doctor_histogram_png, doctor_phases_png, doctor_util_png
@@ -15,11 +16,12 @@ _TEMPLATE = """<!doctype html>
 <style>
 body { font-family: system-ui, sans-serif; max-width: 980px; margin: 2em auto; color: #222; }
 table { border-collapse: collapse; } td, th { padding: 3px 10px; border-bottom: 1px solid #ddd; text-align: right; }
-td:first-child, th:first-child { text-align: left; }
+td:first-child, th:first-child, td:has(> code) { text-align: left; }
 .verdict { border-left: 4px solid #2a7ab0; padding: 4px 12px; margin: 10px 0; background: #f5f9fc; }
 .muted { color: #777; } code { background: #f2f2f2; padding: 1px 4px; }
 </style></head><body>
 <h1>trainspeed doctor</h1>
+<p class="muted">trainspeed {{ version }}{% if r.when %}, {{ r.when }}{% endif %}{% if r.command %}: <code>{{ r.command }}</code>{% endif %}</p>
 <p><b>{{ title }}</b> on {{ w.device|upper }}{% if r.fate %} &mdash; {{ r.fate }}{% endif %}.
 {{ w.steps_seen }} steps seen, {{ w.steps_measured }} measured{% if w.median_ms is not none %}: median
 {{ "%.3f"|format(w.median_ms) }} ms, p90 {{ "%.3f"|format(w.p90_ms) }} ms per step{% endif %}.</p>
@@ -41,7 +43,10 @@ host&rarr;device, {{ "%.0f"|format(w.ops_per_step) if w.ops_per_step is not none
 ({{ "%.0f"|format(w.other_ops_per_step) }} of them in 'other'){% endif %}{% if w.kernels_per_step is not none %},
 {{ "%.0f"|format(w.kernels_per_step) }} CUDA kernels{% endif %}{% if w.gpu_busy_ms_per_step is not none and w.median_ms %}
 (the GPU works {{ "%.3f"|format(w.gpu_busy_ms_per_step) }} ms of the step, {{ "%.0f"|format(100 * w.gpu_busy_ms_per_step / w.median_ms) }}%){% endif %}.</p>
-{% for name, png in plots %}<p><img alt="{{ name }}" src="data:image/png;base64,{{ png }}"></p>{% endfor %}
+{% for name, png in plots %}<p><img alt="{{ name }}" src="data:image/png;base64,{{ png }}">{% if name == "per-step phases" %}
+<br><span class="muted">The {{ w.step_samples|length }} steps drawn are detailed steps of the measured run, in order: forward, backward and
+the optimizer are timed apart on detailed steps only (every step for the first 50, then runs of them about one step in
+32), and the first {{ w.step_samples|length }} of them are kept for this chart.</span>{% endif %}</p>{% endfor %}
 {% macro reads(title, sites) %}{% if sites %}<h2>{{ title }}</h2><table><tr><th>where</th><th>op</th><th>count</th><th>total ms</th></tr>
 {% for s in sites[:20] %}<tr><td><code>{{ s.where }}</code></td><td>{{ s.op }}</td><td>{{ s.count }}</td><td>{{ "%.2f"|format(s.total_ms) }}</td></tr>{% endfor %}</table>{% endif %}{% endmacro %}
 {{ reads("Host reads of device data", w.sync_sites) }}
@@ -82,4 +87,4 @@ def doctor_html(report: DoctorReport) -> str:
         plots.append(("GPU utilisation", base64.b64encode(util).decode()))
     env = Environment(autoescape=select_autoescape(default=True))
     return env.from_string(_TEMPLATE).render(r=report, w=w, plots=plots, title=report.script or "watched loop",
-                                              label=predicted_label)
+                                              label=predicted_label, version=__version__)

@@ -7,6 +7,7 @@ import json
 import math
 from typing import Any
 
+from trainspeed import __version__
 from trainspeed.demo.result import DemoResult
 from trainspeed.diagnose.compare import SCHEMA as COMPARISON_SCHEMA
 from trainspeed.diagnose.compare import Comparison
@@ -142,6 +143,9 @@ def doctor_dict(report: DoctorReport) -> dict[str, Any]:
     w, c = report.watch, report.context
     return {
         "schema": DOCTOR_SCHEMA,
+        "version": __version__,
+        "command": report.command,
+        "when": report.when,
         "script": report.script,
         "exit_code": report.exit_code,
         "error": report.error,
