@@ -129,8 +129,24 @@ def test_device_without_cuda_predicts_the_gpu_side(monkeypatch):
     r = analysed(k, ctx, [point("cpu", 0.03)])
     cuda = next(p for p in r.points if p.value == "cuda")
     assert cuda.predicted and cuda.ci_low is None
-    assert cuda.extras["step_ms"] == pytest.approx(30 * 7e-3)  # host bound: 30 ops x (2 + 5 us)
+    assert cuda.extras["step_ms"] == pytest.approx(30 * 15e-3)  # host bound: 30 ops x (2 + 13 us)
     assert "predicted" in r.recommendation and "the CPU" in r.recommendation
+
+
+def test_the_seeds_job_is_not_predicted_faster_on_a_gpu_and_a_prediction_says_so(monkeypatch):
+    # the seed's Iris MLP: 42 ops a step, 0.1 MFLOP, 0.4 ms a step on a CPU; the demo measured the GPU slower
+    import trainspeed.sweep.knobs.device as dev
+
+    monkeypatch.setattr(dev, "cpu_dispatch_us", lambda: 2.0)
+    k, ctx = plan("device", "iris", "cpu,cuda", steps=100)
+    ctx.cuda = False
+    ctx.setups = {"cpu": {"ops_per_step": 42, "flops_per_step": 9.6e4}}
+    r = analysed(k, ctx, [point("cpu", 100 * 0.4e-3)])
+    assert r.recommendation.startswith("train on the CPU (predicted for an RTX 3080, not measured: no CUDA device "
+                                       "here)")
+    ctx.setups = {"cpu": {"ops_per_step": 42, "flops_per_step": 1e12}}  # a large step: the GPU wins, said as predicted
+    r = analysed(k, ctx, [point("cpu", 100 * 2.0)])
+    assert r.recommendation.startswith("train on the GPU (predicted for an RTX 3080, not measured")
 
 
 def test_crossover_grid_with_predicted_gpu(monkeypatch):
@@ -150,7 +166,7 @@ def test_crossover_grid_with_predicted_gpu(monkeypatch):
     grid = r.findings["grid"]
     assert grid["cuda_predicted"] and grid["widths"] == [16, 1024] and grid["batches"] == [16, 1024]
     assert grid["cpu_ms"][1][1] == pytest.approx(4000.0)
-    assert grid["cuda_ms"][0][0] == pytest.approx(40 * 7e-3)  # launch-bound: ops x (dispatch + launch)
+    assert grid["cuda_ms"][0][0] == pytest.approx(40 * 15e-3)  # launch-bound: ops x (dispatch + launch)
     assert grid["cuda_ms"][1][1] > grid["cuda_ms"][0][0]
     assert "w=16,b=16,cuda" in [p.value for p in r.points if p.predicted]
     assert "the CPU is faster at 16x16" in r.recommendation

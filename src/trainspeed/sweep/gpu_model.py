@@ -7,8 +7,9 @@ A step of `ops` eager ops and `flops` floating-point operations takes
     step   = max(host, device)                      (no host read in the step: they overlap)
 
 `dispatch_us` is this CPU's measured cost of one op; the peak comes from the spec table of
-the reference GPU (trainspeed.hardware.specs, cited data sheets). The three constants below
-are assumptions, not measurements, so every number from this model is labelled predicted.
+the reference GPU (trainspeed.hardware.specs, cited data sheets). The launch cost below is the demo's
+measurement on one machine, the other two constants are assumptions: every number from this model is labelled
+predicted, and a recommendation made from it names the GPU it assumed.
 """
 
 from __future__ import annotations
@@ -19,9 +20,11 @@ from trainspeed.errors import UsageError
 from trainspeed.hardware.names import parse_gpu_name
 from trainspeed.hardware.specs import lookup_spec
 
-LAUNCH_US = 5.0
-"""Assumed host cost of launching one CUDA kernel, on top of the op's dispatch (cudaLaunchKernel
-and PyTorch's CUDA bookkeeping take a few microseconds)."""
+LAUNCH_US = 13.0
+"""Host cost of launching one CUDA kernel, on top of the op's dispatch (cudaLaunchKernel and PyTorch's CUDA
+bookkeeping): the demo measured a tiny CUDA op at 14.5 us against 1.4 us for a CPU op on an H100 VM (BENCHMARKS,
+"The seed experiment", GPU; 2026-11-22), about 13 us a launch. A bare-metal machine may launch faster; a smaller
+value here made the seed's Iris job look faster on a GPU, the opposite of what the demo measures."""
 KERNEL_MIN_US = 2.0
 """Assumed shortest time one kernel keeps the GPU busy, however little it computes."""
 EFFICIENCY = 0.5
@@ -41,8 +44,12 @@ class GpuModel:
 
     def describe(self) -> str:
         return (f"predicted for an {self.name} ({self.fp32_tflops:g} TFLOP/s FP32 peak, spec sheet): step = "
-                f"max(ops x ({self.dispatch_us:.1f} us measured dispatch + {LAUNCH_US:g} us assumed launch), "
-                f"FLOPs / ({EFFICIENCY:.0%} of peak) + ops x {KERNEL_MIN_US:g} us)")
+                f"max(ops x ({self.dispatch_us:.1f} us measured dispatch + {LAUNCH_US:g} us launch, as the demo "
+                f"measured on an H100 VM), FLOPs / ({EFFICIENCY:.0%} of peak, assumed) + ops x {KERNEL_MIN_US:g} us)")
+
+    def label(self) -> str:
+        """What a recommendation made from this model says of itself."""
+        return f"predicted for an {self.name}, not measured: no CUDA device here"
 
 
 def reference_gpu(name: str, dispatch_us: float) -> GpuModel:

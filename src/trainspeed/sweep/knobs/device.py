@@ -47,6 +47,7 @@ class Device(Knob):
         for p in result.points:
             if p.ok:
                 p.extras["step_ms"] = p.median_s / ctx.steps * 1e3  # type: ignore[operator]
+        model = None
         if not ctx.cuda and "cuda" in ctx.values and "cpu" in ctx.setups:
             model = gpu_model(ctx)
             point = _predicted_point("cuda", ctx.setups["cpu"], model, ctx.steps)
@@ -56,7 +57,7 @@ class Device(Knob):
         by = {q.value: q for q in result.points if q.ok}
         if "cpu" in by and "cuda" in by:
             fast, slow = sorted(("cpu", "cuda"), key=lambda v: by[v].seconds)
-            label = " (predicted)" if by["cuda"].predicted else ""
+            label = f" ({model.label()})" if by["cuda"].predicted and model is not None else ""
             name = {"cpu": "the CPU", "cuda": "the GPU"}
             result.recommendation = (f"train on {name[fast]}{label}: {by[slow].seconds / by[fast].seconds:.2f}x "
                                      f"the speed of {name[slow]} for this workload")
@@ -117,7 +118,7 @@ class Crossover(Knob):
         result.findings["grid"] = grid
         wins = [(w, b) for i, w in enumerate(widths) for j, b in enumerate(ctx.batches)
                 if _faster(cuda_ms[i][j], cpu_ms[i][j])]
-        label = " (predicted)" if not measured_gpu else ""
+        label = f" ({model.label()})" if model is not None else ""
         if not wins:
             result.recommendation = f"the CPU wins in every cell measured{label}: for models this size, train on the CPU"
         else:
