@@ -63,5 +63,33 @@ def test_user_workload_sweep_writes_json_png_table_and_resumes(tmp_path, capsys)
     assert len((out / "trials.jsonl").read_text().splitlines()) == 3 + 6  # 3 setups, 6 trials
 
     assert main(argv[:-2] + ["--repeats", "3"]) == 0  # one more round: only 3 new trials
-    assert "resumed: 6 trials" in capsys.readouterr().out
+    said = capsys.readouterr().out
+    assert "resuming: 6 trials of this configuration" in said and "resumed: 6 trials" in said  # at the start too
     assert len((out / "trials.jsonl").read_text().splitlines()) == 3 + 6 + 3  # setups are not logged twice
+
+    # another configuration (other --steps) never overwrites this one's results: refused in this --out ...
+    results = (out / "sweep.json").read_text()
+    other = [a if a != "20" else "30" for a in argv[:-2]]
+    assert main(other) == 2
+    assert "holds a sweep of another configuration" in capsys.readouterr().err
+    assert (out / "sweep.json").read_text() == results
+    # ... and --fresh sets this one's files aside, renamed, before starting over
+    assert main([*other, "--fresh"]) == 0
+    capsys.readouterr()
+    kept = sorted(p.name for p in out.iterdir())
+    assert len([n for n in kept if n.startswith("sweep-") and n.endswith(".json")]) == 1
+    assert len([n for n in kept if n.startswith("trials-")]) == 1 and "sweep.json" in kept
+
+
+def test_the_default_folder_is_one_per_configuration(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    argv = ["sweep", "threads", "--workload", "iris", "--values", "1", "--repeats", "1", "--warmup", "1"]
+    assert main([*argv, "--steps", "5"]) == 0
+    assert main([*argv, "--steps", "6"]) == 0  # another configuration: a sibling folder
+    assert main([*argv, "--steps", "5"]) == 0  # the first again: its own folder, resumed
+    out = capsys.readouterr().out
+    assert "resuming: 1 trial of this configuration" in out
+    folders = sorted(p.name for p in (tmp_path / "trainspeed-out").iterdir())
+    assert folders == ["sweep-threads-iris", "sweep-threads-iris-2"]
+    steps = [json.loads((tmp_path / "trainspeed-out" / f / "sweep.json").read_text())["steps"] for f in folders]
+    assert steps == [5, 6]

@@ -7,6 +7,7 @@ import io
 import re
 import time
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -17,9 +18,10 @@ from trainspeed.errors import UsageError
 from trainspeed.report.json import dumps, sweep_dict
 from trainspeed.report.plots import sweep_png
 from trainspeed.report.text import sweep_view
+from trainspeed.sweep.journal import Journal
 from trainspeed.sweep.knobs import KNOBS
 from trainspeed.sweep.result import Trial
-from trainspeed.sweep.sweep import DEFAULT_REPEATS, DEFAULT_STEPS, DEFAULT_WARMUP, execute, plan
+from trainspeed.sweep.sweep import DEFAULT_REPEATS, DEFAULT_STEPS, DEFAULT_WARMUP, execute, plan, signature
 from trainspeed.workloads.catalog import BUILTINS
 
 
@@ -50,8 +52,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="device/crossover without CUDA: the GPU whose step time is predicted (default RTX 3080)")
     p.add_argument("--out", default=None, metavar="DIR",
                    help="folder for trials.jsonl, sweep.json, sweep.png, table.txt "
-                        "(default trainspeed-out/sweep-KNOB-WORKLOAD; an existing journal there is resumed)")
-    p.add_argument("--fresh", action="store_true", help="do not resume: set an existing journal aside and start over")
+                        "(default trainspeed-out/sweep-KNOB-WORKLOAD, or a numbered sibling of it per "
+                        "configuration; the journal of the same configuration there is resumed)")
+    p.add_argument("--fresh", action="store_true",
+                   help="do not resume: set the folder's journal and results aside (renamed) and start over")
     add_json_option(p)
     p.set_defaults(run=run)
 
@@ -72,18 +76,59 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._=-]+", "_", text).strip("_")[:80] or "workload"
 
 
+OUTPUTS = ("trials.jsonl", "sweep.json", "sweep.png", "table.txt")
+
+
+def _folder(args: argparse.Namespace, knob: str, sig: dict[str, Any]) -> Path:
+    """Where this sweep's files go: one folder per configuration (knob, workload, steps, device, ...), so that a
+    sweep run with other settings never overwrites another's results. The default folder, or the first of its
+    numbered siblings that holds this configuration or nothing; --out as given, refused where it holds another
+    configuration (unless --fresh sets that aside)."""
+    def other_config(folder: Path) -> bool:
+        if folder.exists() and not folder.is_dir():
+            raise UsageError(f"--out {folder}: not a folder")
+        return Journal(folder / "trials.jsonl", sig).recorded() == (0, True)
+
+    if args.out:
+        folder = Path(args.out)
+        if other_config(folder) and not args.fresh:
+            raise UsageError(f"--out {folder} holds a sweep of another configuration (other knob, workload, steps or "
+                             "device): give another --out, or --fresh to set its files aside")
+        return folder
+    base = Path("trainspeed-out") / f"sweep-{knob}-{_slug(args.workload)}"
+    for n in range(1, 1000):
+        folder = base if n == 1 else base.with_name(f"{base.name}-{n}")
+        if args.fresh or not other_config(folder):
+            return folder
+    raise UsageError(f"no free folder for this sweep beside {base}")
+
+
+def _set_aside(folder: Path) -> None:
+    """--fresh: the folder's journal and results renamed with the time, never deleted."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    for name in OUTPUTS:
+        path = folder / name
+        if path.exists():
+            path.rename(folder / f"{path.stem}-{stamp}{path.suffix}")
+
+
 def run(args: argparse.Namespace) -> int:
     if args.json:
         check_writable_file(args.json)
     knob, ctx = plan(args.knob, args.workload, args.values, args.steps, args.device, args.save_every,
                      _batches(args.batches), args.gpu)
-    folder = Path(args.out or Path("trainspeed-out") / f"sweep-{knob.name}-{_slug(args.workload)}")
-    if folder.exists() and not folder.is_dir():
-        raise UsageError(f"--out {folder}: not a folder")
+    sig = signature(knob, ctx, args.warmup)
+    folder = _folder(args, knob.name, sig)
     folder.mkdir(parents=True, exist_ok=True)
     journal = folder / "trials.jsonl"
-    if args.fresh and journal.exists():
-        journal.rename(folder / f"trials-{time.strftime('%Y%m%d-%H%M%S')}.jsonl")  # set aside, never deleted
+    if args.fresh:
+        _set_aside(folder)
+    else:
+        resumed, _ = Journal(journal, sig).recorded()
+        if resumed:
+            trials = "trial" if resumed == 1 else "trials"
+            console_for(args).print(f"resuming: {resumed} {trials} of this configuration read back from {journal} "
+                                    "(--fresh starts over)", style="dim")
 
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=Console(stderr=True), transient=True) as progress:

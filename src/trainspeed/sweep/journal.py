@@ -41,6 +41,26 @@ class Journal:
                                         str(row.get("error") or ""), dict(row.get("extras") or {})))
         return trials, setups
 
+    def recorded(self) -> tuple[int, bool]:
+        """(trials recorded under this signature, whether the file holds rows of another signature: a sweep of
+        another configuration, which this one would not resume)."""
+        mine, other = 0, False
+        if not self.path.exists():
+            return mine, other
+        with self.path.open(encoding="utf-8") as f:
+            for line in f:
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                if not isinstance(row, dict):
+                    continue
+                if row.get("signature") == self.signature:
+                    mine += row.get("kind") == "trial"
+                else:
+                    other = True
+        return mine, other
+
     def _append(self, row: dict[str, Any]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self.path.open("a", encoding="utf-8") as f:
