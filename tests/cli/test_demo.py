@@ -32,6 +32,7 @@ def test_demo_writes_json_plots_and_logs(tmp_path: Path, capsys: pytest.CaptureF
     assert (folder / "loss_curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert json.loads((folder / "demo.json").read_text())["runs"] == data["runs"]
     assert "What the numbers say" in captured.err
+    assert "cpu seed: 100 epochs done" in captured.err  # not on a terminal: a line per finished variant
 
 
 def test_demo_never_overwrites_an_old_run(tmp_path: Path) -> None:

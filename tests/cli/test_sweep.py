@@ -87,8 +87,10 @@ def test_the_default_folder_is_one_per_configuration(tmp_path, capsys, monkeypat
     assert main([*argv, "--steps", "5"]) == 0
     assert main([*argv, "--steps", "6"]) == 0  # another configuration: a sibling folder
     assert main([*argv, "--steps", "5"]) == 0  # the first again: its own folder, resumed
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
     assert "resuming: 1 trial of this configuration" in out
+    # not on a terminal (a CI log): a line per finished trial, where the progress bar draws nothing
+    assert err.count("trial 1 of 1: threads = 1, ") == 2
     folders = sorted(p.name for p in (tmp_path / "trainspeed-out").iterdir())
     assert folders == ["sweep-threads-iris", "sweep-threads-iris-2"]
     steps = [json.loads((tmp_path / "trainspeed-out" / f / "sweep.json").read_text())["steps"] for f in folders]

@@ -51,3 +51,10 @@ def add_json_option(parser: argparse.ArgumentParser) -> None:
 def console_for(args: argparse.Namespace) -> Console:
     """The human view goes to stderr when stdout carries the JSON."""
     return Console(stderr=getattr(args, "json", None) == "-")
+
+
+def line_console() -> Console | None:
+    """Where a long command says one line per finished arm or phase: stderr, when it is not a terminal (a CI log,
+    a pipe), where the progress bars draw nothing. None on a terminal: the bars show it."""
+    err = Console(stderr=True, soft_wrap=True)
+    return None if err.is_terminal else err

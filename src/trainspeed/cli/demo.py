@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from trainspeed._io import check_writable_file, emit, new_run_dir, write_atomic
-from trainspeed.cli._common import add_json_option, console_for, positive_int
+from trainspeed.cli._common import add_json_option, console_for, line_console, positive_int
 from trainspeed.demo.doctor_section import DOCTOR_EPOCHS, doctor_on_seed
 from trainspeed.demo.result import DemoResult
 from trainspeed.demo.runner import SEED_EPOCHS, run_demo
@@ -79,8 +79,12 @@ def run(args: argparse.Namespace) -> int:
     with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
         tasks = {(d, v): progress.add_task(f"{d:>4} {v:<17}", total=args.epochs) for d in devices for v in VARIANTS}
 
+        lines = line_console()
+
         def on_progress(device: str, variant: str, done: int, total: int) -> None:
             progress.update(tasks[(device, variant)], completed=done)
+            if lines is not None and done == total:
+                lines.print(f"{device} {variant}: {total} epochs done", markup=False)
 
         result = run_demo(devices, epochs=args.epochs, on_progress=on_progress)
 

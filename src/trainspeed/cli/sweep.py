@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from trainspeed._io import check_writable_file, emit, write_atomic
-from trainspeed.cli._common import add_json_option, console_for, positive_int
+from trainspeed.cli._common import add_json_option, console_for, line_console, positive_int
 from trainspeed.errors import UsageError
 from trainspeed.report.json import dumps, sweep_dict
 from trainspeed.report.plots import sweep_png
@@ -134,8 +134,13 @@ def run(args: argparse.Namespace) -> int:
     with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
         task = progress.add_task(f"{knob.name} on {args.workload}", total=None)
 
+        lines = line_console()
+
         def on_trial(t: Trial, done: int, total: int) -> None:
             progress.update(task, completed=done, total=total, description=f"{knob.name} = {t.value}")
+            if lines is not None:
+                took = f"{t.seconds:.3f} s" if t.seconds is not None else f"failed: {t.error}"
+                lines.print(f"trial {done} of {total}: {knob.name} = {t.value}, {took}", markup=False)
 
         result = execute(knob, ctx, args.repeats, args.warmup, journal, on_trial)
 
