@@ -66,6 +66,22 @@ def test_a_threshold_that_could_never_judge_is_refused(tmp_path: Path, capsys: p
     assert "expected a finite percentage" in err and len(err.splitlines()) == 1 and "Traceback" not in err
 
 
+def test_the_sides_are_named_by_label_or_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "before").mkdir()
+    (tmp_path / "after").mkdir()
+    a = _write(tmp_path / "before" / "doctor.json", 10.0, 1)
+    b = _write(tmp_path / "after" / "doctor.json", 11.0, 3)
+    assert main(["compare", str(a), str(b)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("after is ") and "than before" in out
+    assert "A = before:" in out and str(a) in out.replace("\n", "")  # a long path may wrap
+    assert main(["compare", str(a), str(b), "--label", "A=main", "--label", "b=pr-42", "--json", "-"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert (data["a"], data["b"], data["a_label"], data["b_label"]) == (str(a), str(b), "main", "pr-42")
+    assert main(["compare", str(a), str(b), "--label", "C=x"]) == 2
+    assert "expected A=NAME or B=NAME" in capsys.readouterr().err
+
+
 def test_the_gate_needs_samples(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     a = _write(tmp_path / "a.json", 10.0, 1)
     old = tmp_path / "old.json"

@@ -14,3 +14,17 @@ def test_a_negative_size_is_glued_to_its_option_and_a_scripts_arguments_pass_as_
     # a script's own arguments pass as given, and after `--` everything is as given
     assert _glued(["doctor", "train.py", "--budget", "-1"]) == ["doctor", "train.py", "--budget", "-1"]
     assert _glued(["memory", "--", "--budget", "-1"]) == ["memory", "--", "--budget", "-1"]
+
+
+def test_output_in_a_log_has_no_trailing_spaces_and_no_colour(capsys, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from trainspeed.cli import main
+
+    assert main(["hw"]) == 0  # not a terminal: rich would pad every line of the table to the width
+    out = capsys.readouterr().out
+    assert out.strip() and all(line == line.rstrip() for line in out.splitlines())
+    monkeypatch.setenv("FORCE_COLOR", "1")  # styling asked for by the environment: --no-color wins
+    assert main(["--no-color", "hw"]) == 0
+    assert "\x1b[" not in capsys.readouterr().out
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert main(["hw"]) == 0
+    assert "\x1b[" not in capsys.readouterr().out

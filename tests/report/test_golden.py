@@ -143,6 +143,35 @@ def test_the_view_is_the_checked_in_one(name: str, view: str) -> None:
     assert made == path.read_text(), f"{name}'s {view} view changed: compare with {path}"
 
 
+def _compare_text(width: int) -> str:
+    """`trainspeed compare` of the seed loop against itself 10% slower, as a CI log shows it at `width` columns."""
+    from trainspeed.diagnose.compare import compare
+    from trainspeed.report.text import compare_view
+
+    fast = _report("seed_loop")
+    slow_run = dataclasses.replace(fast.watch, step_times_ms=[t * 1.1 for t in fast.watch.step_times_ms],
+                                   median_ms=(fast.watch.median_ms or 0) * 1.1)
+    a = json.loads(_json(fast))
+    b = json.loads(_json(dataclasses.replace(fast, watch=slow_run)))
+    c = dataclasses.replace(compare(a, b, "before", "after"), a_path="runs/2026-11-27/before/doctor.json",
+                            b_path="runs/2026-11-27/after/doctor.json")
+    console = Console(width=width, record=True, color_system=None, force_terminal=False)
+    console.print(compare_view(c))
+    return "\n".join(line.rstrip() for line in console.export_text().splitlines()) + "\n"
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_the_compare_view_at_a_ci_logs_width(width: int) -> None:
+    made = _compare_text(width)
+    assert max(len(line) for line in made.splitlines()) <= width  # each interval on one line, nothing cut
+    table = [line for line in made.splitlines() if line.startswith((" step", " forward"))]
+    assert len(table) == 2 and all(len(line) <= 80 for line in table)  # the table fits a CI log's 80 columns
+    path = GOLDEN / f"compare_{width}.txt"
+    if os.environ.get("TRAINSPEED_GOLDEN") == "write":
+        path.write_text(made)
+    assert made == path.read_text(), f"the compare view at {width} columns changed: compare with {path}"
+
+
 def test_the_runs_are_judged_as_recorded() -> None:
     # the three runs differ where the views must show it: a host-bound tiny step, a data-bound GPU, evaluations
     first = {name: [v.id for v in _report(name).verdicts][:1] for name in RUNS}

@@ -44,6 +44,8 @@ def build_parser() -> Parser:
     parser = Parser(prog="trainspeed",
                     description="Why is my PyTorch training slow, and what exactly should I change?")
     parser.add_argument("--version", action="version", version=f"trainspeed {__version__}")
+    parser.add_argument("--no-color", action="store_true",
+                        help="no colour in the output (NO_COLOR in the environment does the same)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module in SUBCOMMANDS:
         module.add_parser(sub)

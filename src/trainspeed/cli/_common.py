@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+from typing import Any
 
 from rich.console import Console
 
@@ -48,9 +50,26 @@ def add_json_option(parser: argparse.ArgumentParser) -> None:
                         help="write the result object as JSON to PATH ('-' for stdout)")
 
 
+class ViewConsole(Console):
+    """A console whose output, where it is not a terminal (a CI log, a pipe, a file), carries no trailing spaces:
+    rich pads a table's lines to the width, which a log shows as noise and a diff as changes."""
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        if self.is_terminal:
+            super().print(*objects, **kwargs)
+            return
+        with self.capture() as captured:
+            super().print(*objects, **kwargs)
+        self.file.write("".join(line.rstrip() + "\n" for line in captured.get().splitlines()))
+        self.file.flush()
+
+
 def console_for(args: argparse.Namespace) -> Console:
-    """The human view goes to stderr when stdout carries the JSON."""
-    return Console(stderr=getattr(args, "json", None) == "-")
+    """The human view: on stderr when stdout carries the JSON; without colour or any other styling under --no-color
+    or NO_COLOR (https://no-color.org); without trailing spaces where it is not a terminal."""
+    plain = bool(getattr(args, "no_color", False) or os.environ.get("NO_COLOR"))
+    stderr = getattr(args, "json", None) == "-"
+    return ViewConsole(stderr=stderr, color_system=None) if plain else ViewConsole(stderr=stderr)
 
 
 def line_console() -> Console | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -29,8 +30,29 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="exit 1 when B's step is slower than A's by more than PCT percent, with confidence")
     p.add_argument("--noise", metavar="PCT", type=_percent, default=NOISE * 100,
                    help=f"the run-to-run noise band a change must clear to be called real (default {NOISE * 100:.0f}%%)")
+    p.add_argument("--label", action="append", default=[], metavar="A=NAME",
+                   help="a short name for a side in the output (--label A=before --label B=after); default: the "
+                        "folder's or file's name")
     add_json_option(p)
     p.set_defaults(run=run)
+
+
+def _labels(given: list[str], a: str, b: str) -> tuple[str, str]:
+    """The sides' short names: --label A=... / B=..., else each run's folder (or file) name."""
+    names = {"A": _short(a), "B": _short(b)}
+    for text in given:
+        side, sep, name = text.partition("=")
+        if side.strip().upper() not in names or not sep or not name.strip():
+            raise UsageError(f"--label: expected A=NAME or B=NAME, got {text!r}")
+        names[side.strip().upper()] = name.strip()
+    return names["A"], names["B"]
+
+
+def _short(given: str) -> str:
+    path = Path(given)
+    if path.name == "doctor.json" and path.parent.name:
+        return path.parent.name
+    return path.name or given
 
 
 def _percent(text: str) -> float:
@@ -80,18 +102,20 @@ def load(given: str) -> list[dict[str, Any]]:
 def run(args: argparse.Namespace) -> int:
     if args.json:
         check_writable_file(args.json)
+    a_name, b_name = _labels(args.label, args.a, args.b)
     a, b = load(args.a), load(args.b)
     try:
-        result = compare(a, b, args.a, args.b, noise=args.noise / 100)
+        result = compare(a, b, a_name, b_name, noise=args.noise / 100)
     except CompareError as e:
         raise UsageError(str(e)) from None
+    result = dataclasses.replace(result, a_path=args.a, b_path=args.b)
     if args.fail_if_slower is not None and result.step.low is None:
         raise UsageError("--fail-if-slower needs both runs' step samples; " + "; ".join(result.notes))
     if args.json:
         emit(args.json, dumps(compare_dict(result)))
     console_for(args).print(compare_view(result))
     if args.fail_if_slower is not None and result.slower_than(args.fail_if_slower):
-        console_for(args).print(f"{args.b} is slower than {args.a} by more than {args.fail_if_slower:g}% with "
+        console_for(args).print(f"{b_name} is slower than {a_name} by more than {args.fail_if_slower:g}% with "
                                 "confidence: failing (--fail-if-slower)", style="red")
         return 1
     return 0

@@ -80,6 +80,9 @@ class Comparison:
     noise: float = NOISE
     """The run-to-run band the step's change had to clear (0 with several runs a side: their spread is in the
     interval)."""
+    a_path: str = ""
+    b_path: str = ""
+    """The runs as given (a file or a folder), where `a` and `b` are short names (a label, a folder's name)."""
 
     def slower_than(self, percent: float) -> bool:
         """Whether B's step is slower than A's by more than `percent`, with confidence: the low end of the

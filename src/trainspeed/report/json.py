@@ -235,6 +235,7 @@ def dumps(obj: dict[str, Any]) -> str:
 
 def compare_dict(c: Comparison) -> dict[str, Any]:
     """The `trainspeed compare --json` object."""
-    return _clean({"schema": COMPARE_SCHEMA, "a": c.a, "b": c.b, "conclusion": c.conclusion, "line": c.line, "noise": c.noise,
+    return _clean({"schema": COMPARE_SCHEMA, "a": c.a_path or c.a, "b": c.b_path or c.b, "a_label": c.a,
+                   "b_label": c.b, "conclusion": c.conclusion, "line": c.line, "noise": c.noise,
                    "step": c.step, "phases": {ch.what: ch for ch in c.phases}, "verdicts": c.verdicts,
                    "notes": c.notes})

@@ -196,12 +196,11 @@ def doctor_view(report: DoctorReport) -> Group:
         parts.append(Text(f"{w.steps_seen} steps seen, {w.steps_measured} measured: median {w.median_ms:.3f} ms, "
                           f"p90 {w.p90_ms:.3f} ms per step"))
         table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
-        for col in ("phase", "host ms", "device ms", "share"):
-            table.add_column(col, justify="left" if col == "phase" else "right")
+        for col in ("phase", "host ms", "device ms", "share", ""):
+            table.add_column(col, justify="left" if col in ("phase", "") else "right")
         for name, stat in w.phases.items():
             dev = f"{stat.device_ms:.3f}" if stat.device_ms is not None else "-"
-            bar = "#" * round(stat.share * 20)
-            table.add_row(name, f"{stat.host_ms:.3f}", dev, f"{stat.share:5.1%} {bar}")
+            table.add_row(name, f"{stat.host_ms:.3f}", dev, f"{stat.share:.1%}", "#" * round(stat.share * 20))
         parts.append(table)
         if w.device == "cuda":
             parts.append(Text("device ms: the stream's time from a phase's first edge to its last, idle gaps "
@@ -394,14 +393,18 @@ def _signed(value: float | None, ms: bool = False) -> str:
 
 
 def compare_view(c: Comparison) -> Group:
-    """`trainspeed compare`: the line that judges, the step and each phase with intervals, the verdicts."""
+    """`trainspeed compare`: the line that judges, the step and each phase with intervals, the verdicts. Fits 80
+    columns: the runs are named A and B above the table (their paths once, whole), and each interval is one cell
+    (`+3.2…+46.1%`) that does not wrap."""
     parts: list[Table | Text] = [Text(c.line, style="bold")]
-    table = Table(box=box.SIMPLE_HEAD, title=f"{c.b} against {c.a}: medians per step, 95% intervals")
-    for col in ("", f"{c.a} ms", f"{c.b} ms", "B - A ms", "interval ms", "change", "interval"):
-        table.add_column(col, justify="left" if not col else "right")
+    for side, name, path in (("A", c.a, c.a_path), ("B", c.b, c.b_path)):
+        parts.append(Text(f"{side} = {name}" + (f": {path}" if path and path != name else "")))
+    table = Table(box=box.SIMPLE_HEAD, title="B against A: medians per step, 95% intervals", pad_edge=False)
+    for col in ("", "A ms", "B ms", "B-A ms", "interval ms", "change", "interval"):
+        table.add_column(col, justify="left" if not col else "right", no_wrap=True)
     for ch in (c.step, *c.phases):
-        interval_ms = "-" if ch.delta_low is None else f"{ch.delta_low:+.3f} to {ch.delta_high:+.3f}"
-        interval = "-" if ch.low is None else f"{ch.low:+.1%} to {ch.high:+.1%}"
+        interval_ms = "-" if ch.delta_low is None or ch.delta_high is None else f"{ch.delta_low:+.3f}…{ch.delta_high:+.3f}"
+        interval = "-" if ch.low is None or ch.high is None else f"{ch.low * 100:+.1f}…{ch.high * 100:+.1f}%"
         style = "bold" if ch.what == "step" else ("yellow" if ch.real else None)
         table.add_row(ch.what, "-" if ch.a_ms is None else f"{ch.a_ms:.3f}", "-" if ch.b_ms is None else f"{ch.b_ms:.3f}",
                       _signed(ch.delta_ms, ms=True), interval_ms, _signed(ch.change), interval, style=style)
