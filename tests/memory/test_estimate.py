@@ -139,15 +139,16 @@ def test_an_initialiser_that_reads_values_does_not_stop_the_build(monkeypatch: p
     assert nn.init.normal_ is resampling_normal_ and nn.init.kaiming_uniform_.__name__ == "kaiming_uniform_"
 
 
-def test_a_factory_that_reads_values_itself_is_named() -> None:
+def test_a_factory_that_reads_values_itself_is_built_for_real_and_says_so() -> None:
     def build() -> nn.Module:
         model = nn.Linear(4, 4)
         if float(model.weight.sum()) > 100:  # the user's own code, not an initialiser
             model.weight.data.zero_()
         return model
 
-    with pytest.raises(EstimateError, match="building the model on meta tensors failed"):
-        estimate_memory(build, (4,), 2)
+    est = estimate_memory(build, (4,), 2)
+    assert est.total_bytes == estimate_memory(lambda: nn.Linear(4, 4), (4,), 2).total_bytes
+    assert any("built for real on the CPU (80 B of parameters" in n for n in est.notes)
 
 
 @pytest.mark.parametrize("batch, opt", [(8, "sgd"), (64, "adam")])
@@ -225,3 +226,33 @@ def test_an_attention_too_large_to_probe_is_said_to_be_left_out(monkeypatch: pyt
     monkeypatch.setattr(kernel_probe, "_probed", {})
     est = estimate_memory(lambda: nn.Sequential(nn.Linear(16, 16), Attention()), (2, 32, 16), 2)
     assert any("flash-attention" in note for note in est.notes)
+
+
+class _ReadsAValue(nn.Module):
+    """A model whose construction reads a tensor's value (as Hugging Face's ViT initialisation does): neither fake
+    nor meta tensors can give it."""
+
+    def __init__(self, scale: float | None = None) -> None:
+        super().__init__()
+        self.fc = nn.Linear(64, 256)
+        self.out = nn.Linear(256, 10)
+        self.scale = float(torch.linspace(0.5, 2.0, 4).mean().item()) if scale is None else scale
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(torch.relu(self.fc(x))) * self.scale
+
+
+def test_a_model_whose_construction_reads_a_value_is_built_for_real_and_estimated_the_same() -> None:
+    est = estimate_memory(_ReadsAValue, [64], batch_size=32)
+    plain = estimate_memory(lambda: _ReadsAValue(scale=1.25), [64], batch_size=32)
+    assert est.total_bytes == plain.total_bytes and est.breakdown == plain.breakdown
+    assert any("built for real on the CPU" in n for n in est.notes)
+    assert not any("built" in n for n in plain.notes)
+
+
+def test_a_value_reading_model_too_large_for_memory_is_not_built(monkeypatch: pytest.MonkeyPatch) -> None:
+    import trainspeed.memory.estimate as estimate_module
+
+    monkeypatch.setattr(estimate_module, "REAL_BUILD_SHARE", 1e-12)
+    with pytest.raises(EstimateError, match="not built for real"):
+        estimate_memory(_ReadsAValue, [64], batch_size=32)

@@ -17,9 +17,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from typing import Any, cast
 
+import psutil
 import torch
 from torch import nn
-from torch._subclasses.fake_tensor import FakeTensorMode
+from torch._subclasses.fake_tensor import FakeTensorMode, unset_fake_temporarily
 
 from trainspeed.amp import AMP_DTYPES
 from trainspeed.errors import first_line
@@ -39,6 +40,7 @@ from trainspeed.memory.step import (
 )
 from trainspeed.memory.tracker import Block, LiveBytes, storage_key
 from trainspeed.memory.workspace import cuda_workspace_bytes, hidden_outputs, unseen_notes, workspace_bytes
+from trainspeed.units import human_bytes
 
 CUDA_ALLOCATION_QUANTUM = 512
 """The CUDA caching allocator rounds every block up to 512 bytes (kMinBlockSize in
@@ -107,9 +109,66 @@ def _no_initialisation() -> Iterator[None]:
             setattr(nn.init, name, f)
 
 
-def _built(factory: Callable[[], Any], device: torch.device) -> nn.Module:
+REAL_BUILD_SHARE = 0.5
+"""A model whose construction reads values back is built for real on the CPU only while its parameters and buffers
+take at most this share of the memory available: checked as it is built, module by module."""
+
+
+class _TooLarge(Exception):
+    pass
+
+
+@contextmanager
+def _bounded_real_build(limit: int) -> Iterator[list[int]]:
+    """Real tensors made inside count against `limit` bytes (a parameter's or buffer's registration checks it), so
+    that a building that would not fit stops early with _TooLarge instead of filling the machine's memory."""
+    total = [0]
+    original = nn.Module.register_parameter
+
+    def register(module: nn.Module, name: str, param: Any) -> None:
+        if param is not None:
+            total[0] += param.numel() * param.element_size()
+            if total[0] > limit:
+                raise _TooLarge(f"{total[0]} bytes of parameters and counting")
+        original(module, name, param)
+
+    nn.Module.register_parameter = register  # type: ignore[method-assign, assignment]
+    try:
+        yield total
+    finally:
+        nn.Module.register_parameter = original  # type: ignore[method-assign]
+
+
+def _outside_fake(factory: Callable[[], Any], mode: FakeTensorMode, device: torch.device) -> tuple[nn.Module, str]:
+    """The factory's model built outside the fake mode, for a construction that reads a value a fake tensor cannot
+    give (`.item()` on a tensor it made, `if mask.any()`): on the meta device where that works, else for real on
+    the CPU while its parameters fit comfortably in RAM. Copied to fake tensors on `device` either way; the note
+    says which."""
+    with unset_fake_temporarily():
+        try:
+            with torch.device("meta"):
+                built = factory()
+            how = "built on the meta device (its construction reads a value that fake tensors cannot give)"
+        except Exception:
+            limit = int(REAL_BUILD_SHARE * psutil.virtual_memory().available)
+            try:
+                with _bounded_real_build(limit) as total:
+                    built = factory()
+            except _TooLarge:
+                raise EstimateError(f"the model's construction reads values that meta tensors cannot give, and its "
+                                    f"parameters pass {REAL_BUILD_SHARE:.0%} of the free memory "
+                                    f"({human_bytes(limit)}): not built for real") from None
+            how = (f"built for real on the CPU ({human_bytes(total[0])} of parameters; its construction reads values "
+                   "that fake and meta tensors cannot give)")
+    if not isinstance(built, nn.Module):
+        raise TypeError(f"the model factory returned {type(built).__name__}, not an nn.Module")
+    return _fake_copy(built, mode, device), how
+
+
+def _built(factory: Callable[[], Any], device: torch.device, mode: FakeTensorMode) -> tuple[nn.Module, str | None]:
     """The factory's model, built under the fake mode on `device`; where building reads a value back (an
-    initialiser that tests its samples), built again with the initialisers skipped."""
+    initialiser that tests its samples), built again with the initialisers skipped; where the construction itself
+    reads a value, built outside the fake mode (`_outside_fake`, whose note comes back with the model)."""
     try:
         with torch.device(device):
             built = factory()
@@ -118,11 +177,16 @@ def _built(factory: Callable[[], Any], device: torch.device) -> nn.Module:
             with torch.device(device), _no_initialisation():
                 built = factory()
         except Exception:
-            raise EstimateError(f"building the model on meta tensors failed: {type(first).__name__}: "
-                                f"{first_line(first, limit=1000)}") from first
+            try:
+                return _outside_fake(factory, mode, device)
+            except EstimateError:
+                raise
+            except Exception:
+                raise EstimateError(f"building the model on meta tensors failed: {type(first).__name__}: "
+                                    f"{first_line(first, limit=1000)}") from first
     if not isinstance(built, nn.Module):
         raise TypeError(f"the model factory returned {type(built).__name__}, not an nn.Module")
-    return built  # built under torch.device(device): already there
+    return built, None  # built under torch.device(device): already there
 
 
 def _shares_its_storage(t: torch.Tensor) -> bool:
@@ -157,12 +221,14 @@ class _Replay:
                  quantum: int, checkpointing: bool, warm_batch: int) -> None:
         self.mode = FakeTensorMode(allow_non_fake_inputs=True)
         self.setup, self.device, self.quantum = setup, device, quantum
+        self.build_note: str | None = None
+        """How the model was built, where not under the fake mode (a construction that reads values)."""
         self.last_op: str | None = None
         with torch.random.fork_rng(devices=[]), self.mode, torch.enable_grad(), _quiet():
             if isinstance(model, nn.Module):
                 self.model = _fake_copy(model, self.mode, device)
             else:
-                self.model = _built(model, device)
+                self.model, self.build_note = _built(model, device, self.mode)
             _renew_unshared(self.model)
             self.model.train()
             if checkpointing:
@@ -243,6 +309,8 @@ class Estimator:
         self.amp, self.checkpointing = amp, checkpointing
         setup = StepSetup(input_maker(example_input), loss or default_loss, amp, fake_device.type)
         self.replay = _Replay(model, opt_factory, setup, fake_device, quantum, checkpointing, warm_batch)
+        if self.replay.build_note:
+            self.notes.append(f"the model was {self.replay.build_note}")
 
     def peak(self, batch_size: int) -> int:
         """Predicted peak bytes of a step at `batch_size` (a full replay, nothing allocated)."""
