@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from trainspeed import __version__
+from trainspeed._version import __version__
 from trainspeed.cli import compare, demo, doctor, hw, memory, sweep
 from trainspeed.cli._common import Parser
 from trainspeed.errors import UsageError

@@ -6,7 +6,7 @@ import base64
 
 from jinja2 import Environment, select_autoescape
 
-from trainspeed import __version__
+from trainspeed._version import __version__
 from trainspeed.diagnose.report import DoctorReport
 from trainspeed.diagnose.rules import predicted_label
 from trainspeed.report.plots import doctor_histogram_png, doctor_phases_png, doctor_util_png

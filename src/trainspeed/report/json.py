@@ -7,7 +7,7 @@ import json
 import math
 from typing import Any
 
-from trainspeed import __version__
+from trainspeed._version import __version__
 from trainspeed.demo.result import DemoResult
 from trainspeed.diagnose.compare import SCHEMA as COMPARISON_SCHEMA
 from trainspeed.diagnose.compare import Comparison
