@@ -33,6 +33,7 @@ def _html(cell: dict) -> str:  # type: ignore[type-arg]
 
 def test_a_cell_is_watched_and_its_report_shown_inline(tmp_path: Path) -> None:
     cells = [
+        "import torch, trainspeed\ntrainspeed.estimate_memory(lambda: torch.nn.Linear(16, 2), [16], 8)",
         "%load_ext trainspeed",
         f"%%trainspeed --steps 120 --json {tmp_path / 'cell.json'}\n{TRAIN}",
         "print(len(losses), trainspeed_report.watch.steps_seen)",
@@ -43,7 +44,8 @@ def test_a_cell_is_watched_and_its_report_shown_inline(tmp_path: Path) -> None:
     client = nbclient.NotebookClient(nb, timeout=600, kernel_name="python3",
                                      resources={"metadata": {"path": str(tmp_path)}})
     client.execute()
-    magic, counted, memory, bad = nb.cells[1], nb.cells[2], nb.cells[3], nb.cells[4]
+    early, magic, counted, memory, bad = nb.cells[0], nb.cells[2], nb.cells[3], nb.cells[4], nb.cells[5]
+    assert "<pre>" in _html(early)  # a result object renders from `import trainspeed` on, before %load_ext
     page = _html(magic)
     # the doctor's own HTML report, inline in an iframe (its styles stay its own), and the JSON written
     assert page.startswith("<iframe srcdoc=") and "trainspeed doctor" in page and "launch_bound" in page
