@@ -44,9 +44,9 @@ host&rarr;device, {{ "%.0f"|format(w.ops_per_step) if w.ops_per_step is not none
 {{ "%.0f"|format(w.kernels_per_step) }} CUDA kernels{% endif %}{% if w.gpu_busy_ms_per_step is not none and w.median_ms %}
 (the GPU works {{ "%.3f"|format(w.gpu_busy_ms_per_step) }} ms of the step, {{ "%.0f"|format(100 * w.gpu_busy_ms_per_step / w.median_ms) }}%){% endif %}.</p>
 {% for name, png in plots %}<p><img alt="{{ name }}" src="data:image/png;base64,{{ png }}">{% if name == "per-step phases" %}
-<br><span class="muted">The {{ w.step_samples|length }} steps drawn are detailed steps of the measured run, in order: forward, backward and
-the optimizer are timed apart on detailed steps only (every step for the first 50, then runs of them about one step in
-32), and the first {{ w.step_samples|length }} of them are kept for this chart.</span>{% endif %}</p>{% endfor %}
+<br><span class="muted">The {{ w.step_samples|length }} steps drawn are the measured run's detailed steps, in order (at most its
+first 400): forward, backward and the optimizer are timed apart on detailed steps only, every step for the first 50
+and then runs of them about one step in 32; the histogram below holds every measured step.</span>{% endif %}</p>{% endfor %}
 {% macro reads(title, sites) %}{% if sites %}<h2>{{ title }}</h2><table><tr><th>where</th><th>op</th><th>count</th><th>total ms</th></tr>
 {% for s in sites[:20] %}<tr><td><code>{{ s.where }}</code></td><td>{{ s.op }}</td><td>{{ s.count }}</td><td>{{ "%.2f"|format(s.total_ms) }}</td></tr>{% endfor %}</table>{% endif %}{% endmacro %}
 {{ reads("Host reads of device data", w.sync_sites) }}
