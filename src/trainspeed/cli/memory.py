@@ -119,6 +119,10 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"{args.spec}: {e}") from None
         raise
     except EstimateError as e:
+        if e.bad_input and not args.measure:  # the model did not take the input it was given
+            dims = ", ".join(str(d) for d in shape)
+            raise UsageError(f"the model's forward does not accept input of shape (N, {dims}) ({str(dtype)[6:]}): "
+                             f"{e.cause} (--input-shape gives one sample's shape)") from None
         if not args.measure:
             raise UsageError(f"{e}; add --measure to measure on the real device instead") from None
         notes.append(f"{e}; measured on the real device instead")

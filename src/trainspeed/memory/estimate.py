@@ -47,7 +47,18 @@ CUDA_ALLOCATION_QUANTUM = 512
 c10/cuda/CUDACachingAllocator.cpp); max_memory_allocated counts the rounded sizes."""
 
 class EstimateError(Exception):
-    """The step could not be replayed on fake tensors; the message names the op that failed."""
+    """The step could not be replayed on fake tensors; the message names the op that failed. `phase` is the step's
+    phase it failed in ("forward": the model did not take its input), `cause` the error's first line."""
+
+    def __init__(self, message: str, phase: str | None = None, cause: str = "", kind: str = "") -> None:
+        super().__init__(message)
+        self.phase, self.cause, self.kind = phase, cause, kind
+
+    @property
+    def bad_input(self) -> bool:
+        """Whether the model's forward refused its input (a shape or dtype mismatch), rather than asked meta tensors
+        for something they cannot do (a value, a data-dependent shape)."""
+        return self.phase == "forward" and self.kind in ("RuntimeError", "ValueError", "IndexError", "TypeError")
 
 
 def _capability(device: torch.device) -> tuple[int, int] | None:
@@ -262,8 +273,9 @@ class _Replay:
                     seen = training_step(self.model, self.optimizer, self.setup, batch, self.device, mark)
         except Exception as e:  # name the op: the user needs to know what meta tensors could not do
             op = tracker.last_op or "setup"
-            raise EstimateError(f"the step could not be replayed on meta tensors at {op}: "
-                                f"{type(e).__name__}: {first_line(e, limit=1000)}") from e
+            cause = first_line(e, limit=1000)
+            raise EstimateError(f"the step could not be replayed on meta tensors at {op}: {type(e).__name__}: {cause}",
+                                phase=tracker.phase, cause=cause, kind=type(e).__name__) from e
         return tracker, seen, recorder.rows() if record_layers else []
 
 
