@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,45 +21,42 @@ class Journal:
         self.path = Path(path)
         self.signature = json.loads(json.dumps(signature, sort_keys=True))
 
-    def load(self) -> tuple[list[Trial], dict[str, dict[str, Any]]]:
-        """Trials recorded earlier under this signature, and each arm's setup measurements."""
-        trials: list[Trial] = []
-        setups: dict[str, dict[str, Any]] = {}
+    def _rows(self) -> Iterator[dict[str, Any]]:
+        """Every row of the file, of any signature; a line the interruption cut short is skipped."""
         if not self.path.exists():
-            return trials, setups
+            return
         with self.path.open(encoding="utf-8") as f:
             for line in f:
                 try:
                     row = json.loads(line)
                 except json.JSONDecodeError:
-                    continue  # a line the interruption cut short
-                if not isinstance(row, dict) or row.get("signature") != self.signature:
                     continue
-                if row.get("kind") == "setup":
-                    setups[str(row["value"])] = dict(row.get("extras") or {})
-                elif row.get("kind") == "trial":
-                    trials.append(Trial(str(row["value"]), int(row["repeat"]), row.get("seconds"),
-                                        str(row.get("error") or ""), dict(row.get("extras") or {})))
+                if isinstance(row, dict):
+                    yield row
+
+    def load(self) -> tuple[list[Trial], dict[str, dict[str, Any]]]:
+        """Trials recorded earlier under this signature, and each arm's setup measurements."""
+        trials: list[Trial] = []
+        setups: dict[str, dict[str, Any]] = {}
+        for row in self._rows():
+            if row.get("signature") != self.signature:
+                continue
+            if row.get("kind") == "setup":
+                setups[str(row["value"])] = dict(row.get("extras") or {})
+            elif row.get("kind") == "trial":
+                trials.append(Trial(str(row["value"]), int(row["repeat"]), row.get("seconds"),
+                                    str(row.get("error") or ""), dict(row.get("extras") or {})))
         return trials, setups
 
     def recorded(self) -> tuple[int, bool]:
         """(trials recorded under this signature, whether the file holds rows of another signature: a sweep of
         another configuration, which this one would not resume)."""
         mine, other = 0, False
-        if not self.path.exists():
-            return mine, other
-        with self.path.open(encoding="utf-8") as f:
-            for line in f:
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
-                if not isinstance(row, dict):
-                    continue
-                if row.get("signature") == self.signature:
-                    mine += row.get("kind") == "trial"
-                else:
-                    other = True
+        for row in self._rows():
+            if row.get("signature") == self.signature:
+                mine += row.get("kind") == "trial"
+            else:
+                other = True
         return mine, other
 
     def _append(self, row: dict[str, Any]) -> None:
