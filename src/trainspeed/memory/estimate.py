@@ -131,23 +131,27 @@ class _TooLarge(Exception):
 
 @contextmanager
 def _bounded_real_build(limit: int) -> Iterator[list[int]]:
-    """Real tensors made inside count against `limit` bytes (a parameter's or buffer's registration checks it), so
+    """Parameters and buffers registered inside count against `limit` bytes, each checked as it is registered, so
     that a building that would not fit stops early with _TooLarge instead of filling the machine's memory."""
     total = [0]
-    original = nn.Module.register_parameter
+    originals = {name: getattr(nn.Module, name) for name in ("register_parameter", "register_buffer")}
 
-    def register(module: nn.Module, name: str, param: Any) -> None:
-        if param is not None:
-            total[0] += param.numel() * param.element_size()
-            if total[0] > limit:
-                raise _TooLarge(f"{total[0]} bytes of parameters and counting")
-        original(module, name, param)
+    def counted(original: Callable[..., None]) -> Callable[..., None]:
+        def register(module: nn.Module, name: str, tensor: Any, *args: Any, **kwargs: Any) -> None:
+            if isinstance(tensor, torch.Tensor):
+                total[0] += tensor.numel() * tensor.element_size()
+                if total[0] > limit:
+                    raise _TooLarge
+            original(module, name, tensor, *args, **kwargs)
+        return register
 
-    nn.Module.register_parameter = register  # type: ignore[method-assign, assignment]
+    for name, original in originals.items():
+        setattr(nn.Module, name, counted(original))
     try:
         yield total
     finally:
-        nn.Module.register_parameter = original  # type: ignore[method-assign]
+        for name, original in originals.items():
+            setattr(nn.Module, name, original)
 
 
 def _outside_fake(factory: Callable[[], Any], mode: FakeTensorMode, device: torch.device) -> tuple[nn.Module, str]:
@@ -167,10 +171,10 @@ def _outside_fake(factory: Callable[[], Any], mode: FakeTensorMode, device: torc
                     built = factory()
             except _TooLarge:
                 raise EstimateError(f"the model's construction reads values that meta tensors cannot give, and its "
-                                    f"parameters pass {REAL_BUILD_SHARE:.0%} of the free memory "
+                                    f"parameters and buffers pass {REAL_BUILD_SHARE:.0%} of the free memory "
                                     f"({human_bytes(limit)}): not built for real") from None
-            how = (f"built for real on the CPU ({human_bytes(total[0])} of parameters; its construction reads values "
-                   "that fake and meta tensors cannot give)")
+            how = (f"built for real on the CPU ({human_bytes(total[0])} of parameters and buffers; its construction "
+                   "reads values that fake and meta tensors cannot give)")
     if not isinstance(built, nn.Module):
         raise TypeError(f"the model factory returned {type(built).__name__}, not an nn.Module")
     return _fake_copy(built, mode, device), how

@@ -70,10 +70,9 @@ class LoaderTracker:
             self.starts += not stop
             self.start_s += seconds
 
-    def probe_of(self, index: int) -> tuple[Any, int]:
-        """(item, rows) of the `index`-th loader seen, for the doctor's probes ((None, 0) where none was kept)."""
-        key = list(self.infos)[index]
-        return self.probes.get(key, (None, 0))
+    def probe_items(self) -> list[tuple[Any, int]]:
+        """(item, rows) of each loader in the order seen, for the doctor's probes ((None, 0) where none was kept)."""
+        return [self.probes.get(key, (None, 0)) for key in self.infos]
 
     def part(self, summed_wall: float | None) -> Loaders:
         """The loaders, and their starts over the measured run's `summed_wall` seconds."""

@@ -26,10 +26,6 @@ class HostReads:
         self._on_read = on_read
         self.counter = SyncCounter(on_read=on_read)
 
-    @property
-    def device_only(self) -> bool:
-        return self.counter.device_only
-
     def device_seen(self) -> None:
         """The run copies tensors to an accelerator: from now on reading a CPU tensor is no sync."""
         if not self.counter.device_only:

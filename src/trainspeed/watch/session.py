@@ -290,8 +290,7 @@ class Watcher:
     def subject(self) -> RunSubject:
         """What the doctor's probes after the run copy the shapes of (`trainspeed.measure`)."""
         model, opts = self.model, self.optimizers
-        return RunSubject(model.model, model.input_spec, opts.kind, opts.spec,
-                          [self.loaders.probe_of(i) for i in range(len(self.loaders.infos))])
+        return RunSubject(model.model, model.input_spec, opts.kind, opts.spec, self.loaders.probe_items())
 
     def measurements(self, gathering: bool = False) -> WatchResult:
         """The measurements so far (partial if the run stopped early): the trackers' parts, joined."""

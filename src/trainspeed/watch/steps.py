@@ -124,8 +124,6 @@ class StepTracker:
         """The run is on a CUDA device (`on_cuda`)."""
         self.opening_window = False
         """True while the profiler window opens or closes (torch.profiler synchronises the device then)."""
-        self.by_optimizer = False
-        """Steps are delimited by an optimizer's steps (else by backward calls)."""
         self.backward_boundary = False
         """Without an optimizer, a backward call ended the step running now: it closes at the next forward or
         backward, or at stop()."""
@@ -176,12 +174,16 @@ class StepTracker:
         self.pending.clear()
 
     def first_optimizer(self) -> int:
-        """The first optimizer step is ending: the backward calls that delimited the steps until now (the last
-        one's step had not ended), and steps are delimited by optimizer steps from here on."""
+        """The first optimizer step is ending (the optimizer tracker has made it the primary one): the backward calls
+        that delimited the steps until now (the last one's step had not ended)."""
         backwards = self.steps_seen + self.backward_boundary
         self.backward_boundary = False
-        self.by_optimizer = True
         return backwards
+
+    @property
+    def by_optimizer(self) -> bool:
+        """Steps are delimited by an optimizer's steps (else by backward calls): one has become the primary."""
+        return self._optimizers.primary is not None
 
     def on_cuda(self) -> None:
         """The run turned out to be on a CUDA device: the detailed steps' phase edges record CUDA events."""
