@@ -17,6 +17,11 @@
 #   cupti     benchmarks/cupti_teardown.py: the plain loop before and after the doctor's profiler window
 #   attention benchmarks/memory_models.py --attention --device cuda (each attention kernel's estimate against its
 #             measured peak), and benchmarks/memory_trace.py's op-by-op comparison on three of the cases
+#   mfu       the doctor on examples/wide_mlp.py at a size that keeps an H100 busy (8192 x 8192, batch 8192), bf16
+#             autocast and float32: compute_bound with the step's achieved TFLOP/s against the GPU's peak
+#   busy      benchmarks/gpu_busy.py: the doctor's gpu_busy_ms against torch.profiler's own kernel sum (seed loop,
+#             wide MLP); the doctor on Lightning's Trainer (its optimizer closure) on CUDA
+#   sweeps    trainspeed sweep crossover (measured on both sides), cuda-graphs and amp on CUDA, compile last
 #   hfsync    Hugging Face's Trainer on a GPU-heavier step (batch 128): the doctor on logging every step and on the
 #             default, and the script timed (3 rounds) logging every step, by default, and with
 #             logging_nan_inf_filter=False (the Trainer's own read of the loss on every step)
@@ -39,9 +44,10 @@ stage() {  # stage NAME SECONDS COMMAND...: run one command under a time limit, 
 
 for what in "$@"; do
     case $what in
-        tests | suite | doctor | demo | fit | memory | sweep | overhead | cupti | attention | frameworks | hfsync) ;;
+        tests | suite | doctor | demo | fit | memory | sweep | overhead | cupti | attention | frameworks | hfsync | mfu \
+            | sweeps | busy) ;;
         *) echo "gpu_session.sh: unknown stage '$what' (tests suite doctor demo fit memory sweep overhead cupti" \
-                "attention frameworks hfsync)" >&2
+                "attention frameworks hfsync mfu sweeps busy)" >&2
            exit 2 ;;
     esac
 done
@@ -73,6 +79,23 @@ for what in "$@"; do
                 --fresh --out "$OUT/sweep-record" --json "$OUT/sweep-record.json"
             stage sweep 200 $TS sweep device --workload iris --steps 2000 --repeats 5 \
                 --fresh --out "$OUT/sweep-device" --json "$OUT/sweep-device.json" ;;
+        mfu)
+            wide="examples/wide_mlp.py --device cuda --batch 8192 --width 8192 --steps 200"
+            stage mfu 60 $TS doctor --json "$OUT/mfu-bf16.json" $wide --bf16
+            stage mfu 60 $TS doctor --json "$OUT/mfu-fp32.json" $wide ;;
+        busy)
+            stage busy 60 $PY benchmarks/gpu_busy.py --loop iris --steps 600
+            stage busy 60 $PY benchmarks/gpu_busy.py --loop wide --steps 60
+            stage busy 90 $TS doctor --json "$OUT/lightning.json" examples/frameworks/lightning_trainer.py --device cuda ;;
+        sweeps)
+            stage sweeps 90 $TS sweep crossover --workload mlp --values 16,64,256,1024 --batches 16,128,1024 --steps 20 \
+                --repeats 5 --device cuda --fresh --out "$OUT/sweep-crossover" --json "$OUT/sweep-crossover.json"
+            stage sweeps 60 $TS sweep cuda-graphs --workload iris --device cuda --steps 2000 --repeats 5 \
+                --fresh --out "$OUT/sweep-graphs" --json "$OUT/sweep-graphs.json"
+            stage sweeps 60 $TS sweep amp --workload mlp:width=4096,batch=4096 --device cuda --steps 50 --repeats 5 \
+                --fresh --out "$OUT/sweep-amp" --json "$OUT/sweep-amp.json"
+            stage sweeps 120 $TS sweep compile --workload mlp:width=1024,batch=1024 --device cuda --steps 200 \
+                --repeats 3 --fresh --out "$OUT/sweep-compile" --json "$OUT/sweep-compile.json" ;;
         overhead)
             stage overhead 300 $PY benchmarks/doctor_overhead.py --device cuda --iris-steps 10000 --rounds 4 \
                 --arms plain,trainspeed.watch ;;

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import weakref
+from typing import Any
 
 import pytest
 import torch
@@ -149,3 +150,44 @@ def test_the_matmul_rate_is_read_again_after_the_other_probes(monkeypatch) -> No
     assert report.verdicts[0].id == "launch_bound"
 
 
+
+
+def test_the_gpu_peak_follows_the_run_s_math(monkeypatch) -> None:
+    """CUDA: the peak a step's FLOP rate is held against is the run's GPU's, in the run's arithmetic: half precision
+    under a bfloat16 autocast or with the model in bfloat16, TF32 where torch allows it, else FP32."""
+    from trainspeed.hardware import detect_hardware
+    from trainspeed.hardware.gpu import GpuScan, Pcie, build_gpu_info
+
+    h100 = build_gpu_info(0, "NVIDIA H100 80GB HBM3", (9, 0), vram_total=None, vram_free=None, sm_count=132,
+                          pcie=Pcie(None, None), driver=None, cuda=None, torch_usable=True)
+    hw = dataclasses.replace(detect_hardware(), gpu=GpuScan([h100], True, True, None))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    kept = torch.backends.cuda.matmul.allow_tf32  # a property of torch's (monkeypatch cannot put it back)
+    try:
+        _peaks_in_each_math(hw)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = kept
+
+
+def _peaks_in_each_math(hw: Any) -> None:
+    from recorded_runs import recorded
+
+    from trainspeed.hardware.gpu import GpuScan
+    from trainspeed.measure import _gpu_peak
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    run = recorded(10.0, {"forward": 3.0, "backward": 6.0, "optimizer": 0.5}, dev="cuda", flops=1e12, busy=9.0)
+    fp32 = _gpu_peak(hw, run, None)
+    assert fp32 is not None and (fp32.math, fp32.tflops) == ("fp32", 67)
+    bf16 = _gpu_peak(hw, dataclasses.replace(run, autocast="bfloat16"), None)
+    assert bf16 is not None and (bf16.math, bf16.tflops) == ("bf16/fp16", 989.5)
+    model = nn.Linear(4, 4).to(torch.bfloat16)  # a model cast whole, no autocast
+    half = _gpu_peak(hw, run, RunSubject(weakref.ref(model)))
+    assert half is not None and half.math == "bf16/fp16"
+    torch.backends.cuda.matmul.allow_tf32 = True  # as torch.set_float32_matmul_precision("high") sets it
+    tf32 = _gpu_peak(hw, run, None)
+    assert tf32 is not None and (tf32.math, tf32.tflops) == ("tf32", 494.5)
+    assert _gpu_peak(hw, dataclasses.replace(run, device="cpu"), None) is None
+    assert _gpu_peak(hw, run, None) == tf32 and _gpu_peak(
+        dataclasses.replace(hw, gpu=GpuScan([], True, True, None)), run, None) is None

@@ -23,6 +23,7 @@ from trainspeed.diagnose.rules import (
     threads_candidate,
 )
 from trainspeed.hardware.cpu import usable_cores
+from trainspeed.hardware.gpu import GpuPeak, math_peak
 from trainspeed.hardware.report import HardwareReport, detect_hardware
 from trainspeed.probe.dispatch import cpu_dispatch_us, cuda_op_us
 from trainspeed.probe.loader import Handover, batched_ms, handover_ms
@@ -98,6 +99,24 @@ def _loader_probes(subject: RunSubject | None, result: WatchResult) -> tuple[Han
     return handover_ms(item, info.batch_size), batched_ms(item, info.batch_size, rows) if rows else None
 
 
+def _gpu_peak(hw: HardwareReport, result: WatchResult, subject: RunSubject | None) -> GpuPeak | None:
+    """CUDA: the peak of the GPU the run used, in the run's math: half precision under a bfloat16 or float16
+    autocast or with the model's parameters in one; else float32, on TF32 where torch's matmul allows it."""
+    import torch
+
+    if result.device != "cuda" or not torch.cuda.is_available():
+        return None
+    index = torch.cuda.current_device()
+    gpu = next((g for g in hw.gpu.gpus if g.index == index), None)
+    if gpu is None:
+        return None
+    model = subject.model() if subject is not None and subject.model is not None else None
+    param = next(model.parameters(), None) if model is not None else None
+    halves = ("bfloat16", "float16")
+    half = result.autocast in halves or (param is not None and str(param.dtype).removeprefix("torch.") in halves)
+    return math_peak(gpu, half, torch.backends.cuda.matmul.allow_tf32)
+
+
 def measure_context(result: WatchResult, subject: RunSubject | None = None, hardware: HardwareReport | None = None,
                  dispatch_us: float | None = None, matmul_gflops: float | None = None,
                  launch_us: float | None = None, dtype_gflops: dict[str, float] | None = None,
@@ -152,7 +171,8 @@ def measure_context(result: WatchResult, subject: RunSubject | None = None, hard
         ctx = Context(dispatch_us=dispatch, matmul_gflops=gflops, physical_cores=hw.cpu.physical_cores or 1,
                       logical_threads=hw.cpu.logical_threads or 1, largest_batch=largest, cuda_op_us=launch_us,
                       dtype_gflops=dtype_gflops, optimizer_ms=optimizer_ms, rebuild_ms=rebuilt_ms, handover=handover,
-                      batched_ms=batched, thread_gflops=thread_rates, usable_cores=usable, page_fault_us=fault_us)
+                      batched_ms=batched, thread_gflops=thread_rates, usable_cores=usable, page_fault_us=fault_us,
+                      gpu_peak=_gpu_peak(hw, result, subject))
     return hw, ctx
 
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-from trainspeed.hardware.gpu import Pcie, build_gpu_info, detect_gpus
+from trainspeed.hardware.gpu import GpuPeak, Pcie, build_gpu_info, detect_gpus, math_peak
 
 
 class _NVMLError(Exception):
@@ -60,6 +60,22 @@ def test_build_gpu_info_turing_has_no_bf16() -> None:
     g = build_gpu_info(0, "Tesla T4", (7, 5), vram_total=None, vram_free=None, sm_count=40,
                        pcie=Pcie(None, None), driver=None, cuda=None, torch_usable=True)
     assert g.architecture == "Turing" and g.bf16 is False and g.peak_tflops.fp32 == 8.1
+
+
+def test_math_peak_follows_the_run_s_arithmetic() -> None:
+    h100 = build_gpu_info(0, "NVIDIA H100 80GB HBM3", (9, 0), vram_total=None, vram_free=None, sm_count=132,
+                          pcie=Pcie(None, None), driver=None, cuda=None, torch_usable=True)
+    assert math_peak(h100, half=True, tf32=False) == GpuPeak("H100 SXM", "bf16/fp16", 989.5)
+    assert math_peak(h100, half=False, tf32=True) == GpuPeak("H100 SXM", "tf32", 494.5)
+    assert math_peak(h100, half=False, tf32=False) == GpuPeak("H100 SXM", "fp32", 67)
+    # a Turing card has no bf16 or tf32 peak in the table: its float32 peak, whatever the run asked for
+    t4 = build_gpu_info(0, "Tesla T4", (7, 5), vram_total=None, vram_free=None, sm_count=40,
+                        pcie=Pcie(None, None), driver=None, cuda=None, torch_usable=True)
+    peak = math_peak(t4, half=True, tf32=True)
+    assert peak is not None and peak.math == "fp32" and peak.tflops == 8.1
+    unknown = build_gpu_info(0, "NVIDIA Mystery 9000", (9, 0), vram_total=None, vram_free=None, sm_count=None,
+                             pcie=Pcie(None, None), driver=None, cuda=None, torch_usable=True)
+    assert math_peak(unknown, half=True, tf32=True) is None
 
 
 def test_no_cuda_and_no_nvml(monkeypatch: pytest.MonkeyPatch) -> None:

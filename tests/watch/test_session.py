@@ -195,6 +195,46 @@ def test_cuda_events_are_recorded_on_detailed_steps_only(monkeypatch) -> None:
     assert made_by_kind[True] > 0 and made_by_kind[False] == 0
 
 
+def test_an_optimizer_closure_s_kernels_are_not_the_optimizer_s(monkeypatch) -> None:
+    """optimizer.step(closure) runs forward and backward inside the step (LBFGS, Lightning): on a GPU the
+    optimizer's device span stops while the closure runs. On the H200 of 2026-11-27 Lightning's optimizer phase
+    spanned 3.41 ms of the device per step, its forward and backward inside it, where the GPU worked 0.42 ms."""
+    device_now = [0.0]  # the fake device's clock, in ms: the closure's forward and backward take 10 ms of it
+
+    class StampedEvent:
+        def __init__(self, enable_timing: bool = False) -> None:
+            self.at = 0.0
+
+        def record(self) -> None:
+            self.at = device_now[0]
+
+        def query(self) -> bool:
+            return True
+
+        def synchronize(self) -> None: ...
+
+        def elapsed_time(self, end: StampedEvent) -> float:
+            return end.at - self.at
+
+    monkeypatch.setattr(torch.cuda, "Event", StampedEvent)
+    model, optimizer, x = tiny_step()
+
+    def closure() -> torch.Tensor:
+        optimizer.zero_grad()
+        loss = model(x).sum()
+        loss.backward()
+        device_now[0] += 10.0
+        return loss
+
+    with Watcher(warmup=1, profile_steps=0, detail_every=1) as w:
+        w.steps.on_cuda()
+        for _ in range(12):
+            optimizer.step(closure)
+            device_now[0] += 1.0  # between steps: no phase's
+    detailed = [r for r in w.steps.measured.items if r.device_ms is not None]
+    assert detailed and all(r.device_ms.get("optimizer", 0.0) == 0.0 for r in detailed)
+
+
 def test_making_and_recording_a_cuda_event_is_no_phases_time(monkeypatch) -> None:
     """On a detailed CUDA step every phase edge makes and records an event, a few us of the watcher's
     own each: after a phase closes, that used to fall into "other"."""

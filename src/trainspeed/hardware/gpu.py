@@ -30,6 +30,17 @@ class PeakTflops:
 
 
 @dataclass(frozen=True)
+class GpuPeak:
+    """A GPU's dense peak for one kind of matrix arithmetic, from the spec table (`hardware.specs`)."""
+
+    gpu: str
+    """The table's product name ("H100 SXM")."""
+    math: str
+    """Which peak: "bf16/fp16" (autocast or a half-precision model), "tf32" (float32 with TF32 allowed), "fp32"."""
+    tflops: float
+
+
+@dataclass(frozen=True)
 class Pcie:
     """The PCIe link as NVML reports it now (it may downshift when idle)."""
 
@@ -90,6 +101,19 @@ def build_gpu_info(index: int, name: str, capability: tuple[int, int] | None, *,
         spec_key=key, spec_source=spec.source if spec else None,
         pcie=pcie, driver=driver, cuda=cuda, torch_usable=torch_usable,
     )
+
+
+def math_peak(gpu: GpuInfo, half: bool, tf32: bool) -> GpuPeak | None:
+    """`gpu`'s peak for matrix products in half precision (`half`: bfloat16 or float16, under autocast or in the
+    model's own dtype), else float32 on TF32 tensor cores where torch allows them (`tf32`), else plain float32.
+    The FP16 dense tensor peak equals the BF16 one on the spec table's data-centre parts. None where the table
+    lacks it."""
+    peaks = gpu.peak_tflops
+    for math, tflops in (("bf16/fp16", peaks.bf16 if half else None), ("tf32", peaks.tf32 if tf32 else None),
+                         ("fp32", peaks.fp32)):
+        if tflops:
+            return GpuPeak(gpu.spec_key, math, tflops)
+    return None
 
 
 @contextmanager

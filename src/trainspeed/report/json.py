@@ -12,6 +12,7 @@ from trainspeed.demo.result import DemoResult
 from trainspeed.diagnose.compare import SCHEMA as COMPARISON_SCHEMA
 from trainspeed.diagnose.compare import Comparison
 from trainspeed.diagnose.report import DoctorReport
+from trainspeed.diagnose.rules.common import flop_rate
 from trainspeed.hardware.report import HardwareReport
 from trainspeed.memory.result import MemoryReport
 from trainspeed.sweep.result import SweepResult
@@ -138,6 +139,15 @@ def _read_rows(sites: list[SyncSite]) -> list[dict[str, Any]]:
     return [{"where": s.where, "op": s.op, "count": s.count, "total_ms": s.total_ms} for s in sites]
 
 
+def _flop_rate(report: DoctorReport) -> dict[str, Any] | None:
+    """CUDA: the step's achieved TFLOP/s against the GPU's peak (docs/json.md's `flop_rate`)."""
+    rate = flop_rate(report.watch, report.context)
+    if rate is None:
+        return None
+    return {"tflops": rate.tflops, "peak_tflops": rate.peak.tflops, "math": rate.peak.math, "gpu": rate.peak.gpu,
+            "share": rate.share}
+
+
 def doctor_dict(report: DoctorReport) -> dict[str, Any]:
     """The `trainspeed doctor --json` object (docs/json.md)."""
     w, c = report.watch, report.context
@@ -207,6 +217,7 @@ def doctor_dict(report: DoctorReport) -> dict[str, Any]:
                   "threads_matmul_gflops": ({"as_run": c.thread_gflops[0], "advised": c.thread_gflops[1]}
                                             if c.thread_gflops else None),
                   "page_fault_us": c.page_fault_us},
+        "flop_rate": _flop_rate(report),
         "notes": w.notes + report.notes,
         "distributed": _clean(w.distributed) if w.distributed is not None else None,
         "samples": {"step_ms": _clean(w.step_times_ms), "phase_ms": _clean(w.phase_samples_ms)},

@@ -55,6 +55,26 @@ class PhaseEdges:
     def close_host(self, depth: int) -> None:
         self.clock.leave(depth)
 
+    def hold(self, phase: str) -> bool:
+        """End `phase`'s open CUDA span for a while, where it is the innermost open one: an optimizer's closure
+        runs forward and backward inside the step (LBFGS, Lightning's automatic optimisation), and their kernels
+        are theirs, not the optimizer's. True where a span was ended: `release` opens the phase's next one."""
+        if not self._open or self._open[-1][0] != phase:
+            return False
+        _, start = self._open.pop()
+        end = torch.cuda.Event(enable_timing=True)
+        end.record()
+        self.events.append((phase, start, end))
+        self.clock.skip()
+        return True
+
+    def release(self, phase: str) -> None:
+        """Open `phase`'s CUDA span again after `hold`: the rest of the step is the optimizer's."""
+        ev = torch.cuda.Event(enable_timing=True)
+        ev.record()
+        self._open.append((phase, ev))
+        self.clock.skip()
+
     def _enter_with_events(self, phase: str) -> None:
         """A phase edge on a detailed CUDA step: the host clock, then a CUDA event. Making and recording
         the event (a few us of the watcher's own) is skipped: no phase's, and not the step's."""

@@ -124,13 +124,17 @@ class Hooks(Patches):
         def closure_wrap(closure: Callable[[], Any]) -> Callable[[], Any]:
             # a closure the step runs (LBFGS's; Lightning's automatic optimisation runs training_step, backward and
             # its own hooks in one): its forward and backward calls time themselves, the rest of it is the script's
-            # or its framework's work, not the optimizer's
+            # or its framework's work, not the optimizer's; on a detailed CUDA step the optimizer's device span
+            # stops while it runs (its kernels are forward's and backward's)
             def run() -> Any:
+                held = E.hold("optimizer")
                 depth = E.open_host("other")
                 try:
                     return closure()
                 finally:
                     E.close_host(depth)
+                    if held:
+                        E.release("optimizer")
             return run
 
         def step_wrap(orig: Callable[..., Any]) -> Callable[..., Any]:

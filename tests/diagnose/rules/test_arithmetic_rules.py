@@ -8,6 +8,8 @@ import pytest
 from recorded_runs import CTX, ids, recorded
 
 from trainspeed.diagnose.rules import diagnose
+from trainspeed.diagnose.rules.common import flop_rate
+from trainspeed.hardware.gpu import GpuPeak
 from trainspeed.watch.result import WatchResult
 
 
@@ -26,6 +28,16 @@ def test_busy_gpu_is_compute_bound() -> None:
     r = recorded(50.0, {"forward": 15.0, "backward": 30.0, "optimizer": 3.0},
                  {"forward": 15.0, "backward": 30.0, "optimizer": 3.0}, dev="cuda", ops=300, flops=5e12, busy=46.0)
     assert ids(r) == ["compute_bound"]
+    assert "TFLOP/s" not in diagnose(r, CTX)[0].evidence  # no peak known: no utilisation claimed
+    # 5 TFLOP a 50 ms step is 100 TFLOP/s: 10% of a 989.5 TFLOP/s bf16 peak
+    peak = GpuPeak("H100 SXM", "bf16/fp16", 989.5)
+    v = diagnose(r, dataclasses.replace(CTX, gpu_peak=peak))[0]
+    assert ("5000.0 GFLOP per step (torch.profiler's FLOP formulas) run at 100.0 TFLOP/s, 10% of the H100 SXM's "
+            "989.5 TFLOP/s bf16/fp16 peak (model-FLOP utilisation") in v.evidence
+    rate = flop_rate(r, dataclasses.replace(CTX, gpu_peak=peak))
+    assert rate is not None and rate.tflops == pytest.approx(100.0) and rate.share == pytest.approx(100 / 989.5)
+    cpu = recorded(110.0, {"forward": 40.0, "backward": 65.0, "optimizer": 2.0}, ops=30, flops=1e10)
+    assert flop_rate(cpu, dataclasses.replace(CTX, gpu_peak=peak)) is None  # a CPU run has no GPU peak
 
 
 def _dtype_run(dtype: str, arithmetic_ms: float, step_ms: float = 40.0, dev: str = "cpu",

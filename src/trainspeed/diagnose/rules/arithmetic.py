@@ -18,6 +18,7 @@ from trainspeed.diagnose.rules.common import (
     _sized_arithmetic,
     _step_speedup,
     _window_scale,
+    flop_rate,
 )
 from trainspeed.diagnose.verdict import Verdict
 from trainspeed.watch.result import OpTime, WatchResult
@@ -99,6 +100,11 @@ def compute_bound(r: WatchResult, c: Context) -> Verdict | None:
             return None
         evidence = (f"the GPU works {busy_ms:.2f} ms of the {r.median_ms:.2f} ms step ({busy_ms / r.median_ms:.0%}, "
                     f"from {_busy_source(r)})")
+        rate = flop_rate(r, c)
+        if rate is not None:
+            evidence += (f"; its {(r.flops_per_step or 0.0) / 1e9:.1f} GFLOP per step (torch.profiler's FLOP formulas) "
+                         f"run at {rate.tflops:.1f} TFLOP/s, {rate.share:.0%} of the {rate.peak.gpu}'s "
+                         f"{rate.peak.tflops:g} TFLOP/s {rate.peak.math} peak (model-FLOP utilisation; spec sheet)")
     else:
         if compute / r.median_ms < 0.6:
             return None

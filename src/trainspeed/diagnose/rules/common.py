@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from trainspeed.hardware.gpu import GpuPeak
 from trainspeed.probe.loader import Handover
 from trainspeed.watch.phases import EDGE_PHASES
 from trainspeed.watch.result import OpTime, WatchResult
@@ -32,6 +33,20 @@ positives this gives up. The test uses counted FLOPs and the two probes taken to
 step's time: a machine slower during the run than at the probes cannot make big ops look like
 per-op overhead (the planted logging example's ops carry 2.6 to 10.5 dispatches of arithmetic,
 nine runs)."""
+
+
+@dataclass(frozen=True)
+class FlopRate:
+    """The step's counted FLOPs over its median time, against the GPU's peak: model-FLOP utilisation as
+    nanoGPT's `estimate_mfu` has it (achieved over promised)."""
+
+    tflops: float
+    """Achieved: FLOPs per step (torch.profiler's formulas) over the median step."""
+    peak: GpuPeak
+
+    @property
+    def share(self) -> float:
+        return self.tflops / self.peak.tflops
 
 
 @dataclass(frozen=True)
@@ -69,6 +84,8 @@ class Context:
     (`threads_candidate`), measured in turn after the run; None when not probed."""
     page_fault_us: float | None = None
     """Microseconds one minor page fault took, measured after the run (`page_faults_candidate`); None: not probed."""
+    gpu_peak: GpuPeak | None = None
+    """CUDA: the GPU's peak in the run's math mode (None: no CUDA run, or a GPU the spec table lacks)."""
 
 
 def _ms(r: WatchResult, phase: str) -> float:
@@ -252,6 +269,13 @@ def _gpu_busy_ms(r: WatchResult) -> float | None:
     if r.gpu_util.available and r.gpu_util.mean is not None:
         return r.gpu_util.mean / 100 * r.median_ms
     return None
+
+
+def flop_rate(r: WatchResult, c: Context) -> FlopRate | None:
+    """CUDA: the step's achieved TFLOP/s against the GPU's peak (None without counted FLOPs or a known peak)."""
+    if r.device != "cuda" or not r.median_ms or not r.flops_per_step or c.gpu_peak is None:
+        return None
+    return FlopRate(r.flops_per_step / (r.median_ms * 1e-3) / 1e12, c.gpu_peak)
 
 
 def _busy_source(r: WatchResult) -> str:
