@@ -8,7 +8,9 @@ from typing import Any
 
 import torch
 
-AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+from trainspeed.names import AMP_NAMES
+
+AMP_DTYPES = {name: getattr(torch, dtype) for name, dtype in AMP_NAMES.items()}
 
 
 def amp_context(device_type: str, amp: str | None) -> Any:

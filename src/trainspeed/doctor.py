@@ -7,10 +7,6 @@ it measured, and `watch(...)` (also `trainspeed.watch(...)`) starts one.
 
 from __future__ import annotations
 
-import sys
-import types
-from typing import Any
-
 from trainspeed.diagnose.report import DoctorReport
 from trainspeed.measure import diagnose_run
 from trainspeed.watch.session import Watcher
@@ -38,16 +34,3 @@ def watch(warmup: int = 3, steps: int | None = None, profile_steps: int = 3, sam
     the timeline of the kept steps (`w.measurements().trace`; `trainspeed.report.trace.chrome_trace`)."""
     return Doctor(warmup=warmup, steps=steps, profile_steps=profile_steps, sample_hz=sample_hz,
                   detail_every=detail_every, trace=trace)
-
-
-class _CallablePackage(types.ModuleType):
-    """`trainspeed.watch` is both the package `watch/` and this module's `watch(...)` (the API of docs/architecture.md): the
-    package's module object is made callable here, so `import trainspeed.watch.syncs` keeps working and
-    `watch/` itself stays free of the verdicts."""
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Doctor:
-        return watch(*args, **kwargs)
-
-
-def make_watch_callable() -> None:
-    sys.modules["trainspeed.watch"].__class__ = _CallablePackage

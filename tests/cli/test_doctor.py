@@ -208,13 +208,13 @@ def test_ctrl_c_gives_a_partial_report(tmp_path: Path, capsys: pytest.CaptureFix
 
 def test_a_report_that_cannot_be_written_after_the_run_is_not_lost(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    import trainspeed.cli.doctor as doctor_cli
+    import trainspeed.report.files as report_files
     from trainspeed.errors import UsageError
 
     def full_disk(*args: object, **kwargs: object) -> None:
         raise UsageError("cannot write report.json: No space left on device")
 
-    monkeypatch.setattr(doctor_cli, "write_doctor_report", full_disk)
+    monkeypatch.setattr(report_files, "write_doctor_report", full_disk)  # the doctor's run imports it when it runs
     monkeypatch.chdir(tmp_path)
     path = _script(tmp_path, """
         for i in range(12):

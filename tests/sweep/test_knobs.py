@@ -119,6 +119,21 @@ def test_compile_break_even_from_the_first_step():
     assert "compile for jobs longer than 12,000 steps" in r.recommendation
 
 
+@pytest.mark.parametrize("features, said", [(["AVX2"], True), (["AVX2", "AVX-512", "AVX512-BF16", "AMX-BF16"], False)])
+def test_amp_says_no_native_bf16_only_of_a_cpu_without_it(monkeypatch, features, said):
+    import dataclasses
+
+    import trainspeed.sweep.knobs.simple as simple
+    from trainspeed.hardware.cpu import detect_cpu
+
+    cpu = dataclasses.replace(detect_cpu(), features=features)
+    monkeypatch.setattr(simple, "detect_cpu", lambda: cpu)
+    k, ctx = plan("amp", "iris", steps=100)
+    r = analysed(k, ctx, [point("fp32", 0.1), point("bf16", 0.1)])
+    assert r.recommendation.startswith("stay in fp32")
+    assert ("this CPU has no native bf16" in r.recommendation) == said
+
+
 def test_device_without_cuda_predicts_the_gpu_side(monkeypatch):
     import trainspeed.sweep.knobs.device as dev
 

@@ -11,10 +11,8 @@ from typing import Any
 
 from trainspeed._io import check_writable_file, emit
 from trainspeed.cli._common import add_json_option, console_for
-from trainspeed.diagnose.compare import NOISE, CompareError, compare
 from trainspeed.errors import UsageError
-from trainspeed.report.json import compare_dict, dumps
-from trainspeed.report.text import compare_view
+from trainspeed.names import COMPARE_NOISE
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -28,8 +26,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("b", metavar="B", help="the second run (or runs), judged against A")
     p.add_argument("--fail-if-slower", metavar="PCT", type=_percent, default=None,
                    help="exit 1 when B's step is slower than A's by more than PCT percent, with confidence")
-    p.add_argument("--noise", metavar="PCT", type=_percent, default=NOISE * 100,
-                   help=f"the run-to-run noise band a change must clear to be called real (default {NOISE * 100:.0f}%%)")
+    p.add_argument("--noise", metavar="PCT", type=_percent, default=COMPARE_NOISE * 100,
+                   help=f"the run-to-run noise band a change must clear to be called real (default {COMPARE_NOISE * 100:.0f}%%)")
     p.add_argument("--label", action="append", default=[], metavar="A=NAME",
                    help="a short name for a side in the output (--label A=before --label B=after); default: the "
                         "folder's or file's name")
@@ -100,6 +98,10 @@ def load(given: str) -> list[dict[str, Any]]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from trainspeed.diagnose.compare import CompareError, compare
+    from trainspeed.report.json import compare_dict, dumps
+    from trainspeed.report.text import compare_view
+
     if args.json:
         check_writable_file(args.json)
     a_name, b_name = _labels(args.label, args.a, args.b)

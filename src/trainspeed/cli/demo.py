@@ -4,22 +4,18 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from trainspeed._io import check_writable_file, emit, new_run_dir, write_atomic
 from trainspeed.cli._common import add_json_option, console_for, line_console, positive_int
-from trainspeed.demo.doctor_section import DOCTOR_EPOCHS, doctor_on_seed
-from trainspeed.demo.result import DemoResult
-from trainspeed.demo.runner import SEED_EPOCHS, run_demo
-from trainspeed.demo.variants import VARIANTS
 from trainspeed.errors import UsageError
-from trainspeed.hardware.report import detect_hardware
-from trainspeed.report.json import demo_dict, dumps
-from trainspeed.report.plots import demo_loss_png, demo_timing_png
-from trainspeed.report.text import demo_view
+from trainspeed.names import SEED_EPOCHS
+
+if TYPE_CHECKING:
+    from trainspeed.demo.result import DemoResult
 
 KNOWN_DEVICES = ("cpu", "cuda")
 
@@ -50,12 +46,17 @@ def parse_devices(text: str | None, cuda_available: bool) -> list[str]:
         if name not in KNOWN_DEVICES:
             raise UsageError(f"--devices: unknown device {name!r} (choose from {', '.join(KNOWN_DEVICES)})")
     if "cuda" in names and not cuda_available:
+        import torch
+
         why = "this PyTorch is a CPU-only build" if torch.version.cuda is None else "no CUDA device is visible"
         raise UsageError(f"--devices cuda: CUDA is not available ({why})")
     return list(dict.fromkeys(names))
 
 
 def _write_outputs(folder: Path, result: DemoResult, payload: dict) -> dict[str, str]:
+    from trainspeed.report.json import dumps
+    from trainspeed.report.plots import demo_loss_png, demo_timing_png
+
     files = {"json": "demo.json", "loss_png": "loss_curves.png", "timing_png": "timing.png"}
     write_atomic(folder / files["loss_png"], demo_loss_png(result))
     write_atomic(folder / files["timing_png"], demo_timing_png(result))
@@ -68,6 +69,15 @@ def _write_outputs(folder: Path, result: DemoResult, payload: dict) -> dict[str,
 
 
 def run(args: argparse.Namespace) -> int:
+    import torch
+
+    from trainspeed.demo.doctor_section import DOCTOR_EPOCHS, doctor_on_seed
+    from trainspeed.demo.runner import run_demo
+    from trainspeed.demo.variants import VARIANTS
+    from trainspeed.hardware.report import detect_hardware
+    from trainspeed.report.json import demo_dict, dumps
+    from trainspeed.report.text import demo_view
+
     devices = parse_devices(args.devices, torch.cuda.is_available())
     if args.json:
         check_writable_file(args.json)

@@ -13,16 +13,14 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from trainspeed._io import check_writable_file, new_run_dir, write_atomic
 from trainspeed.cli._common import add_json_option, console_for, non_negative_int, positive_int
-from trainspeed.doctor import Doctor, DoctorReport
 from trainspeed.errors import UsageError
-from trainspeed.report.files import write_doctor_report
-from trainspeed.report.json import doctor_dict, dumps
-from trainspeed.report.text import doctor_view
-from trainspeed.report.trace import chrome_trace
-from trainspeed.watch.runner import check_script, run_target
+
+if TYPE_CHECKING:
+    from trainspeed.doctor import DoctorReport
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -61,6 +59,8 @@ def _target(args: argparse.Namespace) -> tuple[str, list[str], bool]:
         if not script_args:
             raise UsageError("give a SCRIPT to run after --")
         args.script, script_args = script_args[0], script_args[1:]
+    from trainspeed.watch.runner import check_script
+
     return str(check_script(args.script)), script_args, False
 
 
@@ -75,6 +75,8 @@ def _launch_rank() -> int:
 def _rescue(report: DoctorReport) -> Path:
     """The report's JSON written where it can be (a new file in the working folder, else the system's temporary
     folder), when the file asked for could not be written after the run."""
+    from trainspeed.report.json import doctor_dict, dumps
+
     stamp = time.strftime("%Y%m%d-%H%M%S")
     for folder in (Path.cwd(), Path(tempfile.gettempdir())):
         for n in range(1, 100):
@@ -90,6 +92,12 @@ def _rescue(report: DoctorReport) -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
+    from trainspeed.doctor import Doctor
+    from trainspeed.report.files import write_doctor_report
+    from trainspeed.report.text import doctor_view
+    from trainspeed.report.trace import chrome_trace
+    from trainspeed.watch.runner import run_target
+
     target, script_args, module = _target(args)
     for path in (args.json, args.html, args.trace):
         if path:

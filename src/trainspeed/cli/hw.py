@@ -6,9 +6,6 @@ import argparse
 
 from trainspeed._io import check_writable_file, emit
 from trainspeed.cli._common import add_json_option, console_for
-from trainspeed.hardware.report import detect_hardware
-from trainspeed.report.json import dumps, hardware_dict
-from trainspeed.report.text import hardware_view
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -20,6 +17,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from trainspeed.hardware.report import detect_hardware
+    from trainspeed.report.json import dumps, hardware_dict
+    from trainspeed.report.text import hardware_view
+
     if args.json:
         check_writable_file(args.json)
     report = detect_hardware()

@@ -4,46 +4,36 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from typing import Any
-
-import psutil
-import torch
+from typing import TYPE_CHECKING, Any
 
 from trainspeed._io import check_writable_file, emit
-from trainspeed.amp import AMP_DTYPES
 from trainspeed.cli._common import add_json_option, console_for, positive_int
 from trainspeed.errors import UsageError
-from trainspeed.memory.estimate import EstimateError, Estimator
-from trainspeed.memory.maxbatch import DEFAULT_MARGIN, search_max_batch
-from trainspeed.memory.measure import confirm_max_batch, measure_memory
-from trainspeed.memory.optimizers import OPTIMIZER_NAMES
-from trainspeed.memory.result import BatchSearch, MeasuredPeak, MemoryReport
-from trainspeed.report.json import dumps, memory_dict
-from trainspeed.report.text import memory_view
+from trainspeed.names import AMP_NAMES, INPUT_DTYPES, MEMORY_MARGIN, OPTIMIZER_NAMES, ZOO_NAMES
 from trainspeed.units import parse_size
-from trainspeed.workloads.spec import resolve_model_spec
-from trainspeed.workloads.zoo import ZOO
 
-DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64,
-          "int64": torch.int64, "int32": torch.int32}
+if TYPE_CHECKING:
+    import torch
+
+    from trainspeed.memory.result import MeasuredPeak
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("memory", help="estimate training memory exactly; find the largest batch that fits",
                        description="Replay a training step on meta tensors and report its peak memory: "
                                    "fixed + batch x per-sample, by category and by layer.")
-    p.add_argument("spec", metavar="SPEC", help=f"FILE.py:FACTORY, MODULE:FACTORY, or a built-in model ({', '.join(ZOO)})")
+    p.add_argument("spec", metavar="SPEC", help=f"FILE.py:FACTORY, MODULE:FACTORY, or a built-in model ({', '.join(ZOO_NAMES)})")
     p.add_argument("--input-shape", metavar="D1,D2,...", help="per-sample input shape, e.g. 3,32,32")
-    p.add_argument("--input-dtype", choices=list(DTYPES), default=None, help="input dtype (default float32)")
+    p.add_argument("--input-dtype", choices=INPUT_DTYPES, default=None, help="input dtype (default float32)")
     p.add_argument("--input-high", type=positive_int, metavar="N", help="integer inputs are drawn from [0, N)")
     p.add_argument("--batch-size", type=positive_int, default=32, help="batch to estimate (default 32)")
     p.add_argument("--optimizer", choices=OPTIMIZER_NAMES, default="adam")
-    p.add_argument("--amp", choices=list(AMP_DTYPES), default=None, help="autocast dtype (default: fp32)")
+    p.add_argument("--amp", choices=list(AMP_NAMES), default=None, help="autocast dtype (default: fp32)")
     p.add_argument("--checkpointing", action="store_true", help="activation checkpointing of each block")
     p.add_argument("--device", choices=("cpu", "cuda"), default=None,
                    help="target device; without --budget its free memory (RAM or VRAM) is the budget")
     p.add_argument("--budget", metavar="SIZE", help="memory budget for the largest-batch search, e.g. 24GiB")
-    p.add_argument("--margin", type=float, default=DEFAULT_MARGIN, help="share of the budget kept free (default 0.1)")
+    p.add_argument("--margin", type=float, default=MEMORY_MARGIN, help="share of the budget kept free (default 0.1)")
     p.add_argument("--measure", action="store_true", help="also run real steps and measure the peak")
     add_json_option(p)
     p.set_defaults(run=run)
@@ -62,6 +52,8 @@ def parse_shape(text: str) -> list[int]:
 
 
 def input_callable(shape: list[int], dtype: torch.dtype, high: int | None) -> Callable[[int], torch.Tensor]:
+    import torch
+
     if dtype.is_floating_point:
         return lambda b: torch.randn(b, *shape, dtype=dtype)
     if high is None:
@@ -76,25 +68,41 @@ def _budget(args: argparse.Namespace, device: str) -> int | None:
         except ValueError as e:
             raise UsageError(f"--budget: {e}") from None
     if args.device == "cuda":
+        import torch
+
         return int(torch.cuda.mem_get_info()[0])
     if args.device == "cpu":
+        import psutil
+
         return int(psutil.virtual_memory().available)
     return None
 
 
 def _inputs(args: argparse.Namespace, builtin: Any) -> tuple[list[int], torch.dtype, int | None]:
+    import torch
+
     if args.input_shape is not None:
         shape = parse_shape(args.input_shape)
     elif builtin is not None:
         shape = list(builtin.input_shape)
     else:
         raise UsageError(f"--input-shape is needed for {args.spec} (the per-sample shape, e.g. 3,32,32)")
-    dtype = DTYPES[args.input_dtype] if args.input_dtype else (builtin.input_dtype if builtin and args.input_shape is None else torch.float32)
+    dtype = getattr(torch, args.input_dtype) if args.input_dtype else (builtin.input_dtype if builtin and args.input_shape is None else torch.float32)
     high = args.input_high if args.input_high is not None else (builtin.input_high if builtin else None)
     return shape, dtype, high
 
 
 def run(args: argparse.Namespace) -> int:
+    import torch
+
+    from trainspeed.memory.estimate import EstimateError, Estimator
+    from trainspeed.memory.maxbatch import search_max_batch
+    from trainspeed.memory.measure import confirm_max_batch, measure_memory
+    from trainspeed.memory.result import BatchSearch, MemoryReport
+    from trainspeed.report.json import dumps, memory_dict
+    from trainspeed.report.text import memory_view
+    from trainspeed.workloads.spec import resolve_model_spec
+
     if not 0 <= args.margin < 1:
         raise UsageError(f"--margin must be in [0, 1), got {args.margin}")
     device = args.device or "cpu"

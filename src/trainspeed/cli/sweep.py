@@ -7,7 +7,7 @@ import io
 import re
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -15,34 +15,30 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from trainspeed._io import check_writable_file, emit, write_atomic
 from trainspeed.cli._common import add_json_option, console_for, line_console, positive_int
 from trainspeed.errors import UsageError
-from trainspeed.report.json import dumps, sweep_dict
-from trainspeed.report.plots import sweep_png
-from trainspeed.report.text import sweep_view
-from trainspeed.sweep.journal import Journal
-from trainspeed.sweep.knobs import KNOBS
-from trainspeed.sweep.result import Trial
-from trainspeed.sweep.sweep import DEFAULT_REPEATS, DEFAULT_STEPS, DEFAULT_WARMUP, execute, plan, signature
-from trainspeed.workloads.catalog import BUILTINS
+from trainspeed.names import KNOB_SUMMARIES, SWEEP_REPEATS, SWEEP_STEPS, SWEEP_WARMUP, WORKLOAD_NAMES
+
+if TYPE_CHECKING:
+    from trainspeed.sweep.result import Trial
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    knobs = "; ".join(f"{name}: {k.summary}" for name, k in KNOBS.items())
+    knobs = "; ".join(f"{name}: {summary}" for name, summary in KNOB_SUMMARIES.items())
     p = sub.add_parser("sweep", help="turn one knob of a training loop and measure each value",
                        description="Controlled experiments: warm-up, repeats interleaved across values, median and "
                                    "95% bootstrap interval per value, 'no measurable difference' when intervals "
                                    "overlap. Trials are appended to DIR/trials.jsonl; an interrupted sweep resumes. "
                                    f"Knobs - {knobs}.")
-    p.add_argument("knob", metavar="KNOB", help=f"one of {', '.join(KNOBS)}")
+    p.add_argument("knob", metavar="KNOB", help=f"one of {', '.join(KNOB_SUMMARIES)}")
     p.add_argument("--workload", required=True, metavar="SPEC",
-                   help=f"a built-in ({', '.join(BUILTINS)}; sized like mlp:width=1024,batch=256) or "
+                   help=f"a built-in ({', '.join(WORKLOAD_NAMES)}; sized like mlp:width=1024,batch=256) or "
                         "FILE.py:FACTORY returning a trainspeed.Workload")
     p.add_argument("--values", metavar="A,B,C", help="values to try (default: the knob's values for this machine)")
-    p.add_argument("--steps", type=positive_int, default=DEFAULT_STEPS,
-                   help=f"optimizer steps per timed trial (default {DEFAULT_STEPS})")
-    p.add_argument("--repeats", type=positive_int, default=DEFAULT_REPEATS,
-                   help=f"timed trials per value (default {DEFAULT_REPEATS})")
-    p.add_argument("--warmup", type=positive_int, default=DEFAULT_WARMUP,
-                   help=f"untimed steps when each value's loop is built (default {DEFAULT_WARMUP})")
+    p.add_argument("--steps", type=positive_int, default=SWEEP_STEPS,
+                   help=f"optimizer steps per timed trial (default {SWEEP_STEPS})")
+    p.add_argument("--repeats", type=positive_int, default=SWEEP_REPEATS,
+                   help=f"timed trials per value (default {SWEEP_REPEATS})")
+    p.add_argument("--warmup", type=positive_int, default=SWEEP_WARMUP,
+                   help=f"untimed steps when each value's loop is built (default {SWEEP_WARMUP})")
     p.add_argument("--device", choices=("cpu", "cuda"), default=None, help="where the loop trains (default cpu)")
     p.add_argument("--save-every", type=positive_int, default=None, metavar="N",
                    help="checkpoint-save: save every N steps (default steps/5)")
@@ -84,6 +80,8 @@ def _folder(args: argparse.Namespace, knob: str, sig: dict[str, Any]) -> Path:
     sweep run with other settings never overwrites another's results. The default folder, or the first of its
     numbered siblings that holds this configuration or nothing; --out as given, refused where it holds another
     configuration (unless --fresh sets that aside)."""
+    from trainspeed.sweep.journal import Journal
+
     def other_config(folder: Path) -> bool:
         if folder.exists() and not folder.is_dir():
             raise UsageError(f"--out {folder}: not a folder")
@@ -113,6 +111,12 @@ def _set_aside(folder: Path) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from trainspeed.report.json import dumps, sweep_dict
+    from trainspeed.report.plots import sweep_png
+    from trainspeed.report.text import sweep_view
+    from trainspeed.sweep.journal import Journal
+    from trainspeed.sweep.sweep import execute, plan, signature
+
     if args.json:
         check_writable_file(args.json)
     knob, ctx = plan(args.knob, args.workload, args.values, args.steps, args.device, args.save_every,

@@ -14,13 +14,14 @@ from collections.abc import Callable, Sequence
 
 import torch
 
+from trainspeed import names
 from trainspeed.demo.explain import explain
 from trainspeed.demo.result import DemoResult, DemoRun
 from trainspeed.demo.variants import LEARNING_RATE, VARIANTS, LoopOutput, make_loop
 from trainspeed.watch.syncs import SyncCounter
 from trainspeed.workloads.iris import IrisSplit, load_iris_split, make_iris_mlp
 
-SEED_EPOCHS = 20_000  # the seed's num_epochs
+SEED_EPOCHS = names.SEED_EPOCHS  # the seed's num_epochs
 CHUNKS = 20  # turns per arm: enough pairs for a spread, few enough to cost nothing
 WARMUP_EPOCHS = 50
 

@@ -19,13 +19,14 @@ from typing import Any
 
 import numpy as np
 
+from trainspeed.names import COMPARE_NOISE
 from trainspeed.stats import BOOTSTRAP_RESAMPLES, resampled_medians
 from trainspeed.watch.phases import PHASES
 
 SCHEMA = "trainspeed.compare/1"
 DOCTOR_SCHEMA_PREFIX = "trainspeed.doctor/"
 LEVEL = 0.95
-NOISE = 0.05
+NOISE = COMPARE_NOISE
 """Run-to-run noise: a step change whose interval does not lie wholly beyond +/- this share is no real
 difference. Two doctor runs of one unchanged script differed by -0.8% to -3.1% on the CI machine (2026-11-25)."""
 

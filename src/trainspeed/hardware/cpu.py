@@ -35,6 +35,11 @@ class CpuInfo:
     stepping: int | None = None
     flags: list[str] = field(default_factory=list, repr=False)
 
+    @property
+    def native_bf16(self) -> bool:
+        """Matrix units or instructions for bfloat16 (AVX512-BF16, AMX-BF16): CPU autocast to bf16 can pay."""
+        return any(f in self.features for f in ("AVX512-BF16", "AMX-BF16"))
+
 
 def _cpuinfo() -> dict[str, Any]:
     try:

@@ -6,8 +6,9 @@ from collections.abc import Callable
 
 from trainspeed.memory.estimate import largest_batch_by_model
 from trainspeed.memory.result import BatchSearch, MemoryEstimate
+from trainspeed.names import MEMORY_MARGIN
 
-DEFAULT_MARGIN = 0.10
+DEFAULT_MARGIN = MEMORY_MARGIN
 """Keep 10% of the budget free: fragmentation, the CUDA context, other tensors of the script."""
 
 

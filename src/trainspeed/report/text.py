@@ -47,9 +47,8 @@ def cpu_lines(cpu: CpuInfo) -> list[str]:
     lines.append(f"{cpu.physical_cores or '?'} physical cores, {cpu.logical_threads or '?'} threads; "
                  f"torch uses {cpu.torch_threads} intra-op threads")
     feats = cpu.features
-    bf16 = any(f in feats for f in ("AVX512-BF16", "AMX-BF16"))
     lines.append("ISA: " + (", ".join(feats) if feats else "none of AVX2/AVX-512/AMX")
-                 + ("; native bf16 matmuls" if bf16 else "; no native bf16 (CPU autocast to bf16 is slow here)"))
+                 + ("; native bf16 matmuls" if cpu.native_bf16 else "; no native bf16 (CPU autocast to bf16 is slow here)"))
     lines.append(f"RAM {gib(cpu.ram_total_bytes)} total, {gib(cpu.ram_available_bytes)} available")
     return lines
 

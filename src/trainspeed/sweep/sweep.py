@@ -9,6 +9,7 @@ import psutil
 import torch
 
 from trainspeed.errors import UsageError
+from trainspeed.names import SWEEP_REPEATS, SWEEP_STEPS, SWEEP_WARMUP
 from trainspeed.sweep.gpu_model import reference_gpu
 from trainspeed.sweep.journal import Journal
 from trainspeed.sweep.knobs import KNOBS, Knob, SweepContext
@@ -18,9 +19,9 @@ from trainspeed.sweep.summary import best_and_ties, summarise
 from trainspeed.workloads.catalog import resolve_workload
 from trainspeed.workloads.workload import Workload
 
-DEFAULT_STEPS = 50
-DEFAULT_REPEATS = 5
-DEFAULT_WARMUP = 3
+DEFAULT_STEPS = SWEEP_STEPS
+DEFAULT_REPEATS = SWEEP_REPEATS
+DEFAULT_WARMUP = SWEEP_WARMUP
 DEFAULT_BATCHES = (16, 128, 1024)
 
 

@@ -1,13 +1,28 @@
 """Instrumentation of a live training loop: measurements in, no verdicts (those are `diagnose/`'s).
 
 `trainspeed.watch(...)` is both this package and the function that starts watching (docs/architecture.md):
-`trainspeed/__init__.py` makes this package's module object callable (`trainspeed.doctor`), so
-`import trainspeed.watch.syncs` keeps working.
+`trainspeed/__init__.py` makes this package's module object callable (it starts a `trainspeed.doctor.Doctor`), so
+`import trainspeed.watch.syncs` keeps working. The names below load on first use (PEP 562): importing one of this
+package's modules does not import the watcher.
 """
 
-from trainspeed.watch.result import WatchResult
-from trainspeed.watch.session import Watcher
-from trainspeed.watch.steps import StopWatching
-from trainspeed.watch.syncs import SyncCounter
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_WHERE = {"StopWatching": "trainspeed.watch.steps", "SyncCounter": "trainspeed.watch.syncs",
+          "WatchResult": "trainspeed.watch.result", "Watcher": "trainspeed.watch.session"}
 
 __all__ = ["StopWatching", "SyncCounter", "WatchResult", "Watcher"]
+
+
+def __getattr__(name: str) -> Any:
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module 'trainspeed.watch' has no attribute {name!r}")
+    return getattr(importlib.import_module(where), name)
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -8,6 +8,7 @@ import psutil
 import torch
 from torch.utils.data import Dataset
 
+from trainspeed.names import KNOB_SUMMARIES
 from trainspeed.sweep.knobs.base import Knob, SweepContext, base_config, positive_int
 from trainspeed.sweep.result import SweepPoint, SweepResult
 from trainspeed.sweep.stats import knee
@@ -55,7 +56,7 @@ def throughput(p: SweepPoint, steps: int) -> tuple[float, float, float]:
 
 class BatchSize(Knob):
     name = "batch-size"
-    summary = "samples per optimizer step"
+    summary = KNOB_SUMMARIES[name]
 
     def score(self, p: SweepPoint, steps: int) -> tuple[float, float, float]:
         return throughput(p, steps)

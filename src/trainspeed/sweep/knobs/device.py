@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from trainspeed.errors import UsageError
+from trainspeed.names import KNOB_SUMMARIES
 from trainspeed.probe import cpu_dispatch_us
 from trainspeed.sweep.arm import ArmConfig
 from trainspeed.sweep.gpu_model import GpuModel, reference_gpu
@@ -30,7 +31,7 @@ def gpu_model(ctx: SweepContext) -> GpuModel:
 
 class Device(Knob):
     name = "device"
-    summary = "cpu vs cuda (without CUDA the cuda side is predicted)"
+    summary = KNOB_SUMMARIES[name]
     predicts_gpu = True
 
     def normalise(self, value: str, ctx: SweepContext) -> str:
@@ -65,7 +66,7 @@ class Device(Knob):
 
 class Crossover(Knob):
     name = "crossover"
-    summary = "model width x batch size grid: where the GPU starts to beat the CPU (--values are widths)"
+    summary = KNOB_SUMMARIES[name]
     predicts_gpu = True
     ranks = False
 

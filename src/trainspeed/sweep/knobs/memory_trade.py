@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from trainspeed.errors import UsageError
+from trainspeed.names import KNOB_SUMMARIES
 from trainspeed.sweep.knobs.base import Knob, OnOffKnob, SweepContext, base_config, positive_int
 from trainspeed.sweep.result import SweepResult
 from trainspeed.units import human_bytes
@@ -52,7 +53,7 @@ def _has_batchnorm(workload: Workload) -> bool:
 
 class Accumulate(Knob):
     name = "accumulate"
-    summary = "gradient accumulation: the batch split into K micro-batches per optimizer step"
+    summary = KNOB_SUMMARIES[name]
 
     def _batch(self, ctx: SweepContext) -> int:
         return ctx.workload.batch_size or data_length(ctx.data())
@@ -98,7 +99,7 @@ class Accumulate(Knob):
 
 class ActivationCheckpointing(OnOffKnob):
     name = "activation-checkpointing"
-    summary = "recompute each block's activations in backward instead of keeping them"
+    summary = KNOB_SUMMARIES[name]
 
     def config(self, value: str, ctx: SweepContext):  # noqa: ANN201
         return base_config(ctx, checkpointing=value == "on", measure_memory=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from trainspeed.names import KNOB_SUMMARIES
 from trainspeed.sweep.knobs.base import Knob, SweepContext, base_config, positive_int
 from trainspeed.sweep.result import SweepResult
 from trainspeed.sweep.stats import line_fit, overlap
@@ -20,7 +21,7 @@ def records(value: str, steps: int) -> int:
 
 class RecordEvery(Knob):
     name = "record-every"
-    summary = "read the loss to the host (loss.item()) every N steps, or never"
+    summary = KNOB_SUMMARIES[name]
 
     def normalise(self, value: str, ctx: SweepContext) -> str:
         if value.lower() == "never":

@@ -3,6 +3,7 @@ a background thread (one save in flight at a time), vs not saving."""
 
 from __future__ import annotations
 
+from trainspeed.names import KNOB_SUMMARIES
 from trainspeed.sweep.knobs.base import Knob, SweepContext, base_config, choice
 from trainspeed.sweep.result import SweepResult
 from trainspeed.sweep.stats import overlap
@@ -12,7 +13,7 @@ MODES = {"none": "none", "off": "none", "sync": "sync", "thread": "thread", "bac
 
 class CheckpointSave(Knob):
     name = "checkpoint-save"
-    summary = "none, sync (torch.save in the loop) or thread (state copied, saved in the background)"
+    summary = KNOB_SUMMARIES[name]
 
     def normalise(self, value: str, ctx: SweepContext) -> str:
         return choice(self.name, value, MODES)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch
 
 from trainspeed.errors import UsageError
+from trainspeed.hardware.cpu import detect_cpu
+from trainspeed.names import KNOB_SUMMARIES
 from trainspeed.sweep.knobs.base import Knob, OnOffKnob, SweepContext, base_config, choice, positive_int
 from trainspeed.sweep.result import SweepResult
 
@@ -26,7 +28,7 @@ def _speed_line(result: SweepResult, value: str, other: str) -> str:
 
 class Threads(Knob):
     name = "threads"
-    summary = "torch intra-op threads (torch.set_num_threads)"
+    summary = KNOB_SUMMARIES[name]
 
     def normalise(self, value: str, ctx: SweepContext) -> str:
         return str(positive_int(self.name, value))
@@ -55,7 +57,7 @@ class Threads(Knob):
 
 class Amp(Knob):
     name = "amp"
-    summary = "autocast dtype: fp32 (off), bf16, fp16"
+    summary = KNOB_SUMMARIES[name]
 
     def normalise(self, value: str, ctx: SweepContext) -> str:
         return choice(self.name, value, {"fp32": "fp32", "off": "fp32", "none": "fp32", "bf16": "bf16",
@@ -75,14 +77,14 @@ class Amp(Knob):
             return
         if pick == "fp32":
             result.recommendation = "stay in fp32: autocast bought no measurable speed here" + (
-                " (this CPU has no native bf16)" if ctx.device == "cpu" else "")
+                " (this CPU has no native bf16)" if ctx.device == "cpu" and not detect_cpu().native_bf16 else "")
         else:
             result.recommendation = f"autocast to {pick}: {_speed_line(result, pick, 'fp32')}; check the loss curve"
 
 
 class Compile(OnOffKnob):
     name = "compile"
-    summary = "torch.compile(model) vs eager; compile time reported apart, with the break-even step count"
+    summary = KNOB_SUMMARIES[name]
 
     def config(self, value: str, ctx: SweepContext):  # noqa: ANN201
         return base_config(ctx, compile=value == "on")
@@ -110,7 +112,7 @@ class Compile(OnOffKnob):
 
 class CudaGraphs(OnOffKnob):
     name = "cuda-graphs"
-    summary = "the whole step captured as one CUDA graph and replayed (CUDA only)"
+    summary = KNOB_SUMMARIES[name]
     needs_cuda = True
 
     def config(self, value: str, ctx: SweepContext):  # noqa: ANN201

@@ -9,6 +9,7 @@ from __future__ import annotations
 from torch.utils.data import Dataset
 
 from trainspeed.errors import UsageError
+from trainspeed.names import KNOB_SUMMARIES
 from trainspeed.sweep.knobs.base import Knob, SweepContext, base_config
 from trainspeed.sweep.result import SweepResult
 from trainspeed.sweep.stats import knee
@@ -21,7 +22,7 @@ def _parts(value: str) -> tuple[int, bool, bool]:
 
 class NumWorkers(Knob):
     name = "num-workers"
-    summary = "DataLoader worker processes (+pin: pin_memory, +persistent: persistent_workers)"
+    summary = KNOB_SUMMARIES[name]
 
     def normalise(self, value: str, ctx: SweepContext) -> str:
         head, *flags = value.lower().split("+")

@@ -24,6 +24,7 @@ import torch
 
 from trainspeed.diagnose.scaling import bus_bandwidth_gbs, ring_factor
 from trainspeed.errors import UsageError
+from trainspeed.names import KNOB_SUMMARIES
 from trainspeed.stats import median
 from trainspeed.sweep.arm import ArmConfig
 from trainspeed.sweep.knobs.base import Knob, SweepContext, positive_int
@@ -61,7 +62,7 @@ def comm_ms(k: int, latency_ms: float, ms_per_byte: float, grad_bytes: float) ->
 
 class WorldSize(Knob):
     name = "world-size"
-    summary = "data-parallel ranks under torchrun + DDP, each 1/K of every batch (larger K predicted)"
+    summary = KNOB_SUMMARIES[name]
 
     def _ranks_here(self, ctx: SweepContext) -> int:
         if ctx.device == "cuda":
