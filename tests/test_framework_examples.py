@@ -50,7 +50,12 @@ class TestLightning:
     def test_validating_every_two_steps_names_val_check_interval(self, capsys: pytest.CaptureFixture[str]) -> None:
         data = _doctor("lightning_trainer.py", ["--val-check-interval", "2"], capsys)
         assert (data["evaluation"]["in_run"], data["evaluation"]["every_steps"]) == (self.steps // 2 + 1, 2)
-        assert first_planted(data, "evaluation_heavy")["action"].startswith("Trainer(val_check_interval=8)")
+        # Lightning counts the interval within each epoch of 24 batches: 3 validations an epoch, said in the run's counts
+        assert first_planted(data, "evaluation_heavy")["action"].startswith(
+            f"Trainer(val_check_interval=8) validates {self.steps // 24 * 3} times in this run's {self.steps} steps "
+            f"instead of {self.steps // 2 + 1}")
+        train, val = sorted(data["loaders"], key=lambda ld: ld["evaluation_batches"])
+        assert train["length"] == 24 and val["evaluation_batches"] == val["batches"] > 0 and not train["evaluation_batches"]
 
     def test_checkpointing_every_step_names_model_checkpoint(self, capsys: pytest.CaptureFixture[str]) -> None:
         data = _doctor("lightning_trainer.py", ["--every-n-train-steps", "1"], capsys)

@@ -15,7 +15,7 @@ from torch import nn
 from trainspeed.measure import _largest_batch
 from trainspeed.report.html import doctor_html
 from trainspeed.watch import Watcher
-from trainspeed.watch.result import RunSubject
+from trainspeed.watch.subject import RunSubject
 
 
 def test_largest_batch_for_the_watched_model() -> None:

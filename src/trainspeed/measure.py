@@ -37,7 +37,8 @@ from trainspeed.probe.matmul import (
 from trainspeed.probe.optimizer import rebuild_ms, step_ms
 from trainspeed.probe.page_faults import page_fault_us
 from trainspeed.threads import intra_op_threads
-from trainspeed.watch.result import RunSubject, WatchResult
+from trainspeed.watch.result import WatchResult
+from trainspeed.watch.subject import RunSubject
 
 _OPTIMIZER_NAMES = {"sgd": "sgd-momentum", "adam": "adam", "adamw": "adamw", "rmsprop": "rmsprop", "adagrad": "adagrad"}
 

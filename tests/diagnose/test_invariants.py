@@ -38,6 +38,13 @@ def test_each_invariant_is_checked() -> None:
     assert "syncs per step on a CPU run" in \
         inconsistencies(dataclasses.replace(r, syncs_per_step=1.2, sync_sites=[site]), [])[0]
     assert "predicts 0.90x" in inconsistencies(r, [Verdict("launch_bound", "", "", 0.9)])[0]
+    every = Evaluation(count=5, mean_ms=3000.0, share=1.0, every_steps=4.0, by="model.eval()")
+    assert "evaluation takes 100.0% of a run whose steps trained" in \
+        inconsistencies(dataclasses.replace(r, evaluation=every), [])[0]
+    load = Verdict("thread_oversubscription", "other processes kept 0.9 of this machine's 2 hardware threads", "", 1.2)
+    under = dataclasses.replace(r, mean_ms=9.0)  # the mean under the 10 ms median: no tail to blame on the load
+    assert "blames other processes for a tail the steps do not have" in inconsistencies(under, [load])[0]
+    assert inconsistencies(dataclasses.replace(r, mean_ms=12.0), [load]) == []
 
 
 def test_a_report_says_so_and_a_strict_one_raises(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -52,6 +52,34 @@ def test_evaluations_between_steps_are_counted_with_their_share_of_the_run() -> 
     assert ev.mean_ms >= 20 * 0.5 and 0.2 < ev.share < 1.0  # 20 sleeps of 0.5 ms against 10 tiny steps
 
 
+def test_a_run_that_mostly_evaluates_has_a_share_under_all_of_it() -> None:
+    """Validation every 4 tiny steps, the last after the final step (as Lightning validates at the end of fit):
+    that last one lies in no step's time, so the share counts it beside the steps' time, not against it alone
+    (a Lightning run spending 95% of fit() validating read as 100%). What the evaluations add to the mean step
+    leaves the last one out."""
+    model, optimizer, x, y = _small_mlp()
+    with Watcher(warmup=3, profile_steps=0) as w:
+        for step in range(12):
+            loss = nn.functional.cross_entropy(model(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            if step % 4 == 3:
+                model.eval()
+                with torch.no_grad():
+                    model(x)
+                    time.sleep(0.1)
+                model.train()
+    r = w.measurements()
+    ev = r.evaluation
+    assert ev is not None and ev.count == 3 and ev.mean_ms >= 100
+    # 300 ms of evaluation against 9 measured steps holding 200 ms of it: under all of the run, whatever the steps took
+    assert 0.5 < ev.share < 0.99
+    inside = 2 * ev.mean_ms  # after steps 4 and 8, within the measured steps that follow them; step 12's is after
+    assert abs(ev.step_ms * r.steps_measured - inside) < 0.1 * inside
+    assert r.mean_ms is not None and ev.step_ms < r.mean_ms
+
+
 def test_an_evaluation_under_no_grad_alone_is_counted_and_said_so() -> None:
     with Watcher(warmup=3, profile_steps=0) as w:
         _evaluating_loop(60, 10, eval_mode=False)
@@ -156,3 +184,39 @@ def test_a_last_evaluation_after_the_last_step_counts_in_the_run_untimed() -> No
     ev = w.measurements().evaluation
     assert ev is not None and ev.in_run == 3 and ev.count == 2 and ev.every_steps == 10
     assert torch.nn.modules.module._global_forward_pre_hooks == {}  # nothing left behind
+
+
+def test_an_evaluation_s_batches_and_lines_are_not_the_training_step_s() -> None:
+    """Validation batches are the evaluation's time, not the training steps' wait on data (the data share of an
+    accelerate script counted its validation loader's batches, which evaluation_heavy counted again); the lines
+    of a validation loop are not the training step's "other" (Lightning's `self.log("val_loss", ...)` was blamed
+    for training time)."""
+    from torch.utils.data import DataLoader, Dataset
+
+    class SlowItems(Dataset):  # 2 ms an item: a validation set read from disk
+        def __len__(self) -> int:
+            return 16
+
+        def __getitem__(self, i: int) -> torch.Tensor:
+            time.sleep(0.002)
+            return torch.full((8,), float(i))
+
+    val = DataLoader(SlowItems(), batch_size=4)
+    model, optimizer, x, y = _small_mlp()
+    with Watcher(warmup=2, profile_steps=0) as w:
+        for step in range(30):
+            loss = nn.functional.cross_entropy(model(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            if step % 10 == 9:
+                model.eval()
+                with torch.no_grad():
+                    for batch in val:
+                        model(batch)
+                        time.sleep(0.01)  # the validation loop's own line
+                model.train()
+    r = w.measurements()
+    assert r.evaluation is not None and r.evaluation.count == 3
+    assert r.phases["data"].share < 0.05 and r.loader_starts == 0
+    assert not any("the validation loop's own line" in s.code for s in (*r.other_sites, *r.loop_sites))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from trainspeed.diagnose.rules.common import MAX_PREDICTED
+from trainspeed.diagnose.rules.common import MAX_PREDICTED, steady_mean_ms
 from trainspeed.diagnose.verdict import Verdict
 from trainspeed.watch.result import WatchResult
 
@@ -40,6 +40,8 @@ def inconsistencies(w: WatchResult, verdicts: list[Verdict]) -> list[str]:
     if ev is not None:
         if not 0 <= ev.share <= 1:
             found.append(f"evaluation takes {ev.share:.1%} of the run")
+        elif ev.share >= 1 - SHARE_TOLERANCE and w.steps_measured:
+            found.append(f"evaluation takes {ev.share:.1%} of a run whose steps trained")
         seen = ev.seen
         if ev.every_steps is not None and ev.every_steps * (seen - 1) > w.steps_seen:
             found.append(f"{seen} evaluations every {ev.every_steps:.0f} steps do not fit in {w.steps_seen} steps")
@@ -54,6 +56,11 @@ def inconsistencies(w: WatchResult, verdicts: list[Verdict]) -> list[str]:
         found.append(f"{w.host_reads_per_step:.2f} reads of CPU tensors per step, and no place that made them")
     if w.device == "cpu" and w.syncs_per_step > 0:
         found.append(f"{w.syncs_per_step:.2f} syncs per step on a CPU run, where nothing waits for a device")
+    steady = steady_mean_ms(w)
+    if steady is not None and w.median_ms and steady[1] <= w.median_ms:
+        found += [f"{v.id} blames other processes for a tail the steps do not have (their own mean "
+                  f"{steady[1]:.2f} ms, median {w.median_ms:.2f} ms)"
+                  for v in verdicts if v.id == "thread_oversubscription" and "other processes" in v.evidence]
     for v in verdicts:
         p = v.predicted_speedup
         if p is not None and not 1.0 <= p <= MAX_PREDICTED:

@@ -93,6 +93,16 @@ class EvaluationTracker:
         self._eval_called = False
         """The model (or the module put in evaluation mode) was called during the open model.eval() span."""
 
+    @property
+    def evaluating(self) -> bool:
+        """An evaluation is under way now: a model.eval() span is open, opened since the last step ended (a model
+        trained in eval mode, its batch norm frozen, trains on after its first step). Read by the stack sampler's
+        thread and the DataLoader hooks: the samples and the validation batches then are the evaluation's, not the
+        training step's. A no_grad span alone is not taken for one while it runs: a GAN's generator or an agent's
+        choice of action runs under no_grad on every step, as part of it."""
+        opened = self.opened
+        return opened is not None and opened[1] == self._steps_seen()
+
     def _span_ended(self, kind: str, t0: float, t1: float, steps: int) -> None:
         """An evaluation span of `kind` ran from t0 to t1 with `steps` steps seen: part of the evaluation under way
         if no step ended since its last span, else the start of the next one (the one before is counted then)."""
@@ -195,8 +205,13 @@ class EvaluationTracker:
         step (a generator run under no_grad for a GAN's critic, an agent choosing its actions, come every step:
         work of the step, not an evaluation)."""
         evals, quiet = dataclasses.replace(self.evals), dataclasses.replace(self.quiet_evals)
-        if self._gap is not None:  # the evaluation under way (or the run's last), counted on copies
-            self._gap.into(evals, quiet)
+        after: tuple[str, float] | None = None
+        """(kind, seconds) of an evaluation after the last step (the run's last): in no measured step's time."""
+        gap = self._gap
+        if gap is not None:  # the evaluation under way (or the run's last), counted on copies
+            gap.into(evals, quiet)
+            if gap.measured and gap.steps == self._steps_seen():
+                after = ("model.eval()" if "model.eval()" in gap.kinds else "no_grad", gap.seconds())
         if self.opened is not None and self._eval_called:  # the run's last, with no train() after it: counted,
             steps = self.opened[1]  # not timed (where it ended is not known)
             if self._gap is None or self._gap.steps != steps:
@@ -209,7 +224,11 @@ class EvaluationTracker:
         count = sum(spans.count for _, spans in kinds)
         in_run = sum(spans.in_run for _, spans in kinds)
         seconds = sum(spans.seconds for _, spans in kinds)
+        outside = after[1] if after is not None and after[0] in (name for name, _ in kinds) else 0.0
         first, last = min(spans.first for _, spans in kinds), max(spans.last for _, spans in kinds)
-        return Evaluation(count=count, mean_ms=seconds * 1e3 / count, share=min(1.0, seconds / summed[1]),
+        # of the measured run: its steps and the evaluation after the last one (a Lightning run validating every 4
+        # steps spent 95% of fit() there; against the steps' time alone that read as more than all of it)
+        return Evaluation(count=count, mean_ms=seconds * 1e3 / count, share=seconds / (summed[1] + outside),
+                          step_ms=(seconds - outside) * 1e3 / measured if measured else 0.0,
                           every_steps=(last - first) / (in_run - 1) if in_run > 1 else None,
                           by=" and ".join(name for name, _ in kinds), in_run=in_run)

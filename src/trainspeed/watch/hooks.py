@@ -53,6 +53,7 @@ class Listener(Protocol):
     def mode_set(self, module: torch.nn.Module, training: bool) -> None: ...
     def grad_off_entered(self) -> None: ...
     def grad_off_left(self) -> None: ...
+    def evaluating(self) -> bool: ...
 
 
 class Hooks(Patches):
@@ -68,16 +69,26 @@ class Hooks(Patches):
         self.in_data = 0
         """DataLoader calls in progress (starting an iterator, fetching a batch, stopping workers): a module
         called inside one is the data's (a transform: torchvision's are nn.Modules), not the forward phase."""
+        self._data_timed: list[bool] = []
+        """For each DataLoader call in progress, whether it is the data phase's: not during an evaluation, whose
+        validation batches are its own time (evaluation_heavy's), not the training steps' wait on data."""
         self.optimizer_classes: set[type] = set()
         self._home = threading.get_ident()
 
     def _data_entered(self) -> None:  # a DataLoader call starts: the data phase, and `in_data` for module calls
-        self.edges.enter("data")
+        timed = not self.listener.evaluating()
+        self._data_timed.append(timed)
+        if timed:
+            self.edges.enter("data")
         self.in_data += 1
 
-    def _data_left(self) -> None:
+    def _data_left(self) -> bool:
+        """The DataLoader call ends; whether it was the data phase's."""
         self.in_data -= 1
-        self.edges.exit("data")
+        timed = self._data_timed.pop() if self._data_timed else True
+        if timed:
+            self.edges.exit("data")
+        return timed
 
     def framework_checkpoints(self, framework: str) -> None:
         """Time a framework's whole checkpoint as the checkpoint phase: its files written (Lightning writes the
@@ -376,8 +387,8 @@ class Hooks(Patches):
                     L.loader_ran_out(it)
                     raise
                 finally:
-                    self._data_left()
-                    if started is not None:
+                    timed = self._data_left()
+                    if started is not None and timed:
                         L.loader_started(started + time.perf_counter() - t0)
                 if new:
                     L.loader_batch(it, batch)
@@ -399,8 +410,8 @@ class Hooks(Patches):
                 try:
                     return orig(*args, **kwargs)
                 finally:
-                    self._data_left()
-                    L.loader_started(time.perf_counter() - t0, stop=True)
+                    if self._data_left():
+                        L.loader_started(time.perf_counter() - t0, stop=True)
             return wrapper
 
         self._patch(dataloader_module._MultiProcessingDataLoaderIter, "_shutdown_workers", stop_wrap)

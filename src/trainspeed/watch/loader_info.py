@@ -26,11 +26,20 @@ def loader_info(iterator: Any) -> LoaderInfo:
         persistent_workers=bool(getattr(iterator, "_persistent_workers", False)),
         dataset=type(dataset).__name__ if dataset is not None else None,
         collate=_collate_name(getattr(iterator, "_collate_fn", None)),
+        length=_length(iterator),
         item_by_item=item_by_item,
         batchable=item_by_item and isinstance(inner, TensorDataset) and _plain(batches)
         and getattr(iterator, "_collate_fn", None) is default_collate
         and all(t.device.type == "cpu" for t in inner.tensors),
     )
+
+
+def _length(iterator: Any) -> int | None:
+    """Batches in one pass (`len(loader)`), where the iterator knows it."""
+    try:
+        return int(len(iterator))
+    except TypeError:  # an IterableDataset without __len__
+        return None
 
 
 def _under_subsets(dataset: Any) -> Any:

@@ -24,6 +24,8 @@ class LoaderTracker:
         self.infos: dict[int, LoaderInfo] = {}
         self.batches: dict[int, int] = {}
         """Batches asked of each loader (by the id of its dataset), warm-up included."""
+        self.evaluation_batches: dict[int, int] = {}
+        """Of them, those asked during an evaluation."""
         self.probes: dict[int, tuple[Any, int]] = {}
         """(an item shaped like the loader's, the rows of its TensorDataset when it is `batchable`, else 0) per
         loader."""
@@ -36,10 +38,12 @@ class LoaderTracker:
         """DataLoader iterators started during the measured steps, and the seconds those starts took with their
         first batch, and the stops of their workers (`started`)."""
 
-    def seen(self, iterator: Any) -> bool:
-        """A batch is asked of a DataLoader iterator; True the first time its dataset is seen (the hooks then
-        hand its first batch to `first_batch`)."""
+    def seen(self, iterator: Any, evaluating: bool = False) -> bool:
+        """A batch is asked of a DataLoader iterator (during an evaluation: `evaluating`); True the first time its
+        dataset is seen (the hooks then hand its first batch to `first_batch`)."""
         key = _loader_key(iterator)
+        if evaluating:
+            self.evaluation_batches[key] = self.evaluation_batches.get(key, 0) + 1
         if key in self.batches:
             self.batches[key] += 1
             return False
@@ -77,6 +81,7 @@ class LoaderTracker:
     def part(self, summed_wall: float | None) -> Loaders:
         """The loaders, and their starts over the measured run's `summed_wall` seconds."""
         return Loaders(
-            [dataclasses.replace(info, batches=self.batches[key]) for key, info in self.infos.items()],
+            [dataclasses.replace(info, batches=self.batches[key], evaluation_batches=self.evaluation_batches.get(key, 0))
+             for key, info in self.infos.items()],
             self.starts, self.start_s / summed_wall if summed_wall else None,
             self.start_s * 1e3 / self.starts if self.starts else None)

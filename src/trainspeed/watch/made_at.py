@@ -16,6 +16,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+from trainspeed.watch.lines import frame_site
 from trainspeed.watch.syncs import is_user_code
 
 # module -> (class, the method every construction runs); TrainingArguments is a dataclass whose subclasses
@@ -36,7 +37,7 @@ def user_site(frame: Any) -> str | None:
     while frame is not None:
         code = frame.f_code
         if is_user_code(code) and not code.co_filename.startswith("<"):
-            return f"{code.co_filename}:{frame.f_lineno}"
+            return frame_site(frame)
         frame = frame.f_back
     return None
 

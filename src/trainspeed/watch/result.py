@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from trainspeed.watch.frameworks import Framework
 from trainspeed.watch.trace import Trace
@@ -124,6 +123,10 @@ class LoaderInfo:
     batches could be taken whole, one index op per tensor."""
     batches: int = 0
     """Batches it handed out while watched."""
+    evaluation_batches: int = 0
+    """Of them, those asked during an evaluation (all of a validation loader's)."""
+    length: int | None = None
+    """Batches in one pass over it, an epoch (`len(loader)`); None for an iterable dataset without a length."""
     collate: str | None = None
     """The name of its collate_fn where it is the script's own (None: torch's default_collate)."""
 
@@ -167,6 +170,9 @@ class Evaluation:
     torch.inference_mode() that called the model, at most every other step), or both ("model.eval() and no_grad")."""
     in_run: int = 0
     """Evaluations in the whole run: those of the warm-up, and one before the first step, too (a script's count)."""
+    step_ms: float = 0.0
+    """Their time inside the measured steps, per measured step (ms): what they add to the mean step (an evaluation
+    after the run's last step adds nothing to it)."""
 
     @property
     def seen(self) -> int:
@@ -246,24 +252,6 @@ class Machine:
     page_faults_per_step: float | None
     page_faults_early_per_step: float | None
     compiles: Compiles | None
-
-
-@dataclass(frozen=True)
-class RunSubject:
-    """What the probes after a watched run copy the shapes of: the model (a weak reference: the script's), one
-    sample of its input, the primary optimizer, and an item shaped like each loader's batch. Nothing of the
-    user's data is kept."""
-
-    model: Any = None
-    """weakref.ref to the model (None: no model seen)."""
-    input_spec: tuple[list[int], Any] | None = None
-    """(one sample's shape, dtype) of the model's first input."""
-    optimizer_kind: str | None = None
-    optimizer_spec: Any = None
-    """probe.optimizer.OptimizerSpec of the primary optimizer (None: none)."""
-    loader_probes: list[tuple[Any, int]] = field(default_factory=list)
-    """(an item shaped like the loader's batch, the rows of its TensorDataset when batchable, else 0), in the
-    order of `WatchResult.loaders`."""
 
 
 @dataclass(slots=True)

@@ -26,6 +26,7 @@ import psutil
 import torch
 
 from trainspeed.watch import worker_sampler
+from trainspeed.watch.lines import line_of
 from trainspeed.watch.result import WORKER_WAIT
 from trainspeed.watch.syncs import READ_CODES
 
@@ -87,9 +88,9 @@ def sites_of(frame: Any, loop: frozenset[int] = frozenset()) -> tuple[str | None
             if name.startswith(_WATCHER):
                 return None, None
             if _is_site(name):
-                site = f"{name}:{frame.f_lineno}"
+                site = f"{name}:{line_of(frame)}"
         if outer is None and id(code) in loop:
-            outer = f"{name}:{frame.f_lineno}"
+            outer = f"{name}:{line_of(frame)}"
         frame = frame.f_back
     return site, (outer if site is not None else None)
 
@@ -136,7 +137,7 @@ def data_site(frame: Any) -> tuple[str, str | None] | None:
             if name.startswith(_WATCHER):
                 return None
             if _is_site(name):
-                site = f"{name}:{frame.f_lineno}"
+                site = f"{name}:{line_of(frame)}"
             if package is None and not name.startswith(_TORCH):
                 package = _package_function(frame)
         frame = frame.f_back

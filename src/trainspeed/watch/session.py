@@ -48,9 +48,10 @@ from trainspeed.watch.optimizers import OptimizerTracker
 from trainspeed.watch.phases import EDGE_PHASES
 from trainspeed.watch.ranks import RankTracker
 from trainspeed.watch.reads import HostReads
-from trainspeed.watch.result import RunSubject, WatchResult
+from trainspeed.watch.result import WatchResult
 from trainspeed.watch.sampler import Sampler, loop_codes
 from trainspeed.watch.steps import StepTracker, StopWatching
+from trainspeed.watch.subject import RunSubject
 from trainspeed.watch.syncs import reading, site_of
 from trainspeed.watch.trace import TracingClock
 
@@ -108,7 +109,9 @@ class Watcher:
         # watched at their edges only, the sampler reads the phase from the stack (sampler.PHASE_FILES).
         # The wait on a DataLoader is sampled too, while data is the innermost phase (a slice: atomic)
         steps, clock = self.steps, self.clock
-        self.sampler = Sampler(lambda: steps.steps_seen > 0 and not clock.stack, hz=self.sample_hz,
+        evaluation = self.evaluation  # samples during an evaluation are its, not the training step's "other"
+        self.sampler = Sampler(lambda: steps.steps_seen > 0 and not clock.stack and not evaluation.evaluating,
+                               hz=self.sample_hz,
                                in_data=lambda: steps.steps_seen > 0 and clock.stack[-1:] == ["data"])
         self.sampler.start()
         self.clock.end_step()  # the first step starts now
@@ -231,10 +234,13 @@ class Watcher:
         self.steps.copied(nbytes)
         self.model.copied(nbytes, pinned, non_blocking)
 
+    def evaluating(self) -> bool:
+        return self.evaluation.evaluating
+
     def loader_seen(self, iterator: Any) -> bool:
         if self.evaluation.opened is not None:
             self.evaluation.training_again(True)
-        return self.loaders.seen(iterator)
+        return self.loaders.seen(iterator, self.evaluation.evaluating)
 
     def loader_batch(self, iterator: Any, batch: Any) -> None:
         self.loaders.first_batch(iterator, batch)

@@ -23,6 +23,8 @@ from typing import Any
 
 import torch
 
+from trainspeed.watch.lines import frame_site
+
 _TORCH_DIR = os.path.dirname(torch.__file__)
 _OUR_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _OURS = (_TORCH_DIR, _OUR_DIR, "<frozen")
@@ -88,10 +90,10 @@ def site_of(frame: Any) -> str:
             key = (id(code), frame.f_lasti)
             known = _SITES.get(key)
             if known is None:
-                known = _SITES[key] = (f"{code.co_filename}:{frame.f_lineno}", code)
+                known = _SITES[key] = (frame_site(frame), code)
             return known[0]
         if fallback == "?" and not code.co_filename.startswith(_OURS):
-            fallback = f"{code.co_filename}:{frame.f_lineno}"
+            fallback = frame_site(frame)
         frame = frame.f_back
     return fallback
 

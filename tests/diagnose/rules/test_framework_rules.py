@@ -39,13 +39,37 @@ def test_evaluating_too_often_names_the_trainers_interval(framework: Framework, 
 
 
 @pytest.mark.parametrize(("framework", "setting"), [
-    (HF, "TrainingArguments(save_steps=15) saves 15 times less often; save_only_model=True"),
-    (PL, "ModelCheckpoint(every_n_train_steps=15) saves 15 times less often; save_weights_only=True"),
+    (HF, "TrainingArguments(save_steps=15) saves 6 times in this run's 100 steps instead of 100; save_only_model=True"),
+    (PL, "ModelCheckpoint(every_n_train_steps=15) saves 6 times in this run's 100 steps instead of 100; "
+         "save_weights_only=True"),
 ])
 def test_saving_too_often_names_the_trainers_interval(framework: Framework, setting: str) -> None:
     v = diagnose(_saving(framework), CTX)[0]
     assert v.id == "checkpoint_heavy" and v.action.startswith(setting)
     assert "100 checkpoints of 400 torch.save calls in the run, one every 1 steps" in v.evidence
+
+
+def test_a_trainer_s_interval_is_said_in_the_run_s_own_counts() -> None:
+    """Lightning counts val_check_interval within each epoch: validating every 4 of 24 batches an epoch (12
+    validations in 48 steps), an interval of 16 leaves 2, not "4 times less often"; past the epoch's batches
+    Lightning refuses the interval, and whole epochs are the lever. A Hugging Face run of 20 steps saving every
+    step is told to save not at all, not every 35 steps."""
+    from trainspeed.watch.result import LoaderInfo
+
+    train = LoaderInfo(0, False, 32, False, batches=48, length=24)
+    val = LoaderInfo(0, False, 64, False, batches=120, length=10)
+    r = dataclasses.replace(_evaluating(PL), steps_seen=48, loaders=[train, dataclasses.replace(val, batches=12)],
+                            evaluation=Evaluation(count=11, mean_ms=142.5, share=0.43, every_steps=4.0, in_run=12))
+    v = diagnose(r, CTX)[0]
+    assert v.action.startswith("Trainer(val_check_interval=16) validates 2 times in this run's 48 steps instead of 12")
+    often = dataclasses.replace(r, evaluation=dataclasses.replace(r.evaluation, every_steps=8.0, in_run=6, count=5))
+    assert diagnose(often, CTX)[0].action.startswith(
+        "Trainer(check_val_every_n_epoch=2) (val_check_interval may not pass the epoch's 24 batches) validates "
+        "1 time in this run's 48 steps instead of 6")
+    saving = recorded(10.0, {"forward": 3.0, "backward": 2.5, "optimizer": 1.0, "checkpoint": 3.5}, flops=1e10)
+    short = dataclasses.replace(saving, framework=HF, steps_seen=20, saves=20, save_calls=20, saves_every_steps=1.0)
+    assert diagnose(short, CTX)[0].action.startswith(
+        "TrainingArguments(save_strategy=\"no\") saves nothing in this run's 20 steps (was 20)")
 
 
 def test_a_starved_loader_inside_the_hf_trainer_names_its_dataloader_arguments() -> None:

@@ -69,7 +69,7 @@ def test_a_function_the_loop_calls_is_named_by_the_loops_line_that_calls_it() ->
     loop = [OtherSite("gen.py:13", "for step, (x, y) in enumerate(batches(400)):", 98, 0.98),
             OtherSite("gen.py:14", "loss = f(model(x), y)", 2, 0.02)]
     host = diagnose(dataclasses.replace(r, other_sites=sites, loop_sites=loop), CTX)[0]
-    assert host.id == "host_code_heavy" and "46% of the stack samples there are at gen.py:8" in host.evidence
+    assert host.id == "host_code_heavy" and "46% of the 100 stack samples there are at gen.py:8" in host.evidence
     assert "98% ran under the training loop's line gen.py:13: `for step, (x, y)" in host.evidence
     host_ms = 3.85 - (0.45 + 3 * 2 * 2.0 / 1e3)
     assert host.predicted_speedup == pytest.approx(4.82 / (4.82 - min(host_ms, 3.85 * 0.98)), abs=0.01)
@@ -101,7 +101,7 @@ def test_the_library_under_a_line_is_named_and_torch_distributions_checks_are_a_
     rest = OtherSite("rl.py:74", "obs = env.reset()", 3, 0.2)
     spread = diagnose(dataclasses.replace(r, other_sites=[*lines, rest]), CTX)[0]
     assert spread.id == "host_code_heavy" and "set_default_validate_args(False)" in spread.action
-    assert "27% of the stack samples there are at rl.py:83" in spread.evidence
+    assert "27% of the 15 stack samples there are at rl.py:83" in spread.evidence
     assert "80% of them in all at lines inside torch.distributions (lines 83, 84, 85)" in spread.evidence
     host_ms = 3.85 - (0.45 + 3 * 2 * 2.0 / 1e3)  # the prediction stays the top line's part
     assert spread.predicted_speedup == pytest.approx(4.82 / (4.82 - min(host_ms, 3.85 * 4 / 15)), abs=0.01)
@@ -224,3 +224,18 @@ def test_torch_work_outside_the_phases_on_every_step_is_named_by_its_line_withou
     small = dataclasses.replace(_ema_run([copy]), phases={**_ema_run([copy]).phases,
                                 "other": PhaseStat(0.4, None, 0.1)})
     assert "outside_work" not in ids(small, ctx)
+
+
+def test_a_line_named_from_too_few_stack_samples_is_no_verdict() -> None:
+    """One sample at a progress bar's `stop` (the run's end) held "100%" of "other" and predicted 1.84x; removing
+    it gained nothing. A verdict that names a line rests on SITE_SAMPLES samples or more, and says how many."""
+    from trainspeed.diagnose.rules.host import SITE_SAMPLES
+
+    r = _metric_run(3, 0.45)
+    one = [OtherSite("bar.py:40", "self.live.stop()", 1, 1.0)]
+    assert not {"host_code_heavy", "outside_work"} & set(ids(dataclasses.replace(r, other_sites=one)))
+    enough = [OtherSite("bar.py:40", "self.live.stop()", SITE_SAMPLES, 1.0)]
+    host = diagnose(dataclasses.replace(r, other_sites=enough), CTX)[0]
+    assert host.id == "host_code_heavy" and f"100% of the {SITE_SAMPLES} stack samples there" in host.evidence
+    printing = [OtherSite("t.py:9", "print(f'step {step}')", 1, 1.0)]
+    assert "logging_heavy" not in ids(dataclasses.replace(r, other_sites=printing))

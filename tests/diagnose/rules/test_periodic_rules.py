@@ -23,14 +23,22 @@ def test_a_checkpoint_every_hundred_steps_is_judged_by_its_share() -> None:
 def test_evaluation_heavy_from_a_large_share_of_the_run_in_evaluation() -> None:
     # examples/eval_too_often.py (2026-11-23, CPU): 19 evaluations of 142.5 ms, one every 50 steps, 43% of the run
     r = recorded(3.76, {"forward": 1.3, "backward": 1.6, "optimizer": 0.27}, flops=2.7e8, batch=512, threads=2)
-    heavy = dataclasses.replace(r, evaluation=Evaluation(count=19, mean_ms=142.5, share=0.43, every_steps=50.0,
-                                                         in_run=20))
+    heavy = dataclasses.replace(r, steps_seen=1000, evaluation=Evaluation(count=19, mean_ms=142.5, share=0.43,
+                                                                          every_steps=50.0, in_run=20))
     verdict = diagnose(heavy, CTX)[0]
     assert verdict.id == "evaluation_heavy"
     assert "43% of the measured run's time: 20 evaluations in the run, one every 50 steps (19 during the measured " \
         "steps), 142.5 ms each" in verdict.evidence
-    assert "every 200 steps" in verdict.action and "inference_mode" in verdict.action
-    assert verdict.predicted_speedup == pytest.approx(1 / (1 - 0.43 * 3 / 4), abs=0.01)
+    # the interval's effect in the run's own counts: 5 of its 20 evaluations left
+    assert "every 200 steps (5 evaluations in this run's 1000 steps instead of 20)" in verdict.action
+    assert "inference_mode" in verdict.action
+    assert verdict.predicted_speedup == pytest.approx(1 / (1 - 0.43 * (1 - 5 / 20)), abs=0.01)
+    # a run of 120 steps evaluating every 10: an interval of 40 leaves 3 of its 12, a quarter; of 130 steps, 3 of 13
+    short = dataclasses.replace(heavy, steps_seen=130, evaluation=dataclasses.replace(heavy.evaluation, every_steps=10.0,
+                                                                                       in_run=13, count=12))
+    v = diagnose(short, CTX)[0]
+    assert "every 40 steps (3 evaluations in this run's 130 steps instead of 13)" in v.action
+    assert v.predicted_speedup == pytest.approx(1 / (1 - 0.43 * (1 - 3 / 13)), abs=0.01)
     # one evaluation a tenth of the run: not worth a verdict
     light = dataclasses.replace(r, evaluation=Evaluation(count=1, mean_ms=40.0, share=0.1, every_steps=None))
     assert "evaluation_heavy" not in ids(light)

@@ -93,6 +93,28 @@ def test_fewer_threads_than_cores_on_matrix_work_is_threads_unused() -> None:
     assert "threads_unused" not in ids(r, dataclasses.replace(ctx, usable_cores=1))
 
 
+def test_a_busy_machine_s_tail_is_the_steps_own_not_the_evaluations_or_the_mean_under_the_median() -> None:
+    """The load verdict predicts from the steps' own tail: a run validating every 4 steps (mean 751 ms, median
+    48 ms, the validations evaluation_heavy's) gets none of their time; a mean under the median is no tail."""
+    import dataclasses
+
+    from trainspeed.watch.result import Evaluation
+
+    ctx = Context(2.0, 100.0, physical_cores=2, logical_threads=2)
+    base = recorded(48.0, {"forward": 15.0, "backward": 20.0, "optimizer": 5.0}, ops=None, threads=2)
+    busy = dataclasses.replace(base, others_cpu_cores=0.9, p90_ms=60.0)
+    # 700 ms a step of validations, and 3 ms of the steps' own waits for a core
+    validating = dataclasses.replace(busy, mean_ms=751.0, evaluation=Evaluation(
+        count=20, mean_ms=2800.0, share=0.93, every_steps=4.0, step_ms=700.0, in_run=21))
+    v = next(v for v in diagnose(validating, ctx) if v.id == "thread_oversubscription")
+    assert v.predicted_speedup == round(751.0 / (751.0 - 3.0), 2)  # was "at least 10x": the mean over the median
+    assert "less the evaluations 700.00 ms (their own verdicts'): 51.00 ms" in v.evidence
+    all_validation = dataclasses.replace(validating, mean_ms=748.0)  # the tail is the validations, every ms of it
+    assert "thread_oversubscription" not in ids(all_validation, ctx)
+    under = dataclasses.replace(busy, mean_ms=331.14, median_ms=372.77, p90_ms=400.0)  # its own evidence against it
+    assert "thread_oversubscription" not in ids(under, ctx)
+
+
 def test_other_processes_on_the_cores_torchs_threads_need_are_thread_oversubscription() -> None:
     # the seed's loop beside a busy process on the 2-vCPU VM: the median step unchanged, the mean 3x it
     import dataclasses

@@ -97,6 +97,42 @@ def _run_step_ms(r: WatchResult) -> float:
     return r.mean_ms or r.median_ms or 0.0
 
 
+CLAIMED_PHASES = ("data", "checkpoint")
+"""Phases whose bursts beyond the median step their own verdicts claim (input_bound, checkpoint_heavy)."""
+
+
+def steady_mean_ms(r: WatchResult) -> tuple[float, float, list[str]] | None:
+    """(the mean step, the mean step less what other verdicts claim of its tail over the median, the parts taken
+    out as words): the evaluations inside the measured steps (evaluation_heavy), and the data waits and saves
+    beyond the median step's (input_bound, checkpoint_heavy). What is left of the tail is the steps' own spread
+    (a shared machine's waits for a core, the allocator, the system). The mean is the clock's exact sums', else
+    the step sample's; None without a mean and a median."""
+    mean = r.mean_ms or (sum(r.step_times_ms) / len(r.step_times_ms) if r.step_times_ms else None)
+    if not mean or not r.median_ms:
+        return None
+    parts: list[tuple[str, float]] = []
+    if r.evaluation is not None and r.evaluation.step_ms > 0:
+        parts.append(("the evaluations", r.evaluation.step_ms))
+    for phase in CLAIMED_PHASES:
+        burst = r.phases[phase].share * mean - _ms(r, phase)
+        if burst > 0.005 * mean:
+            parts.append(({"data": "the data waits", "checkpoint": "the saves"}[phase] + " beyond the median step's",
+                          burst))
+    taken = sum(ms for _, ms in parts)
+    return mean, mean - taken, [f"{name} {ms:.2f} ms" for name, ms in parts]
+
+
+def other_share(r: WatchResult) -> float:
+    """The run's share outside every named phase, less the evaluations that ran inside the measured steps (between
+    two steps, the clock stands in "other" then): the training steps' own, which the verdicts on that time judge.
+    Their stack samples leave the evaluations out as well (`EvaluationTracker.evaluating`)."""
+    share = r.phases["other"].share
+    mean = r.mean_ms or r.median_ms
+    if r.evaluation is None or not r.evaluation.step_ms or not mean:
+        return share
+    return max(0.0, share - r.evaluation.step_ms / mean)
+
+
 def predicted_label(speedup: float) -> str:
     """How a report words a predicted speed-up: the models' cap shown as a floor, not as the figure."""
     if speedup >= MAX_PREDICTED:

@@ -10,7 +10,8 @@ import math
 import re
 from collections.abc import Callable
 
-from trainspeed.diagnose.rules.periodic import EVAL_LESS, checkpoint_factor
+from trainspeed.diagnose.rules.input import busiest_loader
+from trainspeed.diagnose.rules.periodic import at_interval, counted, eval_interval, save_interval
 from trainspeed.diagnose.verdict import Verdict
 from trainspeed.watch.result import WatchResult
 
@@ -42,25 +43,30 @@ def _framework_evidence(r: WatchResult) -> str:
     return f"; in {r.framework.name if r.framework else 'the framework'}'s own code: {top} of those samples"
 
 
-def _every(steps: float | None, times: float) -> str | None:
-    return f"{math.ceil(steps * times)}" if steps else None
-
-
 # Hugging Face's Trainer: every lever is an argument of TrainingArguments
 
 def _hf_evaluation(v: Verdict, r: WatchResult) -> str:
-    every = _every(r.evaluation.every_steps if r.evaluation else None, EVAL_LESS)
-    steps = f'eval_strategy="steps", eval_steps={every}' if every else 'eval_strategy="epoch"'
-    return (f"TrainingArguments({steps}) evaluates {EVAL_LESS} times less often; a smaller eval_dataset (a fixed "
-            "subset) and a larger per_device_eval_batch_size make each evaluation cheaper (it keeps no activations)")
+    interval, seen = eval_interval(r), r.evaluation.seen if r.evaluation else 0
+    if interval is not None:
+        every, count = interval
+        when = (f'TrainingArguments(eval_strategy="steps", eval_steps={every}) evaluates '
+                f"{counted('time', count, seen, r.steps_seen)}")
+    else:
+        when = 'TrainingArguments(eval_strategy="epoch") evaluates once an epoch'
+    return (f"{when}; a smaller eval_dataset (a fixed subset) and a larger per_device_eval_batch_size make each "
+            "evaluation cheaper (it keeps no activations)")
 
 
 def _hf_checkpoint(v: Verdict, r: WatchResult) -> str:
-    every = _every(r.saves_every_steps, checkpoint_factor(r))
-    steps = f"save_steps={every}" if every else 'save_strategy="epoch"'
-    return (f"TrainingArguments({steps}) saves {checkpoint_factor(r)} times less often; save_only_model=True leaves "
-            "out the optimizer's state (AdamW's two moments are twice the weights), save_total_limit keeps the disk "
-            "from filling")
+    interval = save_interval(r)
+    if interval is not None and interval[0] > r.steps_seen:  # no save at all in a run this long
+        when = f'TrainingArguments(save_strategy="no") saves nothing in this run\'s {r.steps_seen} steps (was {r.saves})'
+    elif interval is not None:
+        when = f"TrainingArguments(save_steps={interval[0]}) saves {counted('time', interval[1], r.saves, r.steps_seen)}"
+    else:
+        when = 'TrainingArguments(save_strategy="epoch") saves once an epoch'
+    return (f"{when}; save_only_model=True leaves out the optimizer's state (AdamW's two moments are twice the "
+            "weights), save_total_limit keeps the disk from filling")
 
 
 NAN_FILTER_READS = 2
@@ -131,18 +137,31 @@ def _hf_loader(v: Verdict, r: WatchResult) -> str:
 # PyTorch Lightning: Trainer arguments, callbacks' arguments and self.log's
 
 def _pl_evaluation(v: Verdict, r: WatchResult) -> str:
-    every = _every(r.evaluation.every_steps if r.evaluation else None, EVAL_LESS)
-    when = f"Trainer(val_check_interval={every})" if every else "Trainer(check_val_every_n_epoch=...)"
-    return (f"{when} validates {EVAL_LESS} times less often; Trainer(limit_val_batches=...) validates on a fixed "
-            "part of the validation data, and a larger validation batch_size makes each pass cheaper (it keeps no "
-            "activations)")
+    interval, seen = eval_interval(r), r.evaluation.seen if r.evaluation else 0
+    train = busiest_loader(r)
+    epoch = train.length if train is not None else None
+    if interval is None:
+        when = "Trainer(check_val_every_n_epoch=...) validates every few epochs instead of every one"
+    elif epoch and interval[0] > epoch:  # Lightning refuses a val_check_interval past the epoch's batches
+        n = math.ceil(interval[0] / epoch)
+        count = (r.steps_seen // epoch) // n
+        when = (f"Trainer(check_val_every_n_epoch={n}) (val_check_interval may not pass the epoch's {epoch} batches) "
+                f"validates {counted('time', count, seen, r.steps_seen)}")
+    else:
+        count = at_interval(r.steps_seen, interval[0], epoch)
+        when = f"Trainer(val_check_interval={interval[0]}) validates {counted('time', count, seen, r.steps_seen)}"
+    return (f"{when}; Trainer(limit_val_batches=...) validates on a fixed part of the validation data, and a larger "
+            "validation batch_size makes each pass cheaper (it keeps no activations)")
 
 
 def _pl_checkpoint(v: Verdict, r: WatchResult) -> str:
-    every = _every(r.saves_every_steps, checkpoint_factor(r))
-    when = f"ModelCheckpoint(every_n_train_steps={every})" if every else "ModelCheckpoint(every_n_epochs=1)"
-    return (f"{when} saves {checkpoint_factor(r)} times less often; save_weights_only=True leaves out the optimizer's "
-            "state, save_top_k bounds the files kept")
+    interval = save_interval(r)
+    if interval is not None:
+        when = (f"ModelCheckpoint(every_n_train_steps={interval[0]}) saves "
+                f"{counted('time', interval[1], r.saves, r.steps_seen)}")
+    else:
+        when = "ModelCheckpoint(every_n_epochs=1) saves once an epoch"
+    return (f"{when}; save_weights_only=True leaves out the optimizer's state, save_top_k bounds the files kept")
 
 
 def _pl_logging(v: Verdict, r: WatchResult) -> str:

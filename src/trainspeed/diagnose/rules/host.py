@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from trainspeed.diagnose.rules.common import Context, _anomaly, _ms, _step_speedup
+from trainspeed.diagnose.rules.common import Context, _anomaly, _ms, _step_speedup, other_share
 from trainspeed.diagnose.verdict import Verdict
 from trainspeed.watch.result import OtherSite, SyncSite, WatchResult
 
@@ -24,6 +24,10 @@ LOOP_LINE_MORE = 0.15
 """A training loop's line names a verdict instead of the innermost line the samples name most where the samples
 under it (its own and those of the functions it called) outnumber that line's by this share of all: a function
 called from the loop (a data generator, a metric helper) spreads its time over its lines."""
+SITE_SAMPLES = 5
+"""The fewest stack samples in "other" a verdict that names a line rests on: at the sampler's 50 Hz, a tenth of a
+second of that time. One sample (a progress bar's `stop` at the run's end) named a line that held "100%" and
+predicted 1.84x; removing it gained nothing."""
 OUTSIDE_SHARE = 0.20  # torch's work outside forward, backward and the optimizer for a fifth of the run
 ANOMALY_SHARE = 0.10  # anomaly detection's own work for a tenth of the step
 _LOSS = re.compile(r"\bloss\w*|criterion|cross_entropy|_loss\(|\bnll")  # a loss computed outside the model: the step's own work
@@ -69,15 +73,15 @@ def logging_heavy(r: WatchResult, c: Context) -> Verdict | None:
     flush), and, on a CPU, the tensors those lines format (their host reads)."""
     if not r.median_ms:
         return None
-    step, share, other = r.median_ms, r.phases["other"].share, _ms(r, "other")
+    step, share, other = r.median_ms, other_share(r), _ms(r, "other")
     logs = _logs(r)
     logging_sites = [s for s in r.other_sites if logs(s.code)]
     part = sum(s.share_of_other for s in logging_sites)
-    if share < OTHER_SHARE or part < LOG_SITE_SHARE:
+    if share < OTHER_SHARE or part < LOG_SITE_SHARE or other_samples(r) < SITE_SAMPLES:
         return None
     top = logging_sites[0]
     found = [f"{share:.0%} of the step ({other:.2f} ms) is outside every PyTorch phase; {part:.0%} of those "
-             f"stack samples are on logging lines, most at {_site(top)}"]
+             f"{other_samples(r)} stack samples are on logging lines, most at {_site(top)}"]
     action = "log every N steps (and aggregate in between), without flushing to disk each time; keep values on the device until then"
     read_sites = _logging_reads(r, logs)
     if read_sites:
@@ -89,6 +93,11 @@ def logging_heavy(r: WatchResult, c: Context) -> Verdict | None:
         if any(s.op == "__repr__" for s in read_sites):
             action += "; print numbers (loss.item()), not tensors: a tensor's repr formats every element"
     return Verdict("logging_heavy", "; ".join(found), action, _step_speedup(r, step, step - other * part))
+
+
+def other_samples(r: WatchResult) -> int:
+    """The stack samples taken in "other" during the measured steps (each site holds its share of them)."""
+    return max((round(s.samples / s.share_of_other) for s in r.other_sites if s.share_of_other > 0), default=0)
 
 
 def _site(top: OtherSite) -> str:
@@ -141,8 +150,9 @@ def host_code_heavy(r: WatchResult, c: Context) -> Verdict | None:
     """Time outside every phase that torch's ops there do not explain: the script's own host code on
     every step (a metric computed with numpy or scikit-learn, a Python loop over items, a sleep or
     a wait, a cache flush), at the line the stack samples name. Logging lines are logging_heavy's."""
-    share = r.phases["other"].share
-    if share < OTHER_SHARE or not r.median_ms or not r.other_sites or r.other_ops_per_step is None:
+    share = other_share(r)
+    if share < OTHER_SHARE or not r.median_ms or not r.other_sites or r.other_ops_per_step is None or \
+            other_samples(r) < SITE_SAMPLES:
         return None
     logs = _logs(r)
     sites = [s for s in r.other_sites if not logs(s.code)]
@@ -166,7 +176,7 @@ def host_code_heavy(r: WatchResult, c: Context) -> Verdict | None:
     evidence = (f"{share:.0%} of the run's time ({other:.2f} ms of the median {step:.2f} ms step) is outside every "
                 f"PyTorch phase; {ops}, so "
                 f"{host:.2f} ms ({host / step:.0%}) is the script's own host code; {top.share_of_other:.0%} of the "
-                f"stack samples there are at {_site(top)}{spread}{under}")
+                f"{other_samples(r)} stack samples there are at {_site(top)}{spread}{under}")
     action = ("that line runs on every step: run it every N steps or after the loop, hand it to a background "
               "thread, or make it cheaper (vectorise Python loops; keep metrics as tensors and read them every N "
               "steps); if it prepares data, a DataLoader with workers runs it beside the step" + _library_tip(r))
@@ -180,8 +190,8 @@ def outside_work(r: WatchResult, c: Context, host: Verdict | None) -> Verdict | 
     prepared in the loop, at the line the stack samples name. Lines that compute a loss are the step's own
     work, and logging lines logging_heavy's. No prediction: whether that line's work is needed on every
     step is the script's to say, not the watcher's."""
-    share = r.phases["other"].share
-    if host is not None or share < OUTSIDE_SHARE or not r.median_ms:
+    share = other_share(r)
+    if host is not None or share < OUTSIDE_SHARE or not r.median_ms or other_samples(r) < SITE_SAMPLES:
         return None
     logs = _logs(r)
     sites = [s for s in r.other_sites if not logs(s.code) and not _LOSS.search(s.code)]
@@ -195,7 +205,7 @@ def outside_work(r: WatchResult, c: Context, host: Verdict | None) -> Verdict | 
     other = share * step
     ops = (f"; {r.other_ops_per_step:.0f} torch ops per step run there" if r.other_ops_per_step else "")
     evidence = (f"{share:.0%} of the run's time ({other:.2f} ms of the median {step:.2f} ms step) is outside forward, "
-                f"backward and the optimizer{ops}; {top.share_of_other:.0%} of the stack samples there are at "
+                f"backward and the optimizer{ops}; {top.share_of_other:.0%} of the {other_samples(r)} stack samples there are at "
                 f"{_site(top)}{spread}{under} (about {other * held:.2f} ms per step; no prediction: "
                 "whether that work is needed on every step is the script's to say)")
     action = ("that line runs on every step, beside the training step: if it need not (a copy of the model, an average "

@@ -176,8 +176,9 @@ def _site_text(d: DataSite) -> str:
 
 
 def busiest_loader(r: WatchResult) -> LoaderInfo | None:
-    """The loader that handed out the most batches while watched (the training set's)."""
-    return max(r.loaders, key=lambda ld: ld.batches, default=None)
+    """The loader that handed out the most batches to the training steps while watched (the training set's: a
+    validation loader's batches, asked during evaluations, are not the steps')."""
+    return max(r.loaders, key=lambda ld: ld.batches - ld.evaluation_batches, default=None)
 
 
 def loader_candidate(r: WatchResult) -> bool:

@@ -20,6 +20,43 @@ def checkpoint_factor(r: WatchResult) -> int:
     return max(2, math.ceil(r.phases["checkpoint"].share / 0.01))
 
 
+def at_interval(steps: int, every: int, epoch: int | None = None) -> int:
+    """How many times work done every `every` steps runs in a run of `steps` steps; with `epoch` (batches an epoch),
+    counted afresh in each epoch, as Lightning's `val_check_interval` counts (an epoch's last part interval runs
+    nothing). The advice's "N times less often" is this count against the run's own, not the factor it began
+    from: 12 validations every 4 of 24 batches an epoch become 2, not 3, at an interval of 16."""
+    if every <= 0:
+        return 0
+    if epoch:
+        full, rest = divmod(steps, epoch)
+        return full * (epoch // every) + rest // every
+    return steps // every
+
+
+def counted(what: str, count: int, seen: int, steps: int) -> str:
+    """"2 validations in this run's 48 steps instead of 12": an interval's advice in the run's own counts."""
+    return f"{count} {what}{'' if count == 1 else 's'} in this run's {steps} steps instead of {seen}"
+
+
+def save_interval(r: WatchResult) -> tuple[int, int] | None:
+    """checkpoint_heavy's interval in steps (the run's times `checkpoint_factor`) and the saves it makes in this
+    run; None where the run's saves had no interval (one save, or saves not told apart)."""
+    if not r.saves_every_steps:
+        return None
+    every = math.ceil(r.saves_every_steps * checkpoint_factor(r))
+    return every, at_interval(r.steps_seen, every)
+
+
+def eval_interval(r: WatchResult) -> tuple[int, int] | None:
+    """evaluation_heavy's interval in steps (the run's times EVAL_LESS) and the evaluations it makes in this run
+    (at least the one a run's end usually makes); None where the run evaluated once."""
+    ev = r.evaluation
+    if ev is None or not ev.every_steps:
+        return None
+    every = math.ceil(ev.every_steps * EVAL_LESS)
+    return every, max(1, at_interval(r.steps_seen, every))
+
+
 def checkpoint_heavy(r: WatchResult, c: Context) -> Verdict | None:
     share = r.phases["checkpoint"].share
     if share < CHECKPOINT_SHARE or not r.median_ms:
@@ -30,11 +67,18 @@ def checkpoint_heavy(r: WatchResult, c: Context) -> Verdict | None:
         evidence += f" ({r.saves} checkpoints{calls} in the run" + (f", one every {r.saves_every_steps:.0f} steps)"
                                                                    if r.saves_every_steps else ")")
     factor = checkpoint_factor(r)
-    if _ms(r, "checkpoint") > 0:  # the median step saves: the script saves every step (or nearly)
+    interval = save_interval(r)
+    keep = 1 / factor
+    if interval is not None and r.saves:
+        every, count = interval
+        keep = min(1.0, count / r.saves)
+        action = (f"save every {every} steps ({counted('checkpoint', count, r.saves, r.steps_seen)}), or hand the "
+                  "state_dict copy to a background thread")
+    elif _ms(r, "checkpoint") > 0:  # the median step saves: the script saves every step (or nearly)
         action = f"save every {factor} steps instead of every step, or hand the state_dict copy to a background thread"
     else:
         action = f"save {factor} times less often, or hand the state_dict copy to a background thread"
-    return Verdict("checkpoint_heavy", evidence, action, _speedup(1.0, 1 - share * (1 - 1 / factor)))
+    return Verdict("checkpoint_heavy", evidence, action, _speedup(1.0, 1 - share * (1 - keep)))
 
 
 def evaluation_heavy(r: WatchResult, c: Context) -> Verdict | None:
@@ -48,11 +92,17 @@ def evaluation_heavy(r: WatchResult, c: Context) -> Verdict | None:
             "no_grad": "the model called under torch.no_grad() or inference_mode, outside the training step"}
     seen = ev.seen
     timed = f" ({ev.count} during the measured steps)" if ev.count != seen else ""
+    interval = eval_interval(r)
+    if interval is not None and seen:
+        new, count = interval
+        keep = min(1.0, count / seen)
+        less, how = f"every {new} steps ({counted('evaluation', count, seen, r.steps_seen)})", f"every {new} steps"
+    else:
+        keep, less, how = 1 / EVAL_LESS, "less often", f"{EVAL_LESS} times less often"
     evidence = (f"evaluation ({told.get(ev.by, ev.by)}) took {ev.share:.0%} of the measured run's time: {seen} "
                 f"evaluations in the run{every}{timed}, {ev.mean_ms:.1f} ms each, beside a {r.median_ms:.2f} ms "
-                f"training step (predicted speed-up: evaluating {EVAL_LESS} times less often)")
-    less = f"every {ev.every_steps * EVAL_LESS:.0f} steps" if ev.every_steps else "less often"
+                f"training step (predicted speed-up: evaluating {how})")
     action = (f"evaluate {less}, or on a fixed subset of the validation data; and under torch.inference_mode() with "
               "the largest batch that fits (evaluation keeps no gradients or activations), so the same data costs "
               "fewer, larger ops")
-    return Verdict("evaluation_heavy", evidence, action, _speedup(1.0, 1 - ev.share * (1 - 1 / EVAL_LESS)))
+    return Verdict("evaluation_heavy", evidence, action, _speedup(1.0, 1 - ev.share * (1 - keep)))
