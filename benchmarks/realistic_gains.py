@@ -37,6 +37,7 @@ RUNS: dict[str, list[str]] = {  # each script as the benchmark runs it (sizes fo
     "policy_gradient": ["--episodes", "30"],
     "tabular_mlp": ["--epochs", "30"],  # enough steps for trainspeed.fit's capture to repay itself
     "frame_rows": ["--epochs", "4"],
+    "sequence_cells": ["--steps", "300"],
 }
 ADVICE: dict[tuple[str, str], list[list[str]]] = {  # (script, verdict) -> the script's settings that apply the action
     ("char_gpt", "evaluation_heavy"): [["--eval-interval", "40"]],  # "evaluate 4 times less often"
@@ -63,6 +64,8 @@ ADVICE: dict[tuple[str, str], list[list[str]]] = {  # (script, verdict) -> the s
     ("finetune_accum", "dropout_heavy"): [["--dropout", "0"]],
     # "DataLoader(..., num_workers=2, persistent_workers=True) and torch.set_num_threads(1)" (this 2-core machine)
     ("frame_rows", "input_bound"): [["--workers", "2", "--persistent", "--threads", "1"]],
+    # "run the sequence through nn.LSTM(16, 64, batch_first=True) in one call instead of the nn.LSTMCell loop"
+    ("sequence_cells", "launch_bound"): [["--fused"]],
 }
 
 

@@ -226,3 +226,22 @@ def test_skipgram(capsys: pytest.CaptureFixture[str]) -> None:
     # the warm-up's steps, before the profiler window, take pages afresh (how many the measured steps take depends
     # on where glibc's heap ends, which the doctor's own memory moves)
     assert data["per_step"]["page_faults"] is not None and data["per_step"]["page_faults_early"] > 1000
+
+
+def test_sequence_cells(capsys: pytest.CaptureFixture[str]) -> None:
+    """An nn.LSTMCell stepped over 24 time steps in the model's forward: launch_bound names nn.LSTM, with the loop
+    and the fused layer measured on the run's shapes, and predicts from that measurement, not the per-op bound
+    (which said 1.88x where nn.LSTM ran 3.61x faster, on a script of this shape)."""
+    steps, length, batch = 60, 24, 32
+    data, _ = _doctor("sequence_cells.py", ["--steps", str(steps), "--length", str(length), "--batch-size",
+                                            str(batch)], capsys)
+    assert data["steps"]["seen"] == steps and data["batch_size"] == batch
+    loop = data["cell_loop"]
+    assert (loop["kind"], loop["input_size"], loop["hidden_size"], loop["calls_per_step"]) == ("LSTMCell", 16, 64,
+                                                                                               length)
+    stepped, fused = data["probe"]["cell_loop_ms"]["stepped"], data["probe"]["cell_loop_ms"]["fused"]
+    assert stepped > fused > 0
+    verdict = first_planted(data, "launch_bound")
+    assert verdict["action"].startswith("run the sequence through nn.LSTM(16, 64, batch_first=True) in one call")
+    assert f"runs {length} times a step in a Python loop" in verdict["evidence"]
+    assert "the cell loop's measured time replaced by the fused layer's" in verdict["evidence"]

@@ -36,6 +36,7 @@ from trainspeed.probe.matmul import (
 )
 from trainspeed.probe.optimizer import rebuild_ms, step_ms
 from trainspeed.probe.page_faults import page_fault_us
+from trainspeed.probe.rnn import cell_loop_ms
 from trainspeed.threads import intra_op_threads
 from trainspeed.watch.result import WatchResult
 from trainspeed.watch.subject import RunSubject
@@ -118,6 +119,22 @@ def _gpu_peak(hw: HardwareReport, result: WatchResult, subject: RunSubject | Non
     return math_peak(gpu, half, torch.backends.cuda.matmul.allow_tf32)
 
 
+def cell_loop_length(result: WatchResult) -> int:
+    """Time steps a cell loop runs per model call: its calls per step over the model's calls per step."""
+    loop = result.cell_loop
+    if loop is None:
+        return 0
+    return max(1, round(loop.calls_per_step / max(result.model_calls_per_step or 1.0, 1.0)))
+
+
+def _cell_probe(result: WatchResult) -> tuple[float, float] | None:
+    """The run's cell loop against the fused layer on its shapes (`probe.rnn`), where the run has one and a batch."""
+    if result.cell_loop is None or not result.batch_size:
+        return None
+    device = "cuda" if result.device == "cuda" else "cpu"
+    return cell_loop_ms(result.cell_loop, result.batch_size, cell_loop_length(result), device)
+
+
 def measure_context(result: WatchResult, subject: RunSubject | None = None, hardware: HardwareReport | None = None,
                  dispatch_us: float | None = None, matmul_gflops: float | None = None,
                  launch_us: float | None = None, dtype_gflops: dict[str, float] | None = None,
@@ -161,6 +178,7 @@ def measure_context(result: WatchResult, subject: RunSubject | None = None, hard
         handover, batched = loader_ms if loader_ms is not None else _loader_probes(subject, result)
         if fault_us is None and page_faults_candidate(result):
             fault_us = page_fault_us()
+        cells = _cell_probe(result)
         if matmul_gflops is None and not dtypes:  # read again after the other probes: a moment of a shared machine
             earlier = [gflops] + ([early] if early is not None and keep in (None, torch.get_num_threads()) else [])
             with intra_op_threads(keep):  # is not what its CPU can do (paired rates stay as compared)
@@ -173,7 +191,7 @@ def measure_context(result: WatchResult, subject: RunSubject | None = None, hard
                       logical_threads=hw.cpu.logical_threads or 1, largest_batch=largest, cuda_op_us=launch_us,
                       dtype_gflops=dtype_gflops, optimizer_ms=optimizer_ms, rebuild_ms=rebuilt_ms, handover=handover,
                       batched_ms=batched, thread_gflops=thread_rates, usable_cores=usable, page_fault_us=fault_us,
-                      gpu_peak=_gpu_peak(hw, result, subject))
+                      gpu_peak=_gpu_peak(hw, result, subject), cell_ms=cells)
     return hw, ctx
 
 

@@ -368,3 +368,39 @@ def test_a_recompile_during_the_measured_steps_is_counted_with_its_time() -> Non
     assert proc.returncode == 0, proc.stderr[-2000:]
     count, seconds = proc.stdout.split()[-2:]
     assert int(count) == 1 and float(seconds) > 0
+
+
+def test_a_recurrent_cell_stepped_in_the_model_s_forward_is_counted_per_step() -> None:
+    """An nn.LSTMCell called once per time step inside the model's forward (nested module calls): its calls per
+    step and its shape, for launch_bound's fused-layer advice; an evaluation's calls under no_grad are not counted."""
+    from torch import nn
+
+    from trainspeed.watch import Watcher
+
+    class Stepped(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.cell = nn.GRUCell(4, 8)
+            self.head = nn.Linear(8, 2)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            h = torch.zeros(x.shape[0], 8)
+            for t in range(x.shape[1]):
+                h = self.cell(x[:, t], h)
+            return self.head(h)
+
+    torch.manual_seed(0)
+    model, x, y = Stepped(), torch.randn(5, 7, 4), torch.randint(0, 2, (5,))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    with Watcher(warmup=2, profile_steps=0, detail_every=1) as w:
+        for _ in range(12):
+            loss = nn.functional.cross_entropy(model(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            with torch.no_grad():
+                model(x)  # a check under no_grad: not the training step's cell calls
+    loop = w.measurements().cell_loop
+    assert loop is not None and (loop.kind, loop.input_size, loop.hidden_size, loop.calls_per_step) == ("GRUCell", 4,
+                                                                                                       8, 7.0)
+    assert loop.layer() == "nn.GRU(4, 8, batch_first=True)"

@@ -81,6 +81,7 @@ class StepFigures:
     model_calls_per_step: float | None
     model_calls_chained: float | None
     model_calls_after_read: float | None
+    cell_calls_per_step: float | None
     optimizer_steps_per_step: float | None
     anomaly_ms_per_step: float | None
     recompute_ms_per_step: float | None
@@ -129,6 +130,7 @@ def step_figures(steps: StepTracker) -> StepFigures:
         model_calls_per_step=median([c[0] for c in calls]),
         model_calls_chained=median([c[1] for c in calls]),
         model_calls_after_read=median([c[2] for c in calls]),
+        cell_calls_per_step=median([c[3] for c in calls]),
         optimizer_steps_per_step=median([r.optimizer_steps for r in detailed if r.optimizer_steps is not None]),
         anomaly_ms_per_step=(sum(r.anomaly_s for r in detailed) * 1e3 / len(detailed)) if detailed else None,
         recompute_ms_per_step=(sum(r.recompute_s for r in detailed) * 1e3 / len(detailed)) if detailed else None,

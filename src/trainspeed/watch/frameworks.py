@@ -11,6 +11,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from importlib import metadata
 from types import FrameType
+from typing import Any
 
 from trainspeed.watch.made_at import MadeAt
 
@@ -53,6 +54,9 @@ class Framework:
     version: str | None
     made_at: dict[str, str] = field(default_factory=dict)
     """The user's line that made each of its setting objects, by class ("Trainer": "train.py:40"; watch/made_at.py)."""
+    settings: dict[str, Any] = field(default_factory=dict)
+    """What its Trainer or TrainingArguments was given that the advice checks: `progress_bar` (drawn or not),
+    `log_every` (the logging interval in steps); empty where none was made while watched."""
 
 
 def framework_label(fw: Framework) -> str:
@@ -132,4 +136,5 @@ class FrameworkTracker:
 
     def part(self) -> Framework | None:
         fw = self.framework
-        return dataclasses.replace(fw, made_at=dict(self.made_at.sites)) if fw is not None else None
+        return (dataclasses.replace(fw, made_at=dict(self.made_at.sites), settings=dict(self.made_at.settings))
+                if fw is not None else None)

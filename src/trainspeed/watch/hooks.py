@@ -17,6 +17,7 @@ import torch
 import torch.utils.data.dataloader as dataloader_module
 
 from trainspeed.watch import frameworks
+from trainspeed.watch.cells import CELL_TYPES
 from trainspeed.watch.edges import PhaseEdges
 from trainspeed.watch.patching import Patches
 
@@ -54,6 +55,7 @@ class Listener(Protocol):
     def grad_off_entered(self) -> None: ...
     def grad_off_left(self) -> None: ...
     def evaluating(self) -> bool: ...
+    def cell_called(self, module: torch.nn.Module) -> None: ...
 
 
 class Hooks(Patches):
@@ -300,6 +302,8 @@ class Hooks(Patches):
             def wrapper(module: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
                 if compiling():
                     return orig(module, *args, **kwargs)
+                if type(module) in CELL_TYPES and torch.is_grad_enabled():  # a recurrent cell stepped in Python
+                    L.cell_called(module)
                 if self.depth or self.in_data:
                     self.depth += 1
                     try:

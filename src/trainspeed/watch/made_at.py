@@ -31,6 +31,23 @@ WATCHED: dict[str, tuple[tuple[str, str], ...]] = {
 }
 
 
+def _trainer_settings(trainer: Any) -> dict[str, Any]:
+    """What a Lightning Trainer was given that the advice would otherwise repeat."""
+    return {"progress_bar": getattr(trainer, "progress_bar_callback", True) is not None,
+            "log_every": getattr(trainer, "log_every_n_steps", None)}
+
+
+def _training_arguments_settings(args: Any) -> dict[str, Any]:
+    """The same of Hugging Face's TrainingArguments."""
+    return {"progress_bar": not getattr(args, "disable_tqdm", False), "log_every": getattr(args, "logging_steps", None)}
+
+
+SETTINGS: dict[str, Callable[[Any], dict[str, Any]]] = {"Trainer": _trainer_settings,
+                                                        "TrainingArguments": _training_arguments_settings}
+"""By class: the settings read off the first object made, after its construction (`progress_bar`: whether a
+progress bar is drawn; `log_every`: the logging interval in steps)."""
+
+
 def user_site(frame: Any) -> str | None:
     """`file:line` of the innermost frame of the user's own code from `frame` outward (generated code, such as a
     dataclass's __init__, left out); None where there is none."""
@@ -84,6 +101,8 @@ class MadeAt:
 
     def __init__(self) -> None:
         self.sites: dict[str, str] = {}
+        self.settings: dict[str, Any] = {}
+        """The first Trainer's or TrainingArguments' settings that the advice checks (`SETTINGS`)."""
         self._undo: list[tuple[type, str, Any]] = []
         self._finder: _Finder | None = None
 
@@ -113,13 +132,20 @@ class MadeAt:
             self._undo.append((owner, method, original))
 
     def _noting(self, class_name: str, original: Callable[..., Any]) -> Callable[..., Any]:
-        sites = self.sites
+        sites, settings, read = self.sites, self.settings, SETTINGS.get(class_name)
 
         @functools.wraps(original)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            if class_name not in sites:
+            first = class_name not in sites
+            if first:
                 site = user_site(sys._getframe(1))
                 if site is not None:
                     sites[class_name] = site
-            return original(*args, **kwargs)
+            made = original(*args, **kwargs)
+            if first and read is not None and args and not settings:
+                try:
+                    settings.update(read(args[0]))
+                except Exception:  # a framework version shaped otherwise: the advice stays as written
+                    pass
+            return made
         return wrapper

@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from trainspeed.watch.autocast import autocast_dtype
+from trainspeed.watch.cells import CellLoop, cell_of
 from trainspeed.watch.result import ModelFacts
 
 
@@ -46,6 +47,8 @@ class ModelTracker:
         """The dtype of torch.autocast around a training call of the warm-up (None: none seen)."""
         self.h2d_kinds: dict[str, int] = {}
         """Bytes copied to a device over the whole run, by source memory and mode."""
+        self.cell: CellLoop | None = None
+        """The first recurrent cell called with gradients on (`watch.cells`), its calls not counted here."""
 
     def learn(self, module: torch.nn.Module, args: tuple[Any, ...]) -> bool:
         """The model, its input, its device and the batch size, from an outermost module call of the first steps.
@@ -71,6 +74,10 @@ class ModelTracker:
         if self.autocast is None and torch.is_grad_enabled():
             self.autocast = autocast_dtype(first.device.type)
         return cuda
+
+    def cell_called(self, module: torch.nn.Module) -> None:
+        if self.cell is None:
+            self.cell = cell_of(module)
 
     def copied(self, nbytes: int, pinned: bool, non_blocking: bool) -> None:
         """A tensor was copied to an accelerator."""

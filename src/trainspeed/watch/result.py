@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from trainspeed.watch.cells import CellLoop
 from trainspeed.watch.frameworks import Framework
 from trainspeed.watch.trace import Trace
 
@@ -268,9 +269,9 @@ class StepRecord:
     """Whether forward, backward and optimizer were timed apart on this step (else they are in other)."""
     micro_batches: float | None = None
     """Forward-and-backward passes per optimizer step (`steps._micro_batches`); detailed steps only."""
-    model_calls: tuple[int, int, int] | None = None
+    model_calls: tuple[int, int, int, int] | None = None
     """(calls of the model, those given a tensor autograd recorded, those after a host read since the model's
-    last call) in this step; detailed steps only."""
+    last call, calls of a recurrent cell) in this step; detailed steps only."""
     anomaly_s: float = 0.0
     """Seconds spent formatting Python stacks for autograd's anomaly detection (detailed steps only)."""
     recompute_s: float = 0.0
@@ -432,6 +433,8 @@ class WatchResult:
     model_calls_after_read: float | None = None
     """Of those, the calls made after the host read a tensor's value since the model's last call (an agent
     acting on the action it sampled, a decoder fed the token it picked), the median over the detailed steps."""
+    cell_loop: CellLoop | None = None
+    """A recurrent cell called in a Python loop, twice a step or more (None: none)."""
     optimizer_changes: int = 0
     """Times another optimizer took over delimiting the steps (the one before gone, or no longer stepping)."""
     optimizers_built: int = 0

@@ -237,6 +237,10 @@ class Watcher:
     def evaluating(self) -> bool:
         return self.evaluation.evaluating
 
+    def cell_called(self, module: torch.nn.Module) -> None:
+        self.model.cell_called(module)
+        self.steps.counts.cells += 1
+
     def loader_seen(self, iterator: Any) -> bool:
         if self.evaluation.opened is not None:
             self.evaluation.training_again(True)
@@ -345,6 +349,8 @@ class Watcher:
             trace=collect.trace_of(steps, model.device), notes=notes, gpu_busy_ms_per_step=window.gpu_busy_ms_per_step,
             micro_batches_per_step=fig.micro_batches_per_step, model_calls_per_step=fig.model_calls_per_step,
             model_calls_chained=fig.model_calls_chained, model_calls_after_read=fig.model_calls_after_read,
+            cell_loop=(dataclasses.replace(self.model.cell, calls_per_step=fig.cell_calls_per_step or 0.0)
+                       if self.model.cell is not None and (fig.cell_calls_per_step or 0) >= 2 else None),
             optimizer_steps_per_step=fig.optimizer_steps_per_step,
             optimizer_changes=optimizers.changes, optimizers_built=optimizers.built,
             optimizer_build_ms=optimizers.build_ms, optimizer=optimizers.info,

@@ -80,6 +80,8 @@ class StepCounts:
     """Seconds spent formatting Python stacks for autograd's anomaly detection (detailed steps)."""
     recompute_s: float = 0.0
     """Seconds in module calls inside backward (activation checkpointing's recompute; detailed steps)."""
+    cells: int = 0
+    """Calls of a recurrent cell (`watch.cells`) with gradients on."""
 
     def micro_batches(self) -> float:
         """Forward-and-backward passes per optimizer step: the outermost module calls (the model's, a loss
@@ -288,7 +290,7 @@ class StepTracker:
             self._keep_step(StepRecord(
                 index, wall, phases, c.syncs, c.h2d_bytes, detailed=detailed,
                 micro_batches=c.micro_batches() if detailed else None,
-                model_calls=(c.model_calls, c.chained, c.after_read) if detailed else None,
+                model_calls=(c.model_calls, c.chained, c.after_read, c.cells) if detailed else None,
                 anomaly_s=c.anomaly_s, recompute_s=c.recompute_s, host_reads=c.host_reads,
                 optimizer_steps=(1 + c.other_steps if self.by_optimizer else 0) if detailed else None))
         if self.pending:

@@ -107,6 +107,45 @@ def test_the_frameworks_own_work_is_named_by_its_functions() -> None:
     assert in_framework([Verdict("host_code_heavy", "e", "vectorise", 1.4)], plain)[0].action == "vectorise"
 
 
+def test_a_setting_the_run_has_already_is_not_advised_again() -> None:
+    """A Lightning script that turned its progress bar off was told Trainer(enable_progress_bar=False); one logging
+    every 50 steps is not told log_every_n_steps=50. Read off the Trainer the run made (watch/made_at.py)."""
+    from trainspeed.diagnose.rules.frameworks import in_framework
+    from trainspeed.diagnose.verdict import Verdict
+
+    sites = [FrameworkSite("lightning/pytorch/loops/training_epoch_loop.py:advance", 6, 0.6)]
+    base = dataclasses.replace(recorded(10.0, {"forward": 4.0}), framework_sites=sites)
+    quiet = dataclasses.replace(PL, settings={"progress_bar": False, "log_every": 50})
+    r = dataclasses.replace(base, framework=quiet)
+    host, log = in_framework([Verdict("host_code_heavy", "e", "vectorise", 1.4), Verdict("logging_heavy", "e", "l", 1.2)],
+                             r)
+    assert "enable_progress_bar" not in host.action and "the progress bar is off already" in host.action
+    assert "enable_progress_bar" not in log.action and "log_every_n_steps" not in log.action
+    assert log.action.startswith("self.log(..., on_step=False, on_epoch=True)")
+    loud = dataclasses.replace(base, framework=dataclasses.replace(PL, settings={"progress_bar": True, "log_every": 1}))
+    _, told = in_framework([Verdict("host_code_heavy", "e", "v", 1.4), Verdict("logging_heavy", "e", "l", 1.2)], loud)
+    assert told.action.startswith("Trainer(log_every_n_steps=50)") and "enable_progress_bar=False" in told.action
+    hf = dataclasses.replace(base, framework=dataclasses.replace(HF, settings={"progress_bar": False, "log_every": 500}))
+    (v,) = in_framework([Verdict("host_code_heavy", "e", "v", 1.4)], hf)
+    assert "disable_tqdm" not in v.action and "logging_steps" not in v.action
+
+
+def test_the_trainer_s_settings_are_read_off_the_one_the_script_made() -> None:
+    lightning = pytest.importorskip("lightning")
+    from trainspeed.watch.made_at import MadeAt
+
+    made = MadeAt()
+    made.install()
+    try:
+        lightning.Trainer(enable_progress_bar=False, log_every_n_steps=7, logger=False, enable_checkpointing=False,
+                          enable_model_summary=False, accelerator="cpu")
+        lightning.Trainer(enable_progress_bar=True, logger=False)  # a second one: the first is the run's
+    finally:
+        made.uninstall()
+    assert made.settings == {"progress_bar": False, "log_every": 7}
+    assert made.sites["Trainer"].startswith(__file__)
+
+
 def test_a_framework_older_than_the_settings_named_is_said_once() -> None:
     assert unsupported_note(Framework("lightning", "1.9.5")) is not None
     assert unsupported_note(PL) is None and unsupported_note(Framework("transformers", None)) is None
@@ -152,3 +191,42 @@ def test_a_gpu_bound_hf_trainer_waiting_on_its_nan_filter_names_that_setting() -
                                busy=16.0, syncs=3.0, reads={"item": 282})
     v = next(v for v in diagnose(healthy_logs, CTX) if v.id == "sync_bound")
     assert v.action.startswith("TrainingArguments(logging_steps=50)")
+
+
+def test_batches_taken_whole_under_accelerate_are_advised_in_a_form_prepare_takes() -> None:
+    """accelerator.prepare() rebuilds the DataLoader: batch_size=None beside a BatchSampler raised 'DataLoaderShard()
+    got multiple values for keyword argument batch_size' there. The advice under accelerate is a TensorDataset
+    with __getitems__ and a batch_size as usual, and that code runs through prepare() (checked here)."""
+    from trainspeed.diagnose.rules import Context
+    from trainspeed.diagnose.rules.frameworks import in_framework
+    from trainspeed.probe.loader import Handover
+    from trainspeed.watch.result import LoaderInfo
+
+    two_cores = Context(dispatch_us=2.0, matmul_gflops=100.0, physical_cores=2, logical_threads=2,
+                        handover=Handover(wall_ms=1.7, main_ms=0.8), batched_ms=0.15)
+    rows = LoaderInfo(0, False, 64, False, dataset="TensorDataset", item_by_item=True, batchable=True, batches=620)
+    r = recorded(0.9, {"data": 0.37, "forward": 0.1, "backward": 0.2, "optimizer": 0.15}, flops=2e6, batch=64,
+                 loaders=[rows], threads=2)
+    plain = dataclasses.replace(r, mean_ms=0.95)
+    generic = next(v for v in diagnose(plain, two_cores) if v.id == "input_bound")
+    assert "batch_size=None, sampler=BatchSampler(RandomSampler(dataset), 64" in generic.action
+    run = dataclasses.replace(plain, framework=Framework("accelerate", "1.15.0"))
+    (v,) = in_framework([generic], run)
+    assert "DataLoader(dataset, batch_size=None" not in v.action and "def __getitems__(self, indices)" in v.action
+    assert v.action.count("once per batch") == 1 and v.action.endswith("or trainspeed.fit, which does that itself")
+    assert "DataLoader(WholeBatches(*dataset.tensors), batch_size=64, shuffle=True, collate_fn=lambda batch: batch)" \
+        in v.action
+
+    accelerate = pytest.importorskip("accelerate")
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    class WholeBatches(TensorDataset):  # the action's code, as a user would paste it
+        def __getitems__(self, indices):  # type: ignore[no-untyped-def]
+            return [t[indices] for t in self.tensors]
+
+    dataset = TensorDataset(torch.randn(100, 4), torch.randint(0, 3, (100,)))
+    loader = accelerate.Accelerator(cpu=True).prepare(
+        DataLoader(WholeBatches(*dataset.tensors), batch_size=64, shuffle=True, collate_fn=lambda batch: batch))
+    x, y = next(iter(loader))
+    assert x.shape == (64, 4) and y.shape == (64,) and sum(len(b[1]) for b in loader) == 100

@@ -271,3 +271,32 @@ def test_ops_as_cheap_as_a_bare_dispatch_leave_no_per_op_overhead_to_save() -> N
     # predicted 0.99x and 0.54x
     r = recorded(2.82, {"forward": 0.3, "backward": 0.33, "optimizer": 2.17}, ops=1480, flops=11.47e6, batch=512)
     assert "launch_bound" not in ids(r)
+
+
+def test_a_recurrent_cell_stepped_in_python_is_told_its_fused_layer_with_a_measured_prediction() -> None:
+    """examples/realistic/sequence_cells.py (2026-11-27): an nn.LSTMCell called 24 times a step; over the run's
+    shapes the loop took 4.43 ms forward and backward and nn.LSTM 1.50 ms. The per-op bound undercounts what the
+    fused layer saves (it does the sequence's arithmetic in one op): the prediction is the measured saving."""
+    from trainspeed.watch.cells import CellLoop
+
+    r = recorded(4.86, {"forward": 1.9, "backward": 2.3, "optimizer": 0.4}, ops=1430, flops=8.7e7, batch=32)
+    plain = diagnose(r, CTX)[0]
+    assert plain.id == "launch_bound" and "upper bound" in plain.evidence
+    loop = CellLoop("LSTMCell", 16, 64, True, None, calls_per_step=24.0)
+    cells = dataclasses.replace(r, cell_loop=loop, model_calls_per_step=1.0)
+    v = diagnose(cells, dataclasses.replace(CTX, cell_ms=(4.43, 1.50)))[0]
+    assert v.id == "launch_bound"
+    assert v.action.startswith("run the sequence through nn.LSTM(16, 64, batch_first=True) in one call instead of "
+                               "the nn.LSTMCell loop")
+    assert ("an nn.LSTMCell(16, 64) runs 24 times a step in a Python loop: over 24 time steps on a batch of 32, "
+            "forward and backward, that loop took 4.43 ms and nn.LSTM(16, 64, batch_first=True) over the same "
+            "sequence 1.50 ms (measured after the run)") in v.evidence
+    assert v.predicted_speedup == pytest.approx(4.86 / (4.86 - (4.43 - 1.50)), abs=0.01)
+    # a saving under the per-op bound keeps the bound, the fused layer named first all the same
+    small = diagnose(cells, dataclasses.replace(CTX, cell_ms=(1.60, 1.50)))[0]
+    assert small.predicted_speedup == plain.predicted_speedup and small.action.startswith("run the sequence")
+    assert "upper bound" in small.evidence
+    # a GRUCell with relu-free defaults and an RNNCell with relu are told their own layers
+    rnn = CellLoop("RNNCell", 8, 32, False, "relu", calls_per_step=10.0)
+    assert rnn.layer() == "nn.RNN(8, 32, batch_first=True, bias=False, nonlinearity='relu')"
+    assert CellLoop("GRUCell", 8, 32, True, None).layer() == "nn.GRU(8, 32, batch_first=True)"

@@ -86,6 +86,9 @@ class Context:
     """Microseconds one minor page fault took, measured after the run (`page_faults_candidate`); None: not probed."""
     gpu_peak: GpuPeak | None = None
     """CUDA: the GPU's peak in the run's math mode (None: no CUDA run, or a GPU the spec table lacks)."""
+    cell_ms: tuple[float, float] | None = None
+    """The run's recurrent cell stepped over its sequence and the fused layer over the same sequence, forward and
+    backward on the run's batch, ms, measured after the run (`probe.rnn`); None: no cell loop, or not probed."""
 
 
 def _ms(r: WatchResult, phase: str) -> float:

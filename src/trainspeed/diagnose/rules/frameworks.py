@@ -74,10 +74,22 @@ NAN_FILTER_READS = 2
 each a `bool()` of a device tensor (transformers' Trainer._inner_training_loop, `logging_nan_inf_filter=True`)."""
 
 
+def _given(r: WatchResult) -> tuple[bool, bool]:
+    """(the run draws a progress bar, it logs more often than LOG_EVERY) as its Trainer or TrainingArguments was
+    set, where they were made while watched; (True, True) where unknown: the advice then names both."""
+    settings = r.framework.settings if r.framework is not None else {}
+    every = settings.get("log_every")
+    return bool(settings.get("progress_bar", True)), not isinstance(every, int) or every < LOG_EVERY
+
+
 def _hf_logging(v: Verdict, r: WatchResult) -> str:
-    action = (f"TrainingArguments(logging_steps={LOG_EVERY}) (the Trainer averages the loss between logs on the "
-              "device), and no callback that prints or reads a tensor in on_step_end; disable_tqdm=True where the "
-              "progress bar is not read")
+    bar, often = _given(r)
+    parts = [f"TrainingArguments(logging_steps={LOG_EVERY}) (the Trainer averages the loss between logs on the "
+             "device)"] if often else []
+    parts.append("no callback that prints or reads a tensor in on_step_end")
+    if bar:
+        parts.append("disable_tqdm=True where the progress bar is not read")
+    action = ", and ".join(parts[:2]) + ("; " + parts[2] if len(parts) > 2 else "")
     checks = sum(s.count for s in r.sync_sites if s.op == "__bool__") / max(r.steps_measured, 1)
     if v.id == "sync_bound" and checks >= NAN_FILTER_READS:
         # the reads are the Trainer's own check of each step's loss, whatever the logging interval
@@ -165,9 +177,13 @@ def _pl_checkpoint(v: Verdict, r: WatchResult) -> str:
 
 
 def _pl_logging(v: Verdict, r: WatchResult) -> str:
-    return (f"Trainer(log_every_n_steps={LOG_EVERY}) (Lightning's default), and self.log(..., on_step=False, "
-            "on_epoch=True) for values only the epoch's mean matters for (sync_dist=True only where ranks must "
-            "agree: it reduces across ranks every call); enable_progress_bar=False where the bar is not read")
+    """Lightning's logging settings, less those the run's Trainer has already (a script that turned its progress bar
+    off was told to turn it off)."""
+    bar, often = _given(r)
+    action = (f"Trainer(log_every_n_steps={LOG_EVERY}) (Lightning's default), and " if often else "") + (
+        "self.log(..., on_step=False, on_epoch=True) for values only the epoch's mean matters for (sync_dist=True "
+        "only where ranks must agree: it reduces across ranks every call)")
+    return action + ("; enable_progress_bar=False where the bar is not read" if bar else "")
 
 
 def _pl_dtype(v: Verdict, r: WatchResult) -> str:
@@ -195,17 +211,22 @@ def _pl_loader(v: Verdict, r: WatchResult) -> str:
 def _pl_host(v: Verdict, r: WatchResult) -> str | None:
     if not _framework_owns_other(r):
         return None
-    return ("Lightning's own work on every step (its loop, callbacks, self.log, the progress bar): "
-            "Trainer(enable_progress_bar=False) or TQDMProgressBar(refresh_rate=50), fewer callbacks that run on "
-            "every batch; or a larger batch_size in the DataLoader, which spreads that fixed cost over more samples")
+    bar, _ = _given(r)
+    levers = ("Trainer(enable_progress_bar=False) or TQDMProgressBar(refresh_rate=50), fewer callbacks that run on "
+              "every batch" if bar else "fewer callbacks that run on every batch (the progress bar is off already)")
+    return ("Lightning's own work on every step (its loop, callbacks, self.log, the progress bar): " + levers +
+            "; or a larger batch_size in the DataLoader, which spreads that fixed cost over more samples")
 
 
 def _hf_host(v: Verdict, r: WatchResult) -> str | None:
     if not _framework_owns_other(r):
         return None
-    return ("the Trainer's own work on every step (its loop, callbacks, logging): TrainingArguments(disable_tqdm=True, "
-            f"logging_steps={LOG_EVERY}), fewer callbacks; or a larger per_device_train_batch_size, which spreads that "
-            "fixed cost over more samples")
+    bar, often = _given(r)
+    given = [name for name, keep in (("disable_tqdm=True", bar), (f"logging_steps={LOG_EVERY}", often)) if keep]
+    levers = (f"TrainingArguments({', '.join(given)}), fewer callbacks" if given else "fewer callbacks (its progress "
+              "bar is off and it logs rarely already)")
+    return ("the Trainer's own work on every step (its loop, callbacks, logging): " + levers +
+            "; or a larger per_device_train_batch_size, which spreads that fixed cost over more samples")
 
 
 # accelerate: the Accelerator's arguments
@@ -215,6 +236,28 @@ def _acc_dtype(v: Verdict, r: WatchResult) -> str:
         return 'Accelerator(mixed_precision="no") on this CPU: ' + v.action
     return ('healthy; the next levers are Accelerator(mixed_precision="bf16") where the hardware has bfloat16, '
             'torch.compile (Accelerator(dynamo_backend="inductor")), or a larger batch')
+
+
+WHOLE_BATCHES = re.compile(r"take each batch whole: DataLoader\(dataset, batch_size=None, sampler=BatchSampler\("
+                           r"RandomSampler\(dataset\), (\w+), drop_last=False\)(, num_workers=0)?\)")
+
+
+def _acc_loader(v: Verdict, r: WatchResult) -> str | None:
+    """input_bound's batches taken whole, in a form accelerator.prepare() takes: it rebuilds the DataLoader with its
+    batch_size and refuses batch_size=None beside a sampler ('DataLoaderShard() got multiple values for keyword
+    argument batch_size'). A TensorDataset with `__getitems__` is indexed once per batch by torch's own fetcher,
+    with a batch_size as usual."""
+    found = WHOLE_BATCHES.search(v.action)
+    if found is None:
+        return None
+    size, workers = found.group(1), found.group(2) or ""
+    whole = ("take each batch whole, in a form accelerator.prepare() rebuilds (it refuses batch_size=None beside a "
+             "sampler): class WholeBatches(TensorDataset): def __getitems__(self, indices): return [t[indices] for t "
+             f"in self.tensors]; then DataLoader(WholeBatches(*dataset.tensors), batch_size={size}, shuffle=True, "
+             f"collate_fn=lambda batch: batch{workers}) - torch's fetcher then indexes each tensor once per batch "
+             "(shuffle=False for a loader without shuffle)")
+    end = v.action.find("; or trainspeed.fit", found.end())  # the plain form's notes on samplers go with it
+    return v.action[:found.start()] + whole + v.action[end if end >= 0 else found.end():]
 
 
 MADE_BY: dict[tuple[str, str], tuple[str, ...]] = {
@@ -265,6 +308,7 @@ SPEAK: dict[tuple[str, str], Speak] = {
     ("lightning", "outside_work"): _pl_host,
     ("accelerate", "compute_bound"): _acc_dtype,
     ("accelerate", "slow_dtype"): _acc_dtype,
+    ("accelerate", "input_bound"): _acc_loader,
 }
 """(framework, verdict id) -> the action in the framework's settings; a verdict not named keeps its action."""
 
