@@ -68,6 +68,8 @@ def test_json_contract(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0 and DOCTOR_KEYS <= set(data) and data["schema"] == "trainspeed.doctor/1"
     assert data["command"] == f"trainspeed doctor --json - {EXAMPLES / 'seed_iris.py'} --epochs 300"
     assert data["version"] and len(data["when"]) == len("2026-11-27 18:10")
+    # the process a user times (start-up, set-up, the loop, what follows it) holds the loop
+    assert 0 < data["process"]["loop_seconds"] < data["process"]["seconds"]
     assert set(data["steps"]) >= {"seen", "measured", "median_ms", "p90_ms"} and data["steps"]["seen"] == 300
     phases = data["phases"]
     assert set(phases) == {"data", "h2d", "forward", "backward", "optimizer", "sync", "checkpoint", "comm", "other"}
@@ -80,7 +82,8 @@ def test_json_contract(capsys: pytest.CaptureFixture[str]) -> None:
     assert set(data["host_read_sites"][0]) == {"where", "op", "count", "total_ms"}
     assert data["host_read_sites"][0]["where"].endswith("seed_iris.py:70")
     assert data["gpu_util"]["available"] is False
-    assert all(set(v) == {"id", "evidence", "action", "predicted_speedup"} for v in data["verdicts"])
+    assert all(set(v) == {"id", "evidence", "action", "predicted_speedup", "predicted_process_speedup"}
+               for v in data["verdicts"])
 
 
 def _script(tmp_path: Path, body: str) -> str:

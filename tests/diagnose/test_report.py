@@ -111,3 +111,28 @@ def test_the_summary_says_the_recompute_the_compiles_and_what_the_workers_ran() 
     assert "backward recomputes checkpointed forwards (activation checkpointing): 4.25 ms per step" in text
     assert "DataLoader worker processes: 94 batches while measured, 9.50 ms of CPU each" in text
     assert "torch.compile: 2 graph(s) compiled while the steps were measured, 0.50 s" in text
+
+
+def test_a_prediction_for_the_loop_is_also_said_for_the_whole_process() -> None:
+    """The script a user times is its start-up, its set-up, the loop and what follows: a loop 2.26x faster is a
+    process 1.35x faster where the loop took 1.8 s of 4.3 s (examples/realistic/sequence_cells.py, 2026-11-27,
+    measured 1.30x by the whole process). The rest is held as it was."""
+    from recorded_runs import CTX, recorded
+
+    from trainspeed.diagnose.report import DoctorReport
+    from trainspeed.diagnose.verdict import Verdict
+    from trainspeed.hardware import detect_hardware
+    from trainspeed.report.text import prediction_words, process_line
+
+    r = dataclasses.replace(recorded(5.0, {"forward": 2.0, "backward": 2.5}), loop_s=1.8)
+    verdict = Verdict("launch_bound", "e", "a", 2.26)
+    report = DoctorReport(detect_hardware(), r, [verdict, Verdict("small_batch", "e", "a", None)], CTX, process_s=4.3)
+    assert report.process_speedup(verdict) == round(4.3 / (4.3 - 1.8 + 1.8 / 2.26), 2) == 1.3
+    assert report.process_speedup(report.verdicts[1]) is None
+    assert prediction_words(report, verdict) == "predicted 2.26x (1.30x on the whole process)"
+    assert process_line(report) == ("the training loop took 1.8 s of the script's 4.3 s; the rest (2.5 s: start-up, "
+                                    "set-up, what follows the loop) is held as it was in each whole-process prediction")
+    # from the Python API (no process timed), or a loop longer than the process (a clock of its own): the loop's alone
+    for odd in (dataclasses.replace(report, process_s=None), dataclasses.replace(report, process_s=1.0)):
+        assert odd.process_speedup(verdict) is None and prediction_words(odd, verdict) == "predicted 2.26x"
+    assert "on the whole process" in rendered(report)

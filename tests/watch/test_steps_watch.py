@@ -38,6 +38,9 @@ def test_quiet_steps_count_exactly_and_every_kept_step_times_only_itself() -> No
     assert sorted(rec.index - w.steps.settled_at for rec in w.steps.measured.items) == sorted(same.items)
     assert all(rec.wall_s == 1.0 and rec.syncs == 1 and rec.phases["forward"] == 0.75
                and abs(rec.phases["sync"] - 0.1) < 1e-9 for rec in w.steps.measured.items)
+    # the loop's time: from the first step's end to the last's, and one median step for the first (its clock ran
+    # from the watch's start), quiet steps and all: 5000 steps of 1 s
+    assert r.loop_s == 5000.0
     (site,) = r.sync_sites
     assert site.count == 5000 and abs(site.total_ms - 5000 * 100.0) < 1e-3
 

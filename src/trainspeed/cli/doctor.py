@@ -64,6 +64,16 @@ def _target(args: argparse.Namespace) -> tuple[str, list[str], bool]:
     return str(check_script(args.script)), script_args, False
 
 
+def _process_seconds() -> float | None:
+    """Wall seconds since this process started (the interpreter, the imports, the script): what a user times."""
+    import psutil
+
+    try:
+        return time.time() - psutil.Process().create_time()
+    except psutil.Error:
+        return None
+
+
 def _launch_rank() -> int:
     """This process's RANK under torchrun (0 otherwise)."""
     try:
@@ -112,6 +122,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             outcome = run_target(target, script_args, module)
         finally:
+            process_s = _process_seconds()  # the script's end: the probes after it are the doctor's, not its
             watcher.stop()
     rank = _launch_rank()
     if rank:  # under torchrun every rank watches itself; rank 0 gathers them and reports for all
@@ -120,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
     report = dataclasses.replace(watcher.result(), script=(f"-m {target}" if module else target),
                                  exit_code=outcome.exit_code, error=outcome.error,
                                  command=shlex.join(["trainspeed", *getattr(args, "argv", ["doctor"])]),
-                                 when=time.strftime("%Y-%m-%d %H:%M"))
+                                 when=time.strftime("%Y-%m-%d %H:%M"), process_s=process_s)
 
     console = console_for(args)
     try:

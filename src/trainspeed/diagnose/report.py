@@ -32,6 +32,17 @@ class DoctorReport:
     """The command line that made the report (`trainspeed doctor ...`), where one did."""
     when: str | None = None
     """When the report was made, local time ("2026-11-27 18:10"), where a command made it."""
+    process_s: float | None = None
+    """`trainspeed doctor`: the script's process from its start to the script's end, seconds (the interpreter's and
+    the imports' start-up, the script's set-up, the loop, what follows it); None from the Python API."""
+
+    def process_speedup(self, v: Verdict) -> float | None:
+        """A verdict's predicted speed-up of the whole process, from its prediction for the training loop: the rest
+        of the process (start-up, set-up, what follows the loop) as it was (Amdahl). None without both times."""
+        loop, total = self.watch.loop_s, self.process_s
+        if not v.predicted_speedup or not loop or not total or loop > total:
+            return None
+        return round(total / (total - loop + loop / v.predicted_speedup), 2)
 
     @property
     def fate(self) -> str | None:

@@ -8,8 +8,8 @@ from jinja2 import Environment, select_autoescape
 
 from trainspeed._version import __version__
 from trainspeed.diagnose.report import DoctorReport
-from trainspeed.diagnose.rules import predicted_label
 from trainspeed.report.plots import doctor_histogram_png, doctor_phases_png, doctor_util_png
+from trainspeed.report.text import prediction_words, process_line
 
 _TEMPLATE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>trainspeed doctor: {{ title }}</title>
@@ -24,10 +24,11 @@ td:first-child, th:first-child, td:has(> code) { text-align: left; }
 <p class="muted">trainspeed {{ version }}{% if r.when %}, {{ r.when }}{% endif %}{% if r.command %}: <code>{{ r.command }}</code>{% endif %}</p>
 <p><b>{{ title }}</b> on {{ w.device|upper }}{% if r.fate %} &mdash; {{ r.fate }}{% endif %}.
 {{ w.steps_seen }} steps seen, {{ w.steps_measured }} measured{% if w.median_ms is not none %}: median
-{{ "%.3f"|format(w.median_ms) }} ms, p90 {{ "%.3f"|format(w.p90_ms) }} ms per step{% endif %}.</p>
+{{ "%.3f"|format(w.median_ms) }} ms, p90 {{ "%.3f"|format(w.p90_ms) }} ms per step{% endif %}.{% if process %}
+<span class="muted">{{ process[0]|upper }}{{ process[1:] }}.</span>{% endif %}</p>
 <h2>Verdicts <span class="muted">(most important first; speed-ups are predictions)</span></h2>
 {% for v in r.verdicts %}<div class="verdict"><b>{{ loop.index }}. {{ v.id }}</b>{% if v.predicted_speedup %}
-&mdash; {{ label(v.predicted_speedup) }}{% endif %}<br>
+&mdash; {{ label(r, v) }}{% endif %}<br>
 <span class="muted">evidence</span> {{ v.evidence }}<br><span class="muted">action</span> {{ v.action }}</div>
 {% else %}<p>{% if w.median_ms is none %}No training step completed, so there is nothing to judge.{% else %}No rule
 found a problem worth a tenth of the step.{% endif %}</p>{% endfor %}
@@ -87,4 +88,5 @@ def doctor_html(report: DoctorReport) -> str:
         plots.append(("GPU utilisation", base64.b64encode(util).decode()))
     env = Environment(autoescape=select_autoescape(default=True))
     return env.from_string(_TEMPLATE).render(r=report, w=w, plots=plots, title=report.script or "watched loop",
-                                              label=predicted_label, version=__version__)
+                                              label=prediction_words, process=process_line(report),
+                                              version=__version__)

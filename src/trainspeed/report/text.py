@@ -13,6 +13,7 @@ from trainspeed.demo.result import DemoResult
 from trainspeed.diagnose.compare import Comparison
 from trainspeed.diagnose.report import DoctorReport
 from trainspeed.diagnose.rules import page_faults_candidate, predicted_label
+from trainspeed.diagnose.verdict import Verdict
 from trainspeed.hardware.cpu import CpuInfo
 from trainspeed.hardware.cpu_generations import TRAINING_FEATURES, contradicted_by_isa, from_cpuid
 from trainspeed.hardware.gpu import GpuInfo
@@ -179,6 +180,23 @@ DATA_LINES_SHARE = 0.05
 (the JSON and HTML reports list it always)."""
 
 
+def prediction_words(report: DoctorReport, v: Verdict) -> str:
+    """"predicted 2.26x (1.45x on the whole process)": the training loop's prediction, and the process's where the
+    doctor timed it (`DoctorReport.process_speedup`)."""
+    words = predicted_label(v.predicted_speedup or 1.0)
+    whole = report.process_speedup(v)
+    return words + (f" ({whole:.2f}x on the whole process)" if whole is not None else "")
+
+
+def process_line(report: DoctorReport) -> str | None:
+    """"the training loop took 3.1 s of the script's 5.0 s ...": where a prediction's whole-process figure comes from."""
+    loop, total = report.watch.loop_s, report.process_s
+    if not loop or not total or loop > total:
+        return None
+    return (f"the training loop took {loop:.1f} s of the script's {total:.1f} s; the rest ({total - loop:.1f} s: "
+            "start-up, set-up, what follows the loop) is held as it was in each whole-process prediction")
+
+
 def doctor_view(report: DoctorReport) -> Group:
     """The `trainspeed doctor` screen: the step split into phases, the counts, the verdicts."""
     w = report.watch
@@ -194,6 +212,8 @@ def doctor_view(report: DoctorReport) -> Group:
     else:
         parts.append(Text(f"{w.steps_seen} steps seen, {w.steps_measured} measured: median {w.median_ms:.3f} ms, "
                           f"p90 {w.p90_ms:.3f} ms per step"))
+        if (process := process_line(report)) is not None:
+            parts.append(Text(process[0].upper() + process[1:], style="dim"))
         table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
         for col in ("phase", "host ms", "device ms", "share", ""):
             table.add_column(col, justify="left" if col in ("phase", "") else "right")
@@ -280,7 +300,7 @@ def doctor_view(report: DoctorReport) -> Group:
     elif not report.verdicts:
         parts.append(Text("  none: no rule found a problem worth a tenth of the step", style="green"))
     for i, v in enumerate(report.verdicts, 1):
-        gain = f" - {predicted_label(v.predicted_speedup)}" if v.predicted_speedup else ""
+        gain = f" - {prediction_words(report, v)}" if v.predicted_speedup else ""
         parts.append(Text(f"{i}. {v.id}{gain}", style="bold cyan"))
         parts.append(Text(f"   evidence: {v.evidence}"))
         parts.append(Text(f"   action:   {v.action}"))

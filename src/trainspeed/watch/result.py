@@ -435,6 +435,8 @@ class WatchResult:
     acting on the action it sampled, a decoder fed the token it picked), the median over the detailed steps."""
     cell_loop: CellLoop | None = None
     """A recurrent cell called in a Python loop, twice a step or more (None: none)."""
+    loop_s: float | None = None
+    """The training loop's wall seconds, its evaluations and saves in it (`StepTracker.loop_seconds`)."""
     optimizer_changes: int = 0
     """Times another optimizer took over delimiting the steps (the one before gone, or no longer stepping)."""
     optimizers_built: int = 0

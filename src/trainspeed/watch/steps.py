@@ -150,6 +150,10 @@ class StepTracker:
                                     keep_ops=self.traced is not None)
         self.settled_at = self.window.settled_from(self.warmup)
         self.steps_seen = 0
+        self.first_end: float | None = None
+        """When the first step ended (the clock's time): the training loop's time runs from there (`loop_seconds`)."""
+        self._clocked = 0
+        """The index of the last step whose end the clock read (`clock.step_started`)."""
         self.measured = Reservoir[StepRecord](seed=1)
         self.detailed_steps = Reservoir[StepRecord](seed=5) if self.detail_every > 1 else None
         """A uniform sample of the measured detailed steps alone: forward, backward and optimizer's median
@@ -214,6 +218,15 @@ class StepTracker:
 
     def copied(self, nbytes: int) -> None:
         self.counts.h2d_bytes += nbytes
+
+    def loop_seconds(self, median_ms: float | None) -> float | None:
+        """The training loop's wall time so far: from the first step's end to the last one the clock read, a median
+        step for each quiet step after it (their ends are not read), and one for the first step (its clock ran from
+        the watch's start, the script's set-up in it). None before two steps."""
+        if self.first_end is None or self.steps_seen < 2 or median_ms is None:
+            return None
+        unread = self.steps_seen - 1 - self._clocked
+        return self.clock.step_started - self.first_end + (1 + unread) * median_ms / 1e3
 
     def module_called(self, is_model: bool, args: tuple[Any, ...]) -> None:
         """An outermost module call outside an optimizer's step (`is_model`: the model's), on a detailed step."""
@@ -293,6 +306,9 @@ class StepTracker:
                 model_calls=(c.model_calls, c.chained, c.after_read, c.cells) if detailed else None,
                 anomaly_s=c.anomaly_s, recompute_s=c.recompute_s, host_reads=c.host_reads,
                 optimizer_steps=(1 + c.other_steps if self.by_optimizer else 0) if detailed else None))
+        self._clocked = index  # the last step whose end the clock holds (a quiet step's is not read)
+        if not index:
+            self.first_end = self.clock.step_started  # where the loop's time starts (`loop_seconds`)
         if self.pending:
             self._drain_events()
         self._mode_left -= 1
