@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import torch
 from torch import nn
 
 from trainspeed.watch import Watcher
+from trainspeed.watch.result import WatchResult
 
 
 def _small_mlp() -> tuple[nn.Module, torch.optim.Optimizer, torch.Tensor, torch.Tensor]:
@@ -43,6 +45,25 @@ def _evaluating_loop(steps: int, every: int, frozen_norm: bool = False, eval_mod
     model.eval()  # a final evaluation with no train() after it: not one of the run's
 
 
+def _trained_evaluating(steps: int, every: int, evaluate: Callable[[nn.Module, torch.Tensor], None],
+                        warmup: int) -> WatchResult:
+    """`_small_mlp` trained `steps` steps, watched, evaluated by `evaluate` (in eval mode, under no_grad) after every
+    `every`-th step."""
+    model, optimizer, x, y = _small_mlp()
+    with Watcher(warmup=warmup, profile_steps=0) as w:
+        for step in range(steps):
+            loss = nn.functional.cross_entropy(model(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            if step % every == every - 1:
+                model.eval()
+                with torch.no_grad():
+                    evaluate(model, x)
+                model.train()
+    return w.measurements()
+
+
 def test_evaluations_between_steps_are_counted_with_their_share_of_the_run() -> None:
     with Watcher(warmup=3, profile_steps=0) as w:
         _evaluating_loop(60, 10)
@@ -57,20 +78,11 @@ def test_a_run_that_mostly_evaluates_has_a_share_under_all_of_it() -> None:
     that last one lies in no step's time, so the share counts it beside the steps' time, not against it alone
     (a Lightning run spending 95% of fit() validating read as 100%). What the evaluations add to the mean step
     leaves the last one out."""
-    model, optimizer, x, y = _small_mlp()
-    with Watcher(warmup=3, profile_steps=0) as w:
-        for step in range(12):
-            loss = nn.functional.cross_entropy(model(x), y)
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            if step % 4 == 3:
-                model.eval()
-                with torch.no_grad():
-                    model(x)
-                    time.sleep(0.1)
-                model.train()
-    r = w.measurements()
+    def evaluate(model: nn.Module, x: torch.Tensor) -> None:
+        model(x)
+        time.sleep(0.1)
+
+    r = _trained_evaluating(12, 4, evaluate, warmup=3)
     ev = r.evaluation
     assert ev is not None and ev.count == 3 and ev.mean_ms >= 100
     # 300 ms of evaluation against 9 measured steps holding 200 ms of it: under all of the run, whatever the steps took
@@ -202,21 +214,13 @@ def test_an_evaluation_s_batches_and_lines_are_not_the_training_step_s() -> None
             return torch.full((8,), float(i))
 
     val = DataLoader(SlowItems(), batch_size=4)
-    model, optimizer, x, y = _small_mlp()
-    with Watcher(warmup=2, profile_steps=0) as w:
-        for step in range(30):
-            loss = nn.functional.cross_entropy(model(x), y)
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            if step % 10 == 9:
-                model.eval()
-                with torch.no_grad():
-                    for batch in val:
-                        model(batch)
-                        time.sleep(0.01)  # the validation loop's own line
-                model.train()
-    r = w.measurements()
+
+    def evaluate(model: nn.Module, x: torch.Tensor) -> None:
+        for batch in val:
+            model(batch)
+            time.sleep(0.01)  # the validation loop's own line
+
+    r = _trained_evaluating(30, 10, evaluate, warmup=2)
     assert r.evaluation is not None and r.evaluation.count == 3
     assert r.phases["data"].share < 0.05 and r.loader_starts == 0
     assert not any("the validation loop's own line" in s.code for s in (*r.other_sites, *r.loop_sites))
