@@ -1,7 +1,7 @@
 """Recurrent cells stepped in a Python loop: an `nn.LSTMCell`, `nn.GRUCell` or `nn.RNNCell` called once per time
 step, where `nn.LSTM`, `nn.GRU` or `nn.RNN` runs the whole sequence in one call (one fused op; cuDNN's on a GPU).
 
-The hooks count the cells' calls on the detailed steps (`StepCounts.cells`); the model tracker keeps the first
+The hooks count the cells' calls on the detailed steps (`step_counts.StepCounts.cells`); the model tracker keeps the first
 cell's shape (`cell_of`); `CellLoop` is what the run's measurements say of it.
 """
 
