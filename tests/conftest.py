@@ -33,6 +33,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _cache_in_the_session_s_folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """trainspeed's cache (fit's compile times, the CPU's description) in a folder of the test session's, for the
+    processes the tests start too: nothing is written into the user's home, and what one test learnt the next reads."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache")))
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _cpu_only_unless_marked_gpu(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     if "gpu" in request.keywords:

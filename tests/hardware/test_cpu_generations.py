@@ -149,3 +149,34 @@ def test_hw_says_why_the_vms_model_was_overruled() -> None:
         "Intel(R) Xeon(R) Processor (GenuineIntel): Sapphire Rapids or later, a lower bound from the ISA flags "
         "(CPUID family 6 model 167 names Rocket Lake, which has no AMX: a model a virtual machine reports, the ISA "
         "is the host's)")
+
+
+def test_the_cpu_s_description_is_asked_once_per_machine(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """py-cpuinfo runs a fresh interpreter to read CPUID (1.1 s, most of what the doctor spent after the script on the
+    VM of 2026-11-27): kept per machine in the cache folder, asked again where the machine's lines differ or the
+    cache is unreadable."""
+    import cpuinfo
+
+    from trainspeed.hardware import cpu
+
+    asked: list[int] = []
+
+    def get_cpu_info() -> dict:  # type: ignore[type-arg]
+        asked.append(1)
+        return {"brand_raw": "Test CPU", "vendor_id_raw": "GenuineIntel", "flags": ["avx2"], "family": 6,
+                "model": 167, "stepping": 1, "hz_actual": (3.1e9, 0)}
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(cpuinfo, "get_cpu_info", get_cpu_info)
+    monkeypatch.setattr(cpu, "_machine_key", lambda: "machine-a")
+    first = cpu._cpuinfo()
+    assert first["brand_raw"] == "Test CPU" and "hz_actual" not in first and len(asked) == 1
+    assert cpu._cpuinfo() == first and len(asked) == 1  # read back
+    monkeypatch.setattr(cpu, "_machine_key", lambda: "machine-b")  # a VM moved to another host
+    assert cpu._cpuinfo() == first and len(asked) == 2
+    (tmp_path / "trainspeed" / "cpuinfo.json").write_text("{not json")
+    assert cpu._cpuinfo() == first and len(asked) == 3
+    monkeypatch.setattr(cpu, "_machine_key", lambda: None)  # no /proc/cpuinfo: asked every time, nothing kept
+    cpu._cpuinfo()
+    cpu._cpuinfo()
+    assert len(asked) == 5

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import platform
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import psutil
 
+from trainspeed._cache import default_cache_dir
+from trainspeed._io import write_atomic
+from trainspeed.errors import UsageError
 from trainspeed.hardware.cpu_generations import microarchitecture, training_features
 
 
@@ -41,13 +47,53 @@ class CpuInfo:
         return any(f in self.features for f in ("AVX512-BF16", "AMX-BF16"))
 
 
+CPUINFO_KEYS = ("brand_raw", "vendor_id_raw", "flags", "family", "model", "stepping")
+"""What `from_facts` reads of py-cpuinfo's dictionary (all that the cache keeps)."""
+
+
+def _machine_key() -> str | None:
+    """What names this CPU cheaply: /proc/cpuinfo's first processor's identity lines (vendor, family, model, name,
+    stepping, microcode, flags), the architecture and py-cpuinfo's version; None where there is no /proc/cpuinfo
+    (nothing is cached there). A VM moved to another host reads other lines, and is asked afresh."""
+    try:
+        first = Path("/proc/cpuinfo").read_text().split("\n\n", 1)[0]
+        from importlib.metadata import version
+
+        tool = version("py-cpuinfo")
+    except Exception:  # no /proc (macOS, Windows), or py-cpuinfo not installed
+        return None
+    names = ("vendor_id", "cpu family", "model", "model name", "stepping", "microcode", "flags")
+    lines = [line for line in first.splitlines() if line.split(":", 1)[0].strip() in names]
+    text = "\n".join([*lines, platform.machine(), tool])
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
 def _cpuinfo() -> dict[str, Any]:
+    """py-cpuinfo's description of this CPU (the keys `from_facts` reads). py-cpuinfo runs a fresh interpreter to
+    read CPUID (1.1 s on the 2-vCPU VM of 2026-11-27, most of what the doctor spent after the script): the answer
+    is kept per machine (`_machine_key`) in the cache folder, and read back on the next run."""
+    key = _machine_key()
+    path = default_cache_dir() / "cpuinfo.json"
+    if key is not None:
+        try:
+            kept = json.loads(path.read_text()).get(key)
+            if isinstance(kept, dict):
+                return kept
+        except (OSError, ValueError, AttributeError):
+            pass
     try:
         import cpuinfo  # py-cpuinfo
 
-        return dict(cpuinfo.get_cpu_info())
+        info = {k: v for k, v in cpuinfo.get_cpu_info().items() if k in CPUINFO_KEYS}
     except Exception:  # py-cpuinfo shells out and parses; any failure leaves the fallbacks
         return {}
+    if key is not None and info:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(path, json.dumps({key: info}))
+        except (OSError, UsageError):  # a read-only home: asked again next time
+            pass
+    return info
 
 
 def from_facts(info: dict[str, Any], torch_threads: int, cores: int | None, threads: int | None,

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -24,11 +23,6 @@ from trainspeed.loop.capture import CapturedStep
 
 STEPS_PER_CALL = 16
 """K: 16 steps per call measured 35 µs/step on the seed's step (8: 43 µs; 32: 28 µs but twice the compile)."""
-
-
-def default_cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "trainspeed"
 
 
 def step_key(captured: CapturedStep, inputs: Sequence[torch.Tensor], k: int) -> str:

@@ -25,12 +25,12 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from trainspeed._cache import default_cache_dir
 from trainspeed.amp import amp_context
 from trainspeed.errors import FitError
 from trainspeed.loop import capturing, plan
 from trainspeed.loop.checks import check_parts, positive_int, resolve_device
 from trainspeed.loop.choosing import Chooser
-from trainspeed.loop.compiled import default_cache_dir
 from trainspeed.loop.data import TrainData, resolve_data
 from trainspeed.loop.ddp import DataParallel
 from trainspeed.loop.result import FitResult, FitTimings, Strategy
