@@ -19,6 +19,8 @@
 #             measured peak), and benchmarks/memory_trace.py's op-by-op comparison on three of the cases
 #   mfu       the doctor on examples/wide_mlp.py at a size that keeps an H100 busy (8192 x 8192, batch 8192), bf16
 #             autocast and float32: compute_bound with the step's achieved TFLOP/s against the GPU's peak
+#   planted   the doctor on CUDA on the planted examples that take --device (logging, checkpoints, a starved loader
+#             with its saw-tooth): each one's first verdict
 #   busy      benchmarks/gpu_busy.py: the doctor's gpu_busy_ms against torch.profiler's own kernel sum (seed loop,
 #             wide MLP); the doctor on Lightning's Trainer (its optimizer closure) on CUDA
 #   sweeps    trainspeed sweep crossover (measured on both sides), cuda-graphs and amp on CUDA, compile last
@@ -45,9 +47,9 @@ stage() {  # stage NAME SECONDS COMMAND...: run one command under a time limit, 
 for what in "$@"; do
     case $what in
         tests | suite | doctor | demo | fit | memory | sweep | overhead | cupti | attention | frameworks | hfsync | mfu \
-            | sweeps | busy) ;;
+            | sweeps | busy | planted) ;;
         *) echo "gpu_session.sh: unknown stage '$what' (tests suite doctor demo fit memory sweep overhead cupti" \
-                "attention frameworks hfsync mfu sweeps busy)" >&2
+                "attention frameworks hfsync mfu sweeps busy planted)" >&2
            exit 2 ;;
     esac
 done
@@ -83,6 +85,11 @@ for what in "$@"; do
             wide="examples/wide_mlp.py --device cuda --batch 8192 --width 8192 --steps 200"
             stage mfu 60 $TS doctor --json "$OUT/mfu-bf16.json" $wide --bf16
             stage mfu 60 $TS doctor --json "$OUT/mfu-fp32.json" $wide ;;
+        planted)
+            for spec in "log_every_step.py --steps 600" "checkpoint_every_step.py --steps 60" "slow_dataloader.py"; do
+                name=${spec%%.py*}
+                stage planted 60 $TS doctor --json "$OUT/planted-$name.json" examples/$spec --device cuda
+            done ;;
         busy)
             stage busy 60 $PY benchmarks/gpu_busy.py --loop iris --steps 600
             stage busy 60 $PY benchmarks/gpu_busy.py --loop wide --steps 60

@@ -33,14 +33,18 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--workers", type=int, default=0)
+    parser.add_argument("--device", default="cpu")
     args = parser.parse_args()
     torch.manual_seed(0)
-    loader = DataLoader(AugmentedImages(), batch_size=32, shuffle=True, num_workers=args.workers)
-    model = nn.Sequential(nn.Flatten(), nn.Linear(3 * 48 * 48, 128), nn.ReLU(), nn.Linear(128, 10))
+    gpu = args.device != "cpu"
+    loader = DataLoader(AugmentedImages(), batch_size=32, shuffle=True, num_workers=args.workers, pin_memory=gpu)
+    model = nn.Sequential(nn.Flatten(), nn.Linear(3 * 48 * 48, 128), nn.ReLU(), nn.Linear(128, 10)).to(args.device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     criterion = nn.CrossEntropyLoss()
     for epoch in range(args.epochs):
         for x, y in loader:
+            if gpu:
+                x, y = x.to(args.device, non_blocking=True), y.to(args.device, non_blocking=True)
             loss = criterion(model(x), y)
             optimizer.zero_grad()
             loss.backward()
