@@ -119,20 +119,13 @@ def _gpu_peak(hw: HardwareReport, result: WatchResult, subject: RunSubject | Non
     return math_peak(gpu, half, torch.backends.cuda.matmul.allow_tf32)
 
 
-def cell_loop_length(result: WatchResult) -> int:
-    """Time steps a cell loop runs per model call: its calls per step over the model's calls per step."""
-    loop = result.cell_loop
-    if loop is None:
-        return 0
-    return max(1, round(loop.calls_per_step / max(result.model_calls_per_step or 1.0, 1.0)))
-
-
 def _cell_probe(result: WatchResult) -> tuple[float, float] | None:
     """The run's cell loop against the fused layer on its shapes (`probe.rnn`), where the run has one and a batch."""
     if result.cell_loop is None or not result.batch_size:
         return None
     device = "cuda" if result.device == "cuda" else "cpu"
-    return cell_loop_ms(result.cell_loop, result.batch_size, cell_loop_length(result), device)
+    loop = result.cell_loop
+    return cell_loop_ms(loop, result.batch_size, loop.length(result.model_calls_per_step), device)
 
 
 def measure_context(result: WatchResult, subject: RunSubject | None = None, hardware: HardwareReport | None = None,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from typing import Any
 
 import torch
 from torch import nn
@@ -20,16 +21,11 @@ PROBE_ELEMENTS = 50_000_000
 """Sequences of more elements than this (batch x length x width) are not probed."""
 
 
-def _cell(loop: CellLoop, device: str) -> nn.Module:
-    kind = getattr(nn, loop.kind)
-    extra = {"nonlinearity": loop.nonlinearity} if loop.nonlinearity else {}
-    return kind(loop.input_size, loop.hidden_size, bias=loop.bias, **extra).to(device)
-
-
-def _fused(loop: CellLoop, device: str) -> nn.Module:
-    kind = getattr(nn, loop.fused)
-    extra = {"nonlinearity": loop.nonlinearity} if loop.nonlinearity else {}
-    return kind(loop.input_size, loop.hidden_size, bias=loop.bias, batch_first=True, **extra).to(device)
+def _module(loop: CellLoop, kind: str, device: str, **extra: Any) -> nn.Module:
+    """A fresh `torch.nn.<kind>` of the loop's sizes, bias and nonlinearity (the cell, or its fused layer)."""
+    if loop.nonlinearity:
+        extra["nonlinearity"] = loop.nonlinearity
+    return getattr(nn, kind)(loop.input_size, loop.hidden_size, bias=loop.bias, **extra).to(device)
 
 
 def _median_ms(run: object, repeats: int, device: str) -> float:
@@ -52,7 +48,7 @@ def cell_loop_ms(loop: CellLoop, batch: int, length: int, device: str = "cpu",
     backward, on a batch of `batch`; None where the sequence is too large to probe or a length under 2."""
     if length < 2 or batch < 1 or batch * length * max(loop.input_size, loop.hidden_size) > PROBE_ELEMENTS:
         return None
-    cell, fused = _cell(loop, device), _fused(loop, device)
+    cell, fused = _module(loop, loop.kind, device), _module(loop, loop.fused, device, batch_first=True)
     x = torch.randn(batch, length, loop.input_size, device=device)
     lstm = loop.kind == "LSTMCell"
 

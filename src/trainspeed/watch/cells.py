@@ -36,6 +36,11 @@ class CellLoop:
     def fused(self) -> str:
         return FUSED[self.kind]
 
+    def length(self, model_calls: float | None) -> int:
+        """Time steps the loop runs per call of the model: its calls per step over the model's (`model_calls`,
+        taken as one where none were counted)."""
+        return max(1, round(self.calls_per_step / max(model_calls or 1.0, 1.0)))
+
     def layer(self) -> str:
         """The fused layer's constructor as a user would write it."""
         extra = "" if self.bias else ", bias=False"

@@ -130,7 +130,7 @@ def other_share(r: WatchResult) -> float:
     two steps, the clock stands in "other" then): the training steps' own, which the verdicts on that time judge.
     Their stack samples leave the evaluations out as well (`EvaluationTracker.evaluating`)."""
     share = r.phases["other"].share
-    mean = r.mean_ms or r.median_ms
+    mean = _run_step_ms(r)
     if r.evaluation is None or not r.evaluation.step_ms or not mean:
         return share
     return max(0.0, share - r.evaluation.step_ms / mean)

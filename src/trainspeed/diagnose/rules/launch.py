@@ -131,9 +131,8 @@ def _fused_cells(r: WatchResult, c: Context) -> tuple[float, str, str] | None:
     # on a machine busier than during the run read the loop slower, and a prediction of 3.70x where 2.26x was had)
     in_run = min(stepped * calls, _ms(r, "forward") + _ms(r, "backward"))
     saved = max(0.0, in_run * (1 - whole / stepped)) if stepped > 0 else 0.0
-    length = max(1, round(loop.calls_per_step / calls))
     words = (f"; an nn.{loop.kind}({loop.input_size}, {loop.hidden_size}) runs {loop.calls_per_step:.0f} times a step "
-             f"in a Python loop: over {length} time steps on a batch of {r.batch_size}, forward and backward, that "
+             f"in a Python loop: over {loop.length(r.model_calls_per_step)} time steps on a batch of {r.batch_size}, forward and backward, that "
              f"loop took {stepped:.2f} ms and {loop.layer()} over the same sequence {whole:.2f} ms (measured after "
              "the run)")
     advice = (f"run the sequence through {loop.layer()} in one call instead of the nn.{loop.kind} loop (one fused "
