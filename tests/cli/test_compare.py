@@ -80,6 +80,14 @@ def test_the_sides_are_named_by_label_or_folder(tmp_path: Path, capsys: pytest.C
     assert (data["a"], data["b"], data["a_label"], data["b_label"]) == (str(a), str(b), "main", "pr-42")
     assert main(["compare", str(a), str(b), "--label", "C=x"]) == 2
     assert "expected A=NAME or B=NAME" in capsys.readouterr().err
+    # doctor --try's runs: the same file name in each arm's folder
+    (tmp_path / "tried" / "plain").mkdir(parents=True)
+    (tmp_path / "tried" / "1-input_bound").mkdir()
+    plain = _write(tmp_path / "tried" / "plain" / "doctor-1.json", 10.0, 1)
+    lever = _write(tmp_path / "tried" / "1-input_bound" / "doctor-1.json", 5.0, 3)
+    assert main(["compare", str(plain), str(lever), "--json", "-"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert (data["a_label"], data["b_label"]) == ("plain/doctor-1.json", "1-input_bound/doctor-1.json")
 
 
 def test_the_gate_needs_samples(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

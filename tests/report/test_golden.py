@@ -23,6 +23,7 @@ from rich.console import Console
 
 from trainspeed.diagnose.report import DoctorReport, judge
 from trainspeed.diagnose.rules import Context
+from trainspeed.diagnose.tried import LossCheck, NotTried, Tried, TriedLever
 from trainspeed.hardware.cpu import CpuInfo
 from trainspeed.hardware.gpu import GpuScan
 from trainspeed.hardware.report import HardwareReport
@@ -109,9 +110,24 @@ def evaluating_run() -> WatchResult:
 RUNS = {"seed_loop": seed_loop, "loader_cuda": loader_cuda, "evaluating_run": evaluating_run}
 
 
+def _tried(report: DoctorReport) -> Tried:
+    """What `doctor --try 2 --rounds 3 --steps 200` might have measured of the loader run's first lever: each plain
+    run against one with the workers, the same losses; and the edit ranked before the next lever."""
+    first = report.verdicts[0]
+    assert first.lever is not None
+    row = TriedLever(first.id, first.lever, first.predicted_speedup, 2.61, (2.32, 2.94), [8.1, 8.3, 8.0],
+                     [3.1, 3.2, 3.05], LossCheck(200, True, 0.0, True, (200, 200)), after="compute_bound",
+                     folder="runs/doctor-20261127-120000/tried/1-input_bound")
+    return Tried([row], [NotTried("h2d_bound", "keep a dataset that fits on the device there once")], 3, 200, 71.4)
+
+
+TRIED = {"loader_cuda": _tried}
+"""The runs whose report also holds what `doctor --try` measured."""
+
+
 def _report(name: str) -> DoctorReport:
-    report = judge(RUNS[name](), CTX, MACHINE)
-    return dataclasses.replace(report, script=f"{name}.py", exit_code=0)
+    report = dataclasses.replace(judge(RUNS[name](), CTX, MACHINE), script=f"{name}.py", exit_code=0)
+    return dataclasses.replace(report, tried=TRIED[name](report)) if name in TRIED else report
 
 
 def _text(report: DoctorReport) -> str:

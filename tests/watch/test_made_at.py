@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from trainspeed._after_import import AfterImport
 from trainspeed.watch import made_at
 from trainspeed.watch.made_at import MadeAt
 
@@ -57,7 +58,7 @@ def test_a_setting_made_after_its_module_loads_is_noted_at_the_users_line(fake_f
     assert watching.sites == {"Trainer": f"{__file__}:{line}", "Arguments": f"{__file__}:{args_line}"}
     assert module.Trainer.__init__.__qualname__ == "Trainer.__init__" and not hasattr(module.Trainer.__init__,
                                                                                         "__wrapped__")
-    assert not any(isinstance(f, made_at._Finder) for f in sys.meta_path)
+    assert not any(isinstance(f, AfterImport) for f in sys.meta_path)
     assert module.__loader__.get_source(fake_framework) == FAKE  # the real loader's other methods still answer
 
 

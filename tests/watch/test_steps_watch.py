@@ -334,7 +334,8 @@ def test_activation_checkpointings_recompute_is_backwards_time_not_a_second_forw
     # counted in the forward phase would be 40 ms
     assert 20 <= r.phases["forward"].host_ms < 35
     assert r.recompute_ms_per_step is not None and r.recompute_ms_per_step >= 19.5
-    assert r.phases["backward"].host_ms >= r.recompute_ms_per_step
+    # backward holds the recompute (its median against the recompute's mean: one sleep that overran moves the mean)
+    assert r.phases["backward"].host_ms >= 0.85 * r.recompute_ms_per_step
 
 
 _RECOMPILED = """

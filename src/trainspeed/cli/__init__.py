@@ -17,12 +17,27 @@ SIGNED_VALUE_OPTIONS = {"memory": ("--budget",)}
 flag: the value is glued to its option, so that the option's own check answers ("a size must be positive")."""
 
 
+OPTIONAL_COUNT_OPTIONS = {"doctor": {"--try": "2"}}
+"""Options, by subcommand, whose count may be left out (`doctor --try train.py`): where the next word is no number,
+the default is glued on (`--try=2`), so that the script's name is not read as the count."""
+
+
+def _looks_numeric(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 def _glued(argv: list[str]) -> list[str]:
-    """`memory ... --budget -1GiB` as `--budget=-1GiB`. Only the options of SIGNED_VALUE_OPTIONS, of their own
-    subcommand: a script's arguments (`doctor train.py ...`) pass as given."""
+    """`memory ... --budget -1GiB` as `--budget=-1GiB`, and `doctor --try train.py` as `--try=2 train.py`. Only the
+    options of SIGNED_VALUE_OPTIONS and OPTIONAL_COUNT_OPTIONS, of their own subcommand: a script's arguments
+    (`doctor train.py ...`) pass as given."""
     command = next((a for a in argv if not a.startswith("-")), None)
     options = SIGNED_VALUE_OPTIONS.get(command or "", ())
-    if not options:
+    counts = OPTIONAL_COUNT_OPTIONS.get(command or "", {})
+    if not options and not counts:
         return argv
     out: list[str] = []
     i = 0
@@ -31,6 +46,10 @@ def _glued(argv: list[str]) -> list[str]:
         if token == "--":
             return out + argv[i:]
         nxt = argv[i + 1] if i + 1 < len(argv) else ""
+        if token in counts and not _looks_numeric(nxt):
+            out.append(f"{token}={counts[token]}")
+            i += 1
+            continue
         if token in options and len(nxt) > 1 and nxt[0] == "-" and (nxt[1].isdigit() or nxt[1] == "."):
             out.append(f"{token}={nxt}")
             i += 2

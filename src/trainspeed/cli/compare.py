@@ -38,6 +38,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def _labels(given: list[str], a: str, b: str) -> tuple[str, str]:
     """The sides' short names: --label A=... / B=..., else each run's folder (or file) name."""
     names = {"A": _short(a), "B": _short(b)}
+    if names["A"] == names["B"] and Path(a).parent.name != Path(b).parent.name:  # doctor --try's runs: by their folder
+        names = {"A": f"{Path(a).parent.name}/{names['A']}", "B": f"{Path(b).parent.name}/{names['B']}"}
     for text in given:
         side, sep, name = text.partition("=")
         if side.strip().upper() not in names or not sep or not name.strip():

@@ -20,7 +20,15 @@ from trainspeed.cli._common import add_json_option, console_for, non_negative_in
 from trainspeed.errors import UsageError
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
+    from trainspeed.diagnose.tried import Tried
     from trainspeed.doctor import DoctorReport
+
+INTERRUPTED = 130
+"""The exit status after Ctrl-C stopped the tries (the diagnosis and what they measured are still written)."""
+DEFAULT_ROUNDS = 3
+"""`--try`'s rounds when --rounds is not given."""
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -33,6 +41,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", metavar="DIR", help="write doctor.json and report.html into a new folder under DIR")
     p.add_argument("--trace", metavar="PATH", help="write the kept steps' timeline as a Chrome/Perfetto trace-event "
                                                   "JSON (ui.perfetto.dev, chrome://tracing)")
+    p.add_argument("--try", dest="try_k", type=positive_int, nargs="?", const=2, metavar="K",
+                   help="then apply the first K verdicts' levers (default 2) in runs of their own, each timed against "
+                        "runs without it, alternated, and show the measured speed-ups beside the predictions")
+    p.add_argument("--rounds", type=positive_int, metavar="R",
+                   help=f"with --try: rounds of runs (one plain, one per lever; default {DEFAULT_ROUNDS})")
     p.add_argument("-m", dest="module", metavar="MODULE", help="run a module, like python -m")
     add_json_option(p)
     p.add_argument("script", nargs="?", metavar="SCRIPT", help="the training script")
@@ -64,16 +77,6 @@ def _target(args: argparse.Namespace) -> tuple[str, list[str], bool]:
     return str(check_script(args.script)), script_args, False
 
 
-def _process_seconds() -> float | None:
-    """Wall seconds since this process started (the interpreter, the imports, the script): what a user times."""
-    import psutil
-
-    try:
-        return time.time() - psutil.Process().create_time()
-    except psutil.Error:
-        return None
-
-
 def _launch_rank() -> int:
     """This process's RANK under torchrun (0 otherwise)."""
     try:
@@ -102,47 +105,82 @@ def _rescue(report: DoctorReport) -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
-    from trainspeed.doctor import Doctor
+    from trainspeed.doctor import script_report, watch_script
     from trainspeed.report.files import write_doctor_report
     from trainspeed.report.text import doctor_view
     from trainspeed.report.trace import chrome_trace
-    from trainspeed.watch.runner import run_target
 
     target, script_args, module = _target(args)
+    if args.rounds is not None and not args.try_k:
+        raise UsageError("--rounds goes with --try")
+    if args.try_k and "WORLD_SIZE" in os.environ:
+        raise UsageError("--try runs the script again on its own; run it without torchrun")
     for path in (args.json, args.html, args.trace):
         if path:
             check_writable_file(path)
     folder = new_run_dir(args.out, "doctor") if args.out and not _launch_rank() else None
 
-    watcher = Doctor(warmup=args.warmup, steps=args.steps, trace=bool(args.trace))
     # with --json -, stdout carries the JSON: the script's own prints go to stderr meanwhile
     redirect = contextlib.redirect_stdout(sys.stderr) if args.json == "-" else contextlib.nullcontext()
     with redirect:
-        watcher.start()
-        try:
-            outcome = run_target(target, script_args, module)
-        finally:
-            process_s = _process_seconds()  # the script's end: the probes after it are the doctor's, not its
-            watcher.stop()
+        watcher, outcome, process_s = watch_script(target, script_args, module, warmup=args.warmup, steps=args.steps,
+                                                   trace=bool(args.trace))
     rank = _launch_rank()
     if rank:  # under torchrun every rank watches itself; rank 0 gathers them and reports for all
         print(f"trainspeed doctor: rank {rank} watched its steps; rank 0 reports for every rank", file=sys.stderr)
         return outcome.exit_code
-    report = dataclasses.replace(watcher.result(), script=(f"-m {target}" if module else target),
-                                 exit_code=outcome.exit_code, error=outcome.error,
+    report = dataclasses.replace(script_report(watcher, outcome, process_s, f"-m {target}" if module else target),
                                  command=shlex.join(["trainspeed", *getattr(args, "argv", ["doctor"])]),
-                                 when=time.strftime("%Y-%m-%d %H:%M"), process_s=process_s)
+                                 when=time.strftime("%Y-%m-%d %H:%M"))
 
     console = console_for(args)
+    shown = False
+    if args.try_k and outcome.exit_code == 0:
+        console.print(doctor_view(report))  # the diagnosis first: the tries take a while
+        shown = True
+        report = dataclasses.replace(report, tried=_try(report, args, target, script_args, module, folder))
+    elif args.try_k:
+        from trainspeed.diagnose.tried import Tried
+
+        report = dataclasses.replace(report, tried=Tried(
+            [], [], args.rounds or DEFAULT_ROUNDS, args.steps, 0.0,
+            notes=[f"nothing tried: the script ended with status {outcome.exit_code}"]))
     try:
         if args.trace:
             trace = chrome_trace(report.watch, f"trainspeed doctor: {report.script}")
             write_atomic(args.trace, json.dumps(trace, separators=(",", ":"), allow_nan=False) + "\n")
         write_doctor_report(report, folder=folder, html=args.html, json=args.json)
     except UsageError as e:  # the run is done: its summary and its report are not lost with the file
-        console.print(doctor_view(report))
+        _show(console, report, shown)
         raise UsageError(f"{e}; the report was saved to {_rescue(report)} instead") from None
-    console.print(doctor_view(report))
+    _show(console, report, shown)
     if folder is not None:
         console.print(f"Wrote {folder}", style="dim")
+    if report.tried is not None and report.tried.interrupted:
+        return INTERRUPTED
     return outcome.exit_code
+
+
+def _try(report: DoctorReport, args: argparse.Namespace, target: str, script_args: list[str], module: bool,
+         folder: Path | None) -> Tried:
+    """`--try`: the first K verdicts' levers applied in runs of their own and timed (`trainspeed.tryout`)."""
+    from trainspeed.tryout.runs import Script, try_levers
+
+    def say(line: str) -> None:
+        print(f"trainspeed doctor --try: {line}", file=sys.stderr, flush=True)
+
+    return try_levers(report.verdicts, Script(target, script_args, module, args.steps, args.warmup), args.try_k,
+                      args.rounds or DEFAULT_ROUNDS, out=folder, say=say)
+
+
+def _show(console: Console, report: DoctorReport, shown: bool) -> None:
+    """The report's view; only the tried table where the diagnosis was shown before the tries."""
+    from rich.console import Group
+
+    from trainspeed.report.text import doctor_view
+    from trainspeed.report.tried import tried_view
+
+    if shown and report.tried is not None:
+        console.print(Group(*tried_view(report.tried)))
+    else:
+        console.print(doctor_view(report))

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from trainspeed.diagnose.invariants import checked
 from trainspeed.diagnose.rules import Context, diagnose
 from trainspeed.diagnose.scaling import with_scaling
+from trainspeed.diagnose.tried import Tried
 from trainspeed.diagnose.verdict import Verdict
 from trainspeed.hardware.report import HardwareReport
 from trainspeed.watch.result import WatchResult
@@ -35,6 +36,8 @@ class DoctorReport:
     process_s: float | None = None
     """`trainspeed doctor`: the script's process from its start to the script's end, seconds (the interpreter's and
     the imports' start-up, the script's set-up, the loop, what follows it); None from the Python API."""
+    tried: Tried | None = None
+    """`trainspeed doctor --try`: the levers applied and timed (None: not asked)."""
 
     def process_speedup(self, v: Verdict) -> float | None:
         """A verdict's predicted speed-up of the whole process, from its prediction for the training loop: the rest

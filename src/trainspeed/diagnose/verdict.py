@@ -1,8 +1,38 @@
-"""A verdict: what the rules conclude from a run's measurements."""
+"""A verdict: what the rules conclude from a run's measurements; and the lever that applies its action, where one
+can be set without editing the script (`trainspeed doctor --try` sets it in a run of its own)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
+
+LEVER_KINDS = ("threads", "malloc", "dataloader", "optimizer", "anomaly_off", "validate_args_off", "lightning",
+               "transformers")
+"""What a lever sets: torch's intra-op threads; glibc malloc's thresholds (environment); a DataLoader's arguments;
+an optimizer's (fused=True); autograd's anomaly detection off; torch.distributions' argument checks off; a
+Lightning Trainer's or ModelCheckpoint's arguments; a Hugging Face TrainingArguments' fields."""
+
+
+@dataclass(frozen=True)
+class Lever:
+    """A setting that applies a verdict's action without editing the script: `kind` (one of LEVER_KINDS) and its
+    `settings`, as `trainspeed.tryout.levers` applies them in a process of their own before the script runs."""
+
+    kind: str
+    settings: dict[str, Any]
+    """JSON values: {"threads": 1}; {"num_workers": 2, "persistent_workers": True}; {"Trainer.val_check_interval":
+    16}; {"MALLOC_MMAP_THRESHOLD_": "33554432"}."""
+    paste: str
+    """The exact line or setting the user would paste into the script (or its environment)."""
+    same_arithmetic: bool
+    """Whether the script computes the same numbers with it (threads, allocator, workers, anomaly checks off): its
+    losses are then compared bit for bit; else (fused optimizer kernels, threads' sums in another order) the
+    largest relative difference is reported."""
+    recipe: str | None = None
+    """What it changes in the training recipe (fewer evaluations, fewer saves); None: nothing."""
+    match: dict[str, Any] = field(default_factory=dict)
+    """Which objects it applies to where there may be several: a DataLoader's {"dataset": "TensorDataset",
+    "batch_size": 64}, an optimizer's {"kind": "AdamW"}; empty: all."""
 
 
 @dataclass(frozen=True)
@@ -14,3 +44,5 @@ class Verdict:
     action: str
     predicted_speedup: float | None
     """Predicted (not measured) step speed-up if the action is taken; None when no model predicts it."""
+    lever: Lever | None = None
+    """The action as a setting `doctor --try` can apply and time; None: it needs an edit of the script."""

@@ -10,6 +10,7 @@ from trainspeed._version import __version__
 from trainspeed.diagnose.report import DoctorReport
 from trainspeed.report.plots import doctor_histogram_png, doctor_phases_png, doctor_util_png
 from trainspeed.report.text import prediction_words, process_line
+from trainspeed.report.tried import applied_words, measured_words
 
 _TEMPLATE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>trainspeed doctor: {{ title }}</title>
@@ -29,9 +30,20 @@ td:first-child, th:first-child, td:has(> code) { text-align: left; }
 <h2>Verdicts <span class="muted">(most important first; speed-ups are predictions)</span></h2>
 {% for v in r.verdicts %}<div class="verdict"><b>{{ loop.index }}. {{ v.id }}</b>{% if v.predicted_speedup %}
 &mdash; {{ label(r, v) }}{% endif %}<br>
-<span class="muted">evidence</span> {{ v.evidence }}<br><span class="muted">action</span> {{ v.action }}</div>
+<span class="muted">evidence</span> {{ v.evidence }}<br><span class="muted">action</span> {{ v.action }}{% if v.lever %}
+<br><span class="muted">lever</span> <code>{{ v.lever.paste }}</code>{% endif %}</div>
 {% else %}<p>{% if w.median_ms is none %}No training step completed, so there is nothing to judge.{% else %}No rule
 found a problem worth a tenth of the step.{% endif %}</p>{% endfor %}
+{% if t %}<h2>Tried <span class="muted">({{ t.rounds }} round{{ "s" if t.rounds != 1 }} of alternated runs{% if t.steps %},
+{{ t.steps }} steps each{% endif %}, {{ "%.0f"|format(t.seconds) }} s in all)</span></h2>
+{% if t.rows %}<p class="muted">Measured: {{ t.timed }}.</p>
+<table><tr><th>verdict</th><th>predicted</th><th>measured [95%]</th><th>applied as</th></tr>
+{% for row in t.rows %}<tr><td>{{ row.verdict }}</td><td>{{ "%.2fx"|format(row.predicted) if row.predicted else "-" }}</td>
+<td>{{ measured(row) }}</td><td style="text-align:left"><code>{{ row.lever.paste }}</code>{% if applied(row) %}<br>
+<span class="muted">{{ applied(row) }}</span>{% endif %}</td></tr>{% endfor %}</table>{% endif %}
+{% for e in t.edits %}<p class="muted">not tried: {{ e.verdict }} needs an edit of the script: {{ e.action }}</p>{% endfor %}
+{% if t.interrupted %}<p>Interrupted (Ctrl-C): the table holds the rounds finished until then.</p>{% endif %}
+{% for n in t.notes %}<p class="muted">note: {{ n }}</p>{% endfor %}{% endif %}
 <h2>Where a step's time goes</h2>
 <table><tr><th>phase</th><th>host ms</th><th>device ms</th><th>share</th></tr>
 {% for name, s in w.phases.items() %}<tr><td>{{ name }}</td><td>{{ "%.3f"|format(s.host_ms) }}</td>
@@ -89,4 +101,5 @@ def doctor_html(report: DoctorReport) -> str:
     env = Environment(autoescape=select_autoescape(default=True))
     return env.from_string(_TEMPLATE).render(r=report, w=w, plots=plots, title=report.script or "watched loop",
                                               label=prediction_words, process=process_line(report),
-                                              version=__version__)
+                                              version=__version__, t=report.tried, measured=measured_words,
+                                              applied=applied_words)

@@ -15,6 +15,7 @@ from trainspeed.diagnose.report import DoctorReport
 from trainspeed.diagnose.rules.common import flop_rate
 from trainspeed.hardware.report import HardwareReport
 from trainspeed.memory.result import MemoryReport
+from trainspeed.report.tried import tried_dict
 from trainspeed.sweep.result import SweepResult
 from trainspeed.watch.result import SyncSite
 
@@ -224,6 +225,7 @@ def doctor_dict(report: DoctorReport) -> dict[str, Any]:
         "notes": w.notes + report.notes,
         "distributed": _clean(w.distributed) if w.distributed is not None else None,
         "samples": {"step_ms": _clean(w.step_times_ms), "phase_ms": _clean(w.phase_samples_ms)},
+        "tried": _clean(tried_dict(report.tried)) if report.tried is not None else None,
     }
 
 

@@ -19,6 +19,7 @@ from trainspeed.hardware.cpu_generations import TRAINING_FEATURES, contradicted_
 from trainspeed.hardware.gpu import GpuInfo
 from trainspeed.hardware.report import HardwareReport
 from trainspeed.memory.result import CATEGORIES, MemoryReport
+from trainspeed.report.tried import tried_view
 from trainspeed.sweep.result import SweepResult
 from trainspeed.units import gib, human_bytes
 from trainspeed.watch.frameworks import framework_label
@@ -304,7 +305,12 @@ def doctor_view(report: DoctorReport) -> Group:
         parts.append(Text(f"{i}. {v.id}{gain}", style="bold cyan"))
         parts.append(Text(f"   evidence: {v.evidence}"))
         parts.append(Text(f"   action:   {v.action}"))
+        if v.lever is not None and report.tried is None:
+            parts.append(Text(f"   lever:    {v.lever.paste} (`trainspeed doctor --try` applies it and times it)",
+                              style="dim"))
     parts += [Text(f"note: {n}", style="yellow") for n in w.notes + report.notes]
+    if report.tried is not None:
+        parts += tried_view(report.tried)
     return Group(*parts)
 
 

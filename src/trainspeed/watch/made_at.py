@@ -1,8 +1,8 @@
 """Where the script set up its training framework: the user's line that made the Trainer, the ModelCheckpoint, the
 TrainingArguments or the Accelerator, so that an action can point at the line to change.
 
-While watching, each of those classes is wrapped as its module loads (a finder on `sys.meta_path` runs the real
-loader, then wraps), or at once where the module is loaded already. Only the first object of each class made is
+While watching, each of those classes is wrapped as its module loads (`trainspeed._after_import`), or at once where
+the module is loaded already. Only the first object of each class made is
 noted (the run's own; a subclass made by the framework itself is not the user's line). An object made before
 watching began (a callback attached to a Trainer made earlier) has no line here.
 """
@@ -10,12 +10,12 @@ watching began (a callback attached to a Trainer made earlier) has no line here.
 from __future__ import annotations
 
 import functools
-import importlib.abc
 import sys
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+from trainspeed._after_import import AfterImport
 from trainspeed.watch.lines import frame_site
 from trainspeed.watch.syncs import is_user_code
 
@@ -59,43 +59,6 @@ def user_site(frame: Any) -> str | None:
     return None
 
 
-class _ThenWrap(importlib.abc.Loader):
-    """A module's own loader, and the wrapping after it ran; every other attribute is the loader's."""
-
-    def __init__(self, loader: Any, then: Callable[[ModuleType], None]) -> None:
-        self._loader, self._then = loader, then
-
-    def create_module(self, spec: Any) -> Any:
-        return self._loader.create_module(spec)
-
-    def exec_module(self, module: ModuleType) -> None:
-        self._loader.exec_module(module)
-        self._then(module)
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("_"):  # our own fields, asked before they are set (a copy being made), and dunders
-            raise AttributeError(name)
-        return getattr(self._loader, name)
-
-
-class _Finder(importlib.abc.MetaPathFinder):
-    def __init__(self, wrap: Callable[[ModuleType], None]) -> None:
-        self.wrap = wrap
-
-    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
-        if fullname not in WATCHED:
-            return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(fullname, path, target)
-            if spec is not None:
-                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
-                    spec.loader = _ThenWrap(spec.loader, self.wrap)
-                return spec
-        return None
-
-
 class MadeAt:
     """The user's lines that made the framework's setting objects, by class name (`sites`)."""
 
@@ -104,20 +67,13 @@ class MadeAt:
         self.settings: dict[str, Any] = {}
         """The first Trainer's or TrainingArguments' settings that the advice checks (`SETTINGS`)."""
         self._undo: list[tuple[type, str, Any]] = []
-        self._finder: _Finder | None = None
+        self._finder = AfterImport(WATCHED, self._wrap)
 
     def install(self) -> None:
-        for name in WATCHED:
-            module = sys.modules.get(name)
-            if module is not None:
-                self._wrap(module)
-        self._finder = _Finder(self._wrap)
-        sys.meta_path.insert(0, self._finder)
+        self._finder.install()
 
     def uninstall(self) -> None:
-        if self._finder is not None and self._finder in sys.meta_path:
-            sys.meta_path.remove(self._finder)
-        self._finder = None
+        self._finder.uninstall()
         while self._undo:
             owner, method, original = self._undo.pop()
             setattr(owner, method, original)

@@ -4,7 +4,8 @@ again, paid inside the training loop."""
 from __future__ import annotations
 
 from trainspeed.diagnose.rules.common import Context, _run_step_ms, _speedup
-from trainspeed.diagnose.verdict import Verdict
+from trainspeed.diagnose.rules.input import busiest_loader
+from trainspeed.diagnose.verdict import Lever, Verdict
 from trainspeed.watch.result import WatchResult
 
 COMPILE_SHARE = 0.10
@@ -33,4 +34,14 @@ def compile_heavy(r: WatchResult, c: Context) -> Verdict | None:
               "lengths; or compile shape-generic code once: torch.compile(model, dynamic=True) or "
               "torch._dynamo.mark_dynamic(x, 0) on the batch; TORCH_LOGS=recompiles prints why each one happened. "
               "A run of few steps may not repay compiling at all")
-    return Verdict("compile_heavy", evidence, action, _speedup(1.0, 1.0 - share))
+    return Verdict("compile_heavy", evidence, action, _speedup(1.0, 1.0 - share), _drop_last(r))
+
+
+def _drop_last(r: WatchResult) -> Lever | None:
+    """The training loader's last, smaller batch of each epoch left out (a recipe change: fewer samples an epoch)."""
+    loader = busiest_loader(r)
+    if loader is None or not loader.batch_size:
+        return None
+    return Lever("dataloader", {"drop_last": True}, "DataLoader(..., drop_last=True)", same_arithmetic=False,
+                 recipe="each epoch's last, smaller batch left out",
+                 match={"dataset": loader.dataset, "batch_size": loader.batch_size})

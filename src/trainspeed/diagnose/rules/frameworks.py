@@ -10,6 +10,13 @@ import math
 import re
 from collections.abc import Callable
 
+from trainspeed.diagnose.rules.framework_levers import (
+    LOG_EVERY,
+    NAN_FILTER_READS,
+    framework_lever,
+    given,
+    nan_filter_reads,
+)
 from trainspeed.diagnose.rules.input import busiest_loader
 from trainspeed.diagnose.rules.periodic import at_interval, counted, eval_interval, save_interval
 from trainspeed.diagnose.verdict import Verdict
@@ -17,8 +24,6 @@ from trainspeed.watch.result import WatchResult
 
 Speak = Callable[[Verdict, WatchResult], "str | None"]
 
-LOG_EVERY = 50
-"""The logging interval advised inside a framework: Lightning's default (`log_every_n_steps=50`)."""
 _WORKERS = re.compile(r"DataLoader\(\.\.\., num_workers=(\d+), persistent_workers=True(, pin_memory=True)?\)")
 _PERSISTENT = re.compile(r"DataLoader\(\.\.\., persistent_workers=True(, pin_memory=True)?\)")
 
@@ -69,28 +74,15 @@ def _hf_checkpoint(v: Verdict, r: WatchResult) -> str:
             "weights), save_total_limit keeps the disk from filling")
 
 
-NAN_FILTER_READS = 2
-"""Device reads per step by the Trainer's NaN filter: `torch.isnan(tr_loss_step) or torch.isinf(tr_loss_step)`,
-each a `bool()` of a device tensor (transformers' Trainer._inner_training_loop, `logging_nan_inf_filter=True`)."""
-
-
-def _given(r: WatchResult) -> tuple[bool, bool]:
-    """(the run draws a progress bar, it logs more often than LOG_EVERY) as its Trainer or TrainingArguments was
-    set, where they were made while watched; (True, True) where unknown: the advice then names both."""
-    settings = r.framework.settings if r.framework is not None else {}
-    every = settings.get("log_every")
-    return bool(settings.get("progress_bar", True)), not isinstance(every, int) or every < LOG_EVERY
-
-
 def _hf_logging(v: Verdict, r: WatchResult) -> str:
-    bar, often = _given(r)
+    bar, often = given(r)
     parts = [f"TrainingArguments(logging_steps={LOG_EVERY}) (the Trainer averages the loss between logs on the "
              "device)"] if often else []
     parts.append("no callback that prints or reads a tensor in on_step_end")
     if bar:
         parts.append("disable_tqdm=True where the progress bar is not read")
     action = ", and ".join(parts[:2]) + ("; " + parts[2] if len(parts) > 2 else "")
-    checks = sum(s.count for s in r.sync_sites if s.op == "__bool__") / max(r.steps_measured, 1)
+    checks = nan_filter_reads(r)
     if v.id == "sync_bound" and checks >= NAN_FILTER_READS:
         # the reads are the Trainer's own check of each step's loss, whatever the logging interval
         action = (f"TrainingArguments(logging_nan_inf_filter=False): {checks:.0f} of the reads per step are truth "
@@ -179,7 +171,7 @@ def _pl_checkpoint(v: Verdict, r: WatchResult) -> str:
 def _pl_logging(v: Verdict, r: WatchResult) -> str:
     """Lightning's logging settings, less those the run's Trainer has already (a script that turned its progress bar
     off was told to turn it off)."""
-    bar, often = _given(r)
+    bar, often = given(r)
     action = (f"Trainer(log_every_n_steps={LOG_EVERY}) (Lightning's default), and " if often else "") + (
         "self.log(..., on_step=False, on_epoch=True) for values only the epoch's mean matters for (sync_dist=True "
         "only where ranks must agree: it reduces across ranks every call)")
@@ -211,7 +203,7 @@ def _pl_loader(v: Verdict, r: WatchResult) -> str:
 def _pl_host(v: Verdict, r: WatchResult) -> str | None:
     if not _framework_owns_other(r):
         return None
-    bar, _ = _given(r)
+    bar, _ = given(r)
     levers = ("Trainer(enable_progress_bar=False) or TQDMProgressBar(refresh_rate=50), fewer callbacks that run on "
               "every batch" if bar else "fewer callbacks that run on every batch (the progress bar is off already)")
     return ("Lightning's own work on every step (its loop, callbacks, self.log, the progress bar): " + levers +
@@ -221,9 +213,9 @@ def _pl_host(v: Verdict, r: WatchResult) -> str | None:
 def _hf_host(v: Verdict, r: WatchResult) -> str | None:
     if not _framework_owns_other(r):
         return None
-    bar, often = _given(r)
-    given = [name for name, keep in (("disable_tqdm=True", bar), (f"logging_steps={LOG_EVERY}", often)) if keep]
-    levers = (f"TrainingArguments({', '.join(given)}), fewer callbacks" if given else "fewer callbacks (its progress "
+    bar, often = given(r)
+    named = [name for name, keep in (("disable_tqdm=True", bar), (f"logging_steps={LOG_EVERY}", often)) if keep]
+    levers = (f"TrainingArguments({', '.join(named)}), fewer callbacks" if named else "fewer callbacks (its progress "
               "bar is off and it logs rarely already)")
     return ("the Trainer's own work on every step (its loop, callbacks, logging): " + levers +
             "; or a larger per_device_train_batch_size, which spreads that fixed cost over more samples")
@@ -324,5 +316,5 @@ def in_framework(verdicts: list[Verdict], r: WatchResult) -> list[Verdict]:
         if action:
             action += _where(v, r)
         evidence = v.evidence + _framework_evidence(r) if v.id in OTHER_VERDICTS and r.framework_sites else v.evidence
-        spoken.append(dataclasses.replace(v, action=action or v.action, evidence=evidence))
+        spoken.append(dataclasses.replace(v, action=action or v.action, evidence=evidence, lever=framework_lever(v, r)))
     return spoken

@@ -8,7 +8,7 @@ import re
 from collections.abc import Callable
 
 from trainspeed.diagnose.rules.common import Context, _anomaly, _ms, _step_speedup, other_share
-from trainspeed.diagnose.verdict import Verdict
+from trainspeed.diagnose.verdict import Lever, Verdict
 from trainspeed.watch.result import OtherSite, SyncSite, WatchResult
 
 OTHER_SHARE = 0.15
@@ -106,9 +106,20 @@ def _site(top: OtherSite) -> str:
     return f"{top.where}: `{top.code}`{inside}"
 
 
+VALIDATE_ARGS_OFF = Lever("validate_args_off", {}, "torch.distributions.Distribution.set_default_validate_args(False)",
+                          same_arithmetic=True)
+"""host_code_heavy's lever where torch.distributions holds the line's time: its argument checks off (they compute
+nothing the script uses)."""
+
+
+def _in_distributions(r: WatchResult) -> bool:
+    """Whether torch.distributions holds most of one of the top lines' samples in `other`."""
+    return any(s.inside == "torch.distributions" for s in r.other_sites[:3])
+
+
 def _library_tip(r: WatchResult) -> str:
     """Advice for a library that holds most of a top line's time in `other`, where there is a known lever."""
-    if any(s.inside == "torch.distributions" for s in r.other_sites[:3]):
+    if _in_distributions(r):
         return ("; torch.distributions checks its arguments on every distribution it builds and every log_prob: "
                 "torch.distributions.Distribution.set_default_validate_args(False) (or validate_args=False) turns "
                 "that off once the script is known to be right")
@@ -181,7 +192,7 @@ def host_code_heavy(r: WatchResult, c: Context) -> Verdict | None:
               "thread, or make it cheaper (vectorise Python loops; keep metrics as tensors and read them every N "
               "steps); if it prepares data, a DataLoader with workers runs it beside the step" + _library_tip(r))
     return Verdict("host_code_heavy", evidence + " (predicted speed-up: that line's host time out of the step)",
-                   action, _step_speedup(r, step, step - gain))
+                   action, _step_speedup(r, step, step - gain), VALIDATE_ARGS_OFF if _in_distributions(r) else None)
 
 
 def outside_work(r: WatchResult, c: Context, host: Verdict | None) -> Verdict | None:
@@ -235,4 +246,5 @@ def anomaly_detection(r: WatchResult, c: Context) -> Verdict | None:
     action = ("turn it off for training: remove torch.autograd.set_detect_anomaly(True) or the "
               "torch.autograd.detect_anomaly() block; switch it on only to find where a NaN or an in-place error "
               "comes from, for a few steps")
-    return Verdict("anomaly_detection", evidence, action, _step_speedup(r, step, step - cost))
+    return Verdict("anomaly_detection", evidence, action, _step_speedup(r, step, step - cost),
+                   Lever("anomaly_off", {}, "torch.autograd.set_detect_anomaly(False)", same_arithmetic=True))

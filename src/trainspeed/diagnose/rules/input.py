@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from trainspeed.diagnose.rules.common import Context, _burst_note, _ms, _run_step_ms, _speedup, _step_speedup
-from trainspeed.diagnose.verdict import Verdict
+from trainspeed.diagnose.verdict import Lever, Verdict
 from trainspeed.watch.result import WORKER_WAIT, DataSite, LoaderInfo, WatchResult
 
 DATA_SHARE = 0.20  # waiting on data for a fifth of the step is worth fixing first
@@ -61,7 +63,9 @@ def input_bound(r: WatchResult, c: Context) -> Verdict | None:
                      "predicted speed-up is an upper bound: the run without those starts)")
         action = (f"DataLoader(..., persistent_workers=True{pin}): the workers then live from one epoch to the next; "
                   "a dataset already in memory as tensors needs no workers at all (num_workers=0)")
-        return Verdict("input_bound", evidence, action, _speedup(1.0, 1 - starts))
+        alive = {"persistent_workers": True, **({"pin_memory": True} if pin else {})}
+        return Verdict("input_bound", evidence, action, _speedup(1.0, 1 - starts),
+                       loader_lever(alive, _match(respawned[0]), f"DataLoader(..., persistent_workers=True{pin})"))
     loader = busiest_loader(r)
     if loader is not None and loader.batchable and c.batched_ms is not None:
         # a TensorDataset fetched row by row: one index op per tensor per batch instead (measured after the run)
@@ -71,8 +75,12 @@ def input_bound(r: WatchResult, c: Context) -> Verdict | None:
             evidence += (f"; the DataLoader takes each batch's {loader.batch_size} rows of a TensorDataset one by one and "
                          f"collates them; taking the batch whole took {c.batched_ms:.2f} ms (measured after the run, "
                          f"{loader.batch_size} rows by one index per tensor)")
+            whole = {"batched": True, **({"num_workers": 0} if workers else {})}
             return Verdict("input_bound", evidence, _batched_action(loader, workers),
-                           _speedup(step, step - wait + c.batched_ms))  # of the mean step: the run's already
+                           _speedup(step, step - wait + c.batched_ms),  # of the mean step: the run's already
+                           loader_lever(whole, _match(loader), "DataLoader(dataset, batch_size=None, sampler=BatchSampler("
+                                        f"RandomSampler(dataset), {loader.batch_size}, drop_last=False)"
+                                        f"{', num_workers=0' if workers else ''})"))
     kept, kept_note = _kept_by_a_cheaper_item(r, share)
     if suggest <= workers:
         evidence += (f", {'as many as' if workers == cores else 'more than'} this machine's {cores} physical cores: "
@@ -104,7 +112,25 @@ def input_bound(r: WatchResult, c: Context) -> Verdict | None:
               f"{cheaper}")
     if why:
         evidence += why + " (predicted speed-up is an upper bound)"
-    return Verdict("input_bound", evidence, action, _speedup(1.0, new))
+    settings: dict[str, object] = {"num_workers": suggest, "persistent_workers": True, **({"pin_memory": True} if pin else {})}
+    if keep < r.torch_threads:
+        settings["threads"] = keep
+    paste = f"DataLoader(..., num_workers={suggest}, persistent_workers=True{pin})" + (
+        f"; torch.set_num_threads({keep})" if keep < r.torch_threads else "")
+    return Verdict("input_bound", evidence, action, _speedup(1.0, new),
+                   loader_lever(settings, _match(loader), paste) if loader is not None else None)
+
+
+def _match(loader: LoaderInfo) -> dict[str, object]:
+    """Which DataLoaders a lever applies to: those of the loader's dataset class and batch size."""
+    return {"dataset": loader.dataset, "batch_size": loader.batch_size}
+
+
+def loader_lever(settings: Mapping[str, object], match: dict[str, object], paste: str) -> Lever:
+    """A DataLoader's arguments: the same batches in the same order (workers change where they are made, and a
+    batch taken whole indexes each tensor once): the same arithmetic, unless the dataset draws random numbers or
+    torch's threads change with them (a matmul's sums then run in another order)."""
+    return Lever("dataloader", dict(settings), paste, same_arithmetic="threads" not in settings, match=match)
 
 
 def _samples_of_wait(r: WatchResult, sites: list[DataSite] | None = None) -> int:

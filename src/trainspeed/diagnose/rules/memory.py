@@ -7,7 +7,7 @@ from __future__ import annotations
 import mmap
 
 from trainspeed.diagnose.rules.common import Context, _low_precision, _step_speedup
-from trainspeed.diagnose.verdict import Verdict
+from trainspeed.diagnose.verdict import Lever, Verdict
 from trainspeed.watch.result import WatchResult
 
 MEMORY_SHARE = 0.90
@@ -53,6 +53,11 @@ def recompute_heavy(r: WatchResult, c: Context) -> Verdict | None:
     return Verdict("recompute_heavy", evidence, action, _step_speedup(r, step, step - ms))
 
 
+MALLOC_KEEPS = Lever("malloc", {"MALLOC_MMAP_THRESHOLD_": "33554432", "MALLOC_TRIM_THRESHOLD_": "4294967296"},
+                     "MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=4294967296 in the environment",
+                     same_arithmetic=True)
+"""page_faults' lever: glibc's malloc keeps freed blocks up to 32 MiB in its heap (environment variables it reads as
+the process starts)."""
 PAGE_FAULT_SHARE = 0.10
 """Minor page faults for a tenth of the step or more. A word2vec-style script (two 50 000 x 128 embeddings with
 dense gradients, Adam, batch 1 024; CPU) faulted in 36 000 pages a step, 141 MiB, and ran 2.06x as fast with
@@ -99,4 +104,4 @@ def page_faults(r: WatchResult, c: Context) -> Verdict | None:
               "script, fewer large tensors made anew each step: the optimizer's foreach=True or fused=True (fewer "
               "temporaries), nn.Embedding(sparse=True) with torch.optim.SparseAdam where a step touches few rows of a "
               "large table")
-    return Verdict("page_faults", evidence, action, _step_speedup(r, plain, plain - ms))
+    return Verdict("page_faults", evidence, action, _step_speedup(r, plain, plain - ms), MALLOC_KEEPS)

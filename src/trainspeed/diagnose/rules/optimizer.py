@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from trainspeed.diagnose.rules.common import Context, _compute_part_ms, _step_speedup
-from trainspeed.diagnose.verdict import Verdict
+from trainspeed.diagnose.verdict import Lever, Verdict
 from trainspeed.watch.result import WatchResult
 
 OPTIMIZER_SHARE = 0.20  # optimizer.step and zero_grad for a fifth of the step: worth a fused kernel
@@ -88,4 +88,6 @@ def optimizer_heavy(r: WatchResult, c: Context) -> Verdict | None:
     action = (f"torch.optim.{o.kind}(..., fused=True){each}: one kernel updates every parameter tensor "
               "(the same algorithm, rounded in another order; on a GPU, where foreach is the default, fused is faster "
               "still)")
-    return Verdict("optimizer_heavy", evidence, action, _step_speedup(r, step, step - saved))
+    lever = Lever("optimizer", {"fused": True}, f"torch.optim.{o.kind}(..., fused=True)", same_arithmetic=False,
+                  match={"kind": o.kind})
+    return Verdict("optimizer_heavy", evidence, action, _step_speedup(r, step, step - saved), lever)

@@ -8,13 +8,15 @@ import math
 
 from trainspeed.diagnose.rules.common import (
     Context,
+    _ms,
     _op_work,
+    _room,
     _run_step_ms,
     _speedup,
     _window_scale,
     steady_mean_ms,
 )
-from trainspeed.diagnose.verdict import Verdict
+from trainspeed.diagnose.verdict import Lever, Verdict
 from trainspeed.watch.result import WatchResult
 
 THREADS_GAIN = 1.10  # threads_unused: more threads advised only where predicted to make the run this much faster
@@ -72,7 +74,7 @@ def thread_oversubscription(r: WatchResult, c: Context) -> Verdict | None:
             more, gain = _thread_gain(r, c, keep)
             evidence += more
             predicted = gain
-        return Verdict("thread_oversubscription", evidence, action, predicted)
+        return Verdict("thread_oversubscription", evidence, action, predicted, threads_lever(keep))
     return _machine_busy(r, c, workers)
 
 
@@ -91,12 +93,30 @@ def _thread_gain(r: WatchResult, c: Context, keep: int, tail: bool = True) -> tu
     parallel = sum(row.ms for row in r.op_times if row.arithmetic) * _window_scale(r) + _op_work(r, c)[0]
     saved = parallel * (1 - now / fixed)
     text += f" (predicted speed-up: {parallel:.2f} ms of matrix and other heavy ops per step at that ratio"
+    stalls = _stalls(r, c) if tail else 0.0
+    if stalls:
+        text += (f", the median step's {stalls:.2f} ms beyond its ops' least times in the profiler window (threads "
+                 "waiting for a core between and inside them) gone")
     steady = steady_mean_ms(r)
     if tail and steady is not None and steady[1] > r.median_ms:
         mean, own, parts = steady
         text += f", and the mean step's own tail, {own - r.median_ms:.2f} ms{_less(parts)}, gone)"
-        return text, _speedup(mean, mean - (own - r.median_ms) - saved)
-    return text + ")", _speedup(_run_step_ms(r), _run_step_ms(r) - saved)
+        return text, _speedup(mean, mean - (own - r.median_ms) - saved - stalls)
+    return text + ")", _speedup(_run_step_ms(r), _run_step_ms(r) - saved - stalls)
+
+
+def _stalls(r: WatchResult, c: Context) -> float:
+    """More threads than cores: the median step's milliseconds beyond its ops at their least time in the profiler
+    window, their calls from Python (a bare dispatch each) and the script's own host code in `other`. An op whose
+    threads outnumber the cores waits for each to get one, inside it and at the next op's start; the window keeps
+    each op's least time, so that wait is what is left (examples/too_many_threads.py, 8 threads on 2 cores: 7.0 ms
+    of an 18.2 ms step; with 2 threads the step took 6.8 ms, 2026-11-27)."""
+    if not r.op_ms_per_step or not r.median_ms or r.ops_per_step is None:
+        return 0.0
+    ops = r.op_ms_per_step * _window_scale(r)
+    calls = r.ops_per_step * c.dispatch_us / 1e3
+    own = max(0.0, _ms(r, "other") - (r.other_op_ms_per_step or 0.0))
+    return max(0.0, _room(r) - ops - calls - own)
 
 
 def threads_unused(r: WatchResult, c: Context) -> Verdict | None:
@@ -114,7 +134,12 @@ def threads_unused(r: WatchResult, c: Context) -> Verdict | None:
                 f"{c.physical_cores} cores" + more)
     action = (f"torch.set_num_threads({keep}) (or OMP_NUM_THREADS={keep}; a launcher or a library may have set it "
               "lower); `trainspeed sweep threads` measures the best value")
-    return Verdict("threads_unused", evidence, action, gain)
+    return Verdict("threads_unused", evidence, action, gain, threads_lever(keep))
+
+
+def threads_lever(keep: int) -> Lever:
+    """torch's intra-op threads set to `keep` (a matmul's sums then run in another order: not the same arithmetic)."""
+    return Lever("threads", {"threads": keep}, f"torch.set_num_threads({keep})", same_arithmetic=False)
 
 
 def _set_threads(keep: int, when: str) -> str:
@@ -148,7 +173,8 @@ def _machine_busy(r: WatchResult, c: Context, workers: int) -> Verdict | None:
     evidence += (" (predicted speed-up: the steps' own tail gone, the mean step falling by "
                  f"{own - r.median_ms:.2f} ms; fewer threads may gain more, since the median step also waits for cores "
                  "the other processes hold)")
-    return Verdict("thread_oversubscription", evidence, action, _speedup(mean, mean - (own - r.median_ms)))
+    return Verdict("thread_oversubscription", evidence, action, _speedup(mean, mean - (own - r.median_ms)),
+                   threads_lever(keep))
 
 
 def _less(parts: list[str], own: float | None = None) -> str:

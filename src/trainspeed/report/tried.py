@@ -1,0 +1,81 @@
+"""`doctor --try`'s table, in the terminal (rich) and as JSON (docs/json.md, "tried")."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich import box
+from rich.table import Table
+from rich.text import Text
+
+from trainspeed.diagnose.tried import Tried, TriedLever
+
+
+def measured_words(row: TriedLever) -> str:
+    """"1.42x [1.31, 1.55]", "failed: ...", or why nothing was measured."""
+    if row.failed:
+        return row.failed
+    if row.measured is None:
+        return "not measured (no round finished)"
+    interval = f" [{row.interval[0]:.2f}, {row.interval[1]:.2f}]" if row.interval else " (one round: no interval)"
+    return f"{row.measured:.2f}x{interval}"
+
+
+def applied_words(row: TriedLever) -> str:
+    """What the lever changes in the recipe, the losses' check, what the doctor then names first."""
+    lever = row.lever
+    parts = []
+    if lever.recipe:
+        parts.append(f"changes the recipe: {lever.recipe}")
+    if row.losses is not None:
+        parts.append(f"losses: {row.losses.text}" + (
+            " (expected the same)" if lever.same_arithmetic and not row.losses.same and row.losses.plain_repeat
+            and row.losses.counts[0] == row.losses.counts[1] else ""))
+    if row.after:
+        parts.append(f"first verdict then: {row.after}")
+    return "; ".join(parts)
+
+
+def tried_view(t: Tried) -> list[Table | Text]:
+    """The "Tried" table: verdict | predicted | measured [95% interval] | applied as; then the edits not tried."""
+    parts: list[Table | Text] = []
+    rounds = f"{t.rounds} round{'s' if t.rounds != 1 else ''}"
+    steps = f"{t.steps} steps each" if t.steps else "each to the script's end"
+    if t.rows:
+        parts.append(Text(f"Tried ({rounds} of alternated runs, {steps}, {t.seconds:.0f} s in all; measured: "
+                          f"{t.timed}):", style="bold"))
+        table = Table(box=box.SIMPLE, show_edge=False, pad_edge=False)
+        table.add_column("verdict", no_wrap=True)
+        table.add_column("predicted", no_wrap=True)
+        table.add_column("measured [95%]", min_width=19)
+        table.add_column("applied as", ratio=1, overflow="fold")
+        for row in t.rows:
+            predicted = f"{row.predicted:.2f}x" if row.predicted else "-"
+            table.add_row(row.verdict, predicted, measured_words(row), row.lever.paste)
+        parts.append(table)
+        parts += [Text(f"  {row.verdict}: {applied_words(row)}") for row in t.rows if applied_words(row)]
+    for edit in t.edits:
+        parts.append(Text(f"not tried: {edit.verdict} needs an edit of the script: {edit.action}", style="dim"))
+    if t.interrupted:
+        parts.append(Text("interrupted (Ctrl-C): the table holds the rounds finished until then", style="yellow"))
+    parts += [Text(f"note: {n}", style="yellow") for n in t.notes]
+    return parts
+
+
+def tried_dict(t: Tried) -> dict[str, Any]:
+    """The "tried" object of doctor.json."""
+    return {
+        "rounds": t.rounds, "steps": t.steps, "seconds": t.seconds, "interrupted": t.interrupted, "timed": t.timed,
+        "levers": [{"verdict": r.verdict, "kind": r.lever.kind, "settings": r.lever.settings, "applied_as": r.lever.paste,
+                    "recipe": r.lever.recipe, "predicted_speedup": r.predicted, "measured_speedup": r.measured,
+                    "interval": list(r.interval) if r.interval else None, "plain_s": r.plain_s, "lever_s": r.lever_s,
+                    "within_25_percent": r.within, "failed": r.failed, "first_verdict_after": r.after,
+                    "folder": r.folder,
+                    "losses": None if r.losses is None else {
+                        "compared": r.losses.compared, "same": r.losses.same, "max_relative": r.losses.max_relative,
+                        "plain_repeat": r.losses.plain_repeat, "counts": list(r.losses.counts),
+                        "text": r.losses.text}}
+                   for r in t.rows],
+        "edits": [{"verdict": e.verdict, "action": e.action} for e in t.edits],
+        "notes": t.notes,
+    }
