@@ -27,8 +27,8 @@ from trainspeed.hardware import detect_hardware
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 CASES: dict[str, tuple[str, list[str], int]] = {  # name -> (script under examples/, its arguments, doctor --steps)
-    "too_many_threads": ("too_many_threads.py", ["--steps", "1000"], 60),
-    "too_many_threads --threads 1": ("too_many_threads.py", ["--steps", "1000", "--threads", "1"], 60),
+    "too_many_threads": ("too_many_threads.py", ["--steps", "1000"], 150),
+    "too_many_threads --threads 1": ("too_many_threads.py", ["--steps", "1000", "--threads", "1"], 150),
     "slow_dataloader": ("slow_dataloader.py", [], 60),
     "tensor_dataset_loader": ("tensor_dataset_loader.py", ["--epochs", "4"], 250),  # 3 ms steps: a timed second
     "lightning --val-check-interval 2": ("frameworks/lightning_trainer.py", ["--val-check-interval", "2"], 100),
@@ -39,7 +39,7 @@ CASES: dict[str, tuple[str, list[str], int]] = {  # name -> (script under exampl
     "hf_trainer --logging-steps 1": ("frameworks/hf_trainer.py", ["--max-steps", "60", "--logging-steps", "1"], 60),
     "policy_gradient": ("realistic/policy_gradient.py", ["--episodes", "30"], 60),
     "eval_too_often": ("eval_too_often.py", ["--steps", "1000"], 300),
-    "checkpoint_every_step": ("checkpoint_every_step.py", ["--steps", "1000"], 60),
+    "checkpoint_every_step": ("checkpoint_every_step.py", ["--steps", "1000"], 150),
 }
 
 

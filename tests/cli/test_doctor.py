@@ -82,7 +82,8 @@ def test_json_contract(capsys: pytest.CaptureFixture[str]) -> None:
     assert set(data["host_read_sites"][0]) == {"where", "op", "count", "total_ms"}
     assert data["host_read_sites"][0]["where"].endswith("seed_iris.py:70")
     assert data["gpu_util"]["available"] is False
-    assert all(set(v) == {"id", "evidence", "action", "predicted_speedup", "predicted_process_speedup", "lever"}
+    assert all(set(v) == {"id", "evidence", "action", "predicted_speedup", "predicted_process_speedup", "lever",
+                          "site"}
                for v in data["verdicts"])
     assert data["tried"] is None  # no --try
 

@@ -118,7 +118,9 @@ def _tried(report: DoctorReport) -> Tried:
     row = TriedLever(first.id, first.lever, first.predicted_speedup, 2.61, (2.32, 2.94), [8.1, 8.3, 8.0],
                      [3.1, 3.2, 3.05], LossCheck(200, True, 0.0, True, (200, 200)), after="compute_bound",
                      folder="runs/doctor-20261127-120000/tried/1-input_bound")
-    return Tried([row], [NotTried("h2d_bound", "keep a dataset that fits on the device there once")], 3, 200, 71.4)
+    edits = [NotTried("h2d_bound", "keep a dataset that fits on the device there once"),
+             NotTried("sync_bound", "read the loss every N steps", "train.py:42")]
+    return Tried([row], edits, 3, 200, 71.4)
 
 
 TRIED = {"loader_cuda": _tried}

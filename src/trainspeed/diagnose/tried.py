@@ -81,6 +81,8 @@ class NotTried:
 
     verdict: str
     action: str
+    site: str | None = None
+    """The script's line to edit (`file:line`), where the verdict names one."""
 
 
 @dataclass(frozen=True)

@@ -46,3 +46,6 @@ class Verdict:
     """Predicted (not measured) step speed-up if the action is taken; None when no model predicts it."""
     lever: Lever | None = None
     """The action as a setting `doctor --try` can apply and time; None: it needs an edit of the script."""
+    site: str | None = None
+    """The script's line the action edits (`file:line`), where the evidence names one: a read, a logging line, the
+    script's own host code."""

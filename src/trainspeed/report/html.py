@@ -10,7 +10,7 @@ from trainspeed._version import __version__
 from trainspeed.diagnose.report import DoctorReport
 from trainspeed.report.plots import doctor_histogram_png, doctor_phases_png, doctor_util_png
 from trainspeed.report.text import prediction_words, process_line
-from trainspeed.report.tried import applied_words, measured_words
+from trainspeed.report.tried import applied_words, edit_place, measured_words
 
 _TEMPLATE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>trainspeed doctor: {{ title }}</title>
@@ -41,7 +41,7 @@ found a problem worth a tenth of the step.{% endif %}</p>{% endfor %}
 {% for row in t.rows %}<tr><td>{{ row.verdict }}</td><td>{{ "%.2fx"|format(row.predicted) if row.predicted else "-" }}</td>
 <td>{{ measured(row) }}</td><td style="text-align:left"><code>{{ row.lever.paste }}</code>{% if applied(row) %}<br>
 <span class="muted">{{ applied(row) }}</span>{% endif %}</td></tr>{% endfor %}</table>{% endif %}
-{% for e in t.edits %}<p class="muted">not tried: {{ e.verdict }} needs an edit of the script: {{ e.action }}</p>{% endfor %}
+{% for e in t.edits %}<p class="muted">not tried: {{ e.verdict }} needs an edit {{ place(e) }}: {{ e.action }}</p>{% endfor %}
 {% if t.interrupted %}<p>Interrupted (Ctrl-C): the table holds the rounds finished until then.</p>{% endif %}
 {% for n in t.notes %}<p class="muted">note: {{ n }}</p>{% endfor %}{% endif %}
 <h2>Where a step's time goes</h2>
@@ -102,4 +102,4 @@ def doctor_html(report: DoctorReport) -> str:
     return env.from_string(_TEMPLATE).render(r=report, w=w, plots=plots, title=report.script or "watched loop",
                                               label=prediction_words, process=process_line(report),
                                               version=__version__, t=report.tried, measured=measured_words,
-                                              applied=applied_words)
+                                              applied=applied_words, place=edit_place)

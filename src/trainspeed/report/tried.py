@@ -8,7 +8,7 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
-from trainspeed.diagnose.tried import Tried, TriedLever
+from trainspeed.diagnose.tried import NotTried, Tried, TriedLever
 
 
 def measured_words(row: TriedLever) -> str:
@@ -36,6 +36,11 @@ def applied_words(row: TriedLever) -> str:
     return "; ".join(parts)
 
 
+def edit_place(edit: NotTried) -> str:
+    """"at train.py:42", or "of the script" where the verdict names no line."""
+    return f"at {edit.site}" if edit.site else "of the script"
+
+
 def tried_view(t: Tried) -> list[Table | Text]:
     """The "Tried" table: verdict | predicted | measured [95% interval] | applied as; then the edits not tried."""
     parts: list[Table | Text] = []
@@ -55,7 +60,7 @@ def tried_view(t: Tried) -> list[Table | Text]:
         parts.append(table)
         parts += [Text(f"  {row.verdict}: {applied_words(row)}") for row in t.rows if applied_words(row)]
     for edit in t.edits:
-        parts.append(Text(f"not tried: {edit.verdict} needs an edit of the script: {edit.action}", style="dim"))
+        parts.append(Text(f"not tried: {edit.verdict} needs an edit {edit_place(edit)}: {edit.action}", style="dim"))
     if t.interrupted:
         parts.append(Text("interrupted (Ctrl-C): the table holds the rounds finished until then", style="yellow"))
     parts += [Text(f"note: {n}", style="yellow") for n in t.notes]
@@ -76,6 +81,6 @@ def tried_dict(t: Tried) -> dict[str, Any]:
                         "plain_repeat": r.losses.plain_repeat, "counts": list(r.losses.counts),
                         "text": r.losses.text}}
                    for r in t.rows],
-        "edits": [{"verdict": e.verdict, "action": e.action} for e in t.edits],
+        "edits": [{"verdict": e.verdict, "action": e.action, "site": e.site} for e in t.edits],
         "notes": t.notes,
     }

@@ -62,7 +62,7 @@ def candidates(verdicts: list[Verdict], k: int) -> tuple[list[Verdict], list[Not
         if v.lever is not None:
             chosen.append(v)
         elif v.predicted_speedup is not None:
-            edits.append(NotTried(v.id, v.action))
+            edits.append(NotTried(v.id, v.action, v.site))
     return chosen, edits if chosen else edits[:k]
 
 

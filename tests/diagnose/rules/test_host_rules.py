@@ -58,6 +58,7 @@ def test_host_code_outside_every_phase_is_named_at_its_line() -> None:
     host_ms = 3.85 - (0.45 + 3 * 2 * 2.0 / 1e3)
     assert f"{host_ms:.2f} ms" in host.evidence
     assert host.predicted_speedup == pytest.approx(4.82 / (4.82 - host_ms), abs=0.01)
+    assert host.site == "train.py:36" and host.lever is None  # an edit of that line, not a setting
 
 
 def test_a_function_the_loop_calls_is_named_by_the_loops_line_that_calls_it() -> None:
@@ -93,6 +94,7 @@ def test_the_library_under_a_line_is_named_and_torch_distributions_checks_are_a_
     host = diagnose(dataclasses.replace(r, other_sites=[dist, *r.other_sites[1:]]), CTX)[0]
     assert host.id == "host_code_heavy" and "inside torch.distributions" in host.evidence
     assert "set_default_validate_args(False)" in host.action
+    assert host.lever is not None and host.lever.kind == "validate_args_off" and host.site == "rl.py:34"
     # the realistic REINFORCE script (2026-11-26): the distribution built on one line, sampled on the next, scored
     # on a third, each under the 30% bar alone; together inside torch.distributions, one verdict
     lines = [OtherSite(f"rl.py:{n}", code, k, k / 15, inside="torch.distributions")

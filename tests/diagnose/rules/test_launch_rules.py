@@ -18,7 +18,7 @@ def test_sync_bound_on_gpu_predicts_host_and_device_overlapping() -> None:
                  busy=3.0)
     verdicts = diagnose(r, CTX)
     sync = next(v for v in verdicts if v.id == "sync_bound")
-    assert "train.py:42" in sync.evidence
+    assert "train.py:42" in sync.evidence and sync.site == "train.py:42"
     # new step = max(5 - 4, 3) = 3 ms
     assert sync.predicted_speedup == pytest.approx(5 / 3, abs=0.01)
 

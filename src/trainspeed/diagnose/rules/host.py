@@ -92,7 +92,8 @@ def logging_heavy(r: WatchResult, c: Context) -> Verdict | None:
                      f"({top_read.op}, {per_call:.2f} ms a read, within that time): `{top_read.code}`")
         if any(s.op == "__repr__" for s in read_sites):
             action += "; print numbers (loss.item()), not tensors: a tensor's repr formats every element"
-    return Verdict("logging_heavy", "; ".join(found), action, _step_speedup(r, step, step - other * part))
+    return Verdict("logging_heavy", "; ".join(found), action, _step_speedup(r, step, step - other * part),
+                   site=top.where)
 
 
 def other_samples(r: WatchResult) -> int:
@@ -192,7 +193,8 @@ def host_code_heavy(r: WatchResult, c: Context) -> Verdict | None:
               "thread, or make it cheaper (vectorise Python loops; keep metrics as tensors and read them every N "
               "steps); if it prepares data, a DataLoader with workers runs it beside the step" + _library_tip(r))
     return Verdict("host_code_heavy", evidence + " (predicted speed-up: that line's host time out of the step)",
-                   action, _step_speedup(r, step, step - gain), VALIDATE_ARGS_OFF if _in_distributions(r) else None)
+                   action, _step_speedup(r, step, step - gain), VALIDATE_ARGS_OFF if _in_distributions(r) else None,
+                   site=line.where)
 
 
 def outside_work(r: WatchResult, c: Context, host: Verdict | None) -> Verdict | None:
@@ -225,7 +227,7 @@ def outside_work(r: WatchResult, c: Context, host: Verdict | None) -> Verdict | 
               "rather than copy.deepcopy a new one; a loop over parameters can be one torch._foreach_* call, and an update "
               "of the parameters by hand a torch.optim optimizer (fused=True); data preparation belongs in a "
               "DataLoader's workers" + _library_tip(r))
-    return Verdict("outside_work", evidence, action, None)
+    return Verdict("outside_work", evidence, action, None, site=line.where)
 
 
 def anomaly_detection(r: WatchResult, c: Context) -> Verdict | None:

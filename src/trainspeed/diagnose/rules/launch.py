@@ -45,7 +45,7 @@ def sync_bound(r: WatchResult, c: Context) -> Verdict | None:
     new = max(step - sync, _gpu_busy_ms(r) or 0.0)
     if new >= step * (1 - SYNC_GAIN):
         return None  # the reads wait for the GPU's own work: without them the step would wait elsewhere
-    return Verdict("sync_bound", evidence, action, _step_speedup(r, step, new))
+    return Verdict("sync_bound", evidence, action, _step_speedup(r, step, new), site=top.where if top else None)
 
 
 def launch_bound(r: WatchResult, c: Context) -> Verdict | None:
