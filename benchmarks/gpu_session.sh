@@ -29,6 +29,8 @@
 #             logging_nan_inf_filter=False (the Trainer's own read of the loss on every step)
 #   frameworks benchmarks/framework_gains.py --device cuda --planted log: Lightning's and Hugging Face's Trainer
 #             logging every step, the doctor's first verdict and prediction against the measured gain
+#   try       trainspeed doctor --try on CUDA: the wide MLP in float32 (compute_bound's TF32 lever) and the starved
+#             loader (workers and pinned memory), each lever timed against plain runs, 3 rounds
 set -u
 OUT=${OUT:-gpu_out}
 mkdir -p "$OUT"
@@ -47,9 +49,9 @@ stage() {  # stage NAME SECONDS COMMAND...: run one command under a time limit, 
 for what in "$@"; do
     case $what in
         tests | suite | doctor | demo | fit | memory | sweep | overhead | cupti | attention | frameworks | hfsync | mfu \
-            | sweeps | busy | planted) ;;
+            | sweeps | busy | planted | try) ;;
         *) echo "gpu_session.sh: unknown stage '$what' (tests suite doctor demo fit memory sweep overhead cupti" \
-                "attention frameworks hfsync mfu sweeps busy planted)" >&2
+                "attention frameworks hfsync mfu sweeps busy planted try)" >&2
            exit 2 ;;
     esac
 done
@@ -85,6 +87,11 @@ for what in "$@"; do
             wide="examples/wide_mlp.py --device cuda --batch 8192 --width 8192 --steps 200"
             stage mfu 60 $TS doctor --json "$OUT/mfu-bf16.json" $wide --bf16
             stage mfu 60 $TS doctor --json "$OUT/mfu-fp32.json" $wide ;;
+        try)
+            stage try 240 $TS doctor --try 1 --steps 60 --json "$OUT/try-wide-mlp.json" -- examples/wide_mlp.py \
+                --device cuda --batch 8192 --width 8192 --steps 200
+            stage try 240 $TS doctor --try 1 --steps 60 --json "$OUT/try-slow-dataloader.json" -- \
+                examples/slow_dataloader.py --device cuda ;;
         planted)
             for spec in "log_every_step.py --steps 600" "checkpoint_every_step.py --steps 60" "slow_dataloader.py"; do
                 name=${spec%%.py*}

@@ -37,9 +37,24 @@ CASES: dict[str, tuple[str, list[str], int]] = {  # name -> (script under exampl
     "hf_trainer --eval-steps 2": ("frameworks/hf_trainer.py", ["--max-steps", "60", "--eval-steps", "2"], 60),
     "hf_trainer --save-steps 1": ("frameworks/hf_trainer.py", ["--max-steps", "60", "--save-steps", "1"], 60),
     "hf_trainer --logging-steps 1": ("frameworks/hf_trainer.py", ["--max-steps", "60", "--logging-steps", "1"], 60),
-    "policy_gradient": ("realistic/policy_gradient.py", ["--episodes", "30"], 60),
     "eval_too_often": ("eval_too_often.py", ["--steps", "1000"], 300),
     "checkpoint_every_step": ("checkpoint_every_step.py", ["--steps", "1000"], 150),
+    "seed_iris": ("seed_iris.py", ["--epochs", "3000"], 1500),
+    "cnn_dataloader": ("cnn_dataloader.py", ["--images", "2000", "--workers", "0"], 40),
+    "float64_numpy": ("float64_numpy.py", ["--steps", "600"], 150),
+    "log_every_step": ("log_every_step.py", ["--steps", "3000"], 1500),
+    "metric_every_step": ("metric_every_step.py", ["--steps", "400"], 150),
+    "wide_mlp": ("wide_mlp.py", ["--steps", "40"], 25),
+    # examples/realistic/, as benchmarks/realistic_gains.py runs them (sizes for a 2-core machine)
+    "char_gpt": ("realistic/char_gpt.py", ["--max-iters", "60", "--eval-iters", "10"], 60),
+    "image_classifier": ("realistic/image_classifier.py", ["--epochs", "2"], 60),
+    "finetune_accum": ("realistic/finetune_accum.py", ["--steps", "40"], 40),
+    "vae": ("realistic/vae.py", ["--epochs", "40"], 400),
+    "policy_gradient": ("realistic/policy_gradient.py", ["--episodes", "30"], 60),
+    "tabular_mlp": ("realistic/tabular_mlp.py", ["--epochs", "30"], 400),
+    "frame_rows": ("realistic/frame_rows.py", ["--epochs", "4"], 100),
+    "sequence_cells": ("realistic/sequence_cells.py", ["--steps", "300"], 150),
+    "skipgram": ("realistic/skipgram.py", [], 200),
 }
 
 

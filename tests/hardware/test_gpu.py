@@ -67,7 +67,7 @@ def test_math_peak_follows_the_run_s_arithmetic() -> None:
                           pcie=Pcie(None, None), driver=None, cuda=None, torch_usable=True)
     assert math_peak(h100, half=True, tf32=False) == GpuPeak("H100 SXM", "bf16/fp16", 989.5)
     assert math_peak(h100, half=False, tf32=True) == GpuPeak("H100 SXM", "tf32", 494.5)
-    assert math_peak(h100, half=False, tf32=False) == GpuPeak("H100 SXM", "fp32", 67)
+    assert math_peak(h100, half=False, tf32=False) == GpuPeak("H100 SXM", "fp32", 67, tf32_tflops=494.5)
     # a Turing card has no bf16 or tf32 peak in the table: its float32 peak, whatever the run asked for
     t4 = build_gpu_info(0, "Tesla T4", (7, 5), vram_total=None, vram_free=None, sm_count=40,
                         pcie=Pcie(None, None), driver=None, cuda=None, torch_usable=True)

@@ -119,6 +119,17 @@ def test_anomaly_detection_and_argument_checks_stay_off(tmp_path: Path) -> None:
     assert _run(tmp_path, script, Lever("validate_args_off", {}, "", True))[2] is False
 
 
+def test_float32_matmul_precision_is_kept_whatever_the_script_sets(tmp_path: Path) -> None:
+    script = """
+        import json, torch
+        torch.set_float32_matmul_precision("highest")
+        print(json.dumps(torch.get_float32_matmul_precision()))
+    """
+    lever = Lever("matmul_precision", {"float32_matmul_precision": "high"}, "", False)
+    assert _run(tmp_path, script, None) == "highest"
+    assert _run(tmp_path, script, lever) == "high"
+
+
 def test_lightning_settings_are_given_to_the_trainer_and_its_checkpoint(tmp_path: Path) -> None:
     pytest.importorskip("lightning")
     script = """

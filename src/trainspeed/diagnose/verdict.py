@@ -6,11 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-LEVER_KINDS = ("threads", "malloc", "dataloader", "optimizer", "anomaly_off", "validate_args_off", "lightning",
-               "transformers")
+LEVER_KINDS = ("threads", "malloc", "dataloader", "optimizer", "anomaly_off", "validate_args_off", "matmul_precision",
+               "lightning", "transformers")
 """What a lever sets: torch's intra-op threads; glibc malloc's thresholds (environment); a DataLoader's arguments;
-an optimizer's (fused=True); autograd's anomaly detection off; torch.distributions' argument checks off; a
-Lightning Trainer's or ModelCheckpoint's arguments; a Hugging Face TrainingArguments' fields."""
+an optimizer's (fused=True); autograd's anomaly detection off; torch.distributions' argument checks off; float32
+matrix products' precision (TF32 on a GPU); a Lightning Trainer's or ModelCheckpoint's arguments; a Hugging Face
+TrainingArguments' fields."""
 
 
 @dataclass(frozen=True)

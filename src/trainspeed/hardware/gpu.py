@@ -38,6 +38,9 @@ class GpuPeak:
     math: str
     """Which peak: "bf16/fp16" (autocast or a half-precision model), "tf32" (float32 with TF32 allowed), "fp32"."""
     tflops: float
+    tf32_tflops: float | None = None
+    """With "fp32": the GPU's TF32 peak, where it has TF32 tensor cores (Ampere or later) that torch was not allowed
+    to use; None otherwise."""
 
 
 @dataclass(frozen=True)
@@ -112,7 +115,7 @@ def math_peak(gpu: GpuInfo, half: bool, tf32: bool) -> GpuPeak | None:
     for math, tflops in (("bf16/fp16", peaks.bf16 if half else None), ("tf32", peaks.tf32 if tf32 else None),
                          ("fp32", peaks.fp32)):
         if tflops:
-            return GpuPeak(gpu.spec_key, math, tflops)
+            return GpuPeak(gpu.spec_key, math, tflops, peaks.tf32 or None if math == "fp32" else None)
     return None
 
 

@@ -122,6 +122,13 @@ def _validate_args_off() -> None:
     _wrap_init(Distribution, change)
 
 
+def _matmul_precision(precision: str) -> None:
+    """float32 matrix products at `precision` ("high": TF32 on a GPU that has it), whatever the script sets later."""
+    original = torch.set_float32_matmul_precision
+    original(precision)
+    _replace(torch, "set_float32_matmul_precision", lambda _asked: original(precision))
+
+
 FRAMEWORK_CLASSES: dict[str, dict[str, tuple[str, str]]] = {
     "lightning": {"Trainer": ("trainer.trainer", "__init__"),
                   "ModelCheckpoint": ("callbacks.model_checkpoint", "__init__")},
@@ -186,6 +193,8 @@ def apply(lever: Lever) -> None:
         _anomaly_off()
     elif lever.kind == "validate_args_off":
         _validate_args_off()
+    elif lever.kind == "matmul_precision":
+        _matmul_precision(str(lever.settings["float32_matmul_precision"]))
     elif lever.kind in FRAMEWORK_CLASSES:
         _framework(lever)
     elif lever.kind not in ("threads", "malloc"):  # those two: the environment and the threads above

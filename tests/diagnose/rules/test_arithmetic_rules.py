@@ -38,6 +38,12 @@ def test_busy_gpu_is_compute_bound() -> None:
     assert rate is not None and rate.tflops == pytest.approx(100.0) and rate.share == pytest.approx(100 / 989.5)
     cpu = recorded(110.0, {"forward": 40.0, "backward": 65.0, "optimizer": 2.0}, ops=30, flops=1e10)
     assert flop_rate(cpu, dataclasses.replace(CTX, gpu_peak=peak)) is None  # a CPU run has no GPU peak
+    assert v.lever is None  # half precision already
+    # float32 with torch's default precision on a GPU with TF32 tensor cores: TF32 is the lever
+    fp32 = diagnose(r, dataclasses.replace(CTX, gpu_peak=GpuPeak("H100 SXM", "fp32", 67, tf32_tflops=494.5)))[0]
+    assert fp32.lever is not None and fp32.lever.settings == {"float32_matmul_precision": "high"}
+    assert 'torch.set_float32_matmul_precision("high")' in fp32.action and "494.5 TFLOP/s against 67" in fp32.action
+    assert diagnose(r, dataclasses.replace(CTX, gpu_peak=GpuPeak("V100 SXM2", "fp32", 15.7)))[0].lever is None
 
 
 def _dtype_run(dtype: str, arithmetic_ms: float, step_ms: float = 40.0, dev: str = "cpu",

@@ -20,11 +20,14 @@ from trainspeed.diagnose.rules.common import (
     _window_scale,
     flop_rate,
 )
-from trainspeed.diagnose.verdict import Verdict
+from trainspeed.diagnose.verdict import Lever, Verdict
 from trainspeed.watch.result import OpTime, WatchResult
 
 ARITHMETIC_HIGH = 0.50  # arithmetic over half of them: the step is doing real work
 DEVICE_BUSY_HIGH = 0.8
+TF32 = Lever("matmul_precision", {"float32_matmul_precision": "high"}, 'torch.set_float32_matmul_precision("high")',
+             same_arithmetic=False, recipe="float32 matrix products rounded to TF32 inputs")
+"""compute_bound's lever on a GPU whose TF32 tensor cores torch was not allowed to use (its default)."""
 SLOW_DTYPE_SHARE = 0.20  # matrix arithmetic in one dtype for a fifth of the step...
 SLOW_DTYPE_RATE = 0.6
 """...in a dtype this CPU multiplies at most this share of its float32 rate: float64 on AVX2 (about
@@ -134,4 +137,10 @@ def compute_bound(r: WatchResult, c: Context) -> Verdict | None:
                  f"more than their {compute:.2f} ms: the run multiplied faster than the probe after it")
         evidence = (f"forward+backward+optimizer are {compute / r.median_ms:.0%} of the step; " + "; ".join(parts)
                     + f" ({whole}): real work")
+    tf32 = c.gpu_peak is not None and r.device == "cuda" and c.gpu_peak.tf32_tflops is not None
+    if tf32 and c.gpu_peak is not None:
+        action = (f"{_levers(r)}; and float32 matrix products on the {c.gpu_peak.gpu}'s TF32 tensor cores "
+                  f"({c.gpu_peak.tf32_tflops:g} TFLOP/s against {c.gpu_peak.tflops:g} in plain float32): "
+                  "torch.set_float32_matmul_precision(\"high\"), 10 mantissa bits in the products' inputs")
+        return Verdict("compute_bound", evidence, action, None, TF32)
     return Verdict("compute_bound", evidence, _levers(r), None)
