@@ -122,13 +122,17 @@ def test_the_report_probes_the_threads_only_where_torch_has_more_than_the_cores(
     cores = hw.cpu.physical_cores or 1
     asked: list[tuple[int, tuple[int, int]]] = []
     monkeypatch.setattr(report_module, "thread_gflops", lambda n, threads: asked.append((n, threads)) or (50.0, 100.0))
+    stepped: list[tuple[int, tuple[int, int]]] = []
+    monkeypatch.setattr(report_module, "thread_step_ms", lambda n, threads: stepped.append((n, threads)) or (6.0, 3.0))
     r = recorded(15.0, {"forward": 5.0, "backward": 8.0, "optimizer": 1.0}, ops=55, flops=1e9, threads=cores)
     report = report_module.diagnose_run(r, hardware=hw, dispatch_us=2.0, matmul_gflops=100.0)
-    assert asked == [] and doctor_dict(report)["probe"]["threads_matmul_gflops"] is None
+    assert asked == stepped == [] and doctor_dict(report)["probe"]["threads_matmul_gflops"] is None
     over = dataclasses.replace(r, torch_threads=4 * cores)
     report = report_module.diagnose_run(over, hardware=hw, dispatch_us=2.0, matmul_gflops=100.0)
     assert asked == [(256, (4 * cores, cores))]  # no matrix op timed: a 256 x 256 product
+    assert stepped == [(256, (4 * cores, cores))]  # more threads than cores: a step at each count too
     assert doctor_dict(report)["probe"]["threads_matmul_gflops"] == {"as_run": 50.0, "advised": 100.0}
+    assert doctor_dict(report)["probe"]["threads_step_ms"] == {"as_run": 6.0, "advised": 3.0}
     assert report.verdicts[0].id == "thread_oversubscription"
 
 

@@ -37,6 +37,7 @@ from trainspeed.probe.matmul import (
 from trainspeed.probe.optimizer import rebuild_ms, step_ms
 from trainspeed.probe.page_faults import page_fault_us
 from trainspeed.probe.rnn import cell_loop_ms
+from trainspeed.probe.thread_step import thread_step_ms
 from trainspeed.threads import intra_op_threads
 from trainspeed.watch.result import WatchResult
 from trainspeed.watch.subject import RunSubject
@@ -135,7 +136,8 @@ def measure_context(result: WatchResult, subject: RunSubject | None = None, hard
                  rebuilt_ms: tuple[float, float] | None = None,
                  loader_ms: tuple[Handover | None, float | None] | None = None,
                  thread_rates: tuple[float, float] | None = None,
-                 fault_us: float | None = None) -> tuple[HardwareReport, Context]:
+                 fault_us: float | None = None,
+                 thread_steps: tuple[float, float] | None = None) -> tuple[HardwareReport, Context]:
     """Measure the machine constants the rules need for `result` (those not given). The probes draw random numbers
     (fresh tensors, a DataLoader's shuffle and seeds): torch's random state is put back after them, so that a
     script that asks for the result and trains on draws what it would have unwatched."""
@@ -160,6 +162,8 @@ def measure_context(result: WatchResult, subject: RunSubject | None = None, hard
                     gflops = cpu_matmul_gflops()
         if thread_rates is None and keep is not None:
             thread_rates = thread_gflops(matmul_side(result), (result.torch_threads, keep))
+        if thread_steps is None and keep is not None and result.torch_threads > keep:  # more threads than cores
+            thread_steps = thread_step_ms(matmul_side(result), (result.torch_threads, keep))
         if launch_us is None and result.device == "cuda":
             launch_us = cuda_op_us()
         if dtype_gflops is None:
@@ -183,7 +187,7 @@ def measure_context(result: WatchResult, subject: RunSubject | None = None, hard
         ctx = Context(dispatch_us=dispatch, matmul_gflops=gflops, physical_cores=hw.cpu.physical_cores or 1,
                       logical_threads=hw.cpu.logical_threads or 1, largest_batch=largest, cuda_op_us=launch_us,
                       dtype_gflops=dtype_gflops, optimizer_ms=optimizer_ms, rebuild_ms=rebuilt_ms, handover=handover,
-                      batched_ms=batched, thread_gflops=thread_rates, usable_cores=usable, page_fault_us=fault_us,
+                      batched_ms=batched, thread_gflops=thread_rates, thread_step_ms=thread_steps, usable_cores=usable, page_fault_us=fault_us,
                       gpu_peak=_gpu_peak(hw, result, subject), cell_ms=cells)
     return hw, ctx
 

@@ -218,6 +218,8 @@ def doctor_dict(report: DoctorReport) -> dict[str, Any]:
                   "loader_batched_ms": c.batched_ms,
                   "threads_matmul_gflops": ({"as_run": c.thread_gflops[0], "advised": c.thread_gflops[1]}
                                             if c.thread_gflops else None),
+                  "threads_step_ms": ({"as_run": c.thread_step_ms[0], "advised": c.thread_step_ms[1]}
+                                      if c.thread_step_ms else None),
                   "page_fault_us": c.page_fault_us,
                   "cell_loop_ms": {"stepped": c.cell_ms[0], "fused": c.cell_ms[1]} if c.cell_ms else None},
         "cell_loop": _clean(w.cell_loop) if w.cell_loop is not None else None,

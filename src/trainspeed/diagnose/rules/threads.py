@@ -8,9 +8,8 @@ import math
 
 from trainspeed.diagnose.rules.common import (
     Context,
-    _ms,
+    _compute_ms,
     _op_work,
-    _room,
     _run_step_ms,
     _speedup,
     _window_scale,
@@ -70,7 +69,8 @@ def thread_oversubscription(r: WatchResult, c: Context) -> Verdict | None:
         keep = max(1, cores - workers)
         action = _set_threads(keep, "")
         predicted = None
-        if c.thread_gflops is not None and threads_candidate(r, c.physical_cores, c.usable_cores) == keep:
+        probed = c.thread_step_ms is not None or c.thread_gflops is not None
+        if probed and threads_candidate(r, c.physical_cores, c.usable_cores) == keep:
             more, gain = _thread_gain(r, c, keep)
             evidence += more
             predicted = gain
@@ -79,44 +79,42 @@ def thread_oversubscription(r: WatchResult, c: Context) -> Verdict | None:
 
 
 def _thread_gain(r: WatchResult, c: Context, keep: int, tail: bool = True) -> tuple[str, float | None]:
-    """What `keep` threads buy, from `Context.thread_gflops`. Model: the window's matrix ops and the other
-    ops' work beyond their fixed cost (the ops torch runs in parallel) speed up by the probe's ratio; and, with
-    `tail` (more threads than cores), the run's tail goes (a parallel op that waits for a thread without a core
-    is the cause oversubscription adds), so the mean step falls to the median less that saving; without it,
-    the mean step less that saving."""
-    assert c.thread_gflops is not None
-    now, fixed = c.thread_gflops
-    text = (f"; a matmul of the run's size ran at {now:.0f} GFLOP/s with {r.torch_threads} "
-            f"thread{'s' if r.torch_threads > 1 else ''} and {fixed:.0f} with {keep} (measured in turn after the run)")
-    if fixed <= now or not r.median_ms or not r.op_times:
-        return text, None
-    parallel = sum(row.ms for row in r.op_times if row.arithmetic) * _window_scale(r) + _op_work(r, c)[0]
-    saved = parallel * (1 - now / fixed)
-    text += f" (predicted speed-up: {parallel:.2f} ms of matrix and other heavy ops per step at that ratio"
-    stalls = _stalls(r, c) if tail else 0.0
-    if stalls:
-        text += (f", the median step's {stalls:.2f} ms beyond its ops' least times in the profiler window (threads "
-                 "waiting for a core between and inside them) gone")
+    """What `keep` threads buy. With more threads than cores (`tail`) and the step probe (`Context.thread_step_ms`):
+    forward, backward and the optimizer of the median step speed up by the probe's ratio (a training step of the
+    run's matrix size at both counts: every parallel op of a step waits for its threads to get a core, which a matmul
+    repeated back to back hides), and the run's tail goes, so the mean step falls to the median less that saving.
+    Otherwise, from `Context.thread_gflops`: the window's matrix ops and the other ops' work beyond their fixed cost
+    speed up by the matmul's ratio, the mean step less that saving."""
+    if tail and c.thread_step_ms is not None:
+        now, fixed = c.thread_step_ms
+        text = (f"; a training step of the run's matrix size ({matmul_side(r)} wide) took {now:.2f} ms with "
+                f"{r.torch_threads} threads and {fixed:.2f} with {keep} (measured in turn after the run)")
+        if fixed >= now or not r.median_ms:
+            return text, None
+        work = _compute_ms(r)
+        saved = work * (1 - fixed / now)
+        text += (f" (predicted speed-up: forward, backward and the optimizer, {work:.2f} ms of the median step, at "
+                 "that ratio")
+        bound = ("; a floor: each parallel op waits for its threads to get a core, and a step with more small ops "
+                 "than the probe's loses more")
+    else:
+        assert c.thread_gflops is not None
+        now, fixed = c.thread_gflops
+        text = (f"; a matmul of the run's size ran at {now:.0f} GFLOP/s with {r.torch_threads} "
+                f"thread{'s' if r.torch_threads > 1 else ''} and {fixed:.0f} with {keep} (measured in turn after the "
+                "run)")
+        if fixed <= now or not r.median_ms or not r.op_times:
+            return text, None
+        parallel = sum(row.ms for row in r.op_times if row.arithmetic) * _window_scale(r) + _op_work(r, c)[0]
+        saved = parallel * (1 - now / fixed)
+        text += f" (predicted speed-up: {parallel:.2f} ms of matrix and other heavy ops per step at that ratio"
+        bound = ""
     steady = steady_mean_ms(r)
     if tail and steady is not None and steady[1] > r.median_ms:
         mean, own, parts = steady
-        text += f", and the mean step's own tail, {own - r.median_ms:.2f} ms{_less(parts)}, gone)"
-        return text, _speedup(mean, mean - (own - r.median_ms) - saved - stalls)
-    return text + ")", _speedup(_run_step_ms(r), _run_step_ms(r) - saved - stalls)
-
-
-def _stalls(r: WatchResult, c: Context) -> float:
-    """More threads than cores: the median step's milliseconds beyond its ops at their least time in the profiler
-    window, their calls from Python (a bare dispatch each) and the script's own host code in `other`. An op whose
-    threads outnumber the cores waits for each to get one, inside it and at the next op's start; the window keeps
-    each op's least time, so that wait is what is left (examples/too_many_threads.py, 8 threads on 2 cores: 7.0 ms
-    of an 18.2 ms step; with 2 threads the step took 6.8 ms, 2026-11-27)."""
-    if not r.op_ms_per_step or not r.median_ms or r.ops_per_step is None:
-        return 0.0
-    ops = r.op_ms_per_step * _window_scale(r)
-    calls = r.ops_per_step * c.dispatch_us / 1e3
-    own = max(0.0, _ms(r, "other") - (r.other_op_ms_per_step or 0.0))
-    return max(0.0, _room(r) - ops - calls - own)
+        text += f", and the mean step's own tail, {own - r.median_ms:.2f} ms{_less(parts)}, gone{bound})"
+        return text, _speedup(mean, mean - (own - r.median_ms) - saved)
+    return text + bound + ")", _speedup(_run_step_ms(r), _run_step_ms(r) - saved)
 
 
 def threads_unused(r: WatchResult, c: Context) -> Verdict | None:
