@@ -65,11 +65,12 @@ def _dataloader(lever: Lever) -> None:
     s = lever.settings
 
     def change(bound: inspect.BoundArguments) -> None:
-        bound.apply_defaults()
         a = bound.arguments
         dataset = a.get("dataset")
-        if not _matches(lever, {"dataset": type(dataset).__name__, "batch_size": a.get("batch_size")}):
-            return
+        if not _matches(lever, {"dataset": type(dataset).__name__, "batch_size": a.get("batch_size", 1)}):
+            return  # another loader: as the script made it
+        bound.apply_defaults()
+        a = bound.arguments  # apply_defaults makes a new dict
         if s.get("batched") and isinstance(dataset, TensorDataset) and a.get("batch_sampler") is None:
             sampler = a.get("sampler") or (RandomSampler(dataset, generator=a.get("generator")) if a.get("shuffle")
                                            else SequentialSampler(dataset))

@@ -42,4 +42,4 @@ class LossRecorder:
         """The losses in order, as float64 (exact for float32, bfloat16 and float16)."""
         if not self._kept:
             return []
-        return [float(v) for v in torch.stack([t.to(torch.float64) for t in self._kept]).cpu().tolist()]
+        return [float(v) for v in torch.stack([t.cpu().double() for t in self._kept]).tolist()]  # MPS has no float64
