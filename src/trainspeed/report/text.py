@@ -5,7 +5,7 @@ from __future__ import annotations
 import mmap
 
 from rich import box
-from rich.console import Group
+from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
@@ -201,7 +201,7 @@ def process_line(report: DoctorReport) -> str | None:
 def doctor_view(report: DoctorReport) -> Group:
     """The `trainspeed doctor` screen: the step split into phases, the counts, the verdicts."""
     w = report.watch
-    parts: list[Table | Text] = []
+    parts: list[RenderableType] = []
     head = f"trainspeed doctor: {report.script or 'watched loop'} on {w.device.upper()}"
     if w.framework is not None:
         head += f", inside {framework_label(w.framework)}"

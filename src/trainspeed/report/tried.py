@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich import box
+from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
 from rich.table import Table
 from rich.text import Text
 
@@ -41,24 +42,46 @@ def edit_place(edit: NotTried) -> str:
     return f"at {edit.site}" if edit.site else "of the script"
 
 
-def tried_view(t: Tried) -> list[Table | Text]:
-    """The "Tried" table: verdict | predicted | measured [95% interval] | applied as; then the edits not tried."""
-    parts: list[Table | Text] = []
+WIDE = 100
+"""Below this many columns each lever's line to paste goes under the table, not in a column of its own (where a
+paste such as `torch.set_num_threads(2)` would fold mid-word)."""
+
+
+class TriedRows:
+    """The tried levers: verdict | predicted | measured [95%] | applied as where the console is WIDE, else the first
+    three with "applied as" in the line under the table that also gives the recipe, the losses and what came next."""
+
+    def __init__(self, rows: list[TriedLever]) -> None:
+        self.rows = rows
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        wide = options.max_width >= WIDE
+        table = Table(box=box.SIMPLE, show_edge=False, pad_edge=False)
+        table.add_column("verdict", no_wrap=True)
+        table.add_column("predicted", no_wrap=True)
+        table.add_column("measured [95%]", min_width=19)
+        if wide:
+            table.add_column("applied as", ratio=1, overflow="fold")
+        for row in self.rows:
+            predicted = f"{row.predicted:.2f}x" if row.predicted else "-"
+            table.add_row(row.verdict, predicted, measured_words(row), *([row.lever.paste] if wide else []))
+        yield table
+        for row in self.rows:
+            words = [] if wide else [f"applied as {row.lever.paste}"]
+            words += [applied_words(row)] if applied_words(row) else []
+            if words:
+                yield Text(f"  {row.verdict}: {'; '.join(words)}")
+
+
+def tried_view(t: Tried) -> list[RenderableType]:
+    """The "Tried" table (`TriedRows`), then the edits not tried."""
+    parts: list[RenderableType] = []
     rounds = f"{t.rounds} round{'s' if t.rounds != 1 else ''}"
     steps = f"{t.steps} steps each" if t.steps else "each to the script's end"
     if t.rows:
         parts.append(Text(f"Tried ({rounds} of alternated runs, {steps}, {t.seconds:.0f} s in all; measured: "
                           f"{t.timed}):", style="bold"))
-        table = Table(box=box.SIMPLE, show_edge=False, pad_edge=False)
-        table.add_column("verdict", no_wrap=True)
-        table.add_column("predicted", no_wrap=True)
-        table.add_column("measured [95%]", min_width=19)
-        table.add_column("applied as", ratio=1, overflow="fold")
-        for row in t.rows:
-            predicted = f"{row.predicted:.2f}x" if row.predicted else "-"
-            table.add_row(row.verdict, predicted, measured_words(row), row.lever.paste)
-        parts.append(table)
-        parts += [Text(f"  {row.verdict}: {applied_words(row)}") for row in t.rows if applied_words(row)]
+        parts.append(TriedRows(t.rows))
     for edit in t.edits:
         parts.append(Text(f"not tried: {edit.verdict} needs an edit {edit_place(edit)}: {edit.action}", style="dim"))
     if t.interrupted:
