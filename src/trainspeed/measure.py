@@ -160,10 +160,11 @@ def measure_context(result: WatchResult, subject: RunSubject | None = None, hard
                     gflops, dtype_gflops = paired_dtype_gflops(dtypes)
                 else:
                     gflops = cpu_matmul_gflops()
+        side = matmul_side(result)
         if thread_rates is None and keep is not None:
-            thread_rates = thread_gflops(matmul_side(result), (result.torch_threads, keep))
+            thread_rates = thread_gflops(side, (result.torch_threads, keep))
         if thread_steps is None and keep is not None and result.torch_threads > keep:  # more threads than cores
-            thread_steps = thread_step_ms(matmul_side(result), (result.torch_threads, keep))
+            thread_steps = thread_step_ms(side, (result.torch_threads, keep))
         if launch_us is None and result.device == "cuda":
             launch_us = cuda_op_us()
         if dtype_gflops is None:

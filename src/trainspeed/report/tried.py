@@ -67,8 +67,8 @@ class TriedRows:
             table.add_row(row.verdict, predicted, measured_words(row), *([row.lever.paste] if wide else []))
         yield table
         for row in self.rows:
-            words = [] if wide else [f"applied as {row.lever.paste}"]
-            words += [applied_words(row)] if applied_words(row) else []
+            said = applied_words(row)
+            words = ([] if wide else [f"applied as {row.lever.paste}"]) + ([said] if said else [])
             if words:
                 yield Text(f"  {row.verdict}: {'; '.join(words)}")
 

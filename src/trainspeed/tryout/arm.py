@@ -30,7 +30,7 @@ class StepClock:
     def install(self) -> None:
         from torch.optim.optimizer import register_optimizer_step_post_hook
 
-        self._hook = register_optimizer_step_post_hook(self._stepped)
+        register_optimizer_step_post_hook(self._stepped)  # for the process's life: it is the run's own
         original = torch.autograd.backward
 
         def backward(*args: Any, **kwargs: Any) -> Any:
@@ -86,7 +86,7 @@ def run(spec: dict[str, Any]) -> int:
                                                steps=spec["steps"])
     end = time.perf_counter()
     losses.uninstall()
-    result.update(loop_s=clock.loop_seconds(end), steps=max(clock.steps, clock.backwards if not clock.steps else 0),
+    result.update(loop_s=clock.loop_seconds(end), steps=clock.steps or clock.backwards,
                   process_s=process_s, exit_code=outcome.exit_code, error=_last_line(outcome.error, outcome.exit_code),
                   losses=losses.values())
     if outcome.exit_code == 0 or outcome.stopped_early:

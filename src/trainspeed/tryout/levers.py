@@ -39,16 +39,12 @@ def _wrap_init(cls: type, change: Callable[[inspect.BoundArguments], None], meth
     setattr(cls, method, wrapper)
 
 
-def _keep_threads(n: int) -> None:
-    """torch uses `n` intra-op threads, whatever the script asks later (its own set_num_threads is the line the
-    lever replaces)."""
-    original = torch.set_num_threads
-    original(n)
-
-    def keep(_asked: int) -> None:
-        original(n)
-
-    _replace(torch, "set_num_threads", keep)
+def _pin(setter: str, value: object) -> None:
+    """`torch.<setter>(value)` now, and the same value whatever the script asks later (its own call is the line the
+    lever replaces): set_num_threads, set_float32_matmul_precision."""
+    original = getattr(torch, setter)
+    original(value)
+    _replace(torch, setter, lambda _asked: original(value))
 
 
 def _replace(owner: object, name: str, value: object) -> None:
@@ -123,13 +119,6 @@ def _validate_args_off() -> None:
     _wrap_init(Distribution, change)
 
 
-def _matmul_precision(precision: str) -> None:
-    """float32 matrix products at `precision` ("high": TF32 on a GPU that has it), whatever the script sets later."""
-    original = torch.set_float32_matmul_precision
-    original(precision)
-    _replace(torch, "set_float32_matmul_precision", lambda _asked: original(precision))
-
-
 FRAMEWORK_CLASSES: dict[str, dict[str, tuple[str, str]]] = {
     "lightning": {"Trainer": ("trainer.trainer", "__init__"),
                   "ModelCheckpoint": ("callbacks.model_checkpoint", "__init__")},
@@ -185,7 +174,7 @@ def apply(lever: Lever) -> None:
     """Apply the lever in this process (once, before the script runs)."""
     threads = lever.settings.get("threads")
     if threads is not None:
-        _keep_threads(int(threads))
+        _pin("set_num_threads", int(threads))
     if lever.kind == "dataloader":
         _dataloader(lever)
     elif lever.kind == "optimizer":
@@ -195,7 +184,7 @@ def apply(lever: Lever) -> None:
     elif lever.kind == "validate_args_off":
         _validate_args_off()
     elif lever.kind == "matmul_precision":
-        _matmul_precision(str(lever.settings["float32_matmul_precision"]))
+        _pin("set_float32_matmul_precision", str(lever.settings["float32_matmul_precision"]))  # "high": TF32
     elif lever.kind in FRAMEWORK_CLASSES:
         _framework(lever)
     elif lever.kind not in ("threads", "malloc"):  # those two: the environment and the threads above
