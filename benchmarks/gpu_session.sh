@@ -29,8 +29,14 @@
 #             logging_nan_inf_filter=False (the Trainer's own read of the loss on every step)
 #   frameworks benchmarks/framework_gains.py --device cuda --planted log: Lightning's and Hugging Face's Trainer
 #             logging every step, the doctor's first verdict and prediction against the measured gain
+#   measure   trainspeed memory --measure on CUDA: the largest batch under a budget, estimated and then confirmed
+#             by real steps (gpt, resnet-cnn)
+#   interleaved benchmarks/doctor_interleaved.py --device cuda: the doctor's steady per-step cost on the seed loop,
+#             plain and watched blocks alternating in one process
 #   try       trainspeed doctor --try on CUDA: the wide MLP in float32 (compute_bound's TF32 lever) and the starved
 #             loader (workers and pinned memory), each lever timed against plain runs, 3 rounds
+#
+# DEADLINE (seconds since the epoch), when set, clips every stage's limit so that the whole session ends by then.
 set -u
 OUT=${OUT:-gpu_out}
 mkdir -p "$OUT"
@@ -41,6 +47,11 @@ TS="$PY -m trainspeed"
 stage() {  # stage NAME SECONDS COMMAND...: run one command under a time limit, its output into $OUT/NAME.log
     local name=$1 limit=$2
     shift 2
+    if [ -n "${DEADLINE:-}" ]; then
+        local left=$((DEADLINE - $(date +%s)))
+        if [ "$left" -lt 5 ]; then echo "=== $name skipped: the deadline has passed" | tee -a "$OUT/$name.log"; return; fi
+        [ "$left" -lt "$limit" ] && limit=$left
+    fi
     echo "=== $name ($(date -u +%H:%M:%S), limit ${limit}s): $*" | tee -a "$OUT/$name.log"
     timeout "$limit" "$@" >>"$OUT/$name.log" 2>&1
     echo "=== $name exit $? ($(date -u +%H:%M:%S))" | tee -a "$OUT/$name.log"
@@ -49,9 +60,9 @@ stage() {  # stage NAME SECONDS COMMAND...: run one command under a time limit, 
 for what in "$@"; do
     case $what in
         tests | suite | doctor | demo | fit | memory | sweep | overhead | cupti | attention | frameworks | hfsync | mfu \
-            | sweeps | busy | planted | try) ;;
+            | sweeps | busy | planted | try | measure | interleaved) ;;
         *) echo "gpu_session.sh: unknown stage '$what' (tests suite doctor demo fit memory sweep overhead cupti" \
-                "attention frameworks hfsync mfu sweeps busy planted try)" >&2
+                "attention frameworks hfsync mfu sweeps busy planted try measure interleaved)" >&2
            exit 2 ;;
     esac
 done
@@ -87,6 +98,12 @@ for what in "$@"; do
             wide="examples/wide_mlp.py --device cuda --batch 8192 --width 8192 --steps 200"
             stage mfu 60 $TS doctor --json "$OUT/mfu-bf16.json" $wide --bf16
             stage mfu 60 $TS doctor --json "$OUT/mfu-fp32.json" $wide ;;
+        measure)
+            stage measure 60 $TS memory gpt --device cuda --budget 8GiB --measure --json "$OUT/measure-gpt.json"
+            stage measure 60 $TS memory resnet-cnn --device cuda --budget 8GiB --measure \
+                --json "$OUT/measure-resnet.json" ;;
+        interleaved)
+            stage interleaved 120 $PY benchmarks/doctor_interleaved.py --device cuda --rounds 40 ;;
         try)
             stage try 240 $TS doctor --try 1 --steps 60 --json "$OUT/try-wide-mlp.json" -- examples/wide_mlp.py \
                 --device cuda --batch 8192 --width 8192 --steps 200

@@ -63,3 +63,18 @@ def test_lightning_s_closure_leaves_the_optimizer_its_own_kernels(tmp_path: Path
     assert run.returncode == 0, run.stderr[-2000:]
     phases = json.loads(out.read_text())["phases"]
     assert phases["optimizer"]["device_ms"] < phases["forward"]["device_ms"] + phases["backward"]["device_ms"]
+
+
+def test_a_short_gpu_bound_run_is_timed_at_the_gpu_s_pace(tmp_path: Path) -> None:
+    """60 steps of the wide MLP in float32, nothing in the loop waiting for the device: on the H200 of 2026-11-28 the
+    host's median step was 29 ms where the GPU worked 70.5 ms a step, its launches running ahead into CUDA's queue."""
+    out = tmp_path / "wide.json"
+    run = subprocess.run([sys.executable, "-m", "trainspeed", "doctor", "--steps", "60", "--json", str(out),
+                          "examples/wide_mlp.py", "--device", "cuda", "--batch", "8192", "--width", "8192",
+                          "--steps", "200"], capture_output=True, text=True, timeout=240)
+    assert run.returncode == 0, run.stderr[-2000:]
+    doc = json.loads(out.read_text())
+    steps, busy = doc["steps"], doc["per_step"]["gpu_busy_ms"]
+    assert busy <= 1.05 * steps["median_ms"]  # the GPU cannot work longer than the step
+    assert doc["flop_rate"]["share"] <= 1.0
+    assert steps["host_median_ms"] is None or steps["host_median_ms"] < steps["median_ms"]

@@ -15,7 +15,15 @@ import watched_loops
 from torch import nn
 from torch.optim import optimizer as optimizer_module
 from torch.utils.data import DataLoader, TensorDataset
-from watched_loops import OPTIMIZER, TimedSGD, fake_clock_run, fake_cuda_events, seed_loop, tiny_step
+from watched_loops import (
+    OPTIMIZER,
+    TimedSGD,
+    fake_clock_run,
+    fake_cuda_events,
+    seed_loop,
+    stamped_cuda_events,
+    tiny_step,
+)
 
 import trainspeed
 from trainspeed.watch import Watcher
@@ -199,24 +207,7 @@ def test_an_optimizer_closure_s_kernels_are_not_the_optimizer_s(monkeypatch) -> 
     """optimizer.step(closure) runs forward and backward inside the step (LBFGS, Lightning): on a GPU the
     optimizer's device span stops while the closure runs. On the H200 of 2026-11-27 Lightning's optimizer phase
     spanned 3.41 ms of the device per step, its forward and backward inside it, where the GPU worked 0.42 ms."""
-    device_now = [0.0]  # the fake device's clock, in ms: the closure's forward and backward take 10 ms of it
-
-    class StampedEvent:
-        def __init__(self, enable_timing: bool = False) -> None:
-            self.at = 0.0
-
-        def record(self) -> None:
-            self.at = device_now[0]
-
-        def query(self) -> bool:
-            return True
-
-        def synchronize(self) -> None: ...
-
-        def elapsed_time(self, end: StampedEvent) -> float:
-            return end.at - self.at
-
-    monkeypatch.setattr(torch.cuda, "Event", StampedEvent)
+    device_now = stamped_cuda_events(monkeypatch)  # the closure's forward and backward take 10 ms of it
     model, optimizer, x = tiny_step()
 
     def closure() -> torch.Tensor:
@@ -233,6 +224,61 @@ def test_an_optimizer_closure_s_kernels_are_not_the_optimizer_s(monkeypatch) -> 
             device_now[0] += 1.0  # between steps: no phase's
     detailed = [r for r in w.steps.measured.items if r.device_ms is not None]
     assert detailed and all(r.device_ms.get("optimizer", 0.0) == 0.0 for r in detailed)
+
+
+def _gpu_bound_run(monkeypatch, steps: int) -> Watcher:
+    """Steps whose launches take the host 1 ms per phase and 1 ms of other work, and the GPU 20 ms of forward,
+    40 of backward and 1 of optimizer, with nothing that waits for it: the host runs ahead into CUDA's queue."""
+    device_now, clock = stamped_cuda_events(monkeypatch), [0.0]
+    w = Watcher(warmup=1, profile_steps=0, detail_every=1, now=lambda: clock[0], sample_hz=5)
+    with w:
+        w.steps.on_cuda()
+        for _ in range(steps):
+            for phase, device_ms in (("forward", 20.0), ("backward", 40.0), ("optimizer", 1.0)):
+                w.edges.enter(phase)
+                clock[0] += 0.001
+                device_now[0] += device_ms
+                w.edges.exit(phase)
+            clock[0] += 0.001
+            w.step_ended(OPTIMIZER)  # type: ignore[arg-type]
+        # the watch stops: the device still has a second of queued work
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+        monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+        monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: clock.__setitem__(0, clock[0] + 1.0))
+    return w
+
+
+def test_a_gpu_the_host_runs_ahead_of_sets_the_step_time(monkeypatch) -> None:
+    """The wide MLP on an H200 over 60 steps (2026-11-28): a host median of 29 ms where the GPU worked 70.5 ms a
+    step ("243% of the step"). A step is the longer of the host's wall and the device's span."""
+    r = _gpu_bound_run(monkeypatch, 20).measurements()
+    assert r.median_ms == pytest.approx(61.0) and r.p90_ms == pytest.approx(61.0)
+    assert r.mean_ms == pytest.approx(61.0) and r.host_median_ms == pytest.approx(4.0)
+    # forward, backward and optimizer split as the GPU ran them; other is the host's 1 ms
+    assert r.phases["forward"].share == pytest.approx(20 / 62)
+    assert r.phases["backward"].share == pytest.approx(40 / 62)
+    assert r.phases["other"].share == pytest.approx(1 / 62)
+    assert any("the GPU set the pace" in note for note in r.notes)
+    # the loop: 19 host steps after the first one's end, one median step for that first one, and the backlog
+    assert r.loop_s == pytest.approx(19 * 0.004 + 0.061 + 1.0)
+
+
+def test_a_host_that_waits_for_its_gpu_keeps_its_own_step_time(monkeypatch) -> None:
+    """Where the host's step is longer than the device's span (a host-bound step, or a GPU-bound one whose queue
+    is full), the host's wall is the step: nothing changes."""
+    device_now, clock = stamped_cuda_events(monkeypatch), [0.0]
+    with Watcher(warmup=1, profile_steps=0, detail_every=1, now=lambda: clock[0], sample_hz=5) as w:
+        w.steps.on_cuda()
+        for _ in range(20):
+            w.edges.enter("forward")
+            clock[0] += 0.003
+            device_now[0] += 0.2
+            w.edges.exit("forward")
+            clock[0] += 0.001
+            w.step_ended(OPTIMIZER)  # type: ignore[arg-type]
+    r = w.measurements()
+    assert r.median_ms == pytest.approx(4.0) and r.host_median_ms is None
+    assert r.phases["forward"].share == pytest.approx(0.75)
 
 
 def test_making_and_recording_a_cuda_event_is_no_phases_time(monkeypatch) -> None:

@@ -1,10 +1,12 @@
-"""Phase shares when only some steps are detailed."""
+"""Phase shares when only some steps are detailed; the steps of a GPU that sets the pace."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
-from trainspeed.watch.collect import phase_shares
+from trainspeed.watch.collect import gpu_paced, phase_shares
 from trainspeed.watch.phases import PHASES
 from trainspeed.watch.result import StepRecord
 
@@ -48,3 +50,19 @@ def test_sums_over_every_step_replace_the_sample_for_their_phases() -> None:
     rest = 1 - 0.15
     assert shares["forward"] == pytest.approx(rest * 0.6 / 0.9) and shares["other"] == pytest.approx(rest * 0.3 / 0.9)
     assert sum(shares.values()) == pytest.approx(1.0)
+
+
+def test_a_run_half_ahead_of_its_gpu_and_half_waiting_on_it_is_paced_by_the_gpu() -> None:
+    """The wide MLP's 54 measured steps on an H200 (2026-11-28): after the profiler window's synchronisation the host
+    launched about half of them in a few ms each, then waited for room in CUDA's queue, a device step each."""
+    ahead = [replace(_record(0.002, True, forward=0.001), device_span_s=0.070) for _ in range(28)]
+    waiting = [replace(_record(0.069, True, forward=0.068), device_span_s=0.070) for _ in range(26)]
+    paced = gpu_paced(ahead + waiting)
+    assert paced is not None and [r.wall_s for r in paced] == [0.070] * 54
+
+
+def test_a_host_bound_cuda_run_or_a_full_queue_is_not_paced_by_the_gpu() -> None:
+    host_bound = [replace(_record(0.001, True, forward=0.0005), device_span_s=0.0006) for _ in range(10)]
+    full_queue = [replace(_record(0.070, True, forward=0.069), device_span_s=0.0702) for _ in range(10)]
+    assert gpu_paced(host_bound) is None and gpu_paced(full_queue) is None
+    assert gpu_paced([_record(1.0, False)]) is None  # no device spans: a CPU run, or edges-only steps

@@ -51,6 +51,31 @@ def fake_cuda_events(monkeypatch) -> list[Any]:
     return made
 
 
+def stamped_cuda_events(monkeypatch) -> list[float]:
+    """torch.cuda.Event replaced by a fake stamped with a fake device clock, and torch.cuda.synchronize by a no-op;
+    returns that clock (one float, in ms), which the test advances as the device would work."""
+    device_now = [0.0]
+
+    class StampedEvent:
+        def __init__(self, enable_timing: bool = False) -> None:
+            self.at = 0.0
+
+        def record(self) -> None:
+            self.at = device_now[0]
+
+        def query(self) -> bool:
+            return True
+
+        def synchronize(self) -> None: ...
+
+        def elapsed_time(self, end: StampedEvent) -> float:
+            return end.at - self.at
+
+    monkeypatch.setattr(torch.cuda, "Event", StampedEvent)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+    return device_now
+
+
 OPTIMIZER = object()
 
 

@@ -25,7 +25,8 @@ td:first-child, th:first-child, td:has(> code) { text-align: left; }
 <p class="muted">trainspeed {{ version }}{% if r.when %}, {{ r.when }}{% endif %}{% if r.command %}: <code>{{ r.command }}</code>{% endif %}</p>
 <p><b>{{ title }}</b> on {{ w.device|upper }}{% if r.fate %} &mdash; {{ r.fate }}{% endif %}.
 {{ w.steps_seen }} steps seen, {{ w.steps_measured }} measured{% if w.median_ms is not none %}: median
-{{ "%.3f"|format(w.median_ms) }} ms, p90 {{ "%.3f"|format(w.p90_ms) }} ms per step{% endif %}.{% if process %}
+{{ "%.3f"|format(w.median_ms) }} ms, p90 {{ "%.3f"|format(w.p90_ms) }} ms per step{% if w.host_median_ms is not none %}
+(the GPU's pace; the host's {{ "%.3f"|format(w.host_median_ms) }} ms){% endif %}{% endif %}.{% if process %}
 <span class="muted">{{ process[0]|upper }}{{ process[1:] }}.</span>{% endif %}</p>
 <h2>Verdicts <span class="muted">(most important first; speed-ups are predictions)</span></h2>
 {% for v in r.verdicts %}<div class="verdict"><b>{{ loop.index }}. {{ v.id }}</b>{% if v.predicted_speedup %}

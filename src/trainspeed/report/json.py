@@ -163,7 +163,7 @@ def doctor_dict(report: DoctorReport) -> dict[str, Any]:
         "hardware": hardware_dict(report.hardware),
         "device": w.device,
         "steps": {"seen": w.steps_seen, "measured": w.steps_measured, "median_ms": w.median_ms, "p90_ms": w.p90_ms,
-                  "mean_ms": w.mean_ms},
+                  "mean_ms": w.mean_ms, "host_median_ms": w.host_median_ms},
         "phases": _clean(w.phases),
         "per_step": {"syncs": w.syncs_per_step, "host_reads": w.host_reads_per_step, "h2d_bytes": w.h2d_bytes_per_step, "ops": w.ops_per_step,
                      "kernels": w.kernels_per_step, "flops": w.flops_per_step, "gpu_busy_ms": w.gpu_busy_ms_per_step,

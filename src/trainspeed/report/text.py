@@ -211,8 +211,9 @@ def doctor_view(report: DoctorReport) -> Group:
     if w.median_ms is None:
         parts.append(Text(f"No training step completed ({w.steps_seen} seen): nothing to split.", style="yellow"))
     else:
+        paced = f" (the GPU's pace; the host's {w.host_median_ms:.3f} ms)" if w.host_median_ms is not None else ""
         parts.append(Text(f"{w.steps_seen} steps seen, {w.steps_measured} measured: median {w.median_ms:.3f} ms, "
-                          f"p90 {w.p90_ms:.3f} ms per step"))
+                          f"p90 {w.p90_ms:.3f} ms per step{paced}"))
         if (process := process_line(report)) is not None:
             parts.append(Text(process[0].upper() + process[1:], style="dim"))
         table = Table(box=box.SIMPLE_HEAD, pad_edge=False)

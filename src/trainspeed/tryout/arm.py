@@ -84,6 +84,8 @@ def run(spec: dict[str, Any]) -> int:
     clock.install()
     watcher, outcome, process_s = watch_script(spec["target"], spec["args"], spec["module"], warmup=spec["warmup"],
                                                steps=spec["steps"])
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()  # the run ends when the device has done what the host queued
     end = time.perf_counter()
     losses.uninstall()
     result.update(loop_s=clock.loop_seconds(end), steps=clock.steps or clock.backwards,

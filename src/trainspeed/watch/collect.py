@@ -9,7 +9,7 @@ import resource
 import sys
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import psutil
 import torch
@@ -61,6 +61,35 @@ def phase_shares(records: list[StepRecord], sums: tuple[dict[str, float], float]
     return shares, detailed
 
 
+PACED = 1.1
+"""The GPU sets the pace where its steps add up to this many times the host's (`gpu_paced`)."""
+
+
+def gpu_paced(records: list[StepRecord]) -> list[StepRecord] | None:
+    """Where the host ran ahead of the GPU, the records with the GPU's step times; else None.
+
+    CUDA runs behind the host: a launch returns at once until the device's queue is full (about a thousand
+    kernels). After a synchronisation (the profiler window's end, a checkpoint, the run's start) a GPU-bound loop's
+    host steps are its launches alone, for as many steps as the queue holds: a short run's host median is then a
+    fraction of its real step (the wide MLP on an H200, 60 steps: 29 ms against the GPU's 70 ms, 2026-11-28). Where
+    the detailed steps' device spans (`StepRecord.device_span_s`) add up to PACED times their host walls or more,
+    each record's wall becomes the longer of the two. (Sums, not a median of ratios: in that run about half the
+    steps had run ahead and half had waited for room in the queue.)"""
+    spanned = [r for r in records if r.device_span_s is not None]
+    if not spanned or sum(r.device_span_s or 0.0 for r in spanned) < PACED * sum(r.wall_s for r in spanned):
+        return None
+    return [replace(r, wall_s=r.device_span_s) if r.device_span_s is not None and r.device_span_s > r.wall_s else r
+            for r in records]
+
+
+def _device_split(steps: StepTracker, detailed: list[StepRecord]) -> dict[str, float]:
+    """A GPU-paced step's forward, backward and optimizer as the device ran them (median spans), and its host's
+    other time: the host's own split holds where its launches waited for room in the queue, not the work."""
+    split = {p: median(steps.device_ms[p].items) or 0.0 if p in steps.device_ms else 0.0 for p in CALL_PHASES}
+    split["other"] = (median(r.phases["other"] for r in detailed) or 0.0) * 1e3
+    return split
+
+
 @dataclass(frozen=True)
 class StepFigures:
     """The steps tracker's part: the step times, each phase's, and what the detailed steps counted."""
@@ -85,6 +114,8 @@ class StepFigures:
     optimizer_steps_per_step: float | None
     anomaly_ms_per_step: float | None
     recompute_ms_per_step: float | None
+    host_median_ms: float | None
+    """Where the GPU set the pace (`gpu_paced`): the host's own median step."""
     summed: tuple[dict[str, float], float] | None = field(repr=False)
     """The clock's sums over every measured step (None where the statistics came from the warm-up)."""
     notes: list[str] = field(default_factory=list)
@@ -105,7 +136,16 @@ def step_figures(steps: StepTracker) -> StepFigures:
         notes.append(f"only {steps.steps_seen} steps: warm-up steps were used for the statistics")
     whole_run = records is steps.measured.items
     summed = clock.summed() if whole_run else None
-    shares, detailed = phase_shares(records, summed, clock.call_split() if whole_run else None)
+    split = clock.call_split() if whole_run else None
+    host_median, timed_sums = None, summed
+    if (paced := gpu_paced(records)) is not None:
+        host_median = median(r.wall_s * 1e3 for r in records)
+        records, timed_sums = paced, None  # the clock's sums are the host's
+        split = _device_split(steps, [r for r in records if r.detailed] or records)
+        notes.append(f"the GPU set the pace: the host ran ahead of it into CUDA's launch queue ({host_median:.3f} "
+                     "ms a step on the host); step times are the GPU's (CUDA events at each detailed step's first and "
+                     "last phase edges) where longer, and forward, backward and optimizer are split as the GPU ran them")
+    shares, detailed = phase_shares(records, timed_sums, split)
     if whole_run and steps.detailed_steps is not None and steps.detailed_steps.items:
         detailed = steps.detailed_steps.items
     phases = {}
@@ -120,7 +160,8 @@ def step_figures(steps: StepTracker) -> StepFigures:
     return StepFigures(
         steps_seen=steps.steps_seen, steps_measured=n,
         median_ms=median(step_ms), p90_ms=quantile(step_ms, 0.9),
-        mean_ms=summed[1] * 1e3 / n if summed is not None and n and summed[1] > 0 else None,
+        mean_ms=timed_sums[1] * 1e3 / n if timed_sums is not None and n and timed_sums[1] > 0 else
+        (sum(step_ms) / len(step_ms) if paced and step_ms else None), host_median_ms=host_median,
         phases=phases,
         syncs_per_step=(sum(r.syncs for r in records) / len(records)) if records else 0.0,
         host_reads_per_step=(sum(r.host_reads for r in records) / len(records)) if records else 0.0,

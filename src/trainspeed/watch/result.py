@@ -282,6 +282,8 @@ class StepRecord:
     steps only."""
     host_reads: int = 0
     """Reads of CPU tensors' values (no synchronisation; `syncs` counts the reads of device tensors)."""
+    device_span_s: float | None = None
+    """On the device's clock, from the step's first phase edge to its last (CUDA events; detailed CUDA steps)."""
 
 
 @dataclass(frozen=True)
@@ -374,6 +376,8 @@ class WatchResult:
     mean_ms: float | None = None
     """The measured steps' mean, from the clock's sums over all of them: the run's time per step, its slow
     steps included (None: the statistics came from warm-up steps)."""
+    host_median_ms: float | None = None
+    """Where the GPU set the pace (`collect.gpu_paced`): the host's own median step, shorter than `median_ms`."""
     others_cpu_cores: float | None = None
     """Cores other processes of this machine kept busy while the steps were measured, on average (psutil;
     `machine_load`); None when not known or the measured steps took under half a second."""

@@ -319,7 +319,8 @@ class Watcher:
         optimizers, checkpoints, machine = self.optimizers.part(), self.checkpoints.part(), self.machine.part()
         result = WatchResult(
             steps_seen=fig.steps_seen, steps_measured=fig.steps_measured,
-            median_ms=fig.median_ms, p90_ms=fig.p90_ms, mean_ms=fig.mean_ms, loop_s=steps.loop_seconds(fig.median_ms),
+            median_ms=fig.median_ms, p90_ms=fig.p90_ms, mean_ms=fig.mean_ms, host_median_ms=fig.host_median_ms,
+            loop_s=steps.loop_seconds(fig.median_ms),
             evaluation=self.evaluation.part(summed, fig.steps_measured),
             phases=fig.phases,
             syncs_per_step=fig.syncs_per_step, host_reads_per_step=fig.host_reads_per_step,

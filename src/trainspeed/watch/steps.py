@@ -86,6 +86,8 @@ class StepTracker:
         self._quiet_read_s = 0.0
         self.cuda = False
         """The run is on a CUDA device (`on_cuda`)."""
+        self.backlog_s = 0.0
+        """Seconds the device took, once the watch stopped, to finish the work the host had queued (`stopped`)."""
         self.opening_window = False
         """True while the profiler window opens or closes (torch.profiler synchronises the device then)."""
         self.backward_boundary = False
@@ -184,11 +186,12 @@ class StepTracker:
     def loop_seconds(self, median_ms: float | None) -> float | None:
         """The training loop's wall time so far: from the first step's end to the last one the clock read, a median
         step for each quiet step after it (their ends are not read), and one for the first step (its clock ran from
-        the watch's start, the script's set-up in it). None before two steps."""
+        the watch's start, the script's set-up in it), and on CUDA the work the device still had queued when the
+        watch stopped (at the last step's end where --steps stopped it). None before two steps."""
         if self.first_end is None or self.steps_seen < 2 or median_ms is None:
             return None
         unread = self.steps_seen - 1 - self._clocked
-        return self.clock.step_started - self.first_end + (1 + unread) * median_ms / 1e3
+        return self.clock.step_started - self.first_end + (1 + unread) * median_ms / 1e3 + self.backlog_s
 
     def module_called(self, is_model: bool, args: tuple[Any, ...]) -> None:
         """An outermost module call outside an optimizer's step (`is_model`: the model's), on a detailed step."""
@@ -303,7 +306,13 @@ class StepTracker:
         return True
 
     def stopped(self) -> None:
-        """The watch stops: the quiet run is counted, the profiler window closes."""
+        """The watch stops: the device's backlog is timed (`backlog_s`), the quiet run is counted, the profiler
+        window closes."""
+        if self.cuda and torch.cuda.is_available() and torch.cuda.is_initialized():
+            now = self.clock.now
+            t0 = now()
+            torch.cuda.synchronize()
+            self.backlog_s = now() - t0
         self._catch_up(self.steps_seen)
         with self.profiler_edge():
             self.window.close()
@@ -447,10 +456,11 @@ class StepTracker:
         for phase, start, end in events:
             per_phase[phase] += start.elapsed_time(end)
         record.device_ms = dict(per_phase)
+        first = events[0][1]  # the step's device spans, placed from its first event
+        placed = [(first.elapsed_time(start), first.elapsed_time(end)) for _, start, end in events]
+        record.device_span_s = (max(e for _, e in placed) - min(s for s, _ in placed)) / 1e3
         if self.traced is not None and (step := self.traced.get(record.index)) is not None:
-            first = events[0][1]  # the step's device spans, placed from its first event
-            step.device = [(phase, first.elapsed_time(start) / 1e3, first.elapsed_time(end) / 1e3)
-                           for phase, start, end in events]
+            step.device = [(phase, t0 / 1e3, t1 / 1e3) for (phase, _, _), (t0, t1) in zip(events, placed)]
         for phase, ms in per_phase.items():
             self.device_ms[phase].add(ms)
 
