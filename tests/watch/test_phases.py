@@ -123,3 +123,38 @@ def test_skipped_time_is_no_steps_and_out_of_the_summed_wall() -> None:
     assert wall == 0.0 and sum(phases.values()) == 0.0
     seconds, summed_wall = clock.summed() or ({}, 0.0)
     assert summed_wall == 3.5 and seconds["sync"] == 0.5
+
+
+def test_waits_for_a_core_go_to_the_phase_that_ran_on_detailed_steps_only() -> None:
+    t, waited = [0.0], [0.0]  # the clock, and the thread's run-queue wait not read yet, both in seconds
+
+    def read() -> float:
+        since, waited[0] = waited[0], 0.0
+        return since
+
+    c = PhaseClock(now=lambda: t[0])
+    c.watch_waits(read)
+    c.enter("forward")
+    t[0] += 0.010
+    waited[0] += 0.004  # 4 of forward's 10 ms waiting for a core
+    c.exit("forward")
+    c.enter("optimizer")
+    t[0] += 0.002
+    waited[0] += 0.005  # a reading past the phase's own time: at most the phase's 2 ms
+    c.exit("optimizer")
+    c.skip()  # the watcher's own work: its wait is nobody's
+    waited[0] += 0.003
+    c.skip()
+    t[0] += 0.001
+    waited[0] += 0.0005
+    c.end_step()
+    assert c.step_waits is not None
+    assert c.step_waits["forward"] == pytest.approx(0.004) and c.step_waits["optimizer"] == pytest.approx(0.002)
+    assert c.step_waits["other"] == pytest.approx(0.0005)
+    c.set_detailed(False)  # an edges-only step reads no wait
+    c.enter("forward")
+    waited[0] += 0.004
+    t[0] += 0.01
+    c.exit("forward")
+    c.end_step()
+    assert c.step_waits is None

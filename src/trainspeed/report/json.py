@@ -204,6 +204,8 @@ def doctor_dict(report: DoctorReport) -> dict[str, Any]:
         "process_cpu_percent": w.process_cpu_percent,
         "process_threads": w.process_threads,
         "others_cpu_cores": w.others_cpu_cores,
+        "threads_wait_ms": w.threads_wait_ms_per_step,
+        "steal_share": w.steal_share,
         "h2d_bytes_by_kind": w.h2d_bytes_by_kind,
         "peak_memory_bytes": w.peak_memory_bytes,
         "memory_capacity_bytes": w.memory_capacity_bytes,

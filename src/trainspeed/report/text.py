@@ -14,6 +14,7 @@ from trainspeed.diagnose.compare import Comparison
 from trainspeed.diagnose.report import DoctorReport
 from trainspeed.diagnose.rules import page_faults_candidate, predicted_label
 from trainspeed.diagnose.verdict import Verdict
+from trainspeed.diagnose.without_wait import waited_ms
 from trainspeed.hardware.cpu import CpuInfo
 from trainspeed.hardware.cpu_generations import TRAINING_FEATURES, contradicted_by_isa, from_cpuid
 from trainspeed.hardware.gpu import GpuInfo
@@ -22,12 +23,17 @@ from trainspeed.memory.result import CATEGORIES, MemoryReport
 from trainspeed.report.tried import tried_view
 from trainspeed.sweep.result import SweepResult
 from trainspeed.units import gib, human_bytes
+from trainspeed.watch.dist_result import DistRun
 from trainspeed.watch.frameworks import framework_label
-from trainspeed.watch.result import DistRun
 
 _SOURCE_WORDS = {"model name": "from the model name", "cpuid": "from CPUID family/model",
                  "isa flags": "a lower bound from the ISA flags",
                  "isa flags, not cpuid": "a lower bound from the ISA flags"}
+
+
+WAIT_COLUMN = 0.02
+"""The phases' waits for a core, a share of the step, from which the phase table shows them (a quiet machine's are
+a fraction of a percent)."""
 
 
 def _cpuid_overruled(cpu: CpuInfo) -> str:
@@ -217,12 +223,19 @@ def doctor_view(report: DoctorReport) -> Group:
         if (process := process_line(report)) is not None:
             parts.append(Text(process[0].upper() + process[1:], style="dim"))
         table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
-        for col in ("phase", "host ms", "device ms", "share", ""):
+        step = w.mean_ms or w.median_ms
+        waits = step is not None and waited_ms(w) >= WAIT_COLUMN * step
+        for col in ("phase", "host ms", "device ms", "share", *(("wait ms",) if waits else ()), ""):
             table.add_column(col, justify="left" if col in ("phase", "") else "right")
         for name, stat in w.phases.items():
             dev = f"{stat.device_ms:.3f}" if stat.device_ms is not None else "-"
-            table.add_row(name, f"{stat.host_ms:.3f}", dev, f"{stat.share:.1%}", "#" * round(stat.share * 20))
+            wait = (f"{stat.wait_ms or 0.0:.3f}",) if waits else ()
+            table.add_row(name, f"{stat.host_ms:.3f}", dev, f"{stat.share:.1%}", *wait, "#" * round(stat.share * 20))
         parts.append(table)
+        if waits:
+            parts.append(Text("wait ms: a step's wait for a core in the phase (the training thread's and, on a busy "
+                              "machine, torch's intra-op threads'; a mean over the detailed steps), part of its time",
+                              style="dim"))
         if w.device == "cuda":
             parts.append(Text("device ms: the stream's time from a phase's first edge to its last, idle gaps "
                               "included; the GPU's own work is below", style="dim"))

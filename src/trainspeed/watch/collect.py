@@ -149,11 +149,13 @@ def step_figures(steps: StepTracker) -> StepFigures:
     if whole_run and steps.detailed_steps is not None and steps.detailed_steps.items:
         detailed = steps.detailed_steps.items
     phases = {}
+    waited = [r.waits for r in detailed if r.waits is not None]
     for p in PHASES:
         dev = median(steps.device_ms[p].items) if p in steps.device_ms and steps.device_ms[p].items else None
         timed = records if p in EDGE_PHASES else detailed
         host = median(r.phases[p] for r in timed) if timed else None
-        phases[p] = PhaseStat(host_ms=(host or 0.0) * 1e3, device_ms=dev, share=shares[p])
+        wait = sum(w[p] for w in waited) * 1e3 / len(waited) if waited else None
+        phases[p] = PhaseStat(host_ms=(host or 0.0) * 1e3, device_ms=dev, share=shares[p], wait_ms=wait)
     step_ms = [r.wall_s * 1e3 for r in records]
     samples = {p: [r.phases[p] * 1e3 for r in (records if p in EDGE_PHASES else detailed)] for p in PHASES}
     calls = [r.model_calls for r in detailed if r.model_calls is not None]

@@ -12,7 +12,7 @@ import socket
 from typing import Any
 
 from trainspeed.errors import first_line
-from trainspeed.watch.result import RankStat
+from trainspeed.watch.dist_result import RankStat
 
 
 def this_rank() -> tuple[int, int] | None:

@@ -28,6 +28,7 @@ import psutil
 from trainspeed.probe.page_faults import minor_faults
 from trainspeed.watch.compiles import compiled_so_far
 from trainspeed.watch.result import Compiles, Machine, WorkerCpu
+from trainspeed.watch.run_queue import process_wait_s, steal_s
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,10 @@ class LoadMark:
     """Training steps seen so far."""
     minor_faults: int | None = None
     """This process's minor page faults so far (None: not readable here)."""
+    threads_wait_s: float | None = None
+    """Run-queue wait so far of the process's threads, summed (`run_queue.process_wait_s`; None: unread)."""
+    steal_s: float | None = None
+    """The VM's steal time so far, all CPUs together (None: not said here)."""
 
 
 def _own_and_children_s() -> tuple[float, float]:
@@ -71,9 +76,25 @@ def mark(worker_batches: int = 0, steps: int = 0) -> LoadMark | None:
         busy = t.user + t.system + getattr(t, "nice", 0.0) + getattr(t, "irq", 0.0) + getattr(t, "softirq", 0.0)
         own, children = _own_and_children_s()
         return LoadMark(time.monotonic(), busy, own + children, children, worker_batches, compiled_so_far(), steps,
-                        minor_faults())
+                        minor_faults(), process_wait_s(), steal_s())
     except (psutil.Error, OSError):
         return None
+
+
+def threads_wait_ms(start: LoadMark | None, end: LoadMark | None) -> float | None:
+    """Milliseconds a step the process's threads waited for a core between two marks, summed over threads (None:
+    unread, or no step between them)."""
+    if start is None or end is None or start.threads_wait_s is None or end.threads_wait_s is None or \
+            end.steps <= start.steps:
+        return None
+    return max(0.0, end.threads_wait_s - start.threads_wait_s) * 1e3 / (end.steps - start.steps)
+
+
+def steal_share(start: LoadMark | None, end: LoadMark | None) -> float | None:
+    """The VM's steal time between two marks, a share of all its CPUs' time (None: unread, or too short)."""
+    if start is None or end is None or start.steal_s is None or end.steal_s is None or end.at - start.at < 0.5:
+        return None
+    return max(0.0, end.steal_s - start.steal_s) / ((end.at - start.at) * (psutil.cpu_count() or 1))
 
 
 def others_cores(start: LoadMark | None, end: LoadMark | None) -> float | None:
@@ -153,4 +174,5 @@ class MachineTracker:
     def part(self) -> Machine:
         start, end = self.start, self.end
         return Machine(others_cores(start, end), worker_cpu(start, end), page_faults(start, end),
-                       early_page_faults(self.early_faults), compiled(start, end))
+                       early_page_faults(self.early_faults), compiled(start, end), threads_wait_ms(start, end),
+                       steal_share(start, end))

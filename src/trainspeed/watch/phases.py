@@ -48,6 +48,12 @@ class PhaseClock:
         """Whether the step now running is detailed (its CALL_PHASES split out): set by the watcher."""
         self.call_sums: dict[str, float] | None = None
         """Seconds in each of CALL_PHASES over the detailed steps closed since `start_sums()`."""
+        self._waited: Callable[[], float] | None = None
+        self._waiting = False
+        """Whether the edges also read the thread's run-queue wait (`watch_waits`, on detailed steps)."""
+        self.waits = _ZERO.copy()
+        self.step_waits: dict[str, float] | None = None
+        """Seconds each phase of the step closed last waited for a core (None: not read on that step)."""
 
     def start_sums(self) -> None:
         """Sum SUMMED over every step closed from now on (the one that starts now is the first), and
@@ -89,9 +95,22 @@ class PhaseClock:
             return None
         return dict(calls)
 
+    def watch_waits(self, waited: Callable[[], float]) -> None:
+        """Charge the thread's run-queue wait (seconds since the last call: `run_queue.ThreadWait`) to the phases as
+        their time is charged, on detailed steps: each step's part is `step_waits` once it closes."""
+        self._waited = waited
+        self.set_detailed(self.detailed)
+
+    def _wait_to(self, phase: str, seconds: float) -> None:
+        """The wait since the last reading goes to `phase`, up to the `seconds` it just ran."""
+        assert self._waited is not None
+        self.waits[phase] += min(self._waited(), seconds)
+
     def enter(self, phase: str) -> None:
         t = self.now()
         stack = self.stack
+        if self._waiting:
+            self._wait_to(stack[-1] if stack else "other", t - self._since)
         self.totals[stack[-1] if stack else "other"] += t - self._since
         self._since = t
         stack.append(phase)
@@ -99,6 +118,8 @@ class PhaseClock:
     def exit(self, phase: str) -> None:
         t = self.now()
         stack = self.stack
+        if self._waiting:
+            self._wait_to(stack[-1] if stack else "other", t - self._since)
         self.totals[stack[-1] if stack else "other"] += t - self._since
         self._since = t
         if stack and stack[-1] == phase:
@@ -114,6 +135,8 @@ class PhaseClock:
         depth returns, or unwinds past phases its callee opened and never closed)."""
         t = self.now()
         stack = self.stack
+        if self._waiting:
+            self._wait_to(stack[-1] if stack else "other", t - self._since)
         self.totals[stack[-1] if stack else "other"] += t - self._since
         self._since = t
         del stack[depth:]
@@ -124,6 +147,8 @@ class PhaseClock:
         totals = self.totals
         stack = self.stack
         totals[stack[-1] if stack else "other"] += t0 - self._since
+        if self._waiting:
+            self._wait_to(phase, t1 - self._since)  # the wait since the last edge: most of it in the span
         totals[phase] += t1 - t0
         self._since = t1
 
@@ -139,6 +164,15 @@ class PhaseClock:
     def set_detailed(self, detailed: bool) -> None:
         """The step that starts now is detailed (its CALL_PHASES split out) or edges-only."""
         self.detailed = detailed
+        self._waiting = detailed and self._waited is not None
+        if self._waiting:
+            self._resync_waits()
+
+    def _resync_waits(self) -> None:
+        """The wait so far is no phase's: the step's waits count from now."""
+        assert self._waited is not None
+        self._waited()
+        self.waits.update(_ZERO)
 
     def move_summed(self, phase: str, seconds: float) -> None:
         """`seconds` of the detailed step just closed were not `phase`'s after all (a DDP all-reduce the step
@@ -158,6 +192,8 @@ class PhaseClock:
         self.skipped += t - self.step_started
         self._since = self.step_started = t
         self.totals.update(_ZERO)
+        if self._waiting:
+            self._resync_waits()
 
     def skip(self) -> None:
         """The time since the last edge (or since the last open or close of a phase) was the watcher's
@@ -168,6 +204,8 @@ class PhaseClock:
         self._since = t
         self.step_started += gap
         self.skipped += gap
+        if self._waiting:
+            self._waited()  # type: ignore[misc]
 
     def drop_step(self) -> None:
         """Close the current step without keeping its times (a step nobody will read; they still go
@@ -178,11 +216,18 @@ class PhaseClock:
         self._since = self.step_started = t
         self._fold(totals)
         totals.update(_ZERO)
+        if self._waiting:
+            self._resync_waits()
 
     def end_step(self) -> tuple[float, dict[str, float]]:
         """Close the current step: (its wall seconds, seconds per phase); open the next one."""
         t = self.now()
         totals = self.totals
+        if self._waiting:
+            self._wait_to(self.stack[-1] if self.stack else "other", t - self._since)
+            self.step_waits, self.waits = self.waits, _ZERO.copy()
+        else:
+            self.step_waits = None
         totals[self.stack[-1] if self.stack else "other"] += t - self._since
         self._since = t
         wall = t - self.step_started

@@ -11,8 +11,9 @@ from typing import Any
 
 from trainspeed.stats import median
 from trainspeed.watch.comm import CommStep, CommTimer, bus_bandwidth_gbs
+from trainspeed.watch.dist_result import DistRun
 from trainspeed.watch.gather import gather, rank_stat, this_rank
-from trainspeed.watch.result import DistRun, WatchResult
+from trainspeed.watch.result import WatchResult
 from trainspeed.watch.stats import Reservoir
 
 

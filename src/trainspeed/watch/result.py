@@ -1,10 +1,12 @@
-"""Result objects of a watched run (what `trainspeed doctor` reports)."""
+"""Result objects of a watched run (what `trainspeed doctor` reports). A run under torchrun's parts are in
+`dist_result`."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from trainspeed.watch.cells import CellLoop
+from trainspeed.watch.dist_result import DistRun
 from trainspeed.watch.frameworks import Framework
 from trainspeed.watch.trace import Trace
 
@@ -17,6 +19,9 @@ class PhaseStat:
     device_ms: float | None
     share: float
     """Share of the measured steps' wall time spent in this phase (shares sum to 1)."""
+    wait_ms: float | None = None
+    """Milliseconds a step the training thread waited for a core in this phase, mean of the detailed steps
+    (`run_queue`; None where the system does not count it)."""
 
 
 @dataclass(frozen=True)
@@ -253,6 +258,10 @@ class Machine:
     page_faults_per_step: float | None
     page_faults_early_per_step: float | None
     compiles: Compiles | None
+    threads_wait_ms_per_step: float | None = None
+    """Milliseconds a step every thread of the process waited for a core, summed over threads (`run_queue`)."""
+    steal_share: float | None = None
+    """The VM's steal time over the measured steps, a share of its CPUs' time (None: not said here)."""
 
 
 @dataclass(slots=True)
@@ -284,56 +293,8 @@ class StepRecord:
     """Reads of CPU tensors' values (no synchronisation; `syncs` counts the reads of device tensors)."""
     device_span_s: float | None = None
     """On the device's clock, from the step's first phase edge to its last (CUDA events; detailed CUDA steps)."""
-
-
-@dataclass(frozen=True)
-class RankStat:
-    """One rank's summary, as rank 0 gathers it under torchrun."""
-
-    rank: int
-    host: str
-    steps_measured: int
-    median_ms: float | None
-    phases_ms: dict[str, float]
-    """Milliseconds per step in each phase (share x median step)."""
-    comm_ms: float | None
-    """Median per step: time some gradient all-reduce was in flight."""
-    exposed_ms: float | None
-    """Median per step: all-reduce time backward could not hide (the `comm` phase)."""
-    comm_bytes: float | None
-    """Gradient bytes all-reduced per step."""
-
-
-@dataclass(frozen=True)
-class ScalePoint:
-    """Predicted (not measured) data-parallel step at a world size, by the ring all-reduce model."""
-
-    world_size: int
-    step_ms: float
-    comm_ms: float
-    exposed_ms: float
-    efficiency: float
-    """Single-rank step time / predicted step time (1.0: perfect scaling)."""
-
-
-@dataclass(frozen=True)
-class DistRun:
-    """A run under torchrun: DDP's communication, each rank, and the scaling prediction."""
-
-    world_size: int
-    backend: str | None
-    rank: int
-    grad_bytes: int
-    comm_ms: float | None
-    exposed_ms: float | None
-    overlap: float | None
-    """Share of the all-reduce time hidden behind backward (this rank)."""
-    bus_gbs: float | None
-    """Measured all-reduce bus bandwidth (ring: 2(N-1)/N x bytes / time), GB/s; None on one rank."""
-    ranks: list[RankStat]
-    """Every rank's summary (on rank 0 after the gather; only this rank's otherwise)."""
-    scaling: list[ScalePoint]
-    notes: list[str] = field(default_factory=list)
+    waits: dict[str, float] | None = None
+    """Seconds the training thread waited for a core in each phase (`run_queue`; detailed steps, Linux)."""
 
 
 @dataclass(frozen=True)
@@ -379,6 +340,10 @@ class WatchResult:
     host_median_ms: float | None = None
     """Where the GPU set the pace (`collect.gpu_paced`): the host's own median step, shorter than `median_ms`."""
     others_cpu_cores: float | None = None
+    threads_wait_ms_per_step: float | None = None
+    """Every thread of the process, summed: milliseconds a step waiting for a core (`Machine`)."""
+    steal_share: float | None = None
+    """The VM's steal time over the measured steps, a share of its CPUs' time."""
     """Cores other processes of this machine kept busy while the steps were measured, on average (psutil;
     `machine_load`); None when not known or the measured steps took under half a second."""
     distributed: DistRun | None = None
@@ -493,3 +458,4 @@ class WatchResult:
     `trainspeed compare` takes its intervals from."""
     trace: Trace | None = field(default=None, repr=False)
     """With `trace=True`: the kept detailed steps' timelines, for `trainspeed doctor --trace` (watch/trace.py)."""
+

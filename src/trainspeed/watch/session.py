@@ -49,6 +49,7 @@ from trainspeed.watch.phases import EDGE_PHASES
 from trainspeed.watch.ranks import RankTracker
 from trainspeed.watch.reads import HostReads
 from trainspeed.watch.result import WatchResult
+from trainspeed.watch.run_queue import BUSY_WAIT, ThreadWait, process_wait_s, thread_wait
 from trainspeed.watch.sampler import Sampler, loop_codes
 from trainspeed.watch.steps import StepTracker, StopWatching
 from trainspeed.watch.subject import RunSubject
@@ -91,6 +92,9 @@ class Watcher:
         self.reads.bind(self._read_traced if trace else self.steps.read_span)
         self._thread = threading.get_ident()
         self.sampler: Sampler | None = None
+        self._thread_wait: ThreadWait | None = None
+        self._waits_from: tuple[float, float | None] | None = None
+        """(when, the process's threads' wait so far) as the watch started: the warm-up's wait (`_count_native_waits`)."""
         self.running = False
 
     def _steps_seen(self) -> int:
@@ -114,6 +118,10 @@ class Watcher:
                                hz=self.sample_hz,
                                in_data=lambda: steps.steps_seen > 0 and clock.stack[-1:] == ["data"])
         self.sampler.start()
+        self._thread_wait = thread_wait()  # this is the training thread: its run-queue wait, per phase
+        if self._thread_wait is not None:
+            self.clock.watch_waits(self._thread_wait)
+            self._waits_from = (time.perf_counter(), process_wait_s())
         self.clock.end_step()  # the first step starts now
         if self.steps.settled_at == 0:
             self._measuring_starts()
@@ -125,8 +133,21 @@ class Watcher:
         end (or backward's), under the training loop's frames: the sampler learns them here."""
         self.clock.start_sums()
         self.machine.measuring(self.loaders.worker_batches(), self.steps.steps_seen)
+        self._count_native_waits()
         if self.sampler is not None:
             self.sampler.learn_loop(loop_codes(sys._getframe(1)))
+
+    def _count_native_waits(self) -> None:
+        """Where the process's threads waited for a core during the warm-up (BUSY_WAIT of its time or more), the
+        phases' waits count its native threads' too (torch's intra-op threads): a read per thread at each edge of a
+        detailed step, dear on a quiet machine's small steps, where nothing waits."""
+        if self._thread_wait is None or self._waits_from is None:
+            return
+        t0, w0 = self._waits_from
+        w1, elapsed = process_wait_s(), time.perf_counter() - t0
+        if w0 is not None and w1 is not None and elapsed > 0 and (w1 - w0) / elapsed >= BUSY_WAIT:
+            self._thread_wait.add_native()
+        self._waits_from = None
 
     def stop(self) -> None:
         if not self.running:
@@ -145,6 +166,8 @@ class Watcher:
         if self.sampler is not None:
             self.sampler.stop()
         steps.drain_all()
+        if self._thread_wait is not None:
+            self._thread_wait.close()
 
     def __enter__(self: _W) -> _W:
         return self.start()
@@ -341,6 +364,7 @@ class Watcher:
             worker_sites=collect.worker_sites(s), loaders=loaders.loaders,
             torch_threads=torch.get_num_threads(), process_cpu_percent=collect.cpu_percent(s),
             others_cpu_cores=machine.others_cpu_cores, loader_workers=machine.loader_workers,
+            threads_wait_ms_per_step=machine.threads_wait_ms_per_step, steal_share=machine.steal_share,
             page_faults_per_step=machine.page_faults_per_step,
             page_faults_early_per_step=machine.page_faults_early_per_step, compiles=machine.compiles,
             peak_memory_bytes=collect.peak_memory(model.device, self.model.device_index),

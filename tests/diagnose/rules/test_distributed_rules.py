@@ -11,7 +11,7 @@ from trainspeed.diagnose.rules import diagnose
 from trainspeed.diagnose.rules.distributed import comm_bound, straggler
 from trainspeed.diagnose.scaling import bus_bandwidth_gbs, predict, ring_factor
 from trainspeed.watch.comm import summarise
-from trainspeed.watch.result import DistRun, RankStat
+from trainspeed.watch.dist_result import DistRun, RankStat
 
 MIB = 2**20
 

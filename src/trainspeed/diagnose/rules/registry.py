@@ -24,6 +24,7 @@ from trainspeed.diagnose.rules.optimizer import optimizer_heavy, optimizer_rebui
 from trainspeed.diagnose.rules.periodic import checkpoint_heavy, evaluation_heavy
 from trainspeed.diagnose.rules.threads import thread_oversubscription, threads_unused
 from trainspeed.diagnose.verdict import Verdict
+from trainspeed.diagnose.without_wait import without_wait
 from trainspeed.watch.result import WatchResult
 
 Rule = Callable[..., "Verdict | None"]
@@ -41,12 +42,15 @@ HEALTHY_BELOW = 1.2
 
 
 def diagnose(r: WatchResult, c: Context) -> list[Verdict]:
-    """All verdicts that apply, most important (largest predicted gain) first; healthy last."""
+    """All verdicts that apply, most important (largest predicted gain) first; healthy last. Where the run's threads
+    waited for a core (`without_wait`), the load verdicts see the run as it was and the others the script's part."""
+    load = {thread_oversubscription: thread_oversubscription(r, c), threads_unused: threads_unused(r, c)}
+    r = without_wait(r) or r
     launch = launch_bound(r, c)
     host = host_code_heavy(r, c)
     given: dict[Rule, Verdict | None] = {  # the rules that read another's verdict
         launch_bound: launch, host_code_heavy: host, outside_work: outside_work(r, c, host),
-        small_batch: small_batch(r, c, launch), cpu_faster: cpu_faster(r, c, launch),
+        small_batch: small_batch(r, c, launch), cpu_faster: cpu_faster(r, c, launch), **load,
     }
     verdicts = (given[rule] if rule in given else rule(r, c) for rule in ORDER)
     found = [v for v in verdicts if v is not None]

@@ -16,6 +16,7 @@ from trainspeed.diagnose.rules.common import (
     steady_mean_ms,
 )
 from trainspeed.diagnose.verdict import Lever, Verdict
+from trainspeed.diagnose.without_wait import JUDGED_APART, waited_ms
 from trainspeed.watch.result import WatchResult
 
 THREADS_GAIN = 1.10  # threads_unused: more threads advised only where predicted to make the run this much faster
@@ -66,6 +67,7 @@ def thread_oversubscription(r: WatchResult, c: Context) -> Verdict | None:
         evidence = (f"torch uses {r.torch_threads} intra-op threads beside {workers} DataLoader worker process"
                     f"{'es' if workers != 1 else ''}{' (the most any of its loaders has: they take turns)' if several else ''}"
                     f" on {c.physical_cores} cores / {c.logical_threads} hardware threads{held}")
+        evidence += _waited(r) or ""
         keep = max(1, cores - workers)
         action = _set_threads(keep, "")
         predicted = None
@@ -156,16 +158,28 @@ def _machine_busy(r: WatchResult, c: Context, workers: int) -> Verdict | None:
     keep = max(1, math.floor(c.logical_threads - others - workers))
     if keep >= r.torch_threads:
         return None
+    evidence = (f"other processes kept {others:.1f} of this machine's {c.logical_threads} hardware threads busy while "
+                f"the steps were measured, beside torch's {r.torch_threads} intra-op threads and {workers} DataLoader "
+                f"workers: a parallel op waits for each of its threads to get a core")
+    action = _set_threads(keep, " while the machine is shared, or stop the other processes")
+    waited = _waited(r)
     # the steps' own tail: the mean step (the clock's exact sums) less what other verdicts claim of it
     steady = steady_mean_ms(r)
     if steady is None or not r.median_ms or steady[1] <= r.median_ms:
-        return None  # no tail of the steps' own: nothing here says a step waited for a core
+        if not waited:
+            return None  # no tail of the steps' own, no wait read: nothing here says a step waited for a core
+        step, wait = r.mean_ms or r.median_ms or 0.0, waited_ms(r)
+        evidence += (f"{waited} (predicted speed-up: the step without that wait, as if the cores were the run's "
+                     "own; fewer threads recover part of it)")
+        return Verdict("thread_oversubscription", evidence, action, _speedup(step, step - wait), threads_lever(keep))
     mean, own, parts = steady
-    evidence = (f"other processes kept {others:.1f} of this machine's {c.logical_threads} hardware threads busy while "
-                f"the steps were measured, beside torch's {r.torch_threads} intra-op threads and {workers} DataLoader "
-                f"workers: a parallel op waits for each of its threads to get a core; the mean step is {mean:.2f} ms "
-                f"against a median of {r.median_ms:.2f} ms (p90 {r.p90_ms or 0.0:.2f} ms){_less(parts, own)}")
-    action = _set_threads(keep, " while the machine is shared, or stop the other processes")
+    evidence += (f"; the mean step is {mean:.2f} ms against a median of {r.median_ms:.2f} ms (p90 "
+                 f"{r.p90_ms or 0.0:.2f} ms){_less(parts, own)}{waited or ''}")
+    if waited:  # the waits were read: they, not the tail, are what the other processes cost
+        step, wait = r.mean_ms or r.median_ms or 0.0, waited_ms(r)
+        evidence += (" (predicted speed-up: the step without that wait, as if the cores were the run's own; fewer "
+                     "threads recover part of it)")
+        return Verdict("thread_oversubscription", evidence, action, _speedup(step, step - wait), threads_lever(keep))
     # every step as fast as the median one, the steps' own tail being waits for a core; not a bound: with the cores
     # busy, fewer threads also run the median step faster (measured 4.3x against this model's 1.86x)
     evidence += (" (predicted speed-up: the steps' own tail gone, the mean step falling by "
@@ -173,6 +187,21 @@ def _machine_busy(r: WatchResult, c: Context, workers: int) -> Verdict | None:
                  "the other processes hold)")
     return Verdict("thread_oversubscription", evidence, action, _speedup(mean, mean - (own - r.median_ms)),
                    threads_lever(keep))
+
+
+def _waited(r: WatchResult) -> str | None:
+    """"; its threads waited 152.30 ms a step for a core (44% of the step; ...)" where the phases' waits were read
+    and are JUDGED_APART of the step or more (the other verdicts are then judged without them); else None."""
+    step = r.mean_ms or r.median_ms
+    wait = waited_ms(r)
+    if not step or wait < JUDGED_APART * step:
+        return None
+    by_phase = sorted(((p.wait_ms or 0.0, name) for name, p in r.phases.items()), reverse=True)
+    where = ", ".join(f"{name} {ms:.2f}" for ms, name in by_phase[:3] if ms > 0)
+    steal = f"; the VM's steal time {r.steal_share:.1%}" if r.steal_share is not None else ""
+    return (f"; the training thread and its intra-op threads waited {wait:.2f} ms a step for a core ({wait / step:.0%} "
+            f"of the step: {where}{steal}; Linux's run-queue counts), and the other verdicts are judged on the "
+            "phases less their waits")
 
 
 def _less(parts: list[str], own: float | None = None) -> str:

@@ -1,0 +1,122 @@
+"""Time waiting for a core: a thread that could run but found every CPU taken by another.
+
+Linux counts it for each thread: `/proc/<pid>/task/<tid>/schedstat` holds the thread's time on a CPU, its time
+waiting on a run queue, and its time slices, in nanoseconds (what `perf sched` and pressure stall information read).
+On a machine shared with other busy processes a step's wall time holds that wait, and it falls on whichever phase
+was running: beside two busy processes on the 2-vCPU VM, a step that saves a checkpoint took 342 ms instead of 107,
+its training thread waiting 152 ms of it (forward 32, backward 34, optimizer 46, the save 40), 2026-11-28.
+
+A VM's steal time (`/proc/stat`, through psutil) is the same loss one level down: the hypervisor ran another
+guest on this one's CPU. It is the machine's, not a thread's.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import psutil
+
+SCHEDSTAT = "/proc/thread-self/schedstat"
+BUSY_WAIT = 0.05
+"""The process's threads' summed wait for a core, a share of the wall time, from which the machine is busy enough
+for the phases' waits to count torch's intra-op threads too (`ThreadWait.add_native`)."""
+
+
+class ThreadWait:
+    """The run-queue wait since the last call, in seconds (calling it), of the opening thread or, where
+    `add_native` added others, of whichever of the threads waited longest: an intra-op parallel op waits for its
+    slowest thread, and threads that lose their cores at the same moment delay it once. One positioned read per
+    thread of a file kept open, a microsecond or two each. Open it in the thread to watch (`/proc/thread-self` is
+    the opener's)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fds = [fd]
+        self.last = [_wait_ns(fd) or 0]
+
+    def __call__(self) -> float:
+        longest = 0
+        last = self.last
+        for i, fd in enumerate(self.fds):
+            now = _wait_ns(fd)
+            if now is None:  # a thread that ended (torch.set_num_threads)
+                continue
+            longest = max(longest, now - last[i])
+            last[i] = now
+        return longest * 1e-9
+
+    def add_native(self) -> int:
+        """Also count the process's threads that Python did not start (torch's intra-op threads among them; a CUDA
+        driver's, which sleep): an intra-op parallel op waits for its slowest thread, so a worker's wait for a core
+        is the training thread's too. Returns how many were added."""
+        python = {t.native_id for t in threading.enumerate()}
+        added = 0
+        try:
+            tids = [int(t) for t in os.listdir("/proc/self/task")]
+        except OSError:
+            return 0
+        for tid in tids:
+            if tid in python or tid == os.getpid():
+                continue
+            try:
+                fd = os.open(f"/proc/self/task/{tid}/schedstat", os.O_RDONLY)
+            except OSError:  # it ended between the listing and the open
+                continue
+            self.fds.append(fd)
+            self.last.append(_wait_ns(fd) or 0)
+            added += 1
+        return added
+
+    def close(self) -> None:
+        for fd in self.fds:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.fds = []
+
+
+def _wait_ns(fd: int) -> int | None:
+    try:
+        return int(os.pread(fd, 64, 0).split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def thread_wait() -> ThreadWait | None:
+    """A reader of the calling thread's run-queue wait; None where the system does not count it (not Linux, or a
+    kernel without schedstats)."""
+    try:
+        fd = os.open(SCHEDSTAT, os.O_RDONLY)
+    except OSError:
+        return None
+    if _wait_ns(fd) is None:
+        os.close(fd)
+        return None
+    return ThreadWait(fd)
+
+
+def process_wait_s() -> float | None:
+    """Run-queue wait so far of every thread this process has now (the training thread, torch's intra-op threads,
+    the watcher's), in seconds; None where unread. Threads that ended took theirs with them."""
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return None
+    total = 0
+    for tid in tids:
+        try:
+            with open(f"/proc/self/task/{tid}/schedstat", "rb") as f:
+                total += int(f.read().split()[1])
+        except (OSError, ValueError, IndexError):  # it ended between the listing and the read
+            continue
+    return total * 1e-9
+
+
+def steal_s() -> float | None:
+    """CPU seconds the hypervisor gave other guests while this machine's CPUs wanted to run, all CPUs together, so
+    far; None where the system does not say (not Linux)."""
+    try:
+        return float(psutil.cpu_times().steal)
+    except (AttributeError, psutil.Error, OSError):
+        return None

@@ -1,0 +1,76 @@
+"""The script's verdicts judged on its phases less their waits for a core (`diagnose/without_wait.py`)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from recorded_runs import recorded
+
+from trainspeed.diagnose.rules import Context, diagnose
+from trainspeed.diagnose.without_wait import without_wait
+from trainspeed.watch.result import PhaseStat, WatchResult
+
+TWO_CORES = Context(dispatch_us=2.0, matmul_gflops=100.0, physical_cores=2, logical_threads=2)
+
+
+def _waited(r: WatchResult, waits: dict[str, float]) -> WatchResult:
+    return dataclasses.replace(r, phases={p: dataclasses.replace(s, wait_ms=waits.get(p, 0.0))
+                                          for p, s in r.phases.items()})
+
+
+def _checkpointing_step(waits: dict[str, float] | None, step_ms: float, host: dict[str, float]) -> WatchResult:
+    """A 2-thread MLP step that saves its model and Adam's state every step (scratch, 2026-11-28, the 2-vCPU Intel
+    VM), alone and beside two busy processes: the phases' host times and their waits for a core as the watcher read
+    them."""
+    r = recorded(step_ms, host, ops=60, flops=3.5e8, batch=64, threads=2)
+    r = dataclasses.replace(r, saves=40, save_calls=40, saves_every_steps=1.0, mean_ms=step_ms)
+    return _waited(r, waits) if waits else r
+
+
+ALONE = _checkpointing_step(None, 97.3, {"forward": 6.76, "backward": 8.18, "optimizer": 16.76, "checkpoint": 60.88})
+BUSY_HOST = {"forward": 55.72, "backward": 88.21, "optimizer": 118.12, "checkpoint": 67.63}
+BUSY_WAITS = {"forward": 44.77, "backward": 67.95, "optimizer": 98.48, "checkpoint": 26.39, "other": 5.42}
+
+
+def test_beside_two_busy_processes_the_script_keeps_its_first_verdict() -> None:
+    busy = _checkpointing_step(BUSY_WAITS, 345.25, BUSY_HOST)
+    busy = dataclasses.replace(busy, others_cpu_cores=1.9)
+    alone = [v.id for v in diagnose(ALONE, TWO_CORES)]
+    found = diagnose(busy, TWO_CORES)
+    assert alone[0] == "checkpoint_heavy"
+    script = [v.id for v in found if v.id != "thread_oversubscription"]
+    assert script[0] == "checkpoint_heavy"
+    load = next(v for v in found if v.id == "thread_oversubscription")
+    assert "waited 243.01 ms a step for a core (70% of the step: optimizer 98.48, backward 67.95, forward 44.77" in \
+        load.evidence
+    # judged on the wall time the save is 20% of the step, its wait for a core spread over the step's phases
+    saves = next(v for v in found if v.id == "checkpoint_heavy")
+    assert "41.24 ms of a 102.24 ms step (40% of the run's time)" in saves.evidence
+    unread = dataclasses.replace(busy, phases={p: dataclasses.replace(s, wait_ms=None) for p, s in busy.phases.items()})
+    saves = next(v for v in diagnose(unread, TWO_CORES) if v.id == "checkpoint_heavy")
+    assert "67.63 ms of a 345.25 ms step (20% of the run's time)" in saves.evidence
+
+
+def test_the_phases_less_their_waits_add_up_to_the_step_less_the_wait() -> None:
+    busy = _checkpointing_step(BUSY_WAITS, 345.25, BUSY_HOST)
+    net = without_wait(busy)
+    assert net is not None
+    left = 345.25 - sum(BUSY_WAITS.values())
+    assert net.mean_ms == pytest.approx(left) and net.median_ms == pytest.approx(left)
+    assert sum(p.share for p in net.phases.values()) == pytest.approx(1.0)
+    assert net.phases["checkpoint"].share == pytest.approx((67.63 - 26.39) / left)
+    assert net.phases["checkpoint"].host_ms == pytest.approx(67.63 - 26.39)
+
+
+def test_a_quiet_machine_s_few_waits_change_nothing() -> None:
+    quiet = _waited(ALONE, {"forward": 0.11, "backward": 0.2, "optimizer": 0.28, "checkpoint": 0.05})
+    assert without_wait(quiet) is None and without_wait(ALONE) is None
+    assert [v.id for v in diagnose(quiet, TWO_CORES)] == [v.id for v in diagnose(ALONE, TWO_CORES)]
+
+
+def test_a_wait_is_never_more_than_its_phase() -> None:
+    r = _waited(recorded(10.0, {"forward": 2.0, "backward": 6.0}), {"forward": 5.0})  # a reading past its phase
+    net = without_wait(r)
+    assert net is not None and net.phases["forward"].share == 0.0
+    assert all(isinstance(p, PhaseStat) and p.share >= 0 for p in net.phases.values())

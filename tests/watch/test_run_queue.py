@@ -1,0 +1,58 @@
+"""Reading a thread's wait for a core (`watch/run_queue.py`)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import threading
+
+import pytest
+
+from trainspeed.watch.run_queue import ThreadWait, process_wait_s, thread_wait
+
+linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="schedstat is Linux's")
+
+
+@linux
+def test_the_training_thread_s_wait_is_read_and_never_negative() -> None:
+    reader = thread_wait()
+    assert reader is not None
+    sum(i * i for i in range(200_000))  # some work: the kernel's counters move on
+    assert reader() >= 0.0 and reader() >= 0.0
+    reader.close()
+    total = process_wait_s()
+    assert total is not None and total >= 0.0
+
+
+@linux
+def test_native_threads_are_added_and_python_s_are_not() -> None:
+    import torch
+
+    torch.ones(1000).add_(1)  # the intra-op pool exists
+    reader = thread_wait()
+    assert reader is not None
+    seen = threading.Event()
+    helper = threading.Thread(target=seen.wait)  # a Python thread: never counted
+    helper.start()
+    try:
+        added = reader.add_native()
+        python = {t.native_id for t in threading.enumerate()}
+        tids = {int(t) for t in os.listdir("/proc/self/task")}
+        assert added == len(tids - python - {os.getpid()})
+        assert reader() >= 0.0
+    finally:
+        seen.set()
+        helper.join()
+        reader.close()
+
+
+def test_a_thread_that_ended_takes_its_part_away_without_an_error() -> None:
+    with tempfile.NamedTemporaryFile("w", suffix="schedstat", delete=False) as f:
+        f.write("no numbers here\n")
+    fd = os.open(f.name, os.O_RDONLY)
+    try:
+        assert ThreadWait(fd)() == 0.0
+    finally:
+        os.close(fd)
+        os.unlink(f.name)
