@@ -66,3 +66,17 @@ def test_thread_rates_keep_each_counts_fastest_round_of_rounds_apart(monkeypatch
     pauses: list[float] = []
     assert matmul.thread_gflops(256, (1, 2), rounds=3, pause=pauses.append) == (101.0, 190.0)
     assert asked == [1, 2] * 3 and pauses == [0.15, 0.15]  # in turn, a pause between rounds
+
+
+def test_readings_taken_on_free_cores_are_kept_and_the_others_left_out() -> None:
+    ticks = iter(range(100))
+    waits = iter([0.0, 0.5, 0.0, 0.0, 0.0, 0.9])  # per reading: (before, after); the first reading waited half of it
+    rate = cpu_matmul_gflops(n=8, repeats=3, inner=5, now=lambda: float(next(ticks)), waited=lambda: next(waits))
+    assert rate == 2 * 8**3 * 5 / 1e9  # the two readings on free cores, 1 s each
+
+
+def test_where_every_reading_waited_each_counts_its_time_less_its_wait() -> None:
+    ticks = iter(range(100))
+    waits = iter([0.0, 0.5] * 3)  # every reading waited half its second for a core
+    rate = cpu_matmul_gflops(n=8, repeats=3, inner=5, now=lambda: float(next(ticks)), waited=lambda: next(waits))
+    assert rate == 2 * 8**3 * 5 / 0.5 / 1e9

@@ -22,22 +22,28 @@ def waited_ms(r: WatchResult) -> float:
 
 
 def without_wait(r: WatchResult) -> WatchResult | None:
-    """`r` with each phase's time less its wait for a core and the step's figures shrunk by the same part of the
-    mean step; None where the waits are under JUDGED_APART of the step (or unread)."""
+    """`r` with each phase's time less the part of it that waited for a core (`PhaseStat.wait_share`): its share of
+    the mean step, its median, and the median step less what its phases' medians lost (the other step figures in
+    proportion); None where the waits are under JUDGED_APART of the step (or unread)."""
     step = r.mean_ms or r.median_ms
     waited = waited_ms(r)
     if not step or waited < JUDGED_APART * step:
         return None
-    net = {name: max(0.0, p.share * step - (p.wait_ms or 0.0)) for name, p in r.phases.items()}
-    left = max(sum(net.values()), 1e-9)  # a phase's wait is at most its time: the rest of the step is the script's
-    keep = left / step
-    phases = {name: replace(p, host_ms=max(0.0, p.host_ms - (p.wait_ms or 0.0)), share=net[name] / left, wait_ms=0.0)
+    kept = {name: 1.0 - (p.wait_share or 0.0) for name, p in r.phases.items()}
+    net = {name: p.share * step * kept[name] for name, p in r.phases.items()}
+    left = max(sum(net.values()), 1e-9)
+    phases = {name: replace(p, host_ms=p.host_ms * kept[name], share=net[name] / left, wait_ms=0.0, wait_share=0.0)
               for name, p in r.phases.items()}
+    median_ms = r.median_ms
+    if median_ms:  # the median step less what the phases' medians lost (a burst of waits is the mean's, not its)
+        lost = sum(p.host_ms * (1.0 - kept[name]) for name, p in r.phases.items())
+        median_ms = max(median_ms - lost, max(p.host_ms for p in phases.values()), 1e-6)
+    ratio = median_ms / r.median_ms if median_ms and r.median_ms else left / step
 
     def scaled(ms: float | None) -> float | None:
-        return ms * keep if ms is not None else None
+        return ms * ratio if ms is not None else None
 
-    return replace(r, phases=phases, median_ms=scaled(r.median_ms), p90_ms=scaled(r.p90_ms), mean_ms=scaled(r.mean_ms),
-                   loop_s=r.loop_s * keep if r.loop_s is not None else None,
-                   step_times_ms=[ms * keep for ms in r.step_times_ms])
+    return replace(r, phases=phases, median_ms=median_ms, p90_ms=scaled(r.p90_ms),
+                   mean_ms=left if r.mean_ms else None, loop_s=r.loop_s * left / step if r.loop_s is not None else None,
+                   step_times_ms=[ms * ratio for ms in r.step_times_ms])
 

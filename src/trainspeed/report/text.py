@@ -225,17 +225,17 @@ def doctor_view(report: DoctorReport) -> Group:
         table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
         step = w.mean_ms or w.median_ms
         waits = step is not None and waited_ms(w) >= WAIT_COLUMN * step
-        for col in ("phase", "host ms", "device ms", "share", *(("wait ms",) if waits else ()), ""):
+        for col in ("phase", "host ms", "device ms", "share", *(("waited",) if waits else ()), ""):
             table.add_column(col, justify="left" if col in ("phase", "") else "right")
         for name, stat in w.phases.items():
             dev = f"{stat.device_ms:.3f}" if stat.device_ms is not None else "-"
-            wait = (f"{stat.wait_ms or 0.0:.3f}",) if waits else ()
+            wait = (f"{stat.wait_share or 0.0:.0%}",) if waits else ()
             table.add_row(name, f"{stat.host_ms:.3f}", dev, f"{stat.share:.1%}", *wait, "#" * round(stat.share * 20))
         parts.append(table)
         if waits:
-            parts.append(Text("wait ms: a step's wait for a core in the phase (the training thread's and, on a busy "
-                              "machine, torch's intra-op threads'; a mean over the detailed steps), part of its time",
-                              style="dim"))
+            parts.append(Text(f"waited: the part of the phase's time spent waiting for a core (the training "
+                              f"thread's and, on a busy machine, torch's intra-op threads'; Linux's run-queue "
+                              f"counts): {waited_ms(w):.2f} ms of the {step:.2f} ms mean step", style="dim"))
         if w.device == "cuda":
             parts.append(Text("device ms: the stream's time from a phase's first edge to its last, idle gaps "
                               "included; the GPU's own work is below", style="dim"))

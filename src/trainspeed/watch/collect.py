@@ -90,6 +90,22 @@ def _device_split(steps: StepTracker, detailed: list[StepRecord]) -> dict[str, f
     return split
 
 
+def _waits_ms(detailed: list[StepRecord], shares: dict[str, float],
+              step_ms: float | None) -> dict[str, tuple[float, float]] | None:
+    """Each phase's (wait for a core per step, the part of its time that waited): the part from its detailed steps
+    (`waits`), applied to the phase's share of the mean step (the detailed steps are a sample, and a slice lost now
+    and then falls on few of them); None where no wait was read."""
+    waited = [r for r in detailed if r.waits is not None]
+    if not waited or not step_ms:
+        return None
+    out = {}
+    for p in PHASES:
+        time_s = sum(r.phases[p] for r in waited)
+        part = min(1.0, sum(r.waits[p] for r in waited if r.waits) / time_s) if time_s > 0 else 0.0
+        out[p] = (part * shares[p] * step_ms, part)
+    return out
+
+
 @dataclass(frozen=True)
 class StepFigures:
     """The steps tracker's part: the step times, each phase's, and what the detailed steps counted."""
@@ -149,21 +165,23 @@ def step_figures(steps: StepTracker) -> StepFigures:
     if whole_run and steps.detailed_steps is not None and steps.detailed_steps.items:
         detailed = steps.detailed_steps.items
     phases = {}
-    waited = [r.waits for r in detailed if r.waits is not None]
+    step_ms = [r.wall_s * 1e3 for r in records]
+    mean = timed_sums[1] * 1e3 / n if timed_sums is not None and n and timed_sums[1] > 0 else \
+        (sum(step_ms) / len(step_ms) if paced and step_ms else None)
+    waits = _waits_ms(detailed, shares, mean or median(step_ms))
     for p in PHASES:
         dev = median(steps.device_ms[p].items) if p in steps.device_ms and steps.device_ms[p].items else None
         timed = records if p in EDGE_PHASES else detailed
         host = median(r.phases[p] for r in timed) if timed else None
-        wait = sum(w[p] for w in waited) * 1e3 / len(waited) if waited else None
-        phases[p] = PhaseStat(host_ms=(host or 0.0) * 1e3, device_ms=dev, share=shares[p], wait_ms=wait)
-    step_ms = [r.wall_s * 1e3 for r in records]
+        wait, part = waits[p] if waits is not None else (None, None)
+        phases[p] = PhaseStat(host_ms=(host or 0.0) * 1e3, device_ms=dev, share=shares[p], wait_ms=wait,
+                              wait_share=part)
     samples = {p: [r.phases[p] * 1e3 for r in (records if p in EDGE_PHASES else detailed)] for p in PHASES}
     calls = [r.model_calls for r in detailed if r.model_calls is not None]
     return StepFigures(
         steps_seen=steps.steps_seen, steps_measured=n,
         median_ms=median(step_ms), p90_ms=quantile(step_ms, 0.9),
-        mean_ms=timed_sums[1] * 1e3 / n if timed_sums is not None and n and timed_sums[1] > 0 else
-        (sum(step_ms) / len(step_ms) if paced and step_ms else None), host_median_ms=host_median,
+        mean_ms=mean, host_median_ms=host_median,
         phases=phases,
         syncs_per_step=(sum(r.syncs for r in records) / len(records)) if records else 0.0,
         host_reads_per_step=(sum(r.host_reads for r in records) / len(records)) if records else 0.0,

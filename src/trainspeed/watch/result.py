@@ -20,8 +20,10 @@ class PhaseStat:
     share: float
     """Share of the measured steps' wall time spent in this phase (shares sum to 1)."""
     wait_ms: float | None = None
-    """Milliseconds a step the training thread waited for a core in this phase, mean of the detailed steps
-    (`run_queue`; None where the system does not count it)."""
+    """Milliseconds a step the phase waited for a core: `wait_share` of its share of the mean step (`run_queue`;
+    None where the system does not count it)."""
+    wait_share: float | None = None
+    """The part of the phase's time its detailed steps spent waiting for a core."""
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ its rule in the family's module and name it in `ORDER` (and in `diagnose`'s `giv
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from trainspeed.diagnose.rules.arithmetic import compute_bound, slow_dtype
 from trainspeed.diagnose.rules.common import Context
@@ -45,7 +46,8 @@ def diagnose(r: WatchResult, c: Context) -> list[Verdict]:
     """All verdicts that apply, most important (largest predicted gain) first; healthy last. Where the run's threads
     waited for a core (`without_wait`), the load verdicts see the run as it was and the others the script's part."""
     load = {thread_oversubscription: thread_oversubscription(r, c), threads_unused: threads_unused(r, c)}
-    r = without_wait(r) or r
+    measured, net = r, without_wait(r)
+    r = net or r
     launch = launch_bound(r, c)
     host = host_code_heavy(r, c)
     given: dict[Rule, Verdict | None] = {  # the rules that read another's verdict
@@ -54,6 +56,10 @@ def diagnose(r: WatchResult, c: Context) -> list[Verdict]:
     }
     verdicts = (given[rule] if rule in given else rule(r, c) for rule in ORDER)
     found = [v for v in verdicts if v is not None]
+    if net is not None and measured.median_ms and net.median_ms:
+        judged = (f" (judged on the phases less their waits for a core: a median step of {net.median_ms:.2f} ms "
+                  f"against the {measured.median_ms:.2f} ms measured)")
+        found = [v if v in load.values() else replace(v, evidence=v.evidence + judged) for v in found]
     found.sort(key=lambda v: v.predicted_speedup or 1.0, reverse=True)
     if not any(v.predicted_speedup and v.predicted_speedup >= HEALTHY_BELOW for v in found):
         healthy = compute_bound(r, c)
