@@ -91,3 +91,10 @@ def test_a_wait_that_comes_in_bursts_does_not_take_the_median_phase_to_nothing()
     net = without_wait(r)
     assert net is not None and net.phases["forward"].host_ms == pytest.approx(0.08 * (1 - 0.15 / 0.3))
     assert net.phases["optimizer"].host_ms == pytest.approx(0.05)
+    # where the median detailed step did not wait (the watcher says so), the median phases and step stay as measured
+    bursts = dataclasses.replace(r, phases={p: dataclasses.replace(s, median_wait_share=0.0)
+                                            for p, s in r.phases.items()})
+    net = without_wait(bursts)
+    assert net is not None and net.median_ms == pytest.approx(0.28)
+    assert net.phases["forward"].host_ms == pytest.approx(0.08)
+    assert net.phases["forward"].share < r.phases["forward"].share  # the mean's shares lose the waits

@@ -77,6 +77,6 @@ def test_a_phase_s_wait_is_the_part_its_detailed_steps_waited_of_its_share_of_th
     waits = _waits_ms([slow, fast], shares, 4.0)
     assert waits is not None
     # 6 of forward's 9 ms waited; forward is 2 of the 4 ms mean step
-    assert waits["forward"] == pytest.approx((6 / 9 * 0.5 * 4.0, 6 / 9))
-    assert waits["other"] == (0.0, 0.0)
+    assert waits["forward"] == pytest.approx((6 / 9 * 0.5 * 4.0, 6 / 9, (6 / 8 + 0) / 2))  # the median of two steps
+    assert waits["other"] == (0.0, 0.0, 0.0)
     assert _waits_ms([_record(0.002, True)], shares, 4.0) is None  # not read

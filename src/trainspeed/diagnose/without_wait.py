@@ -30,14 +30,19 @@ def without_wait(r: WatchResult) -> WatchResult | None:
     if not step or waited < JUDGED_APART * step:
         return None
     kept = {name: 1.0 - (p.wait_share or 0.0) for name, p in r.phases.items()}
+    # medians with the median step's waited part: waits that come in bursts (a slice lost now and then) are the
+    # mean's, and leave the median step as it was
+    typical = {name: 1.0 - (p.median_wait_share if p.median_wait_share is not None else p.wait_share or 0.0)
+               for name, p in r.phases.items()}
     net = {name: p.share * step * kept[name] for name, p in r.phases.items()}
     left = max(sum(net.values()), 1e-9)
-    phases = {name: replace(p, host_ms=p.host_ms * kept[name], share=net[name] / left, wait_ms=0.0, wait_share=0.0)
+    phases = {name: replace(p, host_ms=p.host_ms * typical[name], share=net[name] / left, wait_ms=0.0,
+                            wait_share=0.0, median_wait_share=0.0)
               for name, p in r.phases.items()}
     median_ms = r.median_ms
-    if median_ms:  # the median step less what the phases' medians lost (a burst of waits is the mean's, not its)
-        lost = sum(p.host_ms * (1.0 - kept[name]) for name, p in r.phases.items())
-        median_ms = max(median_ms - lost, max(p.host_ms for p in phases.values()), 1e-6)
+    if median_ms:  # the median step less what the phases' medians lost
+        lost = sum(p.host_ms * (1.0 - typical[name]) for name, p in r.phases.items())
+        median_ms = max(median_ms - lost, sum(p.host_ms for p in phases.values()), 1e-6)  # at least its phases
     ratio = median_ms / r.median_ms if median_ms and r.median_ms else left / step
 
     def scaled(ms: float | None) -> float | None:

@@ -91,10 +91,10 @@ def _device_split(steps: StepTracker, detailed: list[StepRecord]) -> dict[str, f
 
 
 def _waits_ms(detailed: list[StepRecord], shares: dict[str, float],
-              step_ms: float | None) -> dict[str, tuple[float, float]] | None:
-    """Each phase's (wait for a core per step, the part of its time that waited): the part from its detailed steps
-    (`waits`), applied to the phase's share of the mean step (the detailed steps are a sample, and a slice lost now
-    and then falls on few of them); None where no wait was read."""
+              step_ms: float | None) -> dict[str, tuple[float, float, float]] | None:
+    """Each phase's (wait for a core per step, the part of its time that waited, that part in the median step): the
+    part from its detailed steps (`waits`), applied to the phase's share of the mean step (the detailed steps are a
+    sample, and a slice lost now and then falls on few of them); None where no wait was read."""
     waited = [r for r in detailed if r.waits is not None]
     if not waited or not step_ms:
         return None
@@ -102,7 +102,8 @@ def _waits_ms(detailed: list[StepRecord], shares: dict[str, float],
     for p in PHASES:
         time_s = sum(r.phases[p] for r in waited)
         part = min(1.0, sum(r.waits[p] for r in waited if r.waits) / time_s) if time_s > 0 else 0.0
-        out[p] = (part * shares[p] * step_ms, part)
+        typical = median([min(1.0, r.waits[p] / r.phases[p]) for r in waited if r.waits and r.phases[p] > 0]) or 0.0
+        out[p] = (part * shares[p] * step_ms, part, typical)
     return out
 
 
@@ -173,9 +174,9 @@ def step_figures(steps: StepTracker) -> StepFigures:
         dev = median(steps.device_ms[p].items) if p in steps.device_ms and steps.device_ms[p].items else None
         timed = records if p in EDGE_PHASES else detailed
         host = median(r.phases[p] for r in timed) if timed else None
-        wait, part = waits[p] if waits is not None else (None, None)
+        wait, part, typical = waits[p] if waits is not None else (None, None, None)
         phases[p] = PhaseStat(host_ms=(host or 0.0) * 1e3, device_ms=dev, share=shares[p], wait_ms=wait,
-                              wait_share=part)
+                              wait_share=part, median_wait_share=typical)
     samples = {p: [r.phases[p] * 1e3 for r in (records if p in EDGE_PHASES else detailed)] for p in PHASES}
     calls = [r.model_calls for r in detailed if r.model_calls is not None]
     return StepFigures(

@@ -24,6 +24,8 @@ class PhaseStat:
     None where the system does not count it)."""
     wait_share: float | None = None
     """The part of the phase's time its detailed steps spent waiting for a core."""
+    median_wait_share: float | None = None
+    """The same part in the median detailed step (0 where the waits come in bursts: a slice lost now and then)."""
 
 
 @dataclass(frozen=True)
