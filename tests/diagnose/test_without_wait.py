@@ -98,3 +98,12 @@ def test_a_wait_that_comes_in_bursts_does_not_take_the_median_phase_to_nothing()
     assert net is not None and net.median_ms == pytest.approx(0.28)
     assert net.phases["forward"].host_ms == pytest.approx(0.08)
     assert net.phases["forward"].share < r.phases["forward"].share  # the mean's shares lose the waits
+
+
+def test_a_script_s_own_threads_waiting_for_each_other_are_judged_as_they_are() -> None:
+    """Waits with no other process busy (a script's workers beside its intra-op threads, more than the cores): the
+    script's own cost, judged on the wall time as alone (examples/realistic/frame_rows.py lost input_bound to
+    evaluation_heavy when such waits were taken out, 2026-11-28)."""
+    own = _checkpointing_step(BUSY_WAITS, 345.25, BUSY_HOST)  # others_cpu_cores: None
+    saves = next(v for v in diagnose(own, TWO_CORES) if v.id == "checkpoint_heavy")
+    assert "67.63 ms of a 345.25 ms step" in saves.evidence and "judged on the phases" not in saves.evidence

@@ -1,4 +1,5 @@
-"""The run as the script made it: a watch result less the time its threads waited for a core.
+"""The run as the script made it: a watch result less the time its threads waited for a core (where other processes
+held the cores: `rules.registry.diagnose`).
 
 On a machine shared with busy processes each phase's wall time holds waits for a core (`watch.run_queue`), and they
 fall where the script happened to be: beside two busy processes on the 2-vCPU VM a step that saves a checkpoint had

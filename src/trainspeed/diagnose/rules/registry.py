@@ -23,7 +23,7 @@ from trainspeed.diagnose.rules.launch import cpu_faster, launch_bound, small_bat
 from trainspeed.diagnose.rules.memory import memory_pressure, page_faults, recompute_heavy
 from trainspeed.diagnose.rules.optimizer import optimizer_heavy, optimizer_rebuilt
 from trainspeed.diagnose.rules.periodic import checkpoint_heavy, evaluation_heavy
-from trainspeed.diagnose.rules.threads import thread_oversubscription, threads_unused
+from trainspeed.diagnose.rules.threads import OTHERS_BUSY, thread_oversubscription, threads_unused
 from trainspeed.diagnose.verdict import Verdict
 from trainspeed.diagnose.without_wait import without_wait
 from trainspeed.watch.result import WatchResult
@@ -46,7 +46,9 @@ def diagnose(r: WatchResult, c: Context) -> list[Verdict]:
     """All verdicts that apply, most important (largest predicted gain) first; healthy last. Where the run's threads
     waited for a core (`without_wait`), the load verdicts see the run as it was and the others the script's part."""
     load = {thread_oversubscription: thread_oversubscription(r, c), threads_unused: threads_unused(r, c)}
-    measured, net = r, without_wait(r)
+    # only where other processes held the cores: a script's own threads and workers waiting for each other are its
+    # own cost, judged as it is alone
+    measured, net = r, without_wait(r) if (r.others_cpu_cores or 0.0) >= OTHERS_BUSY else None
     r = net or r
     launch = launch_bound(r, c)
     host = host_code_heavy(r, c)

@@ -67,7 +67,7 @@ def thread_oversubscription(r: WatchResult, c: Context) -> Verdict | None:
         evidence = (f"torch uses {r.torch_threads} intra-op threads beside {workers} DataLoader worker process"
                     f"{'es' if workers != 1 else ''}{' (the most any of its loaders has: they take turns)' if several else ''}"
                     f" on {c.physical_cores} cores / {c.logical_threads} hardware threads{held}")
-        evidence += _waited(r) or ""
+        evidence += _waited(r, judged=(r.others_cpu_cores or 0.0) >= OTHERS_BUSY) or ""
         keep = max(1, cores - workers)
         action = _set_threads(keep, "")
         predicted = None
@@ -162,7 +162,7 @@ def _machine_busy(r: WatchResult, c: Context, workers: int) -> Verdict | None:
                 f"the steps were measured, beside torch's {r.torch_threads} intra-op threads and {workers} DataLoader "
                 f"workers: a parallel op waits for each of its threads to get a core")
     action = _set_threads(keep, " while the machine is shared, or stop the other processes")
-    waited = _waited(r)
+    waited = _waited(r, judged=True)  # other processes are busy here
     # the steps' own tail: the mean step (the clock's exact sums) less what other verdicts claim of it
     steady = steady_mean_ms(r)
     if steady is None or not r.median_ms or steady[1] <= r.median_ms:
@@ -189,9 +189,10 @@ def _machine_busy(r: WatchResult, c: Context, workers: int) -> Verdict | None:
                    threads_lever(keep))
 
 
-def _waited(r: WatchResult) -> str | None:
+def _waited(r: WatchResult, judged: bool) -> str | None:
     """"; its threads waited 152.30 ms a step for a core (44% of the step; ...)" where the phases' waits were read
-    and are JUDGED_APART of the step or more (the other verdicts are then judged without them); else None."""
+    and are JUDGED_APART of the step or more; `judged`: other processes were busy, and the other verdicts are judged
+    without the waits (`registry.diagnose`). Else None."""
     step = r.mean_ms or r.median_ms
     wait = waited_ms(r)
     if not step or wait < JUDGED_APART * step:
@@ -199,9 +200,9 @@ def _waited(r: WatchResult) -> str | None:
     by_phase = sorted(((p.wait_ms or 0.0, name) for name, p in r.phases.items()), reverse=True)
     where = ", ".join(f"{name} {ms:.2f}" for ms, name in by_phase[:3] if ms > 0)
     steal = f"; the VM's steal time {r.steal_share:.1%}" if r.steal_share is not None else ""
+    judging = ", and the other verdicts are judged on the phases less their waits" if judged else ""
     return (f"; the training thread and its intra-op threads waited {wait:.2f} ms a step for a core ({wait / step:.0%} "
-            f"of the step: {where}{steal}; Linux's run-queue counts), and the other verdicts are judged on the "
-            "phases less their waits")
+            f"of the step: {where}{steal}; Linux's run-queue counts){judging}")
 
 
 def _less(parts: list[str], own: float | None = None) -> str:
