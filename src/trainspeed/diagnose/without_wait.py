@@ -22,13 +22,19 @@ def waited_ms(r: WatchResult) -> float:
     return sum(p.wait_ms or 0.0 for p in r.phases.values())
 
 
+def waits_share(r: WatchResult) -> float | None:
+    """The phases' waits for a core, a share of the mean step (of the median where there is no mean); None without
+    a step."""
+    step = r.mean_ms or r.median_ms
+    return waited_ms(r) / step if step else None
+
+
 def without_wait(r: WatchResult) -> WatchResult | None:
     """`r` with each phase's time less the part of it that waited for a core (`PhaseStat.wait_share`): its share of
     the mean step, its median, and the median step less what its phases' medians lost (the other step figures in
     proportion); None where the waits are under JUDGED_APART of the step (or unread)."""
-    step = r.mean_ms or r.median_ms
-    waited = waited_ms(r)
-    if not step or waited < JUDGED_APART * step:
+    share, step = waits_share(r), r.mean_ms or r.median_ms
+    if share is None or share < JUDGED_APART or not step:
         return None
     kept = {name: 1.0 - (p.wait_share or 0.0) for name, p in r.phases.items()}
     # medians with the median step's waited part: waits that come in bursts (a slice lost now and then) are the

@@ -14,7 +14,7 @@ from trainspeed.diagnose.compare import Comparison
 from trainspeed.diagnose.report import DoctorReport
 from trainspeed.diagnose.rules import page_faults_candidate, predicted_label
 from trainspeed.diagnose.verdict import Verdict
-from trainspeed.diagnose.without_wait import waited_ms
+from trainspeed.diagnose.without_wait import waited_ms, waits_share
 from trainspeed.hardware.cpu import CpuInfo
 from trainspeed.hardware.cpu_generations import TRAINING_FEATURES, contradicted_by_isa, from_cpuid
 from trainspeed.hardware.gpu import GpuInfo
@@ -223,8 +223,7 @@ def doctor_view(report: DoctorReport) -> Group:
         if (process := process_line(report)) is not None:
             parts.append(Text(process[0].upper() + process[1:], style="dim"))
         table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
-        step = w.mean_ms or w.median_ms
-        waits = step is not None and waited_ms(w) >= WAIT_COLUMN * step
+        waits = (waits_share(w) or 0.0) >= WAIT_COLUMN
         for col in ("phase", "host ms", "device ms", "share", *(("waited",) if waits else ()), ""):
             table.add_column(col, justify="left" if col in ("phase", "") else "right")
         for name, stat in w.phases.items():
@@ -235,7 +234,7 @@ def doctor_view(report: DoctorReport) -> Group:
         if waits:
             parts.append(Text(f"waited: the part of the phase's time spent waiting for a core (the training "
                               f"thread's and, on a busy machine, torch's intra-op threads'; Linux's run-queue "
-                              f"counts): {waited_ms(w):.2f} ms of the {step:.2f} ms mean step", style="dim"))
+                              f"counts): {waited_ms(w):.2f} ms of the {w.mean_ms or w.median_ms:.2f} ms mean step", style="dim"))
         if w.device == "cuda":
             parts.append(Text("device ms: the stream's time from a phase's first edge to its last, idle gaps "
                               "included; the GPU's own work is below", style="dim"))

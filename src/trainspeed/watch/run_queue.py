@@ -49,20 +49,15 @@ class ThreadWait:
 
     def add_native(self) -> int:
         """Also count the process's threads that Python did not start (torch's intra-op threads among them; a CUDA
-        driver's, which sleep): an intra-op parallel op waits for its slowest thread, so a worker's wait for a core
+        driver's, which sleep): an intra-op parallel op waits for each of its threads, so a worker's wait for a core
         is the training thread's too. Returns how many were added."""
         python = {t.native_id for t in threading.enumerate()}
         added = 0
-        try:
-            tids = [int(t) for t in os.listdir("/proc/self/task")]
-        except OSError:
-            return 0
-        for tid in tids:
-            if tid in python or tid == os.getpid():
+        for tid in _tids():
+            if int(tid) in python or int(tid) == os.getpid():
                 continue
-            try:
-                fd = os.open(f"/proc/self/task/{tid}/schedstat", os.O_RDONLY)
-            except OSError:  # it ended between the listing and the open
+            fd = _open_task(tid)
+            if fd is None:  # it ended between the listing and the open
                 continue
             self.fds.append(fd)
             self.last.append(_wait_ns(fd) or 0)
@@ -76,6 +71,21 @@ class ThreadWait:
             except OSError:
                 pass
         self.fds = []
+
+
+def _tids() -> list[str]:
+    """This process's threads now (none where the system does not list them)."""
+    try:
+        return os.listdir("/proc/self/task")
+    except OSError:
+        return []
+
+
+def _open_task(tid: int | str) -> int | None:
+    try:
+        return os.open(f"/proc/self/task/{tid}/schedstat", os.O_RDONLY)
+    except OSError:
+        return None
 
 
 def _wait_ns(fd: int) -> int | None:
@@ -101,17 +111,16 @@ def thread_wait() -> ThreadWait | None:
 def process_wait_s() -> float | None:
     """Run-queue wait so far of every thread this process has now (the training thread, torch's intra-op threads,
     the watcher's), in seconds; None where unread. Threads that ended took theirs with them."""
-    try:
-        tids = os.listdir("/proc/self/task")
-    except OSError:
+    tids = _tids()
+    if not tids:
         return None
     total = 0
     for tid in tids:
-        try:
-            with open(f"/proc/self/task/{tid}/schedstat", "rb") as f:
-                total += int(f.read().split()[1])
-        except (OSError, ValueError, IndexError):  # it ended between the listing and the read
+        fd = _open_task(tid)
+        if fd is None:  # it ended between the listing and the open
             continue
+        total += _wait_ns(fd) or 0
+        os.close(fd)
     return total * 1e-9
 
 

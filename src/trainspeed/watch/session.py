@@ -121,7 +121,7 @@ class Watcher:
         self._thread_wait = thread_wait()  # this is the training thread: its run-queue wait, per phase
         if self._thread_wait is not None:
             self.clock.watch_waits(self._thread_wait)
-            self._waits_from = (time.perf_counter(), process_wait_s())
+            self._waits_from = (time.monotonic(), process_wait_s())  # the clock of the machine's marks
         self.clock.end_step()  # the first step starts now
         if self.steps.settled_at == 0:
             self._measuring_starts()
@@ -144,7 +144,8 @@ class Watcher:
         if self._thread_wait is None or self._waits_from is None:
             return
         t0, w0 = self._waits_from
-        w1, elapsed = process_wait_s(), time.perf_counter() - t0
+        start = self.machine.start  # the measured steps' first mark, taken just now: the same counters
+        w1, elapsed = (start.threads_wait_s, start.at - t0) if start is not None else (None, 0.0)
         if w0 is not None and w1 is not None and elapsed > 0 and (w1 - w0) / elapsed >= BUSY_WAIT:
             self._thread_wait.add_native()
         self._waits_from = None

@@ -16,7 +16,7 @@ from trainspeed.diagnose.rules.common import (
     steady_mean_ms,
 )
 from trainspeed.diagnose.verdict import Lever, Verdict
-from trainspeed.diagnose.without_wait import JUDGED_APART, waited_ms
+from trainspeed.diagnose.without_wait import JUDGED_APART, waited_ms, waits_share
 from trainspeed.watch.result import WatchResult
 
 THREADS_GAIN = 1.10  # threads_unused: more threads advised only where predicted to make the run this much faster
@@ -165,27 +165,25 @@ def _machine_busy(r: WatchResult, c: Context, workers: int) -> Verdict | None:
     waited = _waited(r, judged=True)  # other processes are busy here
     # the steps' own tail: the mean step (the clock's exact sums) less what other verdicts claim of it
     steady = steady_mean_ms(r)
-    if steady is None or not r.median_ms or steady[1] <= r.median_ms:
-        if not waited:
-            return None  # no tail of the steps' own, no wait read: nothing here says a step waited for a core
-        step, wait = r.mean_ms or r.median_ms or 0.0, waited_ms(r)
+    median = r.median_ms or 0.0
+    tail = steady if steady is not None and median and steady[1] > median else None
+    if tail is None and not waited:
+        return None  # no tail of the steps' own, no wait read: nothing here says a step waited for a core
+    if tail is not None:
+        mean, own, parts = tail
+        evidence += (f"; the mean step is {mean:.2f} ms against a median of {median:.2f} ms (p90 "
+                     f"{r.p90_ms or 0.0:.2f} ms){_less(parts, own)}")
+    if waited:  # the waits were read: they, not the tail, are what the other processes cost
+        step, wait = r.mean_ms or median, waited_ms(r)
         evidence += (f"{waited} (predicted speed-up: the step without that wait, as if the cores were the run's "
                      "own; fewer threads recover part of it)")
-        return Verdict("thread_oversubscription", evidence, action, _speedup(step, step - wait), threads_lever(keep))
-    mean, own, parts = steady
-    evidence += (f"; the mean step is {mean:.2f} ms against a median of {r.median_ms:.2f} ms (p90 "
-                 f"{r.p90_ms or 0.0:.2f} ms){_less(parts, own)}{waited or ''}")
-    if waited:  # the waits were read: they, not the tail, are what the other processes cost
-        step, wait = r.mean_ms or r.median_ms or 0.0, waited_ms(r)
-        evidence += (" (predicted speed-up: the step without that wait, as if the cores were the run's own; fewer "
-                     "threads recover part of it)")
         return Verdict("thread_oversubscription", evidence, action, _speedup(step, step - wait), threads_lever(keep))
     # every step as fast as the median one, the steps' own tail being waits for a core; not a bound: with the cores
     # busy, fewer threads also run the median step faster (measured 4.3x against this model's 1.86x)
     evidence += (" (predicted speed-up: the steps' own tail gone, the mean step falling by "
-                 f"{own - r.median_ms:.2f} ms; fewer threads may gain more, since the median step also waits for cores "
+                 f"{own - median:.2f} ms; fewer threads may gain more, since the median step also waits for cores "
                  "the other processes hold)")
-    return Verdict("thread_oversubscription", evidence, action, _speedup(mean, mean - (own - r.median_ms)),
+    return Verdict("thread_oversubscription", evidence, action, _speedup(mean, mean - (own - median)),
                    threads_lever(keep))
 
 
@@ -193,15 +191,15 @@ def _waited(r: WatchResult, judged: bool) -> str | None:
     """"; its threads waited 152.30 ms a step for a core (44% of the step; ...)" where the phases' waits were read
     and are JUDGED_APART of the step or more; `judged`: other processes were busy, and the other verdicts are judged
     without the waits (`registry.diagnose`). Else None."""
-    step = r.mean_ms or r.median_ms
-    wait = waited_ms(r)
-    if not step or wait < JUDGED_APART * step:
+    share = waits_share(r)
+    if share is None or share < JUDGED_APART:
         return None
+    wait = waited_ms(r)
     by_phase = sorted(((p.wait_ms or 0.0, name) for name, p in r.phases.items()), reverse=True)
     where = ", ".join(f"{name} {ms:.2f}" for ms, name in by_phase[:3] if ms > 0)
     steal = f"; the VM's steal time {r.steal_share:.1%}" if r.steal_share is not None else ""
     judging = ", and the other verdicts are judged on the phases less their waits" if judged else ""
-    return (f"; the training thread and its intra-op threads waited {wait:.2f} ms a step for a core ({wait / step:.0%} "
+    return (f"; the training thread and its intra-op threads waited {wait:.2f} ms a step for a core ({share:.0%} "
             f"of the step: {where}{steal}; Linux's run-queue counts){judging}")
 
 
