@@ -80,11 +80,11 @@ def main() -> None:
                     if e.device_type == DeviceType.CUDA and not getattr(e, "is_user_annotation", False))
     profiler_ms = kernel_us / 1e3 / args.steps
     print(measured_on(detect_hardware(), "cuda"))
-    print(f"loop {args.loop}, {args.steps} steps; doctor: median step {result.median_ms:.3f} ms, "
-          f"gpu_busy_ms {result.gpu_busy_ms_per_step:.4f} per step, kernels {result.kernels_per_step}")
+    print(f"loop {args.loop}, {args.steps} steps; doctor: median step {result.steps.median_ms:.3f} ms, "
+          f"gpu_busy_ms {result.window.gpu_busy_ms_per_step:.4f} per step, kernels {result.window.kernels_per_step}")
     print(f"torch.profiler's Self CUDA time total: {profiler_ms:.4f} ms per step")
-    if result.gpu_busy_ms_per_step:
-        print(f"doctor / profiler: {result.gpu_busy_ms_per_step / profiler_ms:.3f}")
+    if result.window.gpu_busy_ms_per_step:
+        print(f"doctor / profiler: {result.window.gpu_busy_ms_per_step / profiler_ms:.3f}")
 
 
 if __name__ == "__main__":

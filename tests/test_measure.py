@@ -28,7 +28,7 @@ def test_largest_batch_for_the_watched_model() -> None:
             loss.backward()
             opt.step()
     result = w.measurements()
-    result = type(result)(**{**result.__dict__, "memory_capacity_bytes": 8 * 2**20})
+    result = dataclasses.replace(result, process=dataclasses.replace(result.process, memory_capacity_bytes=8 * 2**20))
     subject = w.subject()  # what the watcher hands the probes: the model by reference, its input, its optimizer
     assert subject.model() is model and subject.input_spec == ([64], torch.float32) and subject.optimizer_kind == "adam"
     best = _largest_batch(subject, result)
@@ -49,7 +49,8 @@ def test_the_report_probes_only_the_dtypes_a_rule_needs_and_shows_the_slowest_op
     r = recorded(40.0, {"forward": 8.0, "backward": 30.0, "optimizer": 1.5}, ops=100, flops=170e6)
     rows = [OpTime("aten.mm", "bfloat16", 5, 30.0, True, 102e6), OpTime("aten.mm", "float64", 1, 2.0, True, 1e6),
             OpTime("aten.gelu", "bfloat16", 2, 0.5, False, None)]
-    r = dataclasses.replace(r, op_times=rows, op_ms_per_step=33.0, autocast="bfloat16")
+    r = dataclasses.replace(r, window=dataclasses.replace(r.window, op_times=rows, op_ms_per_step=33.0),
+                            model=dataclasses.replace(r.model, autocast="bfloat16"))
     report = report_module.diagnose_run(r, hardware=detect_hardware(), dispatch_us=2.0, matmul_gflops=100.0)
     assert probed == ["bfloat16"]  # float64's 2 ms are not worth a probe
     assert report.verdicts[0].id == "slow_dtype" and report.context.dtype_gflops == {"bfloat16": 1.5}
@@ -75,7 +76,8 @@ def test_the_float32_rate_beside_a_dtype_probe_is_measured_in_turn_with_it(monke
     monkeypatch.setattr(report_module, "paired_dtype_gflops", lambda names: asked.append(names) or (120.0, {"float64": 50.0}))
     monkeypatch.setattr(report_module, "cpu_matmul_gflops", lambda: pytest.fail("float32 probed apart"))
     r = recorded(12.0, {"forward": 3.0, "backward": 7.0, "optimizer": 1.0}, ops=40, flops=1e9, threads=1)
-    r = dataclasses.replace(r, op_times=[OpTime("aten.mm", "float64", 8, 9.0, True, 1e9)], op_ms_per_step=10.0)
+    r = dataclasses.replace(r, window=dataclasses.replace(r.window, op_times=[OpTime("aten.mm", "float64", 8, 9.0,
+                                                                                     True, 1e9)], op_ms_per_step=10.0))
     report = report_module.diagnose_run(r, hardware=detect_hardware(), dispatch_us=2.0, thread_rates=(1.0, 1.0))
     assert asked == [["float64"]] and report.context.matmul_gflops == 120.0 and report.context.dtype_gflops == {"float64": 50.0}
     assert report.verdicts[0].id == "slow_dtype"
@@ -127,7 +129,7 @@ def test_the_report_probes_the_threads_only_where_torch_has_more_than_the_cores(
     r = recorded(15.0, {"forward": 5.0, "backward": 8.0, "optimizer": 1.0}, ops=55, flops=1e9, threads=cores)
     report = report_module.diagnose_run(r, hardware=hw, dispatch_us=2.0, matmul_gflops=100.0)
     assert asked == stepped == [] and doctor_dict(report)["probe"]["threads_matmul_gflops"] is None
-    over = dataclasses.replace(r, torch_threads=4 * cores)
+    over = dataclasses.replace(r, process=dataclasses.replace(r.process, torch_threads=4 * cores))
     report = report_module.diagnose_run(over, hardware=hw, dispatch_us=2.0, matmul_gflops=100.0)
     assert asked == [(256, (4 * cores, cores))]  # no matrix op timed: a 256 x 256 product
     assert stepped == [(256, (4 * cores, cores))]  # more threads than cores: a step at each count too
@@ -184,7 +186,7 @@ def _peaks_in_each_math(hw: Any) -> None:
     run = recorded(10.0, {"forward": 3.0, "backward": 6.0, "optimizer": 0.5}, dev="cuda", flops=1e12, busy=9.0)
     fp32 = _gpu_peak(hw, run, None)
     assert fp32 is not None and (fp32.math, fp32.tflops) == ("fp32", 67)
-    bf16 = _gpu_peak(hw, dataclasses.replace(run, autocast="bfloat16"), None)
+    bf16 = _gpu_peak(hw, dataclasses.replace(run, model=dataclasses.replace(run.model, autocast="bfloat16")), None)
     assert bf16 is not None and (bf16.math, bf16.tflops) == ("bf16/fp16", 989.5)
     model = nn.Linear(4, 4).to(torch.bfloat16)  # a model cast whole, no autocast
     half = _gpu_peak(hw, run, RunSubject(weakref.ref(model)))
@@ -192,6 +194,6 @@ def _peaks_in_each_math(hw: Any) -> None:
     torch.backends.cuda.matmul.allow_tf32 = True  # as torch.set_float32_matmul_precision("high") sets it
     tf32 = _gpu_peak(hw, run, None)
     assert tf32 is not None and (tf32.math, tf32.tflops) == ("tf32", 494.5)
-    assert _gpu_peak(hw, dataclasses.replace(run, device="cpu"), None) is None
+    assert _gpu_peak(hw, dataclasses.replace(run, model=dataclasses.replace(run.model, device="cpu")), None) is None
     assert _gpu_peak(hw, run, None) == tf32 and _gpu_peak(
         dataclasses.replace(hw, gpu=GpuScan([], True, True, None)), run, None) is None

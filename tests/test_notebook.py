@@ -36,7 +36,7 @@ def test_a_cell_is_watched_and_its_report_shown_inline(tmp_path: Path) -> None:
         "import torch, trainspeed\ntrainspeed.estimate_memory(lambda: torch.nn.Linear(16, 2), [16], 8)",
         "%load_ext trainspeed",
         f"%%trainspeed --steps 120 --json {tmp_path / 'cell.json'}\n{TRAIN}",
-        "print(len(losses), trainspeed_report.watch.steps_seen)",
+        "print(len(losses), trainspeed_report.watch.steps.seen)",
         "import trainspeed\ntrainspeed.estimate_memory(lambda: torch.nn.Linear(16, 2), [16], 8)",
         "%%trainspeed --steps 0\npass",
     ]

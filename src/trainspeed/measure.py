@@ -48,7 +48,7 @@ _OPTIMIZER_NAMES = {"sgd": "sgd-momentum", "adam": "adam", "adamw": "adamw", "rm
 def _largest_batch(subject: RunSubject | None, result: WatchResult) -> int | None:
     """The memory estimator's largest batch for the watched model (only under memory pressure)."""
     model = subject.model() if subject is not None and subject.model is not None else None
-    if subject is None or model is None or subject.input_spec is None or not result.memory_capacity_bytes:
+    if subject is None or model is None or subject.input_spec is None or not result.process.memory_capacity_bytes:
         return None
     from trainspeed.memory.estimate import Estimator
     from trainspeed.memory.maxbatch import search_max_batch
@@ -60,9 +60,10 @@ def _largest_batch(subject: RunSubject | None, result: WatchResult) -> int | Non
         (lambda b: torch.zeros(b, *shape, dtype=dtype))
     optimizer = _OPTIMIZER_NAMES.get(subject.optimizer_kind or "", "adam")
     try:
-        est = Estimator(model, make, optimizer=optimizer, device=result.device, warm_batch=result.batch_size or 1)
-        first = est.estimate(result.batch_size or 1)
-        return search_max_batch(est.peak, first, result.memory_capacity_bytes).max_batch
+        est = Estimator(model, make, optimizer=optimizer, device=result.model.device,
+                        warm_batch=result.model.batch_size or 1)
+        first = est.estimate(result.model.batch_size or 1)
+        return search_max_batch(est.peak, first, result.process.memory_capacity_bytes).max_batch
     except Exception:  # the estimate is a bonus here; the verdict stands without it
         return None
 
@@ -97,7 +98,7 @@ def _loader_probes(subject: RunSubject | None, result: WatchResult) -> tuple[Han
     info = busiest_loader(result)
     if subject is None or info is None or not loader_candidate(result) or not info.batch_size:
         return None, None
-    index = result.loaders.index(info)
+    index = result.loaders.each.index(info)
     item, rows = subject.loader_probes[index] if index < len(subject.loader_probes) else (None, 0)
     return handover_ms(item, info.batch_size), batched_ms(item, info.batch_size, rows) if rows else None
 
@@ -107,7 +108,7 @@ def _gpu_peak(hw: HardwareReport, result: WatchResult, subject: RunSubject | Non
     autocast or with the model's parameters in one; else float32, on TF32 where torch's matmul allows it."""
     import torch
 
-    if result.device != "cuda" or not torch.cuda.is_available():
+    if result.model.device != "cuda" or not torch.cuda.is_available():
         return None
     index = torch.cuda.current_device()
     gpu = next((g for g in hw.gpu.gpus if g.index == index), None)
@@ -116,17 +117,17 @@ def _gpu_peak(hw: HardwareReport, result: WatchResult, subject: RunSubject | Non
     model = subject.model() if subject is not None and subject.model is not None else None
     param = next(model.parameters(), None) if model is not None else None
     halves = ("bfloat16", "float16")
-    half = result.autocast in halves or (param is not None and str(param.dtype).removeprefix("torch.") in halves)
+    half = result.model.autocast in halves or (param is not None and str(param.dtype).removeprefix("torch.") in halves)
     return math_peak(gpu, half, torch.backends.cuda.matmul.allow_tf32)
 
 
 def _cell_probe(result: WatchResult) -> tuple[float, float] | None:
     """The run's cell loop against the fused layer on its shapes (`probe.rnn`), where the run has one and a batch."""
-    if result.cell_loop is None or not result.batch_size:
+    if result.model.cell_loop is None or not result.model.batch_size:
         return None
-    device = "cuda" if result.device == "cuda" else "cpu"
-    loop = result.cell_loop
-    return cell_loop_ms(loop, result.batch_size, loop.length(result.model_calls_per_step), device)
+    device = "cuda" if result.model.device == "cuda" else "cpu"
+    loop = result.model.cell_loop
+    return cell_loop_ms(loop, result.model.batch_size, loop.length(result.steps.model_calls_per_step), device)
 
 
 def measure_context(result: WatchResult, subject: RunSubject | None = None, hardware: HardwareReport | None = None,
@@ -150,7 +151,7 @@ def measure_context(result: WatchResult, subject: RunSubject | None = None, hard
         early = cpu_matmul_gflops() if matmul_gflops is None and hardware is None and not dtypes else None
         hw = hardware or detect_hardware()
         dispatch = dispatch_us if dispatch_us is not None else cpu_dispatch_us()
-        usable = usable_cores() if result.device == "cpu" else None
+        usable = usable_cores() if result.model.device == "cpu" else None
         keep = threads_candidate(result, hw.cpu.physical_cores or 1, usable)
         if matmul_gflops is not None:
             gflops = matmul_gflops
@@ -162,10 +163,10 @@ def measure_context(result: WatchResult, subject: RunSubject | None = None, hard
                     gflops = cpu_matmul_gflops()
         side = matmul_side(result)
         if thread_rates is None and keep is not None:
-            thread_rates = thread_gflops(side, (result.torch_threads, keep))
-        if thread_steps is None and keep is not None and result.torch_threads > keep:  # more threads than cores
-            thread_steps = thread_step_ms(side, (result.torch_threads, keep))
-        if launch_us is None and result.device == "cuda":
+            thread_rates = thread_gflops(side, (result.process.torch_threads, keep))
+        if thread_steps is None and keep is not None and result.process.torch_threads > keep:  # more threads than cores
+            thread_steps = thread_step_ms(side, (result.process.torch_threads, keep))
+        if launch_us is None and result.model.device == "cuda":
             launch_us = cuda_op_us()
         if dtype_gflops is None:
             dtype_gflops = {name: cpu_dtype_gflops(name) for name in dtypes}
@@ -182,8 +183,8 @@ def measure_context(result: WatchResult, subject: RunSubject | None = None, hard
             with intra_op_threads(keep):  # is not what its CPU can do (paired rates stay as compared)
                 gflops = settled_gflops(earlier, cpu_matmul_gflops)
         largest = None
-        if result.peak_memory_bytes and result.memory_capacity_bytes and \
-                result.peak_memory_bytes / result.memory_capacity_bytes >= MEMORY_SHARE:
+        if result.process.peak_memory_bytes and result.process.memory_capacity_bytes and \
+                result.process.peak_memory_bytes / result.process.memory_capacity_bytes >= MEMORY_SHARE:
             largest = _largest_batch(subject, result)
         ctx = Context(dispatch_us=dispatch, matmul_gflops=gflops, physical_cores=hw.cpu.physical_cores or 1,
                       logical_threads=hw.cpu.logical_threads or 1, largest_batch=largest, cuda_op_us=launch_us,

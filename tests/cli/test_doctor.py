@@ -247,7 +247,8 @@ def test_an_interrupted_run_and_a_run_without_a_step_say_so_plainly() -> None:
     assert "status 130" not in rendered(stopped) and "interrupted (Ctrl-C)" in doctor_html(stopped)
     failed = dataclasses.replace(stopped, exit_code=1)
     assert "(the script exited with status 1)" in rendered(failed)
-    no_step = dataclasses.replace(run, median_ms=None, p90_ms=None, steps_measured=0, steps_seen=0)
+    no_step = dataclasses.replace(run, steps=dataclasses.replace(run.steps, median_ms=None, p90_ms=None, measured=0,
+                                                                 seen=0))
     report = judge(no_step, ctx, detect_hardware())
     assert report.verdicts == []
     text = rendered(report)

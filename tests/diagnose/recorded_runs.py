@@ -10,7 +10,19 @@ from trainspeed.diagnose.report import DoctorReport
 from trainspeed.diagnose.rules import Context, diagnose
 from trainspeed.report.text import doctor_view
 from trainspeed.watch.phases import PHASES
-from trainspeed.watch.result import GpuUtil, LoaderInfo, PhaseStat, SyncSite, WatchResult
+from trainspeed.watch.result import (
+    GpuUtil,
+    LoaderInfo,
+    Loaders,
+    ModelFacts,
+    PhaseStat,
+    Process,
+    Reads,
+    Steps,
+    SyncSite,
+    WatchResult,
+    Window,
+)
 
 CTX = Context(dispatch_us=2.0, matmul_gflops=100.0, physical_cores=8, logical_threads=16)
 
@@ -31,13 +43,16 @@ def recorded(step_ms: float, host: dict[str, float], device: dict[str, float] | 
         share["other"] = 1 - sum(v for p, v in share.items() if p != "other")
     phases = {p: PhaseStat(host.get(p, 0.0), (device or {}).get(p), share[p]) for p in PHASES}
     return WatchResult(
-        steps_seen=100, steps_measured=94, median_ms=step_ms, p90_ms=step_ms * 1.1, phases=phases,
-        syncs_per_step=syncs, h2d_bytes_per_step=h2d, h2d_bytes_by_kind={"pageable": int(h2d * 94)} if h2d else {},
-        ops_per_step=ops, kernels_per_step=(kernels or ops) if dev == "cuda" else None,
-        flops_per_step=flops, sync_sites=[SyncSite("train.py:42", "item", 94, syncs * step_ms)] if syncs else [],
-        other_sites=[], gpu_util=util or GpuUtil(False, None, 0, False), device=dev, batch_size=batch,
-        loaders=loaders or [], torch_threads=threads, process_cpu_percent=None, process_threads=None, peak_memory_bytes=peak,
-        memory_capacity_bytes=capacity, step_samples=[], step_times_ms=[], gpu_busy_ms_per_step=busy,
+        steps=Steps(seen=100, measured=94, median_ms=step_ms, p90_ms=step_ms * 1.1, syncs_per_step=syncs,
+                    h2d_bytes_per_step=h2d),
+        phases=phases,
+        model=ModelFacts(device=dev, batch_size=batch, h2d_bytes_by_kind={"pageable": int(h2d * 94)} if h2d else {}),
+        process=Process(torch_threads=threads, peak_memory_bytes=peak, memory_capacity_bytes=capacity),
+        gpu_util=util or GpuUtil(False, None, 0, False),
+        window=Window(ops_per_step=ops, kernels_per_step=(kernels or ops) if dev == "cuda" else None,
+                      flops_per_step=flops, gpu_busy_ms_per_step=busy),
+        reads=Reads(sync_sites=[SyncSite("train.py:42", "item", 94, syncs * step_ms)] if syncs else []),
+        loaders=Loaders(each=loaders or []),
     )
 
 
@@ -59,4 +74,5 @@ def adamw_run(fused: bool | None = None, opt_ms: float = 11.95) -> WatchResult:
 
     r = recorded(23.87, {"forward": 4.6, "backward": 5.6, "optimizer": opt_ms}, ops=2445, flops=1.56e7, batch=64,
                  threads=2)
-    return dataclasses.replace(r, optimizer=OptimizerInfo("AdamW", 162, 44932, False, fused))
+    return dataclasses.replace(r, optimizers=dataclasses.replace(r.optimizers,
+                                                                 info=OptimizerInfo("AdamW", 162, 44932, False, fused)))

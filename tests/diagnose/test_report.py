@@ -27,7 +27,7 @@ def test_callable_package_and_html() -> None:
     report = w.result()
     html = doctor_html(report)
     assert "<h1>trainspeed doctor</h1>" in html and "forward" in html
-    assert report.watch.steps_seen == 10 and report.context.dispatch_us > 0 and report.context.matmul_gflops > 0
+    assert report.watch.steps.seen == 10 and report.context.dispatch_us > 0 and report.context.matmul_gflops > 0
 
 
 def test_a_cuda_report_says_what_device_ms_is_and_how_much_the_gpu_works() -> None:
@@ -85,7 +85,8 @@ def test_the_summary_lists_what_the_dataloader_ran_only_where_the_wait_is_worth_
     def views(data_ms: float) -> tuple[str, str]:
         r = recorded(20.0, {"data": data_ms, "forward": 8.0, "backward": 8.0, "optimizer": 1.0}, flops=2e8, batch=64,
                      loaders=[LoaderInfo(0, False, 64, False)])
-        report = diagnose_run(dataclasses.replace(r, data_sites=sites), hardware=detect_hardware(), dispatch_us=2.0,
+        report = diagnose_run(dataclasses.replace(r, sites=dataclasses.replace(r.sites, data=sites)),
+                              hardware=detect_hardware(), dispatch_us=2.0,
                               matmul_gflops=100.0)
         return rendered(report), doctor_html(report)
 
@@ -106,7 +107,9 @@ def test_the_summary_says_the_recompute_the_compiles_and_what_the_workers_ran() 
 
     r = recorded(30.0, {"data": 10.0, "forward": 5.0, "backward": 12.0, "optimizer": 2.0}, ops=100, flops=1e8,
                  loaders=[LoaderInfo(1, False, 32, False, batches=120)])
-    r = dataclasses.replace(r, recompute_ms_per_step=4.25, loader_workers=WorkerCpu(94, 9.5), compiles=Compiles(2, 0.5))
+    r = dataclasses.replace(r, steps=dataclasses.replace(r.steps, recompute_ms_per_step=4.25),
+                            machine=dataclasses.replace(r.machine, loader_workers=WorkerCpu(94, 9.5),
+                                                        compiles=Compiles(2, 0.5)))
     text = rendered(report_module.diagnose_run(r, hardware=detect_hardware(), dispatch_us=2.0, matmul_gflops=100.0))
     assert "backward recomputes checkpointed forwards (activation checkpointing): 4.25 ms per step" in text
     assert "DataLoader worker processes: 94 batches while measured, 9.50 ms of CPU each" in text
@@ -124,7 +127,8 @@ def test_a_prediction_for_the_loop_is_also_said_for_the_whole_process() -> None:
     from trainspeed.hardware import detect_hardware
     from trainspeed.report.text import prediction_words, process_line
 
-    r = dataclasses.replace(recorded(5.0, {"forward": 2.0, "backward": 2.5}), loop_s=1.8)
+    r = recorded(5.0, {"forward": 2.0, "backward": 2.5})
+    r = dataclasses.replace(r, steps=dataclasses.replace(r.steps, loop_s=1.8))
     verdict = Verdict("launch_bound", "e", "a", 2.26)
     report = DoctorReport(detect_hardware(), r, [verdict, Verdict("small_batch", "e", "a", None)], CTX, process_s=4.3)
     assert report.process_speedup(verdict) == round(4.3 / (4.3 - 1.8 + 1.8 / 2.26), 2) == 1.3

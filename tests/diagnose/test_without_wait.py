@@ -17,7 +17,7 @@ TWO_CORES = Context(dispatch_us=2.0, matmul_gflops=100.0, physical_cores=2, logi
 def _waited(r: WatchResult, waits: dict[str, float]) -> WatchResult:
     """`r` with each phase's wait for a core per step (ms), as the watcher gives it: a part of the phase's share of
     the mean step."""
-    step = r.mean_ms or r.median_ms or 0.0
+    step = r.steps.mean_ms or r.steps.median_ms or 0.0
     return dataclasses.replace(r, phases={
         p: dataclasses.replace(s, wait_ms=waits.get(p, 0.0),
                                wait_share=min(1.0, waits.get(p, 0.0) / (s.share * step)) if s.share else 0.0)
@@ -29,7 +29,8 @@ def _checkpointing_step(waits: dict[str, float] | None, step_ms: float, host: di
     VM), alone and beside two busy processes: the phases' host times and their waits for a core as the watcher read
     them."""
     r = recorded(step_ms, host, ops=60, flops=3.5e8, batch=64, threads=2)
-    r = dataclasses.replace(r, saves=40, save_calls=40, saves_every_steps=1.0, mean_ms=step_ms)
+    r = dataclasses.replace(r, checkpoints=dataclasses.replace(r.checkpoints, saves=40, calls=40, every_steps=1.0),
+                            steps=dataclasses.replace(r.steps, mean_ms=step_ms))
     return _waited(r, waits) if waits else r
 
 
@@ -40,7 +41,7 @@ BUSY_WAITS = {"forward": 44.77, "backward": 67.95, "optimizer": 98.48, "checkpoi
 
 def test_beside_two_busy_processes_the_script_keeps_its_first_verdict() -> None:
     busy = _checkpointing_step(BUSY_WAITS, 345.25, BUSY_HOST)
-    busy = dataclasses.replace(busy, others_cpu_cores=1.9)
+    busy = dataclasses.replace(busy, machine=dataclasses.replace(busy.machine, others_cpu_cores=1.9))
     alone = [v.id for v in diagnose(ALONE, TWO_CORES)]
     found = diagnose(busy, TWO_CORES)
     assert alone[0] == "checkpoint_heavy"
@@ -62,7 +63,7 @@ def test_the_phases_less_their_waits_add_up_to_the_step_less_the_wait() -> None:
     net = without_wait(busy)
     assert net is not None
     left = 345.25 - sum(BUSY_WAITS.values())
-    assert net.mean_ms == pytest.approx(left) and net.median_ms == pytest.approx(left)
+    assert net.steps.mean_ms == pytest.approx(left) and net.steps.median_ms == pytest.approx(left)
     assert sum(p.share for p in net.phases.values()) == pytest.approx(1.0)
     assert net.phases["checkpoint"].share == pytest.approx((67.63 - 26.39) / left)
     share = busy.phases["checkpoint"].share
@@ -87,7 +88,8 @@ def test_a_wait_that_comes_in_bursts_does_not_take_the_median_phase_to_nothing()
     now and then, so forward's mean wait is more than its median time."""
     r = recorded(0.28, {"forward": 0.08, "backward": 0.12, "optimizer": 0.05},
                  shares={"forward": 0.25, "backward": 0.4, "optimizer": 0.2})
-    r = _waited(dataclasses.replace(r, mean_ms=1.2), {"forward": 0.15, "backward": 0.2})
+    r = _waited(dataclasses.replace(r, steps=dataclasses.replace(r.steps, mean_ms=1.2)), {"forward": 0.15,
+                                                                                          "backward": 0.2})
     net = without_wait(r)
     assert net is not None and net.phases["forward"].host_ms == pytest.approx(0.08 * (1 - 0.15 / 0.3))
     assert net.phases["optimizer"].host_ms == pytest.approx(0.05)
@@ -95,7 +97,7 @@ def test_a_wait_that_comes_in_bursts_does_not_take_the_median_phase_to_nothing()
     bursts = dataclasses.replace(r, phases={p: dataclasses.replace(s, median_wait_share=0.0)
                                             for p, s in r.phases.items()})
     net = without_wait(bursts)
-    assert net is not None and net.median_ms == pytest.approx(0.28)
+    assert net is not None and net.steps.median_ms == pytest.approx(0.28)
     assert net.phases["forward"].host_ms == pytest.approx(0.08)
     assert net.phases["forward"].share < r.phases["forward"].share  # the mean's shares lose the waits
 

@@ -72,11 +72,8 @@ def seed_loop() -> WatchResult:
     host = {"forward": 0.07, "backward": 0.09, "optimizer": 0.05}
     records, times = _steps(0.26, host)
     r = recorded(0.26, host, ops=42, flops=9.6e4, batch=120, threads=8, syncs=0.0)
-    return dataclasses.replace(
-        r, step_samples=records, step_times_ms=times, host_reads_per_step=1.0,
-        host_read_sites=[SyncSite("iris_seed.py:41", "item", 94, 0.6, "losses.append(loss.item())")],
-        optimizer=OptimizerInfo("SGD", 4, 2953, None, None),
-        other_sites=[OtherSite("iris_seed.py:38", "loss = criterion(model(x), y)", 31, 0.62)])
+    return dataclasses.replace(r, steps=dataclasses.replace(r.steps, samples=records, times_ms=times,
+                                                            host_reads_per_step=1.0), reads=dataclasses.replace(r.reads, host_read_sites=[SyncSite("iris_seed.py:41", "item", 94, 0.6, "losses.append(loss.item())")]), optimizers=dataclasses.replace(r.optimizers, info=OptimizerInfo("SGD", 4, 2953, None, None)), sites=dataclasses.replace(r.sites, other=[OtherSite("iris_seed.py:38", "loss = criterion(model(x), y)", 31, 0.62)]))
 
 
 def loader_cuda() -> WatchResult:
@@ -91,8 +88,8 @@ def loader_cuda() -> WatchResult:
                  busy=7.9, peak=3 * 2**30, capacity=80 * 2**30)
     sites = [DataSite("dataset.py:27", "image = Image.open(path).convert('RGB')", 61, 0.55, inside="PIL"),
              DataSite("dataset.py:28", "image = self.transform(image)", 38, 0.35, inside="torchvision")]
-    return dataclasses.replace(r, step_samples=records, step_times_ms=times, data_sites=sites,
-                               optimizer=OptimizerInfo("AdamW", 62, 11_200_000, None, None))
+    return dataclasses.replace(r, steps=dataclasses.replace(r.steps, samples=records, times_ms=times),
+                               sites=dataclasses.replace(r.sites, data=sites), optimizers=dataclasses.replace(r.optimizers, info=OptimizerInfo("AdamW", 62, 11_200_000, None, None)))
 
 
 def evaluating_run() -> WatchResult:
@@ -102,9 +99,8 @@ def evaluating_run() -> WatchResult:
     r = recorded(30.0, host, ops=900, flops=3.0e9, batch=32, threads=8,
                  shares={"data": 0.025, "forward": 0.22, "backward": 0.34, "optimizer": 0.07, "checkpoint": 0.05})
     ev = Evaluation(count=4, mean_ms=240.0, share=0.22, every_steps=20.0, by="model.eval()", in_run=5)
-    return dataclasses.replace(r, step_samples=records, step_times_ms=times, evaluation=ev, saves=2, save_calls=2,
-                               saves_every_steps=50.0, mean_ms=38.5,
-                               optimizer=OptimizerInfo("Adam", 12, 410_000, None, None))
+    return dataclasses.replace(r, evaluation=ev, steps=dataclasses.replace(r.steps, samples=records, times_ms=times,
+                                                                           mean_ms=38.5), checkpoints=dataclasses.replace(r.checkpoints, saves=2, calls=2, every_steps=50.0), optimizers=dataclasses.replace(r.optimizers, info=OptimizerInfo("Adam", 12, 410_000, None, None)))
 
 
 RUNS = {"seed_loop": seed_loop, "loader_cuda": loader_cuda, "evaluating_run": evaluating_run}
@@ -167,8 +163,8 @@ def _compare_text(width: int) -> str:
     from trainspeed.report.text import compare_view
 
     fast = _report("seed_loop")
-    slow_run = dataclasses.replace(fast.watch, step_times_ms=[t * 1.1 for t in fast.watch.step_times_ms],
-                                   median_ms=(fast.watch.median_ms or 0) * 1.1)
+    slow_run = dataclasses.replace(fast.watch, steps=dataclasses.replace(fast.watch.steps,
+                                                                         times_ms=[t * 1.1 for t in fast.watch.steps.times_ms], median_ms=(fast.watch.steps.median_ms or 0) * 1.1))
     a = json.loads(_json(fast))
     b = json.loads(_json(dataclasses.replace(fast, watch=slow_run)))
     c = dataclasses.replace(compare(a, b, "before", "after"), a_path="runs/2026-11-27/before/doctor.json",

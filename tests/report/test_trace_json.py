@@ -10,7 +10,7 @@ import pytest
 
 from trainspeed.cli import main
 from trainspeed.report.trace import TRACKS, chrome_trace, trace_events
-from trainspeed.watch.result import WatchResult
+from trainspeed.watch.result import GpuUtil, ModelFacts, Process, Steps, WatchResult
 from trainspeed.watch.trace import Trace, TraceStep, WindowOp
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -49,11 +49,9 @@ def test_each_span_is_a_complete_event_on_its_track_in_microseconds_from_the_fir
 
 
 def test_a_run_watched_without_trace_has_none_to_render() -> None:
-    r = WatchResult(steps_seen=0, steps_measured=0, median_ms=None, p90_ms=None, phases={}, syncs_per_step=0.0,
-                    h2d_bytes_per_step=0.0, h2d_bytes_by_kind={}, ops_per_step=None, kernels_per_step=None,
-                    flops_per_step=None, sync_sites=[], other_sites=[], gpu_util=None, device="cpu",  # type: ignore[arg-type]
-                    batch_size=None, loaders=[], torch_threads=1, process_cpu_percent=None, process_threads=None,
-                    peak_memory_bytes=None, memory_capacity_bytes=None, step_samples=[], step_times_ms=[])
+    r = WatchResult(Steps(seen=0, measured=0, median_ms=None, p90_ms=None), phases={},
+                    model=ModelFacts(device="cpu", batch_size=None), process=Process(torch_threads=1),
+                    gpu_util=GpuUtil(False, None, 0, False))
     with pytest.raises(ValueError, match="trace=True"):
         chrome_trace(r)
 

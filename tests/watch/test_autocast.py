@@ -38,7 +38,7 @@ def _losses(autocast: bool, watched: bool) -> tuple[list[float], str | None]:
         return losses, None
     with Watcher(warmup=2) as w:  # the profiler window included
         run()
-    return losses, w.measurements().autocast
+    return losses, w.measurements().model.autocast
 
 
 def test_a_run_under_autocast_is_recorded_so_and_its_losses_are_the_same() -> None:

@@ -88,8 +88,8 @@ def test_a_run_that_mostly_evaluates_has_a_share_under_all_of_it() -> None:
     # 300 ms of evaluation against 9 measured steps holding 200 ms of it: under all of the run, whatever the steps took
     assert 0.5 < ev.share < 0.99
     inside = 2 * ev.mean_ms  # after steps 4 and 8, within the measured steps that follow them; step 12's is after
-    assert abs(ev.step_ms * r.steps_measured - inside) < 0.1 * inside
-    assert r.mean_ms is not None and ev.step_ms < r.mean_ms
+    assert abs(ev.step_ms * r.steps.measured - inside) < 0.1 * inside
+    assert r.steps.mean_ms is not None and ev.step_ms < r.steps.mean_ms
 
 
 def test_an_evaluation_under_no_grad_alone_is_counted_and_said_so() -> None:
@@ -222,5 +222,5 @@ def test_an_evaluation_s_batches_and_lines_are_not_the_training_step_s() -> None
 
     r = _trained_evaluating(30, 10, evaluate, warmup=2)
     assert r.evaluation is not None and r.evaluation.count == 3
-    assert r.phases["data"].share < 0.05 and r.loader_starts == 0
-    assert not any("the validation loop's own line" in s.code for s in (*r.other_sites, *r.loop_sites))
+    assert r.phases["data"].share < 0.05 and r.loaders.starts == 0
+    assert not any("the validation loop's own line" in s.code for s in (*r.sites.other, *r.sites.loop))

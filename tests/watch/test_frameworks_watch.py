@@ -75,7 +75,7 @@ def test_a_lightning_fit_is_counted_as_it_runs_and_trains_the_same_weights() -> 
     watched, validations = _fit(w)
     assert all(torch.equal(a, b) for a, b in zip(plain.parameters(), watched.parameters()))  # bit for bit
     r = w.measurements()
-    assert r.steps_seen == 40 and r.batch_size == 32  # not the validation's 256 of the sanity check before training
+    assert r.steps.seen == 40 and r.model.batch_size == 32  # not the validation's 256 of the sanity check before training
     # Lightning restores the training flag by hand (no model.train()): each validation still ends, at the next batch
     assert r.evaluation is not None and r.evaluation.in_run == validations >= 4
     # the closure (training_step, backward, Lightning's hooks) is not the optimizer's: AdamW's update of 5 kB of
@@ -96,5 +96,5 @@ def test_a_hugging_face_trainer_run_is_counted_as_it_runs_and_trains_the_same_we
     assert all(torch.equal(a, b) for a, b in zip(plain.parameters(), watched.parameters()))
     r = w.measurements()
     # optimizer steps, each of two micro-batches of 8 given as model(**batch)
-    assert r.steps_seen == 12 and r.batch_size == 8 and r.micro_batches_per_step == 2
+    assert r.steps.seen == 12 and r.model.batch_size == 8 and r.steps.micro_batches_per_step == 2
     assert r.framework is not None and r.framework.name == "transformers"

@@ -42,7 +42,7 @@ def test_saves_with_no_step_between_them_are_one_checkpoint() -> None:
                 torch.save(model.state_dict(), os.path.join(folder, "model.pt"))
                 torch.save(optimizer.state_dict(), os.path.join(folder, "optimizer.pt"))
     r = w.measurements()
-    assert (r.saves, r.saves_every_steps, r.save_calls) == (3, 4.0, 6)
+    assert (r.checkpoints.saves, r.checkpoints.every_steps, r.checkpoints.calls) == (3, 4.0, 6)
 
 
 def test_dataloader_wait_and_checkpoints_are_phases() -> None:
@@ -58,12 +58,13 @@ def test_dataloader_wait_and_checkpoints_are_phases() -> None:
             torch.save(model.state_dict(), os.path.join(folder, "m.pt"))
     r = w.measurements()
     assert r.phases["data"].host_ms > 0 and r.phases["checkpoint"].host_ms > 0
-    assert (r.saves, r.saves_every_steps, r.save_calls) == (8, 1.0, 8)  # every save of the run, the warm-up's too
-    assert r.loaders and r.loaders[0].num_workers == 0 and r.loaders[0].batch_size == 8
+    assert (r.checkpoints.saves, r.checkpoints.every_steps,
+            r.checkpoints.calls) == (8, 1.0, 8)  # every save of the run, the warm-up's too
+    assert r.loaders.each and r.loaders.each[0].num_workers == 0 and r.loaders.each[0].batch_size == 8
     # 8 batches (the 9th ask, which ended the pass, handed out none); fetched row by row from a TensorDataset; for
     # the probes after the run, an item of its shapes and the dataset's rows (not the data)
-    assert (r.loaders[0].batches, r.loaders[0].dataset, r.loaders[0].batchable) == (8, "TensorDataset", True)
-    assert r.loader_workers is None  # no worker processes
+    assert (r.loaders.each[0].batches, r.loaders.each[0].dataset, r.loaders.each[0].batchable) == (8, "TensorDataset", True)
+    assert r.machine.loader_workers is None  # no worker processes
     (item, rows), = w.loaders.probes.values()
     assert [(t.shape, t.dtype) for t in item] == [((8,), torch.float32), ((), torch.int64)] and rows == 64
     assert float(item[0].abs().sum()) == 0.0
@@ -82,11 +83,11 @@ def test_a_loaders_starts_are_counted_and_timed_with_their_first_batch_as_data()
                 loss.backward()
                 optimizer.step()
     r = w.measurements()
-    assert r.loader_starts == 5 and r.loader_start_ms is not None and r.loader_start_ms >= 20
-    assert r.loader_start_share is not None and 0 < r.loader_start_share <= r.phases["data"].share
+    assert r.loaders.starts == 5 and r.loaders.start_ms is not None and r.loaders.start_ms >= 20
+    assert r.loaders.start_share is not None and 0 < r.loaders.start_share <= r.phases["data"].share
     # the starts' 20 ms sleeps are the data phase's time (a share of the run that depends on how busy the machine
     # keeps the tiny steps, so the time itself is checked)
-    assert r.mean_ms is not None and r.phases["data"].share * r.mean_ms * r.steps_measured >= 5 * 20
+    assert r.steps.mean_ms is not None and r.phases["data"].share * r.steps.mean_ms * r.steps.measured >= 5 * 20
 
 
 def test_an_iterator_made_every_step_starts_and_stops_its_workers_every_step_as_data() -> None:
@@ -102,11 +103,11 @@ def test_an_iterator_made_every_step_starts_and_stops_its_workers_every_step_as_
             loss.backward()
             optimizer.step()
     r = w.measurements()
-    assert r.loader_starts == 5
+    assert r.loaders.starts == 5
     # each dropped iterator joins its worker: data, with the starts, not the next line's "other" (a worker's start
     # and join take tens of ms against a step of Linear(8, 2); the bounds leave room for a busy machine's slower steps)
     assert r.phases["data"].share > 0.5 and r.phases["other"].share < r.phases["data"].share / 4
-    assert r.loader_start_share is not None and r.loader_start_share > 0.5 * r.phases["data"].share
+    assert r.loaders.start_share is not None and r.loaders.start_share > 0.5 * r.phases["data"].share
 
 
 class _Busy(torch.utils.data.Dataset[torch.Tensor]):
@@ -131,15 +132,15 @@ def test_the_worker_processes_cpu_is_counted_per_batch_they_hand_over() -> None:
                 loss.backward()
                 optimizer.step()
     r = w.measurements()
-    assert r.loaders[0].batches == 20  # the asks that ended each pass handed out nothing
-    assert r.loader_workers is not None and r.loader_workers.batches == r.steps_measured == 18
+    assert r.loaders.each[0].batches == 20  # the asks that ended each pass handed out nothing
+    assert r.machine.loader_workers is not None and r.machine.loader_workers.batches == r.steps.measured == 18
     # the same 4 items made here, on this process's CPU clock: the worker ran at least that for each batch, and
     # its start and its side of the handover beside
     t0 = time.process_time()
     for _ in range(3):
         [_Busy()[i] for i in range(4)]
     made_ms = (time.process_time() - t0) * 1e3 / 3
-    assert 0.7 * made_ms < r.loader_workers.cpu_ms_per_batch < made_ms + 40
+    assert 0.7 * made_ms < r.machine.loader_workers.cpu_ms_per_batch < made_ms + 40
 
 
 def _shuffled_loader_loop() -> None:
@@ -204,4 +205,4 @@ def test_a_module_called_by_the_dataloader_is_the_datas_not_the_forward_phase() 
     r = w.measurements()
     # 8 ms of transforms a batch in the data phase; the model's forward, a tiny Linear, well under a millisecond
     assert r.phases["data"].host_ms >= 6.0 and r.phases["forward"].host_ms < 1.0
-    assert r.batch_size == 8 and r.model_calls_per_step == 1  # the model's calls, not the transform's per sample
+    assert r.model.batch_size == 8 and r.steps.model_calls_per_step == 1  # the model's calls, not the transform's per sample

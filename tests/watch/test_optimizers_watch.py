@@ -36,9 +36,9 @@ def test_backward_calls_before_the_first_optimizer_step_are_its_micro_batches_no
         watched = _accumulating_loop(40, 8)
     assert watched == plain
     r = w.measurements()
-    assert r.steps_seen == 40 and r.steps_measured == 36
-    assert r.micro_batches_per_step == 8 and r.batch_size == 1
-    assert r.ops_per_step is not None and r.ops_per_step > 8 * 10  # the window saw whole steps
+    assert r.steps.seen == 40 and r.steps.measured == 36
+    assert r.steps.micro_batches_per_step == 8 and r.model.batch_size == 1
+    assert r.window.ops_per_step is not None and r.window.ops_per_step > 8 * 10  # the window saw whole steps
     assert r.phases["backward"].host_ms > 4 * r.phases["optimizer"].host_ms
     assert any("after 8 backward calls" in note for note in r.notes)
 
@@ -47,7 +47,7 @@ def test_a_step_with_one_forward_and_backward_is_one_micro_batch() -> None:
     # a loss module is an outermost module call too, and a second optimizer's steps (a GAN's) share the passes
     with Watcher(warmup=1, profile_steps=0) as w:
         seed_loop(20)
-    assert w.measurements().micro_batches_per_step == 1 and w.measurements().optimizer_steps_per_step == 1
+    assert w.measurements().steps.micro_batches_per_step == 1 and w.measurements().steps.optimizer_steps_per_step == 1
     model, optimizer, x = tiny_step()
     other = torch.optim.SGD(model.parameters(), lr=0.0)
     with Watcher(warmup=1, profile_steps=0) as w:
@@ -56,7 +56,7 @@ def test_a_step_with_one_forward_and_backward_is_one_micro_batch() -> None:
             optimizer.step()
             model(x).sum().backward()
             other.step()
-    assert w.measurements().micro_batches_per_step == 1 and w.measurements().optimizer_steps_per_step == 2
+    assert w.measurements().steps.micro_batches_per_step == 1 and w.measurements().steps.optimizer_steps_per_step == 2
 
 
 def _rebuilding_loop(steps: int) -> list[float]:
@@ -82,9 +82,9 @@ def test_a_new_optimizer_built_every_step_delimits_the_steps_and_is_counted() ->
         watched = _rebuilding_loop(60)
     assert watched == plain
     r = w.measurements()
-    assert r.steps_seen == 60 and r.optimizers_built == 59
-    assert r.optimizer_build_ms is not None and r.optimizer_build_ms > 0
-    assert r.micro_batches_per_step == 1 and r.model_calls_per_step == 1
+    assert r.steps.seen == 60 and r.optimizers.built == 59
+    assert r.optimizers.build_ms is not None and r.optimizers.build_ms > 0
+    assert r.steps.micro_batches_per_step == 1 and r.steps.model_calls_per_step == 1
 
 
 def test_an_optimizer_that_steps_twice_without_the_first_delimits_the_steps_from_then_on() -> None:
@@ -97,8 +97,8 @@ def test_an_optimizer_that_steps_twice_without_the_first_delimits_the_steps_from
                 model(x).sum().backward()
                 optimizer.step()
     r = w.measurements()
-    assert r.steps_seen == 39 and r.optimizer_changes == 1  # the second one's first step is its rival's
-    assert r.optimizers_built == 0  # built before the first step
+    assert r.steps.seen == 39 and r.optimizers.changes == 1  # the second one's first step is its rival's
+    assert r.optimizers.built == 0  # built before the first step
     # a critic stepped 5 times per generator step: the critic delimits the steps, the generator's step is shared
     with Watcher(warmup=1, profile_steps=0) as w:
         for _ in range(12):
@@ -108,8 +108,8 @@ def test_an_optimizer_that_steps_twice_without_the_first_delimits_the_steps_from
                 model(x).sum().backward()
                 second.step()
     r = w.measurements()
-    assert r.steps_seen == 12 * 5 - 1 + 1
-    assert r.optimizer_steps_per_step == 1  # most steps hold the critic's step alone
+    assert r.steps.seen == 12 * 5 - 1 + 1
+    assert r.steps.optimizer_steps_per_step == 1  # most steps hold the critic's step alone
 
 
 def test_a_gans_two_optimizers_each_step_are_counted() -> None:
@@ -128,7 +128,7 @@ def test_a_gans_two_optimizers_each_step_are_counted() -> None:
             g_loss.backward()
             opt_g.step()
     r = w.measurements()
-    assert r.steps_seen == 20 and r.optimizer_steps_per_step == 2
+    assert r.steps.seen == 20 and r.steps.optimizer_steps_per_step == 2
 
 
 def test_autograd_grad_is_a_backward_pass_and_delimits_steps_without_an_optimizer() -> None:
@@ -149,8 +149,8 @@ def test_autograd_grad_is_a_backward_pass_and_delimits_steps_without_an_optimize
     with Watcher(warmup=1, profile_steps=2) as w:
         loop(12)
     r = w.measurements()
-    assert r.steps_seen == 12
-    assert r.phases["backward"].host_ms > 0 and r.micro_batches_per_step == 1
+    assert r.steps.seen == 12
+    assert r.phases["backward"].host_ms > 0 and r.steps.micro_batches_per_step == 1
 
 
 def _gradient_penalty_loop(steps: int) -> list[float]:
@@ -178,8 +178,8 @@ def test_a_gradient_penalty_over_a_leaf_input_runs_and_is_no_micro_batch() -> No
         watched = _gradient_penalty_loop(20)
     assert watched == plain
     r = w.measurements()
-    assert r.flops_per_step is not None and r.flops_per_step > 0
-    assert r.steps_seen == 20 and r.micro_batches_per_step == 1  # create_graph: a term of the loss, not a pass
+    assert r.window.flops_per_step is not None and r.window.flops_per_step > 0
+    assert r.steps.seen == 20 and r.steps.micro_batches_per_step == 1  # create_graph: a term of the loss, not a pass
 
 
 def test_an_lbfgs_closures_passes_are_inside_its_step_not_micro_batches() -> None:
@@ -196,8 +196,8 @@ def test_an_lbfgs_closures_passes_are_inside_its_step_not_micro_batches() -> Non
         for _ in range(10):
             optimizer.step(closure)
     r = w.measurements()
-    assert r.steps_seen == 10 and not any("backward calls" in note for note in r.notes)
-    assert r.micro_batches_per_step == 1 and r.model_calls_per_step == 0
+    assert r.steps.seen == 10 and not any("backward calls" in note for note in r.notes)
+    assert r.steps.micro_batches_per_step == 1 and r.steps.model_calls_per_step == 0
 
 
 def test_the_models_calls_per_step_and_those_fed_an_earlier_calls_output_are_counted() -> None:
@@ -209,8 +209,8 @@ def test_the_models_calls_per_step_and_those_fed_an_earlier_calls_output_are_cou
             torch.cat([model(x[i:i + 1]) for i in range(8)]).sum().backward()
             optimizer.step()
     r = w.measurements()
-    assert r.model_calls_per_step == 8 and r.model_calls_chained == 0 and r.model_calls_after_read == 0
-    assert r.batch_size == 1
+    assert r.steps.model_calls_per_step == 8 and r.steps.model_calls_chained == 0 and r.steps.model_calls_after_read == 0
+    assert r.model.batch_size == 1
     with Watcher(warmup=1, profile_steps=0) as w:  # a cell stepped over a sequence
         for _ in range(8):
             h = torch.zeros(1, 4)
@@ -219,7 +219,7 @@ def test_the_models_calls_per_step_and_those_fed_an_earlier_calls_output_are_cou
             h.sum().backward()
             cell_opt.step()
     r = w.measurements()
-    assert r.model_calls_per_step == 6 and r.model_calls_chained == 5 and r.model_calls_after_read == 0
+    assert r.steps.model_calls_per_step == 6 and r.steps.model_calls_chained == 5 and r.steps.model_calls_after_read == 0
     with Watcher(warmup=1, profile_steps=0) as w:  # an agent: each input made from the action the host read
         for _ in range(8):
             obs, logps = x[0:1], []
@@ -231,7 +231,7 @@ def test_the_models_calls_per_step_and_those_fed_an_earlier_calls_output_are_cou
             torch.stack(logps).sum().backward()
             optimizer.step()
     r = w.measurements()
-    assert r.model_calls_per_step == 5 and r.model_calls_chained == 0 and r.model_calls_after_read == 4
+    assert r.steps.model_calls_per_step == 5 and r.steps.model_calls_chained == 0 and r.steps.model_calls_after_read == 4
 
 
 def test_the_optimizer_that_delimits_the_steps_is_described_as_it_was_made() -> None:
@@ -241,7 +241,7 @@ def test_the_optimizer_that_delimits_the_steps_is_described_as_it_was_made() -> 
         for _ in range(5):
             model(x).sum().backward()
             optimizer.step()
-    info = w.measurements().optimizer
+    info = w.measurements().optimizers.info
     assert info is not None and info.kind == "Adam" and info.tensors == 4 and info.foreach is False
     assert info.elements == sum(p.numel() for p in model.parameters())
     assert w.optimizers.spec is not None and w.optimizers.spec.shapes[0] == tuple(next(model.parameters()).shape)
@@ -295,7 +295,7 @@ def test_a_closures_own_work_is_not_the_optimizers() -> None:
             else:
                 optimizer.step(closure=closure)  # either way of passing it
     r = w.measurements()
-    assert len(calls) == 12 and r.steps_seen == 12
+    assert len(calls) == 12 and r.steps.seen == 12
     shares = {p: r.phases[p].share for p in ("forward", "backward", "optimizer", "other")}
     assert shares["other"] > 0.6 and shares["optimizer"] < 0.2, shares
     assert r.phases["forward"].host_ms > 0 and r.phases["backward"].host_ms > 0
@@ -316,7 +316,7 @@ def test_the_batch_size_is_the_training_calls_not_a_validation_pass_run_first() 
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
-    assert w.measurements().batch_size == 32
+    assert w.measurements().model.batch_size == 32
 
 
 def test_a_model_called_on_one_unbatched_sample_has_a_batch_of_one() -> None:
@@ -328,4 +328,4 @@ def test_a_model_called_on_one_unbatched_sample_has_a_batch_of_one() -> None:
             for _ in range(4):
                 model(x).sum().backward()
                 optimizer.step()
-        assert w.measurements().batch_size == batch
+        assert w.measurements().model.batch_size == batch

@@ -34,7 +34,7 @@ def test_watching_does_not_change_the_losses_bit_for_bit() -> None:
     with trainspeed.watch() as w:
         watched = seed_loop(300)
     assert watched == plain
-    assert w.measurements().steps_seen == 300
+    assert w.measurements().steps.seen == 300
 
 
 def _compiled_loop(steps: int) -> list[float]:
@@ -67,21 +67,21 @@ def test_watching_a_torch_compiled_model_does_not_change_its_losses_bit_for_bit(
         torch._dynamo.reset()  # its compiled code is no later test's (conftest zeroes the count of graphs)
     assert watched == plain
     assert any("torch.profiler alone" in note for note in w.measurements().notes)
-    assert w.measurements().compiled
+    assert w.measurements().window.compiled
 
 
 def test_steps_phases_and_sync_sites() -> None:
     with Watcher(warmup=2, profile_steps=2) as w:
         seed_loop(50)
     r = w.measurements()
-    assert r.steps_seen == 50 and r.steps_measured == 46  # warm-up and profiled steps left out
-    assert r.batch_size == 120 and r.device == "cpu" and not r.compiled
+    assert r.steps.seen == 50 and r.steps.measured == 46  # warm-up and profiled steps left out
+    assert r.model.batch_size == 120 and r.model.device == "cpu" and not r.window.compiled
     # loss.item() of a CPU tensor waits for nothing: a read apart, not a sync, its time in the phase it ran in
-    assert r.syncs_per_step == 0 and not r.sync_sites and r.phases["sync"].share == 0 and r.host_reads_per_step == 1.0
-    assert r.ops_per_step and r.ops_per_step > 10 and r.flops_per_step and r.flops_per_step > 0
+    assert r.steps.syncs_per_step == 0 and not r.reads.sync_sites and r.phases["sync"].share == 0 and r.steps.host_reads_per_step == 1.0
+    assert r.window.ops_per_step and r.window.ops_per_step > 10 and r.window.flops_per_step and r.window.flops_per_step > 0
     assert sum(p.share for p in r.phases.values()) == __import__("pytest").approx(1.0)
     assert r.phases["forward"].host_ms > 0 and r.phases["backward"].host_ms > 0
-    site = r.host_read_sites[0]
+    site = r.reads.host_read_sites[0]
     loop_file = watched_loops.__file__  # seed_loop's line that reads the loss
     line = next(i for i, text in enumerate(Path(loop_file).read_text().splitlines(), 1)
                 if "losses.append(loss.item())" in text)
@@ -124,7 +124,7 @@ def test_no_optimizer_steps_are_backward_calls() -> None:
         for _ in range(7):
             (w * 2).sum().backward()
     r = watcher.measurements()
-    assert r.steps_seen == 7 and r.micro_batches_per_step == 1  # no module called: one backward a step
+    assert r.steps.seen == 7 and r.steps.micro_batches_per_step == 1  # no module called: one backward a step
 
 
 def test_autograd_anomaly_detection_is_timed_where_it_formats_stacks() -> None:
@@ -133,7 +133,7 @@ def test_autograd_anomaly_detection_is_timed_where_it_formats_stacks() -> None:
         for _ in range(10):
             model(x).sum().backward()
             optimizer.step()
-    assert w.measurements().anomaly_ms_per_step == 0.0
+    assert w.measurements().steps.anomaly_ms_per_step == 0.0
     with torch.autograd.set_detect_anomaly(True), Watcher(warmup=1, profile_steps=0) as w:
         for _ in range(10):
             model(x).sum().backward()
@@ -141,7 +141,7 @@ def test_autograd_anomaly_detection_is_timed_where_it_formats_stacks() -> None:
     r = w.measurements()
     # a part of each detailed step's time: their mean under the slowest step (not the median step, which a slow
     # moment of a shared machine during the detailed steps put under it: 2.56 ms against 2.07, 2026-11-26)
-    assert r.anomaly_ms_per_step is not None and 0 < r.anomaly_ms_per_step < max(r.step_times_ms)
+    assert r.steps.anomaly_ms_per_step is not None and 0 < r.steps.anomaly_ms_per_step < max(r.steps.times_ms)
     import torch.fx.traceback as fx_traceback
 
     assert not hasattr(fx_traceback.format_stack, "__wrapped__")  # put back
@@ -150,7 +150,7 @@ def test_autograd_anomaly_detection_is_timed_where_it_formats_stacks() -> None:
 def test_steps_limit_stops_the_loop_quietly() -> None:
     with Watcher(steps=5) as w:
         seed_loop(100)
-    assert w.measurements().steps_seen == 5
+    assert w.measurements().steps.seen == 5
 
 
 def test_the_profiler_windows_own_synchronize_is_not_the_scripts(monkeypatch) -> None:
@@ -177,7 +177,7 @@ def test_the_profiler_windows_own_synchronize_is_not_the_scripts(monkeypatch) ->
             optimizer.step()
             optimizer.zero_grad()
             torch.cuda.synchronize()  # the script's own
-    sites = [s for s in w.measurements().sync_sites if s.op == "torch.cuda.synchronize"]
+    sites = [s for s in w.measurements().reads.sync_sites if s.op == "torch.cuda.synchronize"]
     assert [s.count for s in sites] == [6] and sites[0].where.endswith(f"test_session.py:{_line_of('the script')}")
 
 
@@ -252,15 +252,15 @@ def test_a_gpu_the_host_runs_ahead_of_sets_the_step_time(monkeypatch) -> None:
     """The wide MLP on an H200 over 60 steps (2026-11-28): a host median of 29 ms where the GPU worked 70.5 ms a
     step ("243% of the step"). A step is the longer of the host's wall and the device's span."""
     r = _gpu_bound_run(monkeypatch, 20).measurements()
-    assert r.median_ms == pytest.approx(61.0) and r.p90_ms == pytest.approx(61.0)
-    assert r.mean_ms == pytest.approx(61.0) and r.host_median_ms == pytest.approx(4.0)
+    assert r.steps.median_ms == pytest.approx(61.0) and r.steps.p90_ms == pytest.approx(61.0)
+    assert r.steps.mean_ms == pytest.approx(61.0) and r.steps.host_median_ms == pytest.approx(4.0)
     # forward, backward and optimizer split as the GPU ran them; other is the host's 1 ms
     assert r.phases["forward"].share == pytest.approx(20 / 62)
     assert r.phases["backward"].share == pytest.approx(40 / 62)
     assert r.phases["other"].share == pytest.approx(1 / 62)
     assert any("the GPU set the pace" in note for note in r.notes)
     # the loop: 19 host steps after the first one's end, one median step for that first one, and the backlog
-    assert r.loop_s == pytest.approx(19 * 0.004 + 0.061 + 1.0)
+    assert r.steps.loop_s == pytest.approx(19 * 0.004 + 0.061 + 1.0)
 
 
 def test_a_host_that_waits_for_its_gpu_keeps_its_own_step_time(monkeypatch) -> None:
@@ -277,7 +277,7 @@ def test_a_host_that_waits_for_its_gpu_keeps_its_own_step_time(monkeypatch) -> N
             clock[0] += 0.001
             w.step_ended(OPTIMIZER)  # type: ignore[arg-type]
     r = w.measurements()
-    assert r.median_ms == pytest.approx(4.0) and r.host_median_ms is None
+    assert r.steps.median_ms == pytest.approx(4.0) and r.steps.host_median_ms is None
     assert r.phases["forward"].share == pytest.approx(0.75)
 
 
@@ -323,8 +323,8 @@ def test_an_explicit_device_synchronize_is_a_sync_at_its_line(monkeypatch) -> No
             optimizer.step()
     assert len(waited) == 5
     r = w.measurements()
-    assert r.syncs_per_step == 1.0 and r.phases["sync"].share > 0
-    [site] = r.sync_sites
+    assert r.steps.syncs_per_step == 1.0 and r.phases["sync"].share > 0
+    [site] = r.reads.sync_sites
     assert (site.op, site.count, site.where) == ("torch.cuda.synchronize", 5, f"{__file__}:{line}")
 
 
@@ -341,7 +341,7 @@ def test_a_read_made_inside_torch_is_charged_to_the_users_line_that_called_it() 
             norm(x); first = sys._getframe().f_lineno  # noqa: E702
             norm(x); second = sys._getframe().f_lineno  # noqa: E702
             optimizer.step()
-    sites = {s.where: s.count for s in w.measurements().host_read_sites}
+    sites = {s.where: s.count for s in w.measurements().reads.host_read_sites}
     assert sites == {f"{__file__}:{first}": 4, f"{__file__}:{second}": 4}  # one torch line, two callers
 
 
@@ -365,9 +365,9 @@ def test_index_tensors_slicing_a_memmap_are_reads_of_cpu_tensors_at_the_users_li
             optimizer.step()
             optimizer.zero_grad()
     r = w.measurements()
-    assert r.syncs_per_step == 0 and not r.sync_sites and r.phases["sync"].share == 0
-    assert r.host_reads_per_step == 2 * batch  # two __index__ per slice: its start i and its end, the tensor i + block
-    [site] = r.host_read_sites
+    assert r.steps.syncs_per_step == 0 and not r.reads.sync_sites and r.phases["sync"].share == 0
+    assert r.steps.host_reads_per_step == 2 * batch  # two __index__ per slice: its start i and its end, the tensor i + block
+    [site] = r.reads.host_read_sites
     assert (site.where, site.op, site.count) == (f"{__file__}:{line}", "__index__", 6 * 2 * batch)
 
 
@@ -381,7 +381,7 @@ def test_reads_of_cpu_tensors_stop_counting_once_anything_is_copied_to_a_device(
         t.tolist()
         t.sum().item()
     r = w.measurements()
-    assert [s.count for s in r.host_read_sites] == [1] and not r.sync_sites
+    assert [s.count for s in r.reads.host_read_sites] == [1] and not r.reads.sync_sites
 
 
 def test_the_profiler_windows_own_time_goes_to_no_step() -> None:
@@ -440,9 +440,9 @@ def test_ops_outside_every_phase_are_counted_and_timed_apart() -> None:
             opt.step()
             loss.item()
     r = w.measurements()
-    assert r.other_ops_per_step == 3
-    assert r.other_op_ms_per_step is not None and r.other_op_ms_per_step > 0
-    assert r.ops_per_step is not None and r.ops_per_step > 10
+    assert r.window.other_ops_per_step == 3
+    assert r.window.other_op_ms_per_step is not None and r.window.other_op_ms_per_step > 0
+    assert r.window.ops_per_step is not None and r.window.ops_per_step > 10
 
 
 def _busy_batches(steps: int, seconds: float) -> Any:
@@ -471,10 +471,10 @@ def test_the_training_loops_line_gathers_the_samples_of_the_functions_it_calls()
     r = w.measurements()
     generator = _busy_batches.__code__.co_firstlineno
     # samples in the generator's lines, each line with a part of its time
-    assert any(generator < int(s.where.rsplit(":", 1)[1]) <= generator + 12 for s in r.other_sites)
-    top = r.loop_sites[0]
+    assert any(generator < int(s.where.rsplit(":", 1)[1]) <= generator + 12 for s in r.sites.other)
+    top = r.sites.loop[0]
     assert top.where == loop_line and top.code.startswith("for x in _busy_batches")
-    assert top.share_of_other > r.other_sites[0].share_of_other
+    assert top.share_of_other > r.sites.other[0].share_of_other
 
 
 def test_the_cpu_window_counts_the_ops_of_the_edge_phases_apart() -> None:
@@ -489,9 +489,9 @@ def test_the_cpu_window_counts_the_ops_of_the_edge_phases_apart() -> None:
             optimizer.step()
             loss.item()
     r = w.measurements()
-    assert r.edge_ops_per_step is not None and r.ops_per_step is not None
+    assert r.window.edge_ops_per_step is not None and r.window.ops_per_step is not None
     # 8 rows x 2 tensors indexed, 2 stacks, and the read's one op at least; the step's own ops are not among them
-    assert 8 * 2 + 2 + 1 <= r.edge_ops_per_step < r.ops_per_step - 10
+    assert 8 * 2 + 2 + 1 <= r.window.edge_ops_per_step < r.window.ops_per_step - 10
 
 
 def test_a_sleeping_thread_of_the_scripts_leaves_the_samples_on_the_lines_that_ran() -> None:
@@ -515,5 +515,5 @@ def test_a_sleeping_thread_of_the_scripts_leaves_the_samples_on_the_lines_that_r
         sleeper.join()
     first = _busy_batches.__code__.co_firstlineno
     busy_lines = {first + 4, first + 5, first + 7, first + 8, first + 10, first + 11}  # the three busy-wait loops
-    on_them = sum(s.samples for s in w.measurements().other_sites if int(s.where.rsplit(":", 1)[1]) in busy_lines)
+    on_them = sum(s.samples for s in w.measurements().sites.other if int(s.where.rsplit(":", 1)[1]) in busy_lines)
     assert on_them >= 5

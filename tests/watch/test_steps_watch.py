@@ -26,22 +26,22 @@ def test_quiet_steps_count_exactly_and_every_kept_step_times_only_itself() -> No
     w.start()
     try:
         quiet = fake_clock_run(w, clock, 3000)
-        assert w.measurements().steps_measured == 3000 - w.steps.settled_at  # mid-run: quiet steps counted
+        assert w.measurements().steps.measured == 3000 - w.steps.settled_at  # mid-run: quiet steps counted
         quiet += fake_clock_run(w, clock, 2000)
     finally:
         w.stop()
     r = w.measurements()
-    assert quiet > 3000 and r.steps_seen == 5000 and r.steps_measured == 5000 - w.steps.settled_at
+    assert quiet > 3000 and r.steps.seen == 5000 and r.steps.measured == 5000 - w.steps.settled_at
     same = Reservoir[int](size=32, seed=1)  # the sample's choice, offered every measured step in turn
-    for i in range(r.steps_measured):
+    for i in range(r.steps.measured):
         same.add(i) if same.wants() else same.skip()
     assert sorted(rec.index - w.steps.settled_at for rec in w.steps.measured.items) == sorted(same.items)
     assert all(rec.wall_s == 1.0 and rec.syncs == 1 and rec.phases["forward"] == 0.75
                and abs(rec.phases["sync"] - 0.1) < 1e-9 for rec in w.steps.measured.items)
     # the loop's time: from the first step's end to the last's, and one median step for the first (its clock ran
     # from the watch's start), quiet steps and all: 5000 steps of 1 s
-    assert r.loop_s == 5000.0
-    (site,) = r.sync_sites
+    assert r.steps.loop_s == 5000.0
+    (site,) = r.reads.sync_sites
     assert site.count == 5000 and abs(site.total_ms - 5000 * 100.0) < 1e-3
 
 
@@ -61,7 +61,7 @@ def test_a_cuda_run_goes_quiet_between_detailed_runs_only(monkeypatch) -> None:
             quiet[detailed] += fake_clock_run(w, clock, 1)
             assert detailed or len(made) == before
     assert quiet[False] > 1000 and quiet[True] == 0 and len(w.steps.plot_steps) == PLOT_STEPS
-    assert not w.edges.events and w.measurements().steps_measured == 3000 - w.steps.settled_at
+    assert not w.edges.events and w.measurements().steps.measured == 3000 - w.steps.settled_at
     records = w.steps.measured.items
     assert {r.detailed for r in records} == {True, False} and all(r.wall_s == 1.0 for r in records)
     assert all((r.device_ms is not None) == r.detailed for r in records)
@@ -158,7 +158,7 @@ def test_steps_limit_is_exact_across_quiet_steps() -> None:
     w.steps.measured = Reservoir(size=16, seed=1)
     with w:
         fake_clock_run(w, clock, 10_000)
-    assert w.steps.steps_seen == 2345 and w.measurements().steps_measured == 2345 - w.steps.settled_at
+    assert w.steps.steps_seen == 2345 and w.measurements().steps.measured == 2345 - w.steps.settled_at
 
 
 def test_an_all_reduce_turning_up_in_a_quiet_run_is_not_taken_for_one_steps() -> None:
@@ -273,7 +273,7 @@ def test_memory_stays_bounded_over_a_million_steps() -> None:
     finally:
         w.stop()
     r = w.measurements()
-    assert r.steps_seen == 1_000_000
+    assert r.steps.seen == 1_000_000
     assert len(w.steps.measured.items) <= RESERVOIR_SIZE and len(w.steps.plot_steps) <= 400 and len(w.steps.pending) <= 256
     assert w.steps.detailed_steps is not None and len(w.steps.detailed_steps.items) == RESERVOIR_SIZE
     assert grown < 256 * 1024  # 50 000 steps added under 256 KiB: no per-step growth
@@ -295,10 +295,10 @@ def test_sampled_detail_watches_some_steps_in_full_and_every_step_at_its_edges()
     assert all(r.phases["forward"] == 0 for r in light) and all(r.phases["forward"] > 0 for r in detailed)
     assert all(r.host_reads == 1 and r.syncs == 0 for r in records)  # reads are counted on every step
     r = w.measurements()
-    assert r.steps_seen == 600 and r.host_reads_per_step == 1.0 and r.host_read_sites[0].count == 600
+    assert r.steps.seen == 600 and r.steps.host_reads_per_step == 1.0 and r.reads.host_read_sites[0].count == 600
     assert sum(p.share for p in r.phases.values()) == __import__("pytest").approx(1.0)
     assert r.phases["forward"].share > 0.05 and r.phases["backward"].share > 0.05
-    assert all(s.detailed for s in r.step_samples)
+    assert all(s.detailed for s in r.steps.samples)
 
 
 class _Sleepy(nn.Module):
@@ -329,13 +329,13 @@ def test_activation_checkpointings_recompute_is_backwards_time_not_a_second_forw
             loss.backward()
             optimizer.step()
     r = w.measurements()
-    assert r.steps_seen == 6 and r.micro_batches_per_step == 1
+    assert r.steps.seen == 6 and r.steps.micro_batches_per_step == 1
     # the segment's sleep once in forward, once more in backward (its recompute, timed apart); a second forward
     # counted in the forward phase would be 40 ms
     assert 20 <= r.phases["forward"].host_ms < 35
-    assert r.recompute_ms_per_step is not None and r.recompute_ms_per_step >= 19.5
+    assert r.steps.recompute_ms_per_step is not None and r.steps.recompute_ms_per_step >= 19.5
     # backward holds the recompute (its median against the recompute's mean: one sleep that overran moves the mean)
-    assert r.phases["backward"].host_ms >= 0.85 * r.recompute_ms_per_step
+    assert r.phases["backward"].host_ms >= 0.85 * r.steps.recompute_ms_per_step
 
 
 _RECOMPILED = """
@@ -357,7 +357,7 @@ with Watcher(warmup=1, profile_steps=0) as w:
         loss.backward()
         optimizer.step()
 r = w.measurements()
-print(r.compiles.count if r.compiles else 0, r.compiles.seconds if r.compiles else 0.0)
+print(r.machine.compiles.count if r.machine.compiles else 0, r.machine.compiles.seconds if r.machine.compiles else 0.0)
 """
 
 
@@ -404,7 +404,7 @@ def test_a_recurrent_cell_stepped_in_the_model_s_forward_is_counted_per_step() -
             optimizer.step()
             with torch.no_grad():
                 model(x)  # a check under no_grad: not the training step's cell calls
-    loop = w.measurements().cell_loop
+    loop = w.measurements().model.cell_loop
     assert loop is not None and (loop.kind, loop.input_size, loop.hidden_size, loop.calls_per_step) == ("GRUCell", 4,
                                                                                                        8, 7.0)
     assert loop.layer() == "nn.GRU(4, 8, batch_first=True)"

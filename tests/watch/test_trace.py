@@ -53,7 +53,7 @@ def test_a_traced_watch_keeps_the_losses_and_each_kept_steps_timeline() -> None:
     assert watched == plain
     r = w.measurements()
     assert r.trace is not None and 0 < len(r.trace.steps) <= PLOT_STEPS
-    kept = {s.index: s for s in r.step_samples}
+    kept = {s.index: s for s in r.steps.samples}
     for step in r.trace.steps:
         assert step.segments and step.start <= step.segments[0][1] and step.segments[-1][2] <= step.end
         assert all(a[2] <= b[1] for a, b in zip(step.segments, step.segments[1:]))  # in order, no overlap

@@ -43,7 +43,7 @@ def test_the_workers_own_samples_name_the_line_that_makes_their_items() -> None:
     folders = set(os.listdir(tempfile.gettempdir()))
     original = worker_module._worker_loop
     r = _train(DataLoader(_Arithmetic(), batch_size=4, num_workers=1)).measurements()
-    top = r.worker_sites[0]
+    top = r.sites.workers[0]
     assert top.where.endswith(f"test_worker_sampler.py:{_line_of('the line the workers')}")
     assert top.code.startswith("total = sum(k * k") and top.share_of_data > 0.5 and top.samples >= 10
     # torch's loop back in place, and no folder of tallies left behind
@@ -54,7 +54,7 @@ def test_the_workers_own_samples_name_the_line_that_makes_their_items() -> None:
 def test_a_spawned_worker_runs_torchs_loop_unwatched() -> None:
     loader = DataLoader(_Arithmetic(), batch_size=8, num_workers=1, multiprocessing_context="spawn")
     r = _train(loader).measurements()
-    assert r.steps_seen == 12 and r.worker_sites == []
+    assert r.steps.seen == 12 and r.sites.workers == []
 
 
 def test_a_sample_outside_a_fetch_names_nothing() -> None:

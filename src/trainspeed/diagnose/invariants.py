@@ -12,6 +12,7 @@ import os
 
 from trainspeed.diagnose.rules.common import MAX_PREDICTED, steady_mean_ms
 from trainspeed.diagnose.verdict import Verdict
+from trainspeed.diagnose.without_wait import JUDGED_APART, waits_share
 from trainspeed.watch.result import WatchResult
 
 SHARE_TOLERANCE = 0.005
@@ -28,38 +29,40 @@ def inconsistencies(w: WatchResult, verdicts: list[Verdict]) -> list[str]:
     shares = {p: s.share for p, s in w.phases.items()}
     if shares:
         total = sum(shares.values())
-        if abs(total - 1.0) > SHARE_TOLERANCE and w.steps_measured:
+        if abs(total - 1.0) > SHARE_TOLERANCE and w.steps.measured:
             found.append(f"phase shares sum to {total:.4f}, not 1")
         found += [f"phase {p} has share {s:.4f}, outside 0..1" for p, s in shares.items()
                   if s < -SHARE_TOLERANCE or s > 1 + SHARE_TOLERANCE]
-    if w.steps_measured > w.steps_seen:
-        found.append(f"{w.steps_measured} steps measured of {w.steps_seen} seen")
-    if w.median_ms is not None and w.p90_ms is not None and w.p90_ms < w.median_ms:
-        found.append(f"p90 step {w.p90_ms:.3f} ms under the median {w.median_ms:.3f} ms")
+    if w.steps.measured > w.steps.seen:
+        found.append(f"{w.steps.measured} steps measured of {w.steps.seen} seen")
+    if w.steps.median_ms is not None and w.steps.p90_ms is not None and w.steps.p90_ms < w.steps.median_ms:
+        found.append(f"p90 step {w.steps.p90_ms:.3f} ms under the median {w.steps.median_ms:.3f} ms")
     ev = w.evaluation
     if ev is not None:
         if not 0 <= ev.share <= 1:
             found.append(f"evaluation takes {ev.share:.1%} of the run")
-        elif ev.share >= 1 - SHARE_TOLERANCE and w.steps_measured:
+        elif ev.share >= 1 - SHARE_TOLERANCE and w.steps.measured:
             found.append(f"evaluation takes {ev.share:.1%} of a run whose steps trained")
         seen = ev.seen
-        if ev.every_steps is not None and ev.every_steps * (seen - 1) > w.steps_seen:
-            found.append(f"{seen} evaluations every {ev.every_steps:.0f} steps do not fit in {w.steps_seen} steps")
+        if ev.every_steps is not None and ev.every_steps * (seen - 1) > w.steps.seen:
+            found.append(f"{seen} evaluations every {ev.every_steps:.0f} steps do not fit in {w.steps.seen} steps")
         if ev.in_run and ev.count > ev.in_run:
             found.append(f"{ev.count} evaluations measured of {ev.in_run} in the run")
-    if w.loader_start_share is not None and w.loader_start_share > w.phases["data"].share + SHARE_TOLERANCE:
-        found.append(f"DataLoader starts take {w.loader_start_share:.1%} of the run, more than the data phase's "
+    if w.loaders.start_share is not None and w.loaders.start_share > w.phases["data"].share + SHARE_TOLERANCE:
+        found.append(f"DataLoader starts take {w.loaders.start_share:.1%} of the run, more than the data phase's "
                      f"{w.phases['data'].share:.1%}")
-    if w.syncs_per_step > 0 and not w.sync_sites:
-        found.append(f"{w.syncs_per_step:.2f} syncs per step, and no place that made them")
-    if w.host_reads_per_step > 0 and not w.host_read_sites:
-        found.append(f"{w.host_reads_per_step:.2f} reads of CPU tensors per step, and no place that made them")
-    if w.device == "cpu" and w.syncs_per_step > 0:
-        found.append(f"{w.syncs_per_step:.2f} syncs per step on a CPU run, where nothing waits for a device")
+    if w.steps.syncs_per_step > 0 and not w.reads.sync_sites:
+        found.append(f"{w.steps.syncs_per_step:.2f} syncs per step, and no place that made them")
+    if w.steps.host_reads_per_step > 0 and not w.reads.host_read_sites:
+        found.append(f"{w.steps.host_reads_per_step:.2f} reads of CPU tensors per step, and no place that made them")
+    if w.model.device == "cpu" and w.steps.syncs_per_step > 0:
+        found.append(f"{w.steps.syncs_per_step:.2f} syncs per step on a CPU run, where nothing waits for a device")
     steady = steady_mean_ms(w)
-    if steady is not None and w.median_ms and steady[1] <= w.median_ms:
+    waits = waits_share(w)
+    rests_on_tail = waits is None or waits < JUDGED_APART  # else the verdict rests on the waits read, not the tail
+    if steady is not None and w.steps.median_ms and steady[1] <= w.steps.median_ms and rests_on_tail:
         found += [f"{v.id} blames other processes for a tail the steps do not have (their own mean "
-                  f"{steady[1]:.2f} ms, median {w.median_ms:.2f} ms)"
+                  f"{steady[1]:.2f} ms, median {w.steps.median_ms:.2f} ms)"
                   for v in verdicts if v.id == "thread_oversubscription" and "other processes" in v.evidence]
     for v in verdicts:
         p = v.predicted_speedup

@@ -42,7 +42,7 @@ class DoctorReport:
     def process_speedup(self, v: Verdict) -> float | None:
         """A verdict's predicted speed-up of the whole process, from its prediction for the training loop: the rest
         of the process (start-up, set-up, what follows the loop) as it was (Amdahl). None without both times."""
-        loop, total = self.watch.loop_s, self.process_s
+        loop, total = self.watch.steps.loop_s, self.process_s
         if not v.predicted_speedup or not loop or not total or loop > total:
             return None
         return round(total / (total - loop + loop / v.predicted_speedup), 2)

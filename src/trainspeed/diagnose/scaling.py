@@ -47,13 +47,13 @@ def with_scaling(result: WatchResult) -> WatchResult:
     timed = [r for r in d.ranks if r.comm_ms is not None and r.exposed_ms is not None and r.median_ms]
     scaling: list[ScalePoint] = []
     notes = list(d.notes)
-    if timed and d.bus_gbs and result.median_ms:
+    if timed and d.bus_gbs and result.steps.median_ms:
         least = min(timed, key=lambda r: r.exposed_ms or 0.0)
         busy = sorted((r.median_ms or 0.0) - (r.exposed_ms or 0.0) for r in timed)
         compute = busy[len(busy) // 2]
         own = next((r.comm_bytes for r in d.ranks if r.rank == d.rank), None)
         if compute and least.comm_ms is not None and least.exposed_ms is not None:
-            backward = result.phases["backward"].share * result.median_ms
+            backward = result.phases["backward"].share * result.steps.median_ms
             scaling = predict(compute, backward, float(d.grad_bytes or own or 0), d.bus_gbs,
                               hidden_ms=least.comm_ms - least.exposed_ms)
     elif d.world_size < 2:

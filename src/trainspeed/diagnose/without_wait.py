@@ -25,7 +25,7 @@ def waited_ms(r: WatchResult) -> float:
 def waits_share(r: WatchResult) -> float | None:
     """The phases' waits for a core, a share of the mean step (of the median where there is no mean); None without
     a step."""
-    step = r.mean_ms or r.median_ms
+    step = r.steps.mean_ms or r.steps.median_ms
     return waited_ms(r) / step if step else None
 
 
@@ -33,7 +33,7 @@ def without_wait(r: WatchResult) -> WatchResult | None:
     """`r` with each phase's time less the part of it that waited for a core (`PhaseStat.wait_share`): its share of
     the mean step, its median, and the median step less what its phases' medians lost (the other step figures in
     proportion); None where the waits are under JUDGED_APART of the step (or unread)."""
-    share, step = waits_share(r), r.mean_ms or r.median_ms
+    share, step = waits_share(r), r.steps.mean_ms or r.steps.median_ms
     if share is None or share < JUDGED_APART or not step:
         return None
     kept = {name: 1.0 - (p.wait_share or 0.0) for name, p in r.phases.items()}
@@ -46,16 +46,17 @@ def without_wait(r: WatchResult) -> WatchResult | None:
     phases = {name: replace(p, host_ms=p.host_ms * typical[name], share=net[name] / left, wait_ms=0.0,
                             wait_share=0.0, median_wait_share=0.0)
               for name, p in r.phases.items()}
-    median_ms = r.median_ms
+    median_ms = r.steps.median_ms
     if median_ms:  # the median step less what the phases' medians lost
         lost = sum(p.host_ms * (1.0 - typical[name]) for name, p in r.phases.items())
         median_ms = max(median_ms - lost, sum(p.host_ms for p in phases.values()), 1e-6)  # at least its phases
-    ratio = median_ms / r.median_ms if median_ms and r.median_ms else left / step
+    ratio = median_ms / r.steps.median_ms if median_ms and r.steps.median_ms else left / step
 
     def scaled(ms: float | None) -> float | None:
         return ms * ratio if ms is not None else None
 
-    return replace(r, phases=phases, median_ms=median_ms, p90_ms=scaled(r.p90_ms),
-                   mean_ms=left if r.mean_ms else None, loop_s=r.loop_s * left / step if r.loop_s is not None else None,
-                   step_times_ms=[ms * ratio for ms in r.step_times_ms])
+    s = r.steps
+    return replace(r, phases=phases, steps=replace(
+        s, median_ms=median_ms, p90_ms=scaled(s.p90_ms), mean_ms=left if s.mean_ms else None,
+        loop_s=s.loop_s * left / step if s.loop_s is not None else None, times_ms=[ms * ratio for ms in s.times_ms]))
 

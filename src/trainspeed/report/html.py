@@ -23,17 +23,17 @@ td:first-child, th:first-child, td:has(> code) { text-align: left; }
 </style></head><body>
 <h1>trainspeed doctor</h1>
 <p class="muted">trainspeed {{ version }}{% if r.when %}, {{ r.when }}{% endif %}{% if r.command %}: <code>{{ r.command }}</code>{% endif %}</p>
-<p><b>{{ title }}</b> on {{ w.device|upper }}{% if r.fate %} &mdash; {{ r.fate }}{% endif %}.
-{{ w.steps_seen }} steps seen, {{ w.steps_measured }} measured{% if w.median_ms is not none %}: median
-{{ "%.3f"|format(w.median_ms) }} ms, p90 {{ "%.3f"|format(w.p90_ms) }} ms per step{% if w.host_median_ms is not none %}
-(the GPU's pace; the host's {{ "%.3f"|format(w.host_median_ms) }} ms){% endif %}{% endif %}.{% if process %}
+<p><b>{{ title }}</b> on {{ w.model.device|upper }}{% if r.fate %} &mdash; {{ r.fate }}{% endif %}.
+{{ w.steps.seen }} steps seen, {{ w.steps.measured }} measured{% if w.steps.median_ms is not none %}: median
+{{ "%.3f"|format(w.steps.median_ms) }} ms, p90 {{ "%.3f"|format(w.steps.p90_ms) }} ms per step{% if w.steps.host_median_ms is not none %}
+(the GPU's pace; the host's {{ "%.3f"|format(w.steps.host_median_ms) }} ms){% endif %}{% endif %}.{% if process %}
 <span class="muted">{{ process[0]|upper }}{{ process[1:] }}.</span>{% endif %}</p>
 <h2>Verdicts <span class="muted">(most important first; speed-ups are predictions)</span></h2>
 {% for v in r.verdicts %}<div class="verdict"><b>{{ loop.index }}. {{ v.id }}</b>{% if v.predicted_speedup %}
 &mdash; {{ label(r, v) }}{% endif %}<br>
 <span class="muted">evidence</span> {{ v.evidence }}<br><span class="muted">action</span> {{ v.action }}{% if v.lever %}
 <br><span class="muted">lever</span> <code>{{ v.lever.paste }}</code>{% endif %}</div>
-{% else %}<p>{% if w.median_ms is none %}No training step completed, so there is nothing to judge.{% else %}No rule
+{% else %}<p>{% if w.steps.median_ms is none %}No training step completed, so there is nothing to judge.{% else %}No rule
 found a problem worth a tenth of the step.{% endif %}</p>{% endfor %}
 {% if t %}<h2>Tried <span class="muted">({{ t.rounds }} round{{ "s" if t.rounds != 1 }} of alternated runs{% if t.steps %},
 {{ t.steps }} steps each{% endif %}, {{ "%.0f"|format(t.seconds) }} s in all)</span></h2>
@@ -50,38 +50,38 @@ found a problem worth a tenth of the step.{% endif %}</p>{% endfor %}
 {% for name, s in w.phases.items() %}<tr><td>{{ name }}</td><td>{{ "%.3f"|format(s.host_ms) }}</td>
 <td>{{ "%.3f"|format(s.device_ms) if s.device_ms is not none else "-" }}</td><td>{{ "%.1f"|format(100 * s.share) }}%</td></tr>
 {% endfor %}</table>
-{% if w.device == "cuda" %}<p class="muted">device ms: the stream's time from a phase's first edge to its last, idle gaps
+{% if w.model.device == "cuda" %}<p class="muted">device ms: the stream's time from a phase's first edge to its last, idle gaps
 included; the GPU's own work is below.</p>{% endif %}
-<p>Per step: {{ "%.2f"|format(w.syncs_per_step) }} syncs (host reads of device data){% if w.host_reads_per_step %}, {{ "%.2f"|format(w.host_reads_per_step) }} reads of CPU tensors (no wait){% endif %}, {{ "%.2f"|format(w.h2d_bytes_per_step / 1048576) }} MiB
-host&rarr;device, {{ "%.0f"|format(w.ops_per_step) if w.ops_per_step is not none else "?" }} aten ops{% if w.other_ops_per_step %}
-({{ "%.0f"|format(w.other_ops_per_step) }} of them in 'other'){% endif %}{% if w.kernels_per_step is not none %},
-{{ "%.0f"|format(w.kernels_per_step) }} CUDA kernels{% endif %}{% if w.gpu_busy_ms_per_step is not none and w.median_ms %}
-(the GPU works {{ "%.3f"|format(w.gpu_busy_ms_per_step) }} ms of the step, {{ "%.0f"|format(100 * w.gpu_busy_ms_per_step / w.median_ms) }}%){% endif %}.</p>
+<p>Per step: {{ "%.2f"|format(w.steps.syncs_per_step) }} syncs (host reads of device data){% if w.steps.host_reads_per_step %}, {{ "%.2f"|format(w.steps.host_reads_per_step) }} reads of CPU tensors (no wait){% endif %}, {{ "%.2f"|format(w.steps.h2d_bytes_per_step / 1048576) }} MiB
+host&rarr;device, {{ "%.0f"|format(w.window.ops_per_step) if w.window.ops_per_step is not none else "?" }} aten ops{% if w.window.other_ops_per_step %}
+({{ "%.0f"|format(w.window.other_ops_per_step) }} of them in 'other'){% endif %}{% if w.window.kernels_per_step is not none %},
+{{ "%.0f"|format(w.window.kernels_per_step) }} CUDA kernels{% endif %}{% if w.window.gpu_busy_ms_per_step is not none and w.steps.median_ms %}
+(the GPU works {{ "%.3f"|format(w.window.gpu_busy_ms_per_step) }} ms of the step, {{ "%.0f"|format(100 * w.window.gpu_busy_ms_per_step / w.steps.median_ms) }}%){% endif %}.</p>
 {% for name, png in plots %}<p><img alt="{{ name }}" src="data:image/png;base64,{{ png }}">{% if name == "per-step phases" %}
-<br><span class="muted">The {{ w.step_samples|length }} steps drawn are the measured run's detailed steps, in order (at most its
+<br><span class="muted">The {{ w.steps.samples|length }} steps drawn are the measured run's detailed steps, in order (at most its
 first 400): forward, backward and the optimizer are timed apart on detailed steps only, every step for the first 50
 and then runs of them about one step in 32; the histogram below holds every measured step.</span>{% endif %}</p>{% endfor %}
 {% macro reads(title, sites) %}{% if sites %}<h2>{{ title }}</h2><table><tr><th>where</th><th>op</th><th>count</th><th>total ms</th></tr>
 {% for s in sites[:20] %}<tr><td><code>{{ s.where }}</code></td><td>{{ s.op }}</td><td>{{ s.count }}</td><td>{{ "%.2f"|format(s.total_ms) }}</td></tr>{% endfor %}</table>{% endif %}{% endmacro %}
-{{ reads("Host reads of device data", w.sync_sites) }}
-{{ reads("Reads of CPU tensors (no sync)", w.host_read_sites) }}
-{% if w.other_sites %}<h2>Time outside every phase ("other"), by line</h2><table><tr><th>where</th><th>code</th><th>share of samples</th></tr>
-{% for o in w.other_sites %}<tr><td><code>{{ o.where }}</code></td><td><code>{{ o.code }}</code></td><td>{{ "%.0f"|format(100 * o.share_of_other) }}%</td></tr>{% endfor %}</table>{% endif %}
-{% if w.loop_sites %}<h3>By the training loop's line (with the functions it calls)</h3><table><tr><th>where</th><th>code</th><th>share of samples</th></tr>
-{% for o in w.loop_sites %}<tr><td><code>{{ o.where }}</code></td><td><code>{{ o.code }}</code></td><td>{{ "%.0f"|format(100 * o.share_of_other) }}%</td></tr>{% endfor %}</table>{% endif %}
-{% if w.data_sites %}<h2>Waiting on the DataLoader, by what it ran</h2><table><tr><th>where</th><th>code, or what it does</th><th>share of samples</th></tr>
-{% for d in w.data_sites %}<tr><td><code>{{ d.where }}</code></td><td>{% if d.code %}<code>{{ d.code }}</code>{% else %}{{ d.machinery or "" }}{% endif %}</td><td>{{ "%.0f"|format(100 * d.share_of_data) }}%</td></tr>{% endfor %}</table>{% endif %}
-{% if w.op_times %}<h2>The slowest ops <span class="muted">(profiler window, host ms per step; on the CPU an op's own time)</span></h2>
+{{ reads("Host reads of device data", w.reads.sync_sites) }}
+{{ reads("Reads of CPU tensors (no sync)", w.reads.host_read_sites) }}
+{% if w.sites.other %}<h2>Time outside every phase ("other"), by line</h2><table><tr><th>where</th><th>code</th><th>share of samples</th></tr>
+{% for o in w.sites.other %}<tr><td><code>{{ o.where }}</code></td><td><code>{{ o.code }}</code></td><td>{{ "%.0f"|format(100 * o.share_of_other) }}%</td></tr>{% endfor %}</table>{% endif %}
+{% if w.sites.loop %}<h3>By the training loop's line (with the functions it calls)</h3><table><tr><th>where</th><th>code</th><th>share of samples</th></tr>
+{% for o in w.sites.loop %}<tr><td><code>{{ o.where }}</code></td><td><code>{{ o.code }}</code></td><td>{{ "%.0f"|format(100 * o.share_of_other) }}%</td></tr>{% endfor %}</table>{% endif %}
+{% if w.sites.data %}<h2>Waiting on the DataLoader, by what it ran</h2><table><tr><th>where</th><th>code, or what it does</th><th>share of samples</th></tr>
+{% for d in w.sites.data %}<tr><td><code>{{ d.where }}</code></td><td>{% if d.code %}<code>{{ d.code }}</code>{% else %}{{ d.machinery or "" }}{% endif %}</td><td>{{ "%.0f"|format(100 * d.share_of_data) }}%</td></tr>{% endfor %}</table>{% endif %}
+{% if w.window.op_times %}<h2>The slowest ops <span class="muted">(profiler window, host ms per step; on the CPU an op's own time)</span></h2>
 <table><tr><th>op</th><th>dtype</th><th>calls</th><th>ms</th><th>GFLOP/s</th></tr>
-{% for o in w.op_times[:12] %}<tr><td><code>{{ o.op }}</code></td><td>{{ o.dtype or "-" }}</td><td>{{ "%.0f"|format(o.calls) }}</td>
+{% for o in w.window.op_times[:12] %}<tr><td><code>{{ o.op }}</code></td><td>{{ o.dtype or "-" }}</td><td>{{ "%.0f"|format(o.calls) }}</td>
 <td>{{ "%.3f"|format(o.ms) }}</td><td>{{ "%.1f"|format(o.flops / (o.ms * 1e6)) if o.flops and o.ms else "" }}</td></tr>{% endfor %}</table>{% endif %}
 <h2>Hardware</h2><p>{{ r.hardware.cpu.model }} ({{ r.hardware.cpu.microarchitecture or "generation unknown" }}),
 {{ r.hardware.cpu.physical_cores }} cores / {{ r.hardware.cpu.logical_threads }} threads; torch {{ r.hardware.torch_version }}.
 {% for g in r.hardware.gpu.gpus %}<br>GPU {{ g.index }}: {{ g.name }}{% endfor %}
 <br>Measured here: one tiny op costs {{ "%.2f"|format(r.context.dispatch_us) }} us to dispatch{% if r.context.cuda_op_us is not none %}
 ({{ "%.2f"|format(r.context.cuda_op_us) }} us on CUDA, a kernel launch included){% endif %}; matmul runs at {{ "%.0f"|format(r.context.matmul_gflops) }} GFLOP/s{% for d, g in r.context.dtype_gflops.items() %}
-({{ "%.1f"|format(g) }} in {{ d }}){% endfor %}{% if r.context.optimizer_ms %}; one {{ w.optimizer.kind }} step on the run's
-{{ w.optimizer.tensors }} parameter shapes takes {{ "%.2f"|format(r.context.optimizer_ms[0]) }} ms as configured,
+({{ "%.1f"|format(g) }} in {{ d }}){% endfor %}{% if r.context.optimizer_ms %}; one {{ w.optimizers.info.kind }} step on the run's
+{{ w.optimizers.info.tensors }} parameter shapes takes {{ "%.2f"|format(r.context.optimizer_ms[0]) }} ms as configured,
 {{ "%.2f"|format(r.context.optimizer_ms[1]) }} ms fused{% endif %}.</p>
 {% for n in w.notes + r.notes %}<p class="muted">note: {{ n }}</p>{% endfor %}
 </body></html>
@@ -92,9 +92,9 @@ def doctor_html(report: DoctorReport) -> str:
     """Render the report as one HTML page with its plots inside."""
     w = report.watch
     plots = []
-    if w.step_samples:
+    if w.steps.samples:
         plots.append(("per-step phases", base64.b64encode(doctor_phases_png(w)).decode()))
-    if w.step_times_ms:
+    if w.steps.times_ms:
         plots.append(("step-time histogram", base64.b64encode(doctor_histogram_png(w)).decode()))
     util = doctor_util_png(w)
     if util is not None:

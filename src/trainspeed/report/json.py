@@ -17,7 +17,7 @@ from trainspeed.hardware.report import HardwareReport
 from trainspeed.memory.result import MemoryReport
 from trainspeed.report.tried import tried_dict
 from trainspeed.sweep.result import SweepResult
-from trainspeed.watch.result import SyncSite
+from trainspeed.watch.result import Steps, SyncSite, WatchResult
 
 HW_SCHEMA = "trainspeed.hw/1"
 MEMORY_SCHEMA = "trainspeed.memory/1"
@@ -88,7 +88,7 @@ def demo_dict(result: DemoResult, hardware: HardwareReport | None = None,
         out["hardware"] = hardware_dict(hardware)
     if doctor:
         out["doctor"] = {
-            device: {"steps": {"seen": rep.watch.steps_seen, "median_ms": rep.watch.median_ms},
+            device: {"steps": {"seen": rep.watch.steps.seen, "median_ms": rep.watch.steps.median_ms},
                      "phases": _clean(rep.watch.phases), "verdicts": _clean(rep.verdicts)}
             for device, rep in doctor.items()
         }
@@ -149,6 +149,25 @@ def _flop_rate(report: DoctorReport) -> dict[str, Any] | None:
             "share": rate.share}
 
 
+def _steps(s: Steps) -> dict[str, Any]:
+    return {"seen": s.seen, "measured": s.measured, "median_ms": s.median_ms, "p90_ms": s.p90_ms, "mean_ms": s.mean_ms,
+            "host_median_ms": s.host_median_ms}
+
+
+def _per_step(w: WatchResult) -> dict[str, Any]:
+    """docs/json.md's `per_step`: the steps' own counts, the profiler window's and the page faults."""
+    s, win = w.steps, w.window
+    return {"syncs": s.syncs_per_step, "host_reads": s.host_reads_per_step, "h2d_bytes": s.h2d_bytes_per_step,
+            "ops": win.ops_per_step, "kernels": win.kernels_per_step, "flops": win.flops_per_step,
+            "gpu_busy_ms": win.gpu_busy_ms_per_step, "ops_in_other": win.other_ops_per_step,
+            "ops_in_other_ms": win.other_op_ms_per_step, "ops_in_edges": win.edge_ops_per_step,
+            "ops_ms": win.op_ms_per_step, "micro_batches": s.micro_batches_per_step,
+            "model_calls": s.model_calls_per_step, "model_calls_chained": s.model_calls_chained,
+            "model_calls_after_read": s.model_calls_after_read, "optimizer_steps": s.optimizer_steps_per_step,
+            "anomaly_ms": s.anomaly_ms_per_step, "recompute_ms": s.recompute_ms_per_step,
+            "page_faults": w.machine.page_faults_per_step, "page_faults_early": w.machine.page_faults_early_per_step}
+
+
 def doctor_dict(report: DoctorReport) -> dict[str, Any]:
     """The `trainspeed doctor --json` object (docs/json.md)."""
     w, c = report.watch, report.context
@@ -161,55 +180,45 @@ def doctor_dict(report: DoctorReport) -> dict[str, Any]:
         "exit_code": report.exit_code,
         "error": report.error,
         "hardware": hardware_dict(report.hardware),
-        "device": w.device,
-        "steps": {"seen": w.steps_seen, "measured": w.steps_measured, "median_ms": w.median_ms, "p90_ms": w.p90_ms,
-                  "mean_ms": w.mean_ms, "host_median_ms": w.host_median_ms},
+        "device": w.model.device,
+        "steps": _steps(w.steps),
         "phases": _clean(w.phases),
-        "per_step": {"syncs": w.syncs_per_step, "host_reads": w.host_reads_per_step, "h2d_bytes": w.h2d_bytes_per_step, "ops": w.ops_per_step,
-                     "kernels": w.kernels_per_step, "flops": w.flops_per_step, "gpu_busy_ms": w.gpu_busy_ms_per_step,
-                     "ops_in_other": w.other_ops_per_step, "ops_in_other_ms": w.other_op_ms_per_step,
-                     "ops_in_edges": w.edge_ops_per_step,
-                     "ops_ms": w.op_ms_per_step, "micro_batches": w.micro_batches_per_step,
-                     "model_calls": w.model_calls_per_step, "model_calls_chained": w.model_calls_chained,
-                     "model_calls_after_read": w.model_calls_after_read,
-                     "optimizer_steps": w.optimizer_steps_per_step,
-                     "anomaly_ms": w.anomaly_ms_per_step, "recompute_ms": w.recompute_ms_per_step,
-                     "page_faults": w.page_faults_per_step, "page_faults_early": w.page_faults_early_per_step},
-        "sync_sites": _read_rows(w.sync_sites),
-        "saves": {"count": w.saves, "every_steps": w.saves_every_steps, "calls": w.save_calls},
-        "host_read_sites": _read_rows(w.host_read_sites),
-        "other_sites": _clean(w.other_sites),
-        "framework_sites": _clean(w.framework_sites),
-        "data_sites": _clean(w.data_sites),
-        "worker_sites": _clean(w.worker_sites),
-        "compiled": w.compiled,
-        "autocast": w.autocast,
+        "per_step": _per_step(w),
+        "sync_sites": _read_rows(w.reads.sync_sites),
+        "saves": {"count": w.checkpoints.saves, "every_steps": w.checkpoints.every_steps, "calls": w.checkpoints.calls},
+        "host_read_sites": _read_rows(w.reads.host_read_sites),
+        "other_sites": _clean(w.sites.other),
+        "framework_sites": _clean(w.sites.framework),
+        "data_sites": _clean(w.sites.data),
+        "worker_sites": _clean(w.sites.workers),
+        "compiled": w.window.compiled,
+        "autocast": w.model.autocast,
         "loop_sites": [{"where": o.where, "code": o.code, "samples": o.samples, "share_of_other": o.share_of_other}
-                       for o in w.loop_sites],
+                       for o in w.sites.loop],
         "gpu_util": {"available": w.gpu_util.available, "mean": w.gpu_util.mean, "samples": w.gpu_util.samples,
                      "sawtooth": w.gpu_util.sawtooth, "why": w.gpu_util.why},
         "verdicts": [{**_clean(v), "predicted_process_speedup": report.process_speedup(v)} for v in report.verdicts],
-        "process": {"seconds": report.process_s, "loop_seconds": w.loop_s},
-        "batch_size": w.batch_size,
+        "process": {"seconds": report.process_s, "loop_seconds": w.steps.loop_s},
+        "batch_size": w.model.batch_size,
         "framework": _clean(w.framework),
-        "optimizer": _clean(w.optimizer) if w.optimizer is not None else None,
-        "optimizers_built": {"count": w.optimizers_built, "mean_ms": w.optimizer_build_ms,
-                             "changes": w.optimizer_changes},
-        "loaders": _clean(w.loaders),
+        "optimizer": _clean(w.optimizers.info) if w.optimizers.info is not None else None,
+        "optimizers_built": {"count": w.optimizers.built, "mean_ms": w.optimizers.build_ms,
+                             "changes": w.optimizers.changes},
+        "loaders": _clean(w.loaders.each),
         "evaluation": _clean(w.evaluation) if w.evaluation is not None else None,
-        "loader_starts": {"count": w.loader_starts, "share": w.loader_start_share, "mean_ms": w.loader_start_ms},
-        "loader_workers": _clean(w.loader_workers) if w.loader_workers is not None else None,
-        "compiles": _clean(w.compiles) if w.compiles is not None else None,
-        "torch_threads": w.torch_threads,
-        "process_cpu_percent": w.process_cpu_percent,
-        "process_threads": w.process_threads,
-        "others_cpu_cores": w.others_cpu_cores,
-        "threads_wait_ms": w.threads_wait_ms_per_step,
-        "steal_share": w.steal_share,
-        "h2d_bytes_by_kind": w.h2d_bytes_by_kind,
-        "peak_memory_bytes": w.peak_memory_bytes,
-        "memory_capacity_bytes": w.memory_capacity_bytes,
-        "ops_by_time": _clean(w.op_times) if w.op_times is not None else None,
+        "loader_starts": {"count": w.loaders.starts, "share": w.loaders.start_share, "mean_ms": w.loaders.start_ms},
+        "loader_workers": _clean(w.machine.loader_workers) if w.machine.loader_workers is not None else None,
+        "compiles": _clean(w.machine.compiles) if w.machine.compiles is not None else None,
+        "torch_threads": w.process.torch_threads,
+        "process_cpu_percent": w.process.cpu_percent,
+        "process_threads": w.process.threads,
+        "others_cpu_cores": w.machine.others_cpu_cores,
+        "threads_wait_ms": w.machine.threads_wait_ms_per_step,
+        "steal_share": w.machine.steal_share,
+        "h2d_bytes_by_kind": w.model.h2d_bytes_by_kind,
+        "peak_memory_bytes": w.process.peak_memory_bytes,
+        "memory_capacity_bytes": w.process.memory_capacity_bytes,
+        "ops_by_time": _clean(w.window.op_times) if w.window.op_times is not None else None,
         "probe": {"cpu_dispatch_us": c.dispatch_us, "cpu_matmul_gflops": c.matmul_gflops,
                   "cuda_op_us": c.cuda_op_us, "cpu_matmul_gflops_by_dtype": c.dtype_gflops,
                   "optimizer_step_ms": ({"configured": c.optimizer_ms[0], "fused": c.optimizer_ms[1]}
@@ -224,11 +233,11 @@ def doctor_dict(report: DoctorReport) -> dict[str, Any]:
                                       if c.thread_step_ms else None),
                   "page_fault_us": c.page_fault_us,
                   "cell_loop_ms": {"stepped": c.cell_ms[0], "fused": c.cell_ms[1]} if c.cell_ms else None},
-        "cell_loop": _clean(w.cell_loop) if w.cell_loop is not None else None,
+        "cell_loop": _clean(w.model.cell_loop) if w.model.cell_loop is not None else None,
         "flop_rate": _flop_rate(report),
         "notes": w.notes + report.notes,
         "distributed": _clean(w.distributed) if w.distributed is not None else None,
-        "samples": {"step_ms": _clean(w.step_times_ms), "phase_ms": _clean(w.phase_samples_ms)},
+        "samples": {"step_ms": _clean(w.steps.times_ms), "phase_ms": _clean(w.steps.phase_samples_ms)},
         "tried": _clean(tried_dict(report.tried)) if report.tried is not None else None,
     }
 

@@ -76,7 +76,7 @@ def doctor_phases_png(w: WatchResult) -> bytes:
     """Stacked bars: each sampled step split into its phases (host milliseconds)."""
     fig = _figure(figsize=(8, 3.6))
     ax = fig.add_subplot(1, 1, 1)
-    steps = w.step_samples
+    steps = w.steps.samples
     xs = [r.index for r in steps]
     bottom = [0.0] * len(steps)
     for phase in PHASES:
@@ -95,9 +95,9 @@ def doctor_histogram_png(w: WatchResult) -> bytes:
     """Histogram of measured step times."""
     fig = _figure(figsize=(6, 3.4))
     ax = fig.add_subplot(1, 1, 1)
-    ax.hist(w.step_times_ms, bins=40, color="tab:blue")
-    if w.median_ms is not None:
-        ax.axvline(w.median_ms, color="black", linestyle="--", label=f"median {w.median_ms:.3f} ms")
+    ax.hist(w.steps.times_ms, bins=40, color="tab:blue")
+    if w.steps.median_ms is not None:
+        ax.axvline(w.steps.median_ms, color="black", linestyle="--", label=f"median {w.steps.median_ms:.3f} ms")
         ax.legend(fontsize=8)
     ax.set_xlabel("step time, ms (measured)")
     ax.set_ylabel("steps")

@@ -123,8 +123,8 @@ def demo_view(result: DemoResult, folder: str | None = None, doctor: dict[str, D
     ]
     parts += [Text(f"- {line}") for line in result.explanation]
     for device, rep in (doctor or {}).items():
-        step = f"{rep.watch.median_ms:.3f} ms" if rep.watch.median_ms is not None else "?"
-        parts.append(Text(f"The doctor on the seed's loop, {device.upper()} ({rep.watch.steps_seen} steps watched, "
+        step = f"{rep.watch.steps.median_ms:.3f} ms" if rep.watch.steps.median_ms is not None else "?"
+        parts.append(Text(f"The doctor on the seed's loop, {device.upper()} ({rep.watch.steps.seen} steps watched, "
                           f"median {step} per step):", style="bold"))
         for i, v in enumerate(rep.verdicts, 1):
             gain = f" ({predicted_label(v.predicted_speedup)})" if v.predicted_speedup else ""
@@ -197,7 +197,7 @@ def prediction_words(report: DoctorReport, v: Verdict) -> str:
 
 def process_line(report: DoctorReport) -> str | None:
     """"the training loop took 3.1 s of the script's 5.0 s ...": where a prediction's whole-process figure comes from."""
-    loop, total = report.watch.loop_s, report.process_s
+    loop, total = report.watch.steps.loop_s, report.process_s
     if not loop or not total or loop > total:
         return None
     return (f"the training loop took {loop:.1f} s of the script's {total:.1f} s; the rest ({total - loop:.1f} s: "
@@ -208,18 +208,18 @@ def doctor_view(report: DoctorReport) -> Group:
     """The `trainspeed doctor` screen: the step split into phases, the counts, the verdicts."""
     w = report.watch
     parts: list[RenderableType] = []
-    head = f"trainspeed doctor: {report.script or 'watched loop'} on {w.device.upper()}"
+    head = f"trainspeed doctor: {report.script or 'watched loop'} on {w.model.device.upper()}"
     if w.framework is not None:
         head += f", inside {framework_label(w.framework)}"
     if report.fate:
         head += f" ({report.fate})"
     parts.append(Text(head, style="bold"))
-    if w.median_ms is None:
-        parts.append(Text(f"No training step completed ({w.steps_seen} seen): nothing to split.", style="yellow"))
+    if w.steps.median_ms is None:
+        parts.append(Text(f"No training step completed ({w.steps.seen} seen): nothing to split.", style="yellow"))
     else:
-        paced = f" (the GPU's pace; the host's {w.host_median_ms:.3f} ms)" if w.host_median_ms is not None else ""
-        parts.append(Text(f"{w.steps_seen} steps seen, {w.steps_measured} measured: median {w.median_ms:.3f} ms, "
-                          f"p90 {w.p90_ms:.3f} ms per step{paced}"))
+        paced = f" (the GPU's pace; the host's {w.steps.host_median_ms:.3f} ms)" if w.steps.host_median_ms is not None else ""
+        parts.append(Text(f"{w.steps.seen} steps seen, {w.steps.measured} measured: median {w.steps.median_ms:.3f} ms, "
+                          f"p90 {w.steps.p90_ms:.3f} ms per step{paced}"))
         if (process := process_line(report)) is not None:
             parts.append(Text(process[0].upper() + process[1:], style="dim"))
         table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
@@ -234,39 +234,39 @@ def doctor_view(report: DoctorReport) -> Group:
         if waits:
             parts.append(Text(f"waited: the part of the phase's time spent waiting for a core (the training "
                               f"thread's and, on a busy machine, torch's intra-op threads'; Linux's run-queue "
-                              f"counts): {waited_ms(w):.2f} ms of the {w.mean_ms or w.median_ms:.2f} ms mean step", style="dim"))
-        if w.device == "cuda":
+                              f"counts): {waited_ms(w):.2f} ms of the {w.steps.mean_ms or w.steps.median_ms:.2f} ms mean step", style="dim"))
+        if w.model.device == "cuda":
             parts.append(Text("device ms: the stream's time from a phase's first edge to its last, idle gaps "
                               "included; the GPU's own work is below", style="dim"))
-        ops = (f"{w.ops_per_step:.0f}" if w.ops_per_step is not None else "?") + " aten ops"
-        if w.other_ops_per_step:
-            ops += f" ({w.other_ops_per_step:.0f} of them in 'other')"
-        kernels = f", {w.kernels_per_step:.0f} CUDA kernels" if w.kernels_per_step is not None else ""
-        if w.gpu_busy_ms_per_step is not None and w.median_ms:
-            kernels += (f" (the GPU works {w.gpu_busy_ms_per_step:.3f} ms of the step, "
-                        f"{w.gpu_busy_ms_per_step / w.median_ms:.0%})")
-        reads = f"{w.syncs_per_step:.2f} syncs (host reads of device data)"
-        if w.host_reads_per_step:
-            reads += f", {w.host_reads_per_step:.2f} reads of CPU tensors (no wait)"
-        parts.append(Text(f"per step: {reads}, {w.h2d_bytes_per_step / 2**20:.2f} MiB "
-                          f"host->device, {ops}{kernels}; batch {w.batch_size or '?'}"
-                          + (f", under {w.autocast} autocast" if w.autocast else "")))
-    if w.recompute_ms_per_step:
+        ops = (f"{w.window.ops_per_step:.0f}" if w.window.ops_per_step is not None else "?") + " aten ops"
+        if w.window.other_ops_per_step:
+            ops += f" ({w.window.other_ops_per_step:.0f} of them in 'other')"
+        kernels = f", {w.window.kernels_per_step:.0f} CUDA kernels" if w.window.kernels_per_step is not None else ""
+        if w.window.gpu_busy_ms_per_step is not None and w.steps.median_ms:
+            kernels += (f" (the GPU works {w.window.gpu_busy_ms_per_step:.3f} ms of the step, "
+                        f"{w.window.gpu_busy_ms_per_step / w.steps.median_ms:.0%})")
+        reads = f"{w.steps.syncs_per_step:.2f} syncs (host reads of device data)"
+        if w.steps.host_reads_per_step:
+            reads += f", {w.steps.host_reads_per_step:.2f} reads of CPU tensors (no wait)"
+        parts.append(Text(f"per step: {reads}, {w.steps.h2d_bytes_per_step / 2**20:.2f} MiB "
+                          f"host->device, {ops}{kernels}; batch {w.model.batch_size or '?'}"
+                          + (f", under {w.model.autocast} autocast" if w.model.autocast else "")))
+    if w.steps.recompute_ms_per_step:
         parts.append(Text(f"backward recomputes checkpointed forwards (activation checkpointing): "
-                          f"{w.recompute_ms_per_step:.2f} ms per step, in the backward phase"))
-    if w.compiles is not None:
-        parts.append(Text(f"torch.compile: {w.compiles.count} graph(s) compiled while the steps were measured, "
-                          f"{w.compiles.seconds:.2f} s"))
-    if w.page_faults_per_step is not None and page_faults_candidate(w):  # a MiB of fresh pages a step or more
-        parts.append(Text(f"page faults: {w.page_faults_per_step:,.0f} minor per step, "
-                          f"{w.page_faults_per_step * mmap.PAGESIZE / 2**20:,.1f} MiB of fresh memory a step"))
-    if w.loader_workers is not None:
-        parts.append(Text(f"DataLoader worker processes: {w.loader_workers.batches} batches while measured, "
-                          f"{w.loader_workers.cpu_ms_per_batch:.2f} ms of CPU each"))
-    if w.saves:
-        every = f", one every {w.saves_every_steps:.0f} steps" if w.saves_every_steps else ""
-        calls = f" ({w.save_calls} torch.save calls)" if w.save_calls > w.saves else ""
-        parts.append(Text(f"saves (torch.save): {w.saves} in the run{calls}{every}; "
+                          f"{w.steps.recompute_ms_per_step:.2f} ms per step, in the backward phase"))
+    if w.machine.compiles is not None:
+        parts.append(Text(f"torch.compile: {w.machine.compiles.count} graph(s) compiled while the steps were measured, "
+                          f"{w.machine.compiles.seconds:.2f} s"))
+    if w.machine.page_faults_per_step is not None and page_faults_candidate(w):  # a MiB of fresh pages a step or more
+        parts.append(Text(f"page faults: {w.machine.page_faults_per_step:,.0f} minor per step, "
+                          f"{w.machine.page_faults_per_step * mmap.PAGESIZE / 2**20:,.1f} MiB of fresh memory a step"))
+    if w.machine.loader_workers is not None:
+        parts.append(Text(f"DataLoader worker processes: {w.machine.loader_workers.batches} batches while measured, "
+                          f"{w.machine.loader_workers.cpu_ms_per_batch:.2f} ms of CPU each"))
+    if w.checkpoints.saves:
+        every = f", one every {w.checkpoints.every_steps:.0f} steps" if w.checkpoints.every_steps else ""
+        calls = f" ({w.checkpoints.calls} torch.save calls)" if w.checkpoints.calls > w.checkpoints.saves else ""
+        parts.append(Text(f"saves (torch.save): {w.checkpoints.saves} in the run{calls}{every}; "
                           f"{w.phases['checkpoint'].share:.1%} of the measured run's time"))
     if w.evaluation is not None:
         ev = w.evaluation
@@ -275,28 +275,28 @@ def doctor_view(report: DoctorReport) -> Group:
         every = f", one every {ev.every_steps:.0f} steps" if ev.every_steps else ""
         parts.append(Text(f"evaluation ({told}): {seen} in the run{every}; the {ev.count} during the measured steps "
                           f"{ev.mean_ms:.1f} ms each, {ev.share:.0%} of their time"))
-    for s in w.sync_sites[:3]:
+    for s in w.reads.sync_sites[:3]:
         parts.append(Text(f"  sync site {s.where}: {s.op} x{s.count}, {s.total_ms:.1f} ms in all", style="dim"))
-    for s in w.host_read_sites[:2]:
+    for s in w.reads.host_read_sites[:2]:
         parts.append(Text(f"  CPU tensor read at {s.where}: {s.op} x{s.count}, {s.total_ms:.1f} ms in all "
                           "(no sync; in the phase it ran in)", style="dim"))
-    for o in w.other_sites[:3]:
+    for o in w.sites.other[:3]:
         parts.append(Text(f"  'other' time at {o.where} ({_of_samples(o.samples, o.share_of_other)}): {o.code}",
                           style="dim"))
     waited = w.phases["data"].share >= DATA_LINES_SHARE
-    for label, sites in (("data wait in", w.data_sites), ("in the DataLoader's worker processes,", w.worker_sites)):
+    for label, sites in (("data wait in", w.sites.data), ("in the DataLoader's worker processes,", w.sites.workers)):
         for d in sites[:3] if waited else ():
             told = f" ({d.machinery})" if d.machinery else (f": {d.code}" if d.code else "")
             parts.append(Text(f"  {label} {d.where} ({_of_samples(d.samples, d.share_of_data)}){told}", style="dim"))
-    for f in w.framework_sites[:3]:
+    for f in w.sites.framework[:3]:
         parts.append(Text(f"  'other' time in the framework's {f.function} ({_of_samples(f.samples, f.share_of_other)})",
                           style="dim"))
-    for o in w.loop_sites[:1]:
-        if not w.other_sites or o.where != w.other_sites[0].where:
+    for o in w.sites.loop[:1]:
+        if not w.sites.other or o.where != w.sites.other[0].where:
             parts.append(Text(f"  'other' time under the training loop's line {o.where} "
                               f"({_of_samples(o.samples, o.share_of_other)}, with the functions it calls): {o.code}",
                               style="dim"))
-    for op in (w.op_times or [])[:3]:
+    for op in (w.window.op_times or [])[:3]:
         parts.append(Text(f"  op {op.op} ({op.dtype or '-'}) x{op.calls:.0f}: {op.ms:.3f} ms per step in the "
                           "profiler window" + (f", {op.flops / (op.ms * 1e6):.1f} GFLOP/s" if op.flops and op.ms else ""),
                           style="dim"))
@@ -304,12 +304,12 @@ def doctor_view(report: DoctorReport) -> Group:
     if util.available:
         parts.append(Text(f"GPU utilisation: mean {util.mean:.0f}% over {util.samples} samples"
                           + (" - saw-tooth" if util.sawtooth else "")))
-    elif w.device == "cuda":
+    elif w.model.device == "cuda":
         parts.append(Text(f"GPU utilisation: unavailable ({util.why})", style="dim"))
     if w.distributed is not None:
         parts += _distributed_lines(w.distributed)
     parts.append(Text("Verdicts, most important first (speed-ups are predictions):", style="bold"))
-    if not report.verdicts and w.median_ms is None:
+    if not report.verdicts and w.steps.median_ms is None:
         parts.append(Text("  none: no training step completed, so there is nothing to judge", style="yellow"))
     elif not report.verdicts:
         parts.append(Text("  none: no rule found a problem worth a tenth of the step", style="green"))

@@ -22,7 +22,10 @@ from trainspeed.watch.result import (
     GpuUtil,
     OtherSite,
     PhaseStat,
+    Process,
+    Sites,
     StepRecord,
+    Steps,
 )
 from trainspeed.watch.sampler import Sampler, machinery_of, source_of
 from trainspeed.watch.sawtooth import detect_sawtooth
@@ -109,30 +112,12 @@ def _waits_ms(detailed: list[StepRecord], shares: dict[str, float],
 
 @dataclass(frozen=True)
 class StepFigures:
-    """The steps tracker's part: the step times, each phase's, and what the detailed steps counted."""
+    """The steps tracker's figures: its part of the result, the phase table, and what the session joins in."""
 
-    steps_seen: int
-    steps_measured: int
-    median_ms: float | None
-    p90_ms: float | None
-    mean_ms: float | None
+    steps: Steps
     phases: dict[str, PhaseStat]
-    syncs_per_step: float
-    host_reads_per_step: float
-    h2d_bytes_per_step: float
-    step_samples: list[StepRecord]
-    step_times_ms: list[float]
-    phase_samples_ms: dict[str, list[float]]
-    micro_batches_per_step: float | None
-    model_calls_per_step: float | None
-    model_calls_chained: float | None
-    model_calls_after_read: float | None
     cell_calls_per_step: float | None
-    optimizer_steps_per_step: float | None
-    anomaly_ms_per_step: float | None
-    recompute_ms_per_step: float | None
-    host_median_ms: float | None
-    """Where the GPU set the pace (`gpu_paced`): the host's own median step."""
+    """Calls of a recurrent cell per step, the median over the detailed steps (the model tracker's `cell_loop`)."""
     summed: tuple[dict[str, float], float] | None = field(repr=False)
     """The clock's sums over every measured step (None where the statistics came from the warm-up)."""
     notes: list[str] = field(default_factory=list)
@@ -179,24 +164,23 @@ def step_figures(steps: StepTracker) -> StepFigures:
                               wait_share=part, median_wait_share=typical)
     samples = {p: [r.phases[p] * 1e3 for r in (records if p in EDGE_PHASES else detailed)] for p in PHASES}
     calls = [r.model_calls for r in detailed if r.model_calls is not None]
-    return StepFigures(
-        steps_seen=steps.steps_seen, steps_measured=n,
+    steps_part = Steps(
+        seen=steps.steps_seen, measured=n,
         median_ms=median(step_ms), p90_ms=quantile(step_ms, 0.9),
-        mean_ms=mean, host_median_ms=host_median,
-        phases=phases,
+        mean_ms=mean, host_median_ms=host_median, loop_s=steps.loop_seconds(median(step_ms)),
         syncs_per_step=(sum(r.syncs for r in records) / len(records)) if records else 0.0,
         host_reads_per_step=(sum(r.host_reads for r in records) / len(records)) if records else 0.0,
         h2d_bytes_per_step=(sum(r.h2d_bytes for r in records) / len(records)) if records else 0.0,
-        step_samples=sorted(steps.plot_steps, key=lambda r: r.index), step_times_ms=step_ms, phase_samples_ms=samples,
+        samples=sorted(steps.plot_steps, key=lambda r: r.index), times_ms=step_ms, phase_samples_ms=samples,
         micro_batches_per_step=median([r.micro_batches for r in detailed if r.micro_batches is not None]),
         model_calls_per_step=median([c[0] for c in calls]),
         model_calls_chained=median([c[1] for c in calls]),
         model_calls_after_read=median([c[2] for c in calls]),
-        cell_calls_per_step=median([c[3] for c in calls]),
         optimizer_steps_per_step=median([r.optimizer_steps for r in detailed if r.optimizer_steps is not None]),
         anomaly_ms_per_step=(sum(r.anomaly_s for r in detailed) * 1e3 / len(detailed)) if detailed else None,
-        recompute_ms_per_step=(sum(r.recompute_s for r in detailed) * 1e3 / len(detailed)) if detailed else None,
-        summed=summed, notes=notes)
+        recompute_ms_per_step=(sum(r.recompute_s for r in detailed) * 1e3 / len(detailed)) if detailed else None)
+    return StepFigures(steps_part, phases, cell_calls_per_step=median([c[3] for c in calls]), summed=summed,
+                       notes=notes)
 
 
 def _inside(by_library: Mapping[tuple[str, str], int], samples: Mapping[str, int]) -> dict[str, str]:
@@ -262,12 +246,17 @@ def gpu_util(s: Sampler | None, device: str, step_ms: list[float]) -> GpuUtil:
     return GpuUtil(True, mean, s.util_n, saw, why, timeline[-2000:])
 
 
-def cpu_percent(s: Sampler | None) -> float | None:
-    return (sum(s.cpu_percent) / len(s.cpu_percent)) if s and s.cpu_percent else None
+def sites(s: Sampler | None) -> Sites:
+    """The sampler's part: the sites of its stack samples."""
+    return Sites(other_sites(s), loop_sites(s), framework_sites(s), data_sites(s), worker_sites(s))
 
 
-def most_threads(s: Sampler | None) -> int | None:
-    return max(s.threads) if s and s.threads else None
+def process(s: Sampler | None, device: str, index: int) -> Process:
+    """The process's threads and CPU (the sampler's readings) and the memory it held on `device`."""
+    return Process(torch_threads=torch.get_num_threads(),
+                   cpu_percent=(sum(s.cpu_percent) / len(s.cpu_percent)) if s and s.cpu_percent else None,
+                   threads=max(s.threads) if s and s.threads else None,
+                   peak_memory_bytes=peak_memory(device, index), memory_capacity_bytes=capacity(device, index))
 
 
 def peak_memory(device: str, index: int) -> int | None:

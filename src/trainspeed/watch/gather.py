@@ -13,6 +13,7 @@ from typing import Any
 
 from trainspeed.errors import first_line
 from trainspeed.watch.dist_result import RankStat
+from trainspeed.watch.result import WatchResult
 
 
 def this_rank() -> tuple[int, int] | None:
@@ -26,12 +27,13 @@ def this_rank() -> tuple[int, int] | None:
     return dist.get_rank(), dist.get_world_size()
 
 
-def rank_stat(rank: int, measurements: Any, comm: tuple[float | None, float | None, float | None]) -> RankStat:
+def rank_stat(rank: int, measurements: WatchResult, comm: tuple[float | None, float | None, float | None]) -> RankStat:
     m = measurements
-    step = m.median_ms or 0.0
+    step = m.steps.median_ms or 0.0
     phases = {p: s.share * step for p, s in m.phases.items()}
     comm_ms, exposed_ms, nbytes = comm
-    return RankStat(rank, socket.gethostname(), m.steps_measured, m.median_ms, phases, comm_ms, exposed_ms, nbytes)
+    return RankStat(rank, socket.gethostname(), m.steps.measured, m.steps.median_ms, phases, comm_ms, exposed_ms,
+                    nbytes)
 
 
 def gather(stat: RankStat, timeout_s: float) -> tuple[list[RankStat] | None, str | None]:

@@ -32,7 +32,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 
 from trainspeed._io import quiet_fd2
-from trainspeed.watch.result import OpTime
+from trainspeed.watch.result import OpTime, Window
 from trainspeed.watch.trace import WindowOp
 
 OP_TIMES_KEPT = 12
@@ -437,3 +437,11 @@ class ProfileWindow:
                     mode.__exit__(None, None, None)
             self.counter = None
             self.notes.append("the run ended inside the profiler window: no op or kernel counts")
+
+    def part(self) -> Window:
+        """The window's counts per step (all None where it never closed)."""
+        return Window(ops_per_step=self.ops_per_step, kernels_per_step=self.kernels_per_step,
+                      flops_per_step=self.flops_per_step, gpu_busy_ms_per_step=self.gpu_busy_ms_per_step,
+                      other_ops_per_step=self.outside_ops_per_step, other_op_ms_per_step=self.outside_op_ms_per_step,
+                      edge_ops_per_step=self.edge_ops_per_step, op_ms_per_step=self.op_ms_per_step,
+                      op_times=self.op_times, compiled=self.compiled)

@@ -204,70 +204,6 @@ class OptimizerInfo:
     """As passed (None: torch's default: foreach on CUDA where it can, one tensor at a time on the CPU)."""
 
 
-@dataclass(frozen=True)
-class Reads:
-    """The host-read tracker's part: the places that read tensors' values, the most time first."""
-
-    sync_sites: list[SyncSite]
-    """Reads of device tensors: each a synchronisation."""
-    host_read_sites: list[SyncSite]
-    """Reads of CPU tensors: no wait."""
-
-
-@dataclass(frozen=True)
-class ModelFacts:
-    """The model tracker's part: where the model ran, on what batch, under which autocast, fed how."""
-
-    device: str
-    batch_size: int | None
-    autocast: str | None
-    h2d_bytes_by_kind: dict[str, int]
-
-
-@dataclass(frozen=True)
-class Optimizers:
-    """The optimizer tracker's part: the primary optimizer and those built while watched."""
-
-    info: OptimizerInfo | None
-    changes: int
-    built: int
-    build_ms: float | None
-
-
-@dataclass(frozen=True)
-class Checkpoints:
-    """The checkpoint tracker's part: checkpoints (saves with no step between them) and torch.save calls."""
-
-    saves: int
-    calls: int
-    every_steps: float | None
-
-
-@dataclass(frozen=True)
-class Loaders:
-    """The loader tracker's part: each DataLoader, and the iterators started during the measured steps."""
-
-    loaders: list[LoaderInfo]
-    starts: int
-    start_share: float | None
-    start_ms: float | None
-
-
-@dataclass(frozen=True)
-class Machine:
-    """The machine tracker's part: other processes' load, the workers' CPU, page faults and compiles."""
-
-    others_cpu_cores: float | None
-    loader_workers: WorkerCpu | None
-    page_faults_per_step: float | None
-    page_faults_early_per_step: float | None
-    compiles: Compiles | None
-    threads_wait_ms_per_step: float | None = None
-    """Milliseconds a step every thread of the process waited for a core, summed over threads (`run_queue`)."""
-    steal_share: float | None = None
-    """The VM's steal time over the measured steps, a share of its CPUs' time (None: not said here)."""
-
-
 @dataclass(slots=True)
 class StepRecord:
     """One measured step (kept in bounded samples)."""
@@ -302,101 +238,29 @@ class StepRecord:
 
 
 @dataclass(frozen=True)
-class WatchResult:
-    """Everything measured about a watched training run."""
+class Steps:
+    """The steps tracker's part: the steps seen and measured, their times, and what the detailed steps counted."""
 
-    steps_seen: int
-    steps_measured: int
+    seen: int
+    measured: int
     median_ms: float | None
     p90_ms: float | None
-    phases: dict[str, PhaseStat]
-    syncs_per_step: float
-    h2d_bytes_per_step: float
-    h2d_bytes_by_kind: dict[str, int]
-    """Host-to-device bytes of the whole run by source memory and mode ("pinned, non_blocking", "pageable")."""
-    ops_per_step: float | None
-    kernels_per_step: float | None
-    flops_per_step: float | None
-    """FLOPs of the ops torch.profiler has formulas for (matmul, convolution), per step."""
-    sync_sites: list[SyncSite]
-    other_sites: list[OtherSite]
-    gpu_util: GpuUtil
-    device: str
-    """Where the model ran: "cpu" or "cuda"."""
-    batch_size: int | None
-    loaders: list[LoaderInfo]
-    torch_threads: int
-    process_cpu_percent: float | None
-    process_threads: int | None
-    """Most threads the process had at once (psutil, sampled each second)."""
-    peak_memory_bytes: int | None
-    memory_capacity_bytes: int | None
-    step_samples: list[StepRecord] = field(repr=False)
-    """A bounded sample of measured steps, in order, for plots."""
-    step_times_ms: list[float] = field(repr=False)
-    """A bounded uniform sample of measured step times, for the histogram."""
-    notes: list[str] = field(default_factory=list)
-    evaluation: Evaluation | None = None
-    """Evaluations during the measured steps (None: none seen)."""
     mean_ms: float | None = None
     """The measured steps' mean, from the clock's sums over all of them: the run's time per step, its slow
     steps included (None: the statistics came from warm-up steps)."""
     host_median_ms: float | None = None
     """Where the GPU set the pace (`collect.gpu_paced`): the host's own median step, shorter than `median_ms`."""
-    others_cpu_cores: float | None = None
-    threads_wait_ms_per_step: float | None = None
-    """Every thread of the process, summed: milliseconds a step waiting for a core (`Machine`)."""
-    steal_share: float | None = None
-    """The VM's steal time over the measured steps, a share of its CPUs' time."""
-    """Cores other processes of this machine kept busy while the steps were measured, on average (psutil;
-    `machine_load`); None when not known or the measured steps took under half a second."""
-    distributed: DistRun | None = None
-    """Under torchrun: communication, every rank (on rank 0) and the scaling prediction."""
-    gpu_busy_ms_per_step: float | None = None
-    """CUDA: milliseconds per step during which the GPU ran a kernel, copy or memset (the profiler
-    window's CUPTI timestamps). Unlike the phases' device_ms, which span the stream between two
-    edges, this leaves out the GPU's idle gaps."""
-    other_ops_per_step: float | None = None
-    """Aten ops per step dispatched outside every named phase (the profiler window's): torch's own
-    part of `other` (a functional loss, a metric, indexing a batch out of a tensor). None: not counted."""
-    other_op_ms_per_step: float | None = None
-    """Their host milliseconds per step (on CUDA their launches, not the kernels), at the least time per op of a
-    window step (a stall is no time of theirs)."""
-    op_times: list[OpTime] | None = None
-    """CPU: the profiler window's ops by op and dtype, most host time first (at most OP_TIMES_KEPT).
-    None on CUDA, where an op's host time is its launch, not its work."""
-    loader_starts: int = 0
-    """DataLoader iterators started during the measured steps (one per epoch of a `for x in loader`)."""
-    loader_start_share: float | None = None
-    """Share of the measured run's time those starts took, each with its first batch, and the stops of
-    their worker processes (part of `data`: a loader without persistent_workers starts its worker
-    processes anew at every start, and stops them at the end of every pass)."""
-    loader_start_ms: float | None = None
-    """Their mean milliseconds per start (its stop included)."""
-    compiles: Compiles | None = None
-    """torch.compile's compilations during the measured steps (None: none)."""
-    worker_sites: list[DataSite] = field(default_factory=list)
-    """What the DataLoader's worker processes ran while they made batches, from their own stack samples (forked
-    workers; `share_of_data` is of those samples)."""
-    loader_workers: WorkerCpu | None = None
-    """The worker processes' CPU per batch (None: no loader with workers, or fewer than 8 batches from them)."""
-    page_faults_per_step: float | None = None
-    """This process's minor page faults per measured step: pages of memory the system handed it afresh (None: not
-    readable here)."""
-    page_faults_early_per_step: float | None = None
-    """The same over the warm-up's steps after the first, before the profiler window opened: the run as it faults
-    unwatched, where the doctor's own memory later changed where glibc's heap ends (None: too few such steps)."""
-    op_ms_per_step: float | None = None
-    """CPU: every op's host milliseconds per step in the window, all together (on the window's clock:
-    its steps come soon after the warm-up, and may run slower than the median step)."""
+    loop_s: float | None = None
+    """The training loop's wall seconds, its evaluations and saves in it (`StepTracker.loop_seconds`)."""
+    syncs_per_step: float = 0.0
+    host_reads_per_step: float = 0.0
+    """Reads of CPU tensors' values per step (`item()`, `__index__` of an index tensor slicing a numpy array, a
+    whole run's `loss.item()` on the CPU): no device waits for them, so they are no syncs; their time stays in the
+    phase they ran in."""
+    h2d_bytes_per_step: float = 0.0
     micro_batches_per_step: float | None = None
     """Forward-and-backward passes per optimizer step, the median over the detailed steps: above 1,
     gradients accumulated over micro-batches of `batch_size` (None: no detailed step counted)."""
-    optimizer: OptimizerInfo | None = None
-    """The optimizer that delimits the steps (None: steps were backward calls)."""
-    optimizer_steps_per_step: float | None = None
-    """Optimizer steps per step, the median over the detailed steps: 2 where a second optimizer steps beside
-    `optimizer` (a GAN's generator and discriminator); None: none counted."""
     model_calls_per_step: float | None = None
     """Calls of the model (the first module with parameters called outermost) per step, the median over
     the detailed steps: above 1 with a batch of 1, samples fed one at a time (None: none counted)."""
@@ -406,60 +270,205 @@ class WatchResult:
     model_calls_after_read: float | None = None
     """Of those, the calls made after the host read a tensor's value since the model's last call (an agent
     acting on the action it sampled, a decoder fed the token it picked), the median over the detailed steps."""
-    cell_loop: CellLoop | None = None
-    """A recurrent cell called in a Python loop, twice a step or more (None: none)."""
-    loop_s: float | None = None
-    """The training loop's wall seconds, its evaluations and saves in it (`StepTracker.loop_seconds`)."""
-    optimizer_changes: int = 0
-    """Times another optimizer took over delimiting the steps (the one before gone, or no longer stepping)."""
-    optimizers_built: int = 0
-    """Optimizers constructed after the first optimizer step (one built inside the loop: every step)."""
-    optimizer_build_ms: float | None = None
-    """Their mean construction time (torch.optim.Optimizer.__init__), milliseconds."""
+    optimizer_steps_per_step: float | None = None
+    """Optimizer steps per step, the median over the detailed steps: 2 where a second optimizer steps beside
+    the primary one (a GAN's generator and discriminator); None: none counted."""
     anomaly_ms_per_step: float | None = None
     """Milliseconds per step (mean over the detailed steps) that autograd's anomaly detection spent
     storing a formatted Python stack for every op that records a gradient; 0.0 when it was off."""
     recompute_ms_per_step: float | None = None
     """Milliseconds per step (mean over the detailed steps) of module calls inside backward: activation checkpointing's
     recompute, part of the backward phase (None: no detailed step)."""
-    edge_ops_per_step: float | None = None
-    """CPU: aten ops per step dispatched in the edge phases (data, h2d, sync, checkpoint, comm: a DataLoader's
-    row-by-row indexing and collation, a read's), the profiler window's; with `other_ops_per_step`, what of
-    `ops_per_step` is not forward, backward or the optimizer. None: not counted."""
-    compiled: bool = False
-    """torch.compile had compiled a graph in this process by the end of the warm-up (the run's model, most likely)."""
-    autocast: str | None = None
-    """The dtype torch.autocast cast a training call of the warm-up to ("bfloat16", "float16"); None: no autocast."""
-    loop_sites: list[OtherSite] = field(default_factory=list)
-    """The training loop's own lines (of the user's functions on the stack at a step's end) that the samples in
-    "other" ran under, most first: a line's own time and that of every function it called (a data generator,
-    a metric helper), where `other_sites` splits a called function's time over its lines."""
-    host_reads_per_step: float = 0.0
-    """Reads of CPU tensors' values per step (`item()`, `__index__` of an index tensor slicing a numpy array, a
-    whole run's `loss.item()` on the CPU): no device waits for them, so they are no syncs; their time stays in the
-    phase they ran in."""
-    host_read_sites: list[SyncSite] = field(default_factory=list)
-    """The places that made those reads, the most time first."""
-    saves: int = 0
-    """Checkpoints saved in the whole run (warm-up included): torch.save calls with no training step between them
-    are one."""
-    saves_every_steps: float | None = None
-    """Steps from one checkpoint to the next, on average (None: fewer than two)."""
-    framework: Framework | None = None
-    """The training framework that ran the loop (Lightning's Trainer, Hugging Face's Trainer, accelerate, ...);
-    None for a loop of the script's own."""
-    framework_sites: list[FrameworkSite] = field(default_factory=list)
-    """The framework's own functions the time in "other" went to (its loop, callbacks, logging, progress bar), the
-    most first."""
-    save_calls: int = 0
-    """torch.save calls in the whole run."""
-    data_sites: list[DataSite] = field(default_factory=list)
-    """What the DataLoader ran while the script waited on it, the most samples first (with workers, the training
-    process mostly waits on them: `machinery` says so)."""
+    samples: list[StepRecord] = field(default_factory=list, repr=False)
+    """A bounded sample of measured steps, in order, for plots."""
+    times_ms: list[float] = field(default_factory=list, repr=False)
+    """A bounded uniform sample of measured step times, for the histogram."""
     phase_samples_ms: dict[str, list[float]] = field(default_factory=dict, repr=False)
     """Per phase, its milliseconds in each step of a uniform sample (at most RESERVOIR_SIZE steps): the edge
     phases from the step sample, forward, backward, optimizer and other from the detailed steps' sample. What
     `trainspeed compare` takes its intervals from."""
+
+
+@dataclass(frozen=True)
+class Window:
+    """The profiler window's part: what torch.profiler counted per step over the steps after the warm-up."""
+
+    ops_per_step: float | None = None
+    kernels_per_step: float | None = None
+    flops_per_step: float | None = None
+    """FLOPs of the ops torch.profiler has formulas for (matmul, convolution), per step."""
+    gpu_busy_ms_per_step: float | None = None
+    """CUDA: milliseconds per step during which the GPU ran a kernel, copy or memset (the profiler
+    window's CUPTI timestamps). Unlike the phases' device_ms, which span the stream between two
+    edges, this leaves out the GPU's idle gaps."""
+    other_ops_per_step: float | None = None
+    """Aten ops per step dispatched outside every named phase: torch's own part of `other` (a functional loss, a
+    metric, indexing a batch out of a tensor). None: not counted."""
+    other_op_ms_per_step: float | None = None
+    """Their host milliseconds per step (on CUDA their launches, not the kernels), at the least time per op of a
+    window step (a stall is no time of theirs)."""
+    edge_ops_per_step: float | None = None
+    """CPU: aten ops per step dispatched in the edge phases (data, h2d, sync, checkpoint, comm: a DataLoader's
+    row-by-row indexing and collation, a read's); with `other_ops_per_step`, what of `ops_per_step` is not
+    forward, backward or the optimizer. None: not counted."""
+    op_ms_per_step: float | None = None
+    """CPU: every op's host milliseconds per step in the window, all together (on the window's clock:
+    its steps come soon after the warm-up, and may run slower than the median step)."""
+    op_times: list[OpTime] | None = None
+    """CPU: the window's ops by op and dtype, most host time first (at most OP_TIMES_KEPT).
+    None on CUDA, where an op's host time is its launch, not its work."""
+    compiled: bool = False
+    """torch.compile had compiled a graph in this process by the end of the warm-up (the run's model, most likely)."""
+
+
+@dataclass(frozen=True)
+class Reads:
+    """The host-read tracker's part: the places that read tensors' values, the most time first."""
+
+    sync_sites: list[SyncSite] = field(default_factory=list)
+    """Reads of device tensors: each a synchronisation."""
+    host_read_sites: list[SyncSite] = field(default_factory=list)
+    """Reads of CPU tensors: no wait."""
+
+
+@dataclass(frozen=True)
+class Sites:
+    """The stack sampler's part: where the time outside the named phases went, and what the DataLoader ran."""
+
+    other: list[OtherSite] = field(default_factory=list)
+    """Source lines the time in "other" went to, the most first."""
+    loop: list[OtherSite] = field(default_factory=list)
+    """The training loop's own lines (of the user's functions on the stack at a step's end) that the samples in
+    "other" ran under, most first: a line's own time and that of every function it called (a data generator,
+    a metric helper), where `other` splits a called function's time over its lines."""
+    framework: list[FrameworkSite] = field(default_factory=list)
+    """The training framework's own functions the time in "other" went to (its loop, callbacks, logging, progress
+    bar), the most first."""
+    data: list[DataSite] = field(default_factory=list)
+    """What the DataLoader ran while the script waited on it, the most samples first (with workers, the training
+    process mostly waits on them: `machinery` says so)."""
+    workers: list[DataSite] = field(default_factory=list)
+    """What the DataLoader's worker processes ran while they made batches, from their own stack samples (forked
+    workers; `share_of_data` is of those samples)."""
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    """The model tracker's part: where the model ran, on what batch, under which autocast, fed how."""
+
+    device: str
+    """Where the model ran: "cpu" or "cuda"."""
+    batch_size: int | None
+    autocast: str | None = None
+    """The dtype torch.autocast cast a training call of the warm-up to ("bfloat16", "float16"); None: no autocast."""
+    h2d_bytes_by_kind: dict[str, int] = field(default_factory=dict)
+    """Host-to-device bytes of the whole run by source memory and mode ("pinned, non_blocking", "pageable")."""
+    cell_loop: CellLoop | None = None
+    """A recurrent cell called in a Python loop, twice a step or more (None: none)."""
+
+
+@dataclass(frozen=True)
+class Process:
+    """The training process as the sampler saw it: its threads, its CPU and the device memory it held."""
+
+    torch_threads: int
+    cpu_percent: float | None = None
+    threads: int | None = None
+    """Most threads the process had at once (psutil, sampled each second)."""
+    peak_memory_bytes: int | None = None
+    memory_capacity_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class Optimizers:
+    """The optimizer tracker's part: the primary optimizer and those built while watched."""
+
+    info: OptimizerInfo | None = None
+    """The optimizer that delimits the steps (None: steps were backward calls)."""
+    changes: int = 0
+    """Times another optimizer took over delimiting the steps (the one before gone, or no longer stepping)."""
+    built: int = 0
+    """Optimizers constructed after the first optimizer step (one built inside the loop: every step)."""
+    build_ms: float | None = None
+    """Their mean construction time (torch.optim.Optimizer.__init__), milliseconds."""
+
+
+@dataclass(frozen=True)
+class Checkpoints:
+    """The checkpoint tracker's part: checkpoints (saves with no step between them) and torch.save calls."""
+
+    saves: int = 0
+    """Checkpoints saved in the whole run (warm-up included): torch.save calls with no training step between them
+    are one."""
+    calls: int = 0
+    """torch.save calls in the whole run."""
+    every_steps: float | None = None
+    """Steps from one checkpoint to the next, on average (None: fewer than two)."""
+
+
+@dataclass(frozen=True)
+class Loaders:
+    """The loader tracker's part: each DataLoader, and the iterators started during the measured steps."""
+
+    each: list[LoaderInfo] = field(default_factory=list)
+    starts: int = 0
+    """DataLoader iterators started during the measured steps (one per epoch of a `for x in loader`)."""
+    start_share: float | None = None
+    """Share of the measured run's time those starts took, each with its first batch, and the stops of
+    their worker processes (part of `data`: a loader without persistent_workers starts its worker
+    processes anew at every start, and stops them at the end of every pass)."""
+    start_ms: float | None = None
+    """Their mean milliseconds per start (its stop included)."""
+
+
+@dataclass(frozen=True)
+class Machine:
+    """The machine tracker's part: other processes' load, the workers' CPU, page faults and compiles."""
+
+    others_cpu_cores: float | None = None
+    """Cores other processes of this machine kept busy while the steps were measured, on average (psutil;
+    `machine_load`); None when not known or the measured steps took under half a second."""
+    loader_workers: WorkerCpu | None = None
+    """The worker processes' CPU per batch (None: no loader with workers, or fewer than 8 batches from them)."""
+    page_faults_per_step: float | None = None
+    """This process's minor page faults per measured step: pages of memory the system handed it afresh (None: not
+    readable here)."""
+    page_faults_early_per_step: float | None = None
+    """The same over the warm-up's steps after the first, before the profiler window opened: the run as it faults
+    unwatched, where the doctor's own memory later changed where glibc's heap ends (None: too few such steps)."""
+    compiles: Compiles | None = None
+    """torch.compile's compilations during the measured steps (None: none)."""
+    threads_wait_ms_per_step: float | None = None
+    """Milliseconds a step every thread of the process waited for a core, summed over threads (`run_queue`)."""
+    steal_share: float | None = None
+    """The VM's steal time over the measured steps, a share of its CPUs' time (None: not said here)."""
+
+
+@dataclass(frozen=True)
+class WatchResult:
+    """Everything measured about a watched training run, one part per subject (each tracker's, `watch/session.py`
+    joins them)."""
+
+    steps: Steps
+    phases: dict[str, PhaseStat]
+    """Each phase of the step (`watch/phases.py`): its median times and its share of the measured run."""
+    model: ModelFacts
+    process: Process
+    gpu_util: GpuUtil
+    window: Window = field(default_factory=Window)
+    reads: Reads = field(default_factory=Reads)
+    sites: Sites = field(default_factory=Sites)
+    optimizers: Optimizers = field(default_factory=Optimizers)
+    checkpoints: Checkpoints = field(default_factory=Checkpoints)
+    loaders: Loaders = field(default_factory=Loaders)
+    machine: Machine = field(default_factory=Machine)
+    evaluation: Evaluation | None = None
+    """Evaluations during the measured steps (None: none seen)."""
+    framework: Framework | None = None
+    """The training framework that ran the loop (Lightning's Trainer, Hugging Face's Trainer, accelerate, ...);
+    None for a loop of the script's own."""
+    distributed: DistRun | None = None
+    """Under torchrun: communication, every rank (on rank 0) and the scaling prediction."""
+    notes: list[str] = field(default_factory=list)
     trace: Trace | None = field(default=None, repr=False)
     """With `trace=True`: the kept detailed steps' timelines, for `trainspeed doctor --trace` (watch/trace.py)."""
-

@@ -330,58 +330,26 @@ class Watcher:
         """The measurements so far (partial if the run stopped early): the trackers' parts, joined."""
         fig = collect.step_figures(self.steps)
         steps, s = self.steps, self.sampler
-        model, reads = self.model.part(), self.reads.part()
+        model = self.model.part()
+        if self.model.cell is not None and (fig.cell_calls_per_step or 0) >= 2:
+            model = dataclasses.replace(model, cell_loop=dataclasses.replace(self.model.cell,
+                                                                             calls_per_step=fig.cell_calls_per_step or 0.0))
         notes = steps.notes + self.ranks.notes + steps.window.notes
         framework = self.frameworks.part()
         too_old = unsupported_note(framework) if framework is not None else None
         if too_old is not None:
             notes.append(too_old)
         notes += fig.notes
-        window = steps.window
         summed = fig.summed
-        loaders = self.loaders.part(summed[1] if summed is not None and summed[1] > 0 else None)
-        optimizers, checkpoints, machine = self.optimizers.part(), self.checkpoints.part(), self.machine.part()
         result = WatchResult(
-            steps_seen=fig.steps_seen, steps_measured=fig.steps_measured,
-            median_ms=fig.median_ms, p90_ms=fig.p90_ms, mean_ms=fig.mean_ms, host_median_ms=fig.host_median_ms,
-            loop_s=steps.loop_seconds(fig.median_ms),
-            evaluation=self.evaluation.part(summed, fig.steps_measured),
-            phases=fig.phases,
-            syncs_per_step=fig.syncs_per_step, host_reads_per_step=fig.host_reads_per_step,
-            saves=checkpoints.saves, save_calls=checkpoints.calls, saves_every_steps=checkpoints.every_steps,
-            h2d_bytes_per_step=fig.h2d_bytes_per_step,
-            ops_per_step=window.ops_per_step, kernels_per_step=window.kernels_per_step,
-            flops_per_step=window.flops_per_step,
-            other_ops_per_step=window.outside_ops_per_step, edge_ops_per_step=window.edge_ops_per_step,
-            compiled=window.compiled, autocast=model.autocast,
-            other_op_ms_per_step=window.outside_op_ms_per_step, op_times=window.op_times,
-            op_ms_per_step=window.op_ms_per_step,
-            loader_starts=loaders.starts, loader_start_share=loaders.start_share, loader_start_ms=loaders.start_ms,
-            sync_sites=reads.sync_sites, host_read_sites=reads.host_read_sites, other_sites=collect.other_sites(s),
-            loop_sites=collect.loop_sites(s),
-            gpu_util=collect.gpu_util(s, model.device, fig.step_times_ms),
-            device=model.device, batch_size=model.batch_size,
-            framework=framework, framework_sites=collect.framework_sites(s), data_sites=collect.data_sites(s),
-            worker_sites=collect.worker_sites(s), loaders=loaders.loaders,
-            torch_threads=torch.get_num_threads(), process_cpu_percent=collect.cpu_percent(s),
-            others_cpu_cores=machine.others_cpu_cores, loader_workers=machine.loader_workers,
-            threads_wait_ms_per_step=machine.threads_wait_ms_per_step, steal_share=machine.steal_share,
-            page_faults_per_step=machine.page_faults_per_step,
-            page_faults_early_per_step=machine.page_faults_early_per_step, compiles=machine.compiles,
-            peak_memory_bytes=collect.peak_memory(model.device, self.model.device_index),
-            memory_capacity_bytes=collect.capacity(model.device, self.model.device_index),
-            h2d_bytes_by_kind=model.h2d_bytes_by_kind, process_threads=collect.most_threads(s),
-            step_samples=fig.step_samples, step_times_ms=fig.step_times_ms, phase_samples_ms=fig.phase_samples_ms,
-            trace=collect.trace_of(steps, model.device), notes=notes, gpu_busy_ms_per_step=window.gpu_busy_ms_per_step,
-            micro_batches_per_step=fig.micro_batches_per_step, model_calls_per_step=fig.model_calls_per_step,
-            model_calls_chained=fig.model_calls_chained, model_calls_after_read=fig.model_calls_after_read,
-            cell_loop=(dataclasses.replace(self.model.cell, calls_per_step=fig.cell_calls_per_step or 0.0)
-                       if self.model.cell is not None and (fig.cell_calls_per_step or 0) >= 2 else None),
-            optimizer_steps_per_step=fig.optimizer_steps_per_step,
-            optimizer_changes=optimizers.changes, optimizers_built=optimizers.built,
-            optimizer_build_ms=optimizers.build_ms, optimizer=optimizers.info,
-            anomaly_ms_per_step=fig.anomaly_ms_per_step, recompute_ms_per_step=fig.recompute_ms_per_step,
-        )
+            steps=fig.steps, phases=fig.phases, model=model,
+            process=collect.process(s, model.device, self.model.device_index),
+            gpu_util=collect.gpu_util(s, model.device, fig.steps.times_ms),
+            window=steps.window.part(), reads=self.reads.part(), sites=collect.sites(s),
+            optimizers=self.optimizers.part(), checkpoints=self.checkpoints.part(),
+            loaders=self.loaders.part(summed[1] if summed is not None and summed[1] > 0 else None),
+            machine=self.machine.part(), evaluation=self.evaluation.part(summed, fig.steps.measured),
+            framework=framework, notes=notes, trace=collect.trace_of(steps, model.device))
         if gathering:
             return result
         return dataclasses.replace(result, distributed=self.ranks.part(result))

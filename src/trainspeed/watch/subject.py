@@ -21,4 +21,4 @@ class RunSubject:
     """probe.optimizer.OptimizerSpec of the primary optimizer (None: none)."""
     loader_probes: list[tuple[Any, int]] = field(default_factory=list)
     """(an item shaped like the loader's batch, the rows of its TensorDataset when batchable, else 0), in the
-    order of `WatchResult.loaders`."""
+    order of `WatchResult.loaders.each`."""

@@ -56,7 +56,8 @@ def _dtype_run(dtype: str, arithmetic_ms: float, step_ms: float = 40.0, dev: str
     rows = [OpTime("aten.mm", dtype, 5, 0.8 * arithmetic_ms, True, 102e6),
             OpTime("aten.addmm", dtype, 3, 0.2 * arithmetic_ms, True, 68e6),
             OpTime("aten.gelu", dtype, 2, 0.5, False, None)]
-    return dataclasses.replace(r, op_times=rows, op_ms_per_step=op_ms or arithmetic_ms + 0.5)
+    return dataclasses.replace(r, window=dataclasses.replace(r.window, op_times=rows,
+                                                             op_ms_per_step=op_ms or arithmetic_ms + 0.5))
 
 
 def test_slow_dtype_names_bfloat16_matmuls_on_a_cpu_without_native_bfloat16() -> None:
@@ -117,7 +118,8 @@ def _autocast_cnn(autocast: str | None = "bfloat16", compiled: bool = False) -> 
             OpTime("aten.max_pool2d_with_indices", "bfloat16", 1, 0.41, False, None),
             OpTime("aten.mm", "bfloat16", 2, 0.14, True, 1.3e6),
             OpTime("aten.addmm", "bfloat16", 1, 0.12, True, 0.66e6)]
-    return dataclasses.replace(r, op_times=rows, op_ms_per_step=3.1, autocast=autocast, compiled=compiled)
+    return dataclasses.replace(r, window=dataclasses.replace(r.window, op_times=rows, op_ms_per_step=3.1,
+                                                             compiled=compiled), model=dataclasses.replace(r.model, autocast=autocast))
 
 
 def test_arithmetic_in_a_probed_dtype_is_counted_at_its_rate_and_big_ops_at_their_window_time() -> None:

@@ -15,7 +15,8 @@ def _recompiled(seconds: float) -> WatchResult:
     """An MLP under torch.compile on digits as the doctor recorded it (2026-11-26, CPU): 102 measured steps of 1.12 ms
     by median, 2.60 ms by mean, one recompile for the last batch of the first epoch (97 rows instead of 100)."""
     r = recorded(1.124, {"forward": 0.28, "backward": 0.38, "optimizer": 0.4}, ops=75, flops=2e7, batch=100, threads=2)
-    return dataclasses.replace(r, steps_measured=102, mean_ms=2.6, compiled=True, compiles=Compiles(1, seconds))
+    return dataclasses.replace(r, steps=dataclasses.replace(r.steps, measured=102, mean_ms=2.6),
+                               window=dataclasses.replace(r.window, compiled=True), machine=dataclasses.replace(r.machine, compiles=Compiles(1, seconds)))
 
 
 def test_a_recompile_inside_the_measured_steps_is_named_with_its_share_of_the_run() -> None:
@@ -26,7 +27,8 @@ def test_a_recompile_inside_the_measured_steps_is_named_with_its_share_of_the_ru
     assert "drop_last=True" in verdict.action and "dynamic=True" in verdict.action
     assert verdict.predicted_speedup == pytest.approx(1 / (1 - 0.145 / 0.2652), abs=0.01)
     assert "compile_heavy" not in ids(_recompiled(0.02), CTX)  # under a tenth of the run
-    assert "compile_heavy" not in ids(dataclasses.replace(_recompiled(0.145), compiles=None), CTX)
+    run = _recompiled(0.145)
+    assert "compile_heavy" not in ids(dataclasses.replace(run, machine=dataclasses.replace(run.machine, compiles=None)), CTX)
 
 
 def test_inside_hugging_faces_trainer_the_action_names_its_settings() -> None:

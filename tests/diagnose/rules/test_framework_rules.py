@@ -24,7 +24,8 @@ def _evaluating(framework: Framework | None) -> WatchResult:
 
 def _saving(framework: Framework | None) -> WatchResult:
     r = recorded(10.0, {"forward": 3.0, "backward": 4.0, "optimizer": 1.0, "checkpoint": 1.5}, flops=1e10)
-    return dataclasses.replace(r, framework=framework, saves=100, save_calls=400, saves_every_steps=1.0)
+    return dataclasses.replace(r, framework=framework, checkpoints=dataclasses.replace(r.checkpoints, saves=100,
+                                                                                       calls=400, every_steps=1.0))
 
 
 @pytest.mark.parametrize(("framework", "setting"), [
@@ -58,7 +59,9 @@ def test_a_trainer_s_interval_is_said_in_the_run_s_own_counts() -> None:
 
     train = LoaderInfo(0, False, 32, False, batches=48, length=24)
     val = LoaderInfo(0, False, 64, False, batches=120, length=10)
-    r = dataclasses.replace(_evaluating(PL), steps_seen=48, loaders=[train, dataclasses.replace(val, batches=12)],
+    r = _evaluating(PL)
+    r = dataclasses.replace(r, steps=dataclasses.replace(r.steps, seen=48),
+                            loaders=dataclasses.replace(r.loaders, each=[train, dataclasses.replace(val, batches=12)]),
                             evaluation=Evaluation(count=11, mean_ms=142.5, share=0.43, every_steps=4.0, in_run=12))
     v = diagnose(r, CTX)[0]
     assert v.action.startswith("Trainer(val_check_interval=16) validates 2 times in this run's 48 steps instead of 12")
@@ -67,7 +70,9 @@ def test_a_trainer_s_interval_is_said_in_the_run_s_own_counts() -> None:
         "Trainer(check_val_every_n_epoch=2) (val_check_interval may not pass the epoch's 24 batches) validates "
         "1 time in this run's 48 steps instead of 6")
     saving = recorded(10.0, {"forward": 3.0, "backward": 2.5, "optimizer": 1.0, "checkpoint": 3.5}, flops=1e10)
-    short = dataclasses.replace(saving, framework=HF, steps_seen=20, saves=20, save_calls=20, saves_every_steps=1.0)
+    short = dataclasses.replace(saving, framework=HF, steps=dataclasses.replace(saving.steps, seen=20),
+                                checkpoints=dataclasses.replace(saving.checkpoints, saves=20, calls=20,
+                                                                every_steps=1.0))
     assert diagnose(short, CTX)[0].action.startswith(
         "TrainingArguments(save_strategy=\"no\") saves nothing in this run's 20 steps (was 20)")
 
@@ -97,7 +102,8 @@ def test_the_frameworks_own_work_is_named_by_its_functions() -> None:
 
     sites = [FrameworkSite("lightning/pytorch/callbacks/progress/tqdm_progress.py:on_train_batch_end", 6, 0.6),
              FrameworkSite("lightning/pytorch/core/module.py:log", 2, 0.2)]
-    r = dataclasses.replace(recorded(10.0, {"forward": 4.0}), framework=PL, framework_sites=sites)
+    r = recorded(10.0, {"forward": 4.0})
+    r = dataclasses.replace(r, framework=PL, sites=dataclasses.replace(r.sites, framework=sites))
     (v,) = in_framework([Verdict("host_code_heavy", "30% of the step is outside", "vectorise", 1.4)], r)
     assert v.evidence.endswith("in lightning's own code: lightning/pytorch/callbacks/progress/tqdm_progress.py:"
                                "on_train_batch_end (60%), lightning/pytorch/core/module.py:log (20%) of those samples")
@@ -114,7 +120,8 @@ def test_a_setting_the_run_has_already_is_not_advised_again() -> None:
     from trainspeed.diagnose.verdict import Verdict
 
     sites = [FrameworkSite("lightning/pytorch/loops/training_epoch_loop.py:advance", 6, 0.6)]
-    base = dataclasses.replace(recorded(10.0, {"forward": 4.0}), framework_sites=sites)
+    base = recorded(10.0, {"forward": 4.0})
+    base = dataclasses.replace(base, sites=dataclasses.replace(base.sites, framework=sites))
     quiet = dataclasses.replace(PL, settings={"progress_bar": False, "log_every": 50})
     r = dataclasses.replace(base, framework=quiet)
     host, log = in_framework([Verdict("host_code_heavy", "e", "vectorise", 1.4), Verdict("logging_heavy", "e", "l", 1.2)],
@@ -166,7 +173,7 @@ def _hf_on_h100(step_ms: float, host: dict[str, float], busy: float, syncs: floa
     r = recorded(step_ms, host, {p: ms * 1.03 for p, ms in host.items() if p != "sync"}, dev="cuda", ops=345,
                  kernels=205, flops=3.2e10, syncs=syncs, batch=128, busy=busy)
     sites = [SyncSite("hf_trainer.py:96", op, n, 0.05 * n) for op, n in reads.items()]
-    return dataclasses.replace(r, framework=HF, sync_sites=sites)
+    return dataclasses.replace(r, framework=HF, reads=dataclasses.replace(r.reads, sync_sites=sites))
 
 
 def test_logging_every_step_inside_the_hf_trainer_on_a_gpu_is_not_named_where_the_reads_wait_on_nothing() -> None:
@@ -207,7 +214,7 @@ def test_batches_taken_whole_under_accelerate_are_advised_in_a_form_prepare_take
     rows = LoaderInfo(0, False, 64, False, dataset="TensorDataset", item_by_item=True, batchable=True, batches=620)
     r = recorded(0.9, {"data": 0.37, "forward": 0.1, "backward": 0.2, "optimizer": 0.15}, flops=2e6, batch=64,
                  loaders=[rows], threads=2)
-    plain = dataclasses.replace(r, mean_ms=0.95)
+    plain = dataclasses.replace(r, steps=dataclasses.replace(r.steps, mean_ms=0.95))
     generic = next(v for v in diagnose(plain, two_cores) if v.id == "input_bound")
     assert "batch_size=None, sampler=BatchSampler(RandomSampler(dataset), 64" in generic.action
     run = dataclasses.replace(plain, framework=Framework("accelerate", "1.15.0"))

@@ -46,7 +46,9 @@ def _metric_run(other_ops: float | None, other_op_ms: float | None) -> WatchResu
     sites = [OtherSite("train.py:36", 'scores.append(f1_score(yb.numpy(), out.argmax(1).numpy(), average="macro"))',
                        98, 0.98),
              OtherSite("train.py:30", "xb, yb = x[start:start + args.batch], y[start:start + args.batch]", 2, 0.02)]
-    return dataclasses.replace(r, other_sites=sites, other_ops_per_step=other_ops, other_op_ms_per_step=other_op_ms)
+    return dataclasses.replace(r, sites=dataclasses.replace(r.sites, other=sites),
+                               window=dataclasses.replace(r.window, other_ops_per_step=other_ops,
+                                                          other_op_ms_per_step=other_op_ms))
 
 
 def test_host_code_outside_every_phase_is_named_at_its_line() -> None:
@@ -69,29 +71,32 @@ def test_a_function_the_loop_calls_is_named_by_the_loops_line_that_calls_it() ->
              OtherSite("gen.py:9", "noise = rng.normal(0, 0.1, out.shape)", 25, 0.25)]
     loop = [OtherSite("gen.py:13", "for step, (x, y) in enumerate(batches(400)):", 98, 0.98),
             OtherSite("gen.py:14", "loss = f(model(x), y)", 2, 0.02)]
-    host = diagnose(dataclasses.replace(r, other_sites=sites, loop_sites=loop), CTX)[0]
+    host = diagnose(dataclasses.replace(r, sites=dataclasses.replace(r.sites, other=sites, loop=loop)), CTX)[0]
     assert host.id == "host_code_heavy" and "46% of the 100 stack samples there are at gen.py:8" in host.evidence
     assert "98% ran under the training loop's line gen.py:13: `for step, (x, y)" in host.evidence
     host_ms = 3.85 - (0.45 + 3 * 2 * 2.0 / 1e3)
     assert host.predicted_speedup == pytest.approx(4.82 / (4.82 - min(host_ms, 3.85 * 0.98)), abs=0.01)
     # a loop line no more than the top line's share plus LOOP_LINE_MORE: the innermost line stays the subject
     near = [dataclasses.replace(loop[0], share_of_other=0.55)]
-    plain = diagnose(dataclasses.replace(r, other_sites=sites, loop_sites=near), CTX)[0]
+    plain = diagnose(dataclasses.replace(r, sites=dataclasses.replace(r.sites, other=sites, loop=near)), CTX)[0]
     assert "training loop's line" not in plain.evidence
     assert plain.predicted_speedup == pytest.approx(4.82 / (4.82 - 3.85 * 0.46), abs=0.01)
     # a top line under the bar (30%) with the loop's line above it: still a verdict
     spread = [dataclasses.replace(site, share_of_other=0.2) for site in sites]
-    assert diagnose(dataclasses.replace(r, other_sites=spread, loop_sites=loop), CTX)[0].id == "host_code_heavy"
+    assert diagnose(dataclasses.replace(r, sites=dataclasses.replace(r.sites, other=spread, loop=loop)),
+                    CTX)[0].id == "host_code_heavy"
 
 
 def test_the_library_under_a_line_is_named_and_torch_distributions_checks_are_a_known_lever() -> None:
     r = _metric_run(3, 0.45)
-    metric = dataclasses.replace(r.other_sites[0], inside="sklearn")
-    host = diagnose(dataclasses.replace(r, other_sites=[metric, *r.other_sites[1:]]), CTX)[0]
+    metric = dataclasses.replace(r.sites.other[0], inside="sklearn")
+    host = diagnose(dataclasses.replace(r, sites=dataclasses.replace(r.sites, other=[metric, *r.sites.other[1:]])),
+                    CTX)[0]
     assert "most of its samples inside sklearn" in host.evidence and "validate_args" not in host.action
     # REINFORCE's line building its action distribution (2026-11-23): torch.distributions' argument checks
     dist = OtherSite("rl.py:34", "logps.append(dist.log_prob(a))", 90, 0.9, inside="torch.distributions")
-    host = diagnose(dataclasses.replace(r, other_sites=[dist, *r.other_sites[1:]]), CTX)[0]
+    host = diagnose(dataclasses.replace(r, sites=dataclasses.replace(r.sites, other=[dist, *r.sites.other[1:]])),
+                    CTX)[0]
     assert host.id == "host_code_heavy" and "inside torch.distributions" in host.evidence
     assert "set_default_validate_args(False)" in host.action
     assert host.lever is not None and host.lever.kind == "validate_args_off" and host.site == "rl.py:34"
@@ -101,7 +106,7 @@ def test_the_library_under_a_line_is_named_and_torch_distributions_checks_are_a_
              for n, code, k in ((83, "dist = Categorical(logits=policy(obs))", 4),
                                 (84, "action = dist.sample()", 4), (85, "log_probs.append(dist.log_prob(action))", 4))]
     rest = OtherSite("rl.py:74", "obs = env.reset()", 3, 0.2)
-    spread = diagnose(dataclasses.replace(r, other_sites=[*lines, rest]), CTX)[0]
+    spread = diagnose(dataclasses.replace(r, sites=dataclasses.replace(r.sites, other=[*lines, rest])), CTX)[0]
     assert spread.id == "host_code_heavy" and "set_default_validate_args(False)" in spread.action
     assert "27% of the 15 stack samples there are at rl.py:83" in spread.evidence
     assert "80% of them in all at lines inside torch.distributions (lines 83, 84, 85)" in spread.evidence
@@ -109,11 +114,11 @@ def test_the_library_under_a_line_is_named_and_torch_distributions_checks_are_a_
     assert spread.predicted_speedup == pytest.approx(4.82 / (4.82 - min(host_ms, 3.85 * 4 / 15)), abs=0.01)
     # lines of two files are named whole
     moved = [dataclasses.replace(lines[2], where="agent.py:12"), *lines[:2]]
-    assert "(agent.py:12, rl.py:83, rl.py:84)" in diagnose(dataclasses.replace(r, other_sites=[*moved, rest]),
+    assert "(agent.py:12, rl.py:83, rl.py:84)" in diagnose(dataclasses.replace(r, sites=dataclasses.replace(r.sites, other=[*moved, rest])),
                                                           CTX)[0].evidence
     # the same lines in the script's own code (no library under them): no line holds enough to be named
     own = [dataclasses.replace(s, inside=None) for s in lines]
-    assert "host_code_heavy" not in ids(dataclasses.replace(r, other_sites=[*own, rest]))
+    assert "host_code_heavy" not in ids(dataclasses.replace(r, sites=dataclasses.replace(r.sites, other=[*own, rest])))
 
 
 def test_torch_ops_outside_the_model_are_not_the_scripts_host_code() -> None:
@@ -124,7 +129,7 @@ def test_torch_ops_outside_the_model_are_not_the_scripts_host_code() -> None:
     # a line that logs is logging_heavy's, not this rule's
     r = _metric_run(3, 0.45)
     log = OtherSite("train.py:40", "writer.add_scalar('f1', f1_score(y, p))", 98, 0.98)
-    r = dataclasses.replace(r, other_sites=[log, *r.other_sites[1:]])
+    r = dataclasses.replace(r, sites=dataclasses.replace(r.sites, other=[log, *r.sites.other[1:]]))
     assert ids(r)[0] == "logging_heavy" and "host_code_heavy" not in ids(r)
 
 
@@ -137,12 +142,14 @@ def test_a_line_that_builds_what_a_logging_line_writes_is_logging() -> None:
                                     "for p in model.parameters()]}", 45, 0.45)
     write = OtherSite("log.py:31", 'log.write(json.dumps(record) + "\\n"); log.flush(); os.fsync(log.fileno())', 40, 0.40)
     read = SyncSite("log.py:30", "item", 5000, 12.0, record.code)
-    logged = dataclasses.replace(r, other_sites=[record, write], host_read_sites=[read], host_reads_per_step=50.0)
+    logged = dataclasses.replace(r, sites=dataclasses.replace(r.sites, other=[record, write]),
+                                 reads=dataclasses.replace(r.reads, host_read_sites=[read]), steps=dataclasses.replace(r.steps, host_reads_per_step=50.0))
     found = ids(logged)
     assert found[0] == "logging_heavy" and "host_code_heavy" not in found
     # the same record line beside a line that does not log it is the script's host code
     other = dataclasses.replace(write, code="cache.append(record_id)")
-    assert ids(dataclasses.replace(logged, other_sites=[record, other]))[0] == "host_code_heavy"
+    assert ids(dataclasses.replace(logged, sites=dataclasses.replace(logged.sites,
+                                                                     other=[record, other])))[0] == "host_code_heavy"
 
 
 def _anomaly_run(stacks_ms: float) -> WatchResult:
@@ -155,7 +162,8 @@ def _anomaly_run(stacks_ms: float) -> WatchResult:
     rows = [OpTime("aten.mm", "float32", 5, 0.55, True, 2.2e7), OpTime("aten.addmm", "float32", 3, 0.46, True, 1.3e7),
             OpTime("aten._is_any_true", "bool", 15, 0.43, False, None),
             OpTime("aten.isnan", "float32", 15, 0.31, False, None)]
-    return dataclasses.replace(r, op_times=rows, op_ms_per_step=3.2, anomaly_ms_per_step=stacks_ms)
+    return dataclasses.replace(r, window=dataclasses.replace(r.window, op_times=rows, op_ms_per_step=3.2),
+                               steps=dataclasses.replace(r.steps, anomaly_ms_per_step=stacks_ms))
 
 
 def test_anomaly_detection_left_on_is_named_with_its_stacks_and_nan_checks() -> None:
@@ -170,7 +178,8 @@ def test_anomaly_detection_left_on_is_named_with_its_stacks_and_nan_checks() -> 
     assert launch is None or "118 ops per step" in launch.evidence  # its checks are not the ops' fixed cost
     # off, or costing little: no verdict
     assert "anomaly_detection" not in ids(_anomaly_run(0.0), ctx)
-    quiet = dataclasses.replace(_anomaly_run(0.1), op_times=None)
+    quiet = _anomaly_run(0.1)
+    quiet = dataclasses.replace(quiet, window=dataclasses.replace(quiet.window, op_times=None))
     assert "anomaly_detection" not in ids(quiet, ctx)
 
 
@@ -182,10 +191,14 @@ def _printing_run(dev: str = "cpu") -> WatchResult:
     host = {"forward": 0.38, "backward": 0.55, "optimizer": 0.27} | ({"sync": 0.98} if dev == "cuda" else {})
     r = recorded(2.35, host, ops=38, flops=2.1e7, batch=256, threads=2, dev=dev, busy=0.5 if dev == "cuda" else None)
     read = SyncSite("train.py:10", "__repr__", 200, 98.0, line)
-    reads = {"sync_sites": [read], "syncs_per_step": 2.0} if dev == "cuda" else \
-        {"host_read_sites": [read], "host_reads_per_step": 2.0}
-    return dataclasses.replace(r, other_sites=[OtherSite("train.py:10", line, 90, 0.90),
-                                               OtherSite("train.py:8", "loss = f(out, y)", 10, 0.10)], **reads)
+    if dev == "cuda":
+        r = dataclasses.replace(r, reads=dataclasses.replace(r.reads, sync_sites=[read]),
+                                steps=dataclasses.replace(r.steps, syncs_per_step=2.0))
+    else:
+        r = dataclasses.replace(r, reads=dataclasses.replace(r.reads, host_read_sites=[read]),
+                                steps=dataclasses.replace(r.steps, host_reads_per_step=2.0))
+    return dataclasses.replace(r, sites=dataclasses.replace(r.sites, other=[
+        OtherSite("train.py:10", line, 90, 0.90), OtherSite("train.py:8", "loss = f(out, y)", 10, 0.10)]))
 
 
 def test_tensors_formatted_by_a_logging_line_are_logging_time_on_a_cpu() -> None:
@@ -206,7 +219,9 @@ def _ema_run(sites: list[OtherSite]) -> WatchResult:
     by hand, 30% of the run outside forward, backward and the optimizer, 27 torch ops there."""
     r = recorded(3.97, {"forward": 0.866, "backward": 1.641, "optimizer": 0.398}, ops=79, flops=2.22e8, batch=128,
                  threads=2, shares={"forward": 0.212, "backward": 0.397, "optimizer": 0.095})
-    return dataclasses.replace(r, other_sites=sites, other_ops_per_step=27, other_op_ms_per_step=0.66, op_ms_per_step=3.7)
+    return dataclasses.replace(r, sites=dataclasses.replace(r.sites, other=sites),
+                               window=dataclasses.replace(r.window, other_ops_per_step=27, other_op_ms_per_step=0.66,
+                                                          op_ms_per_step=3.7))
 
 
 def test_torch_work_outside_the_phases_on_every_step_is_named_by_its_line_without_a_prediction() -> None:
@@ -235,9 +250,10 @@ def test_a_line_named_from_too_few_stack_samples_is_no_verdict() -> None:
 
     r = _metric_run(3, 0.45)
     one = [OtherSite("bar.py:40", "self.live.stop()", 1, 1.0)]
-    assert not {"host_code_heavy", "outside_work"} & set(ids(dataclasses.replace(r, other_sites=one)))
+    assert not {"host_code_heavy",
+                "outside_work"} & set(ids(dataclasses.replace(r, sites=dataclasses.replace(r.sites, other=one))))
     enough = [OtherSite("bar.py:40", "self.live.stop()", SITE_SAMPLES, 1.0)]
-    host = diagnose(dataclasses.replace(r, other_sites=enough), CTX)[0]
+    host = diagnose(dataclasses.replace(r, sites=dataclasses.replace(r.sites, other=enough)), CTX)[0]
     assert host.id == "host_code_heavy" and f"100% of the {SITE_SAMPLES} stack samples there" in host.evidence
     printing = [OtherSite("t.py:9", "print(f'step {step}')", 1, 1.0)]
-    assert "logging_heavy" not in ids(dataclasses.replace(r, other_sites=printing))
+    assert "logging_heavy" not in ids(dataclasses.replace(r, sites=dataclasses.replace(r.sites, other=printing)))

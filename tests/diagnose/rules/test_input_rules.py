@@ -64,15 +64,15 @@ def test_input_bound_from_workers_started_anew_each_epoch_says_persistent_worker
     # anew at each of 39 epochs, 51 ms each with the first batch: 41% of the run, of 77% waiting on data
     r = recorded(4.53, {"data": 2.2, "forward": 0.8, "backward": 0.7, "optimizer": 0.3}, flops=1e6, batch=100,
                  loaders=[LoaderInfo(2, False, 100, False)], threads=1, shares={"data": 0.77})
-    r = dataclasses.replace(r, loader_starts=39, loader_start_share=0.41, loader_start_ms=50.7)
+    r = dataclasses.replace(r, loaders=dataclasses.replace(r.loaders, starts=39, start_share=0.41, start_ms=50.7))
     ctx = Context(dispatch_us=2.0, matmul_gflops=100.0, physical_cores=2, logical_threads=2)
     data = next(v for v in diagnose(r, ctx) if v.id == "input_bound")
     assert "persistent_workers=True" in data.action and "num_workers=4" not in data.action
     assert "39 starts (one per epoch), 50.7 ms each" in data.evidence
     assert data.predicted_speedup == pytest.approx(1 / (1 - 0.41), abs=0.01)
     # persistent workers already, or starts that are a small part of the wait: the other advice
-    for kept in (dataclasses.replace(r, loaders=[LoaderInfo(2, False, 100, True)]),
-                 dataclasses.replace(r, loader_start_share=0.1)):
+    for kept in (dataclasses.replace(r, loaders=dataclasses.replace(r.loaders, each=[LoaderInfo(2, False, 100, True)])),
+                 dataclasses.replace(r, loaders=dataclasses.replace(r.loaders, start_share=0.1))):
         other = next(v for v in diagnose(kept, ctx) if v.id == "input_bound")
         assert "persistent_workers=True)" not in other.action and "__getitem__ cheaper" in other.action
 
@@ -81,14 +81,14 @@ def test_an_iterator_started_every_step_is_told_to_make_it_once() -> None:
     # /tmp's unseen script (2026-11-23): `next(iter(loader))` each step with 2 workers, 94% of the run waiting
     r = recorded(80.8, {"data": 76.0, "forward": 0.7, "backward": 0.7, "optimizer": 0.7}, flops=6e5, batch=64,
                  loaders=[LoaderInfo(2, False, 64, False)], threads=2)
-    r = dataclasses.replace(r, loader_starts=94, loader_start_share=0.69, loader_start_ms=53.9)
+    r = dataclasses.replace(r, loaders=dataclasses.replace(r.loaders, starts=94, start_share=0.69, start_ms=53.9))
     ctx = Context(dispatch_us=2.0, matmul_gflops=100.0, physical_cores=2, logical_threads=2)
     data = next(v for v in diagnose(r, ctx) if v.id == "input_bound")
     assert "94 starts in 94 steps" in data.evidence and "one per epoch" not in data.evidence
     assert "make the iterator once" in data.action and "new worker processes" in data.action
     assert data.predicted_speedup == pytest.approx(1 / (1 - 0.69), abs=0.01)
     # without workers: the same advice, no workers to blame
-    r0 = dataclasses.replace(r, loaders=[LoaderInfo(0, False, 64, False)])
+    r0 = dataclasses.replace(r, loaders=dataclasses.replace(r.loaders, each=[LoaderInfo(0, False, 64, False)]))
     data0 = next(v for v in diagnose(r0, ctx) if v.id == "input_bound")
     assert "make the iterator once" in data0.action and "worker" not in data0.action
 
@@ -110,7 +110,9 @@ def _frame_rows(workers: WorkerCpu | None) -> WatchResult:
     rows = LoaderInfo(1, False, 32, False, dataset="FrameRows", item_by_item=True, batches=500)
     r = recorded(9.065, host, flops=2.6e5, batch=32, loaders=[rows, dataclasses.replace(rows, batches=128)], threads=2,
                  shares=shares)
-    return dataclasses.replace(r, mean_ms=17.81, steps_measured=494, process_cpu_percent=92.05, loader_workers=workers)
+    return dataclasses.replace(r, steps=dataclasses.replace(r.steps, mean_ms=17.81, measured=494),
+                               process=dataclasses.replace(r.process,
+                                                           cpu_percent=92.05), machine=dataclasses.replace(r.machine, loader_workers=workers))
 
 
 def test_more_workers_are_predicted_from_the_cpu_the_workers_ran_per_batch() -> None:
@@ -141,13 +143,14 @@ def test_with_workers_the_evidence_says_what_they_ran_by_their_own_samples() -> 
     made = [DataSite("frame_rows.py:58", "row = self.rows.iloc[i]", 150, 0.6, inside="pandas"),
             DataSite("frame_rows.py:59", "x = torch.tensor(row[numeric].to_numpy(dtype=np.float32))", 75, 0.3),
             DataSite("torch/utils/data/_utils/collate.py:collate", "", 25, 0.1, machinery="collating samples into a batch")]
-    r = dataclasses.replace(_frame_rows(WorkerCpu(622, 11.01)), data_sites=waited, worker_sites=made)
+    r = _frame_rows(WorkerCpu(622, 11.01))
+    r = dataclasses.replace(r, sites=dataclasses.replace(r.sites, data=waited, workers=made))
     data = next(v for v in diagnose(r, ctx) if v.id == "input_bound")
     assert ("in the worker processes, of the 250 stack samples taken while they made batches: 60% at frame_rows.py:58: "
             "`row = self.rows.iloc[i]`, most of its samples inside pandas; 30% at frame_rows.py:59") in data.evidence
     assert "starting with frame_rows.py:58 (the line most of the worker processes' samples name)" in data.action
     # too few of the workers' samples to split what they ran: not said
-    few = dataclasses.replace(r, worker_sites=[dataclasses.replace(made[0], samples=12, share_of_data=0.6)])
+    few = dataclasses.replace(r, sites=dataclasses.replace(r.sites, workers=[dataclasses.replace(made[0], samples=12, share_of_data=0.6)]))
     assert "in the worker processes" not in next(v for v in diagnose(few, ctx) if v.id == "input_bound").evidence
 
 
@@ -162,7 +165,7 @@ def _loader_run(step_ms: float, data_ms: float, loader: LoaderInfo, mean_ms: flo
     r = recorded(step_ms, {"data": data_ms, "forward": 0.2 * (step_ms - data_ms), "backward": 0.4 * (step_ms - data_ms),
                            "optimizer": 0.3 * (step_ms - data_ms)}, flops=2e6, batch=loader.batch_size,
                  loaders=[loader], threads=2)
-    return dataclasses.replace(r, mean_ms=mean_ms or step_ms)
+    return dataclasses.replace(r, steps=dataclasses.replace(r.steps, mean_ms=mean_ms or step_ms))
 
 
 def test_input_bound_on_a_tensor_dataset_fetched_row_by_row_says_take_each_batch_whole() -> None:
@@ -175,7 +178,8 @@ def test_input_bound_on_a_tensor_dataset_fetched_row_by_row_says_take_each_batch
     wait = 0.37 / 0.9 * 0.95
     assert data.predicted_speedup == pytest.approx(0.95 / (0.95 - wait + 0.15), abs=0.01)
     # with workers already there, the same fix drops them
-    workers = dataclasses.replace(r, loaders=[dataclasses.replace(rows, num_workers=2)])
+    workers = dataclasses.replace(r, loaders=dataclasses.replace(r.loaders,
+                                                                 each=[dataclasses.replace(rows, num_workers=2)]))
     assert "num_workers=0" in next(v for v in diagnose(workers, TWO_CORES) if v.id == "input_bound").action
     # not probed (a script that kept no batch to copy): the worker advice as before, no batch taken whole
     assert "BatchSampler" not in next(v for v in diagnose(r, CTX) if v.id == "input_bound").action
@@ -203,7 +207,8 @@ def test_input_bound_advises_no_workers_whose_handover_costs_more_than_making_th
     assert data.predicted_speedup == pytest.approx(1 / (1 - 0.28 / 0.78), abs=0.01)
     # a TensorDataset whose batches are already taken whole: only the DataLoader's own Python is left
     whole = dataclasses.replace(custom, dataset="TensorDataset", item_by_item=False)
-    direct = next(v for v in diagnose(dataclasses.replace(r, loaders=[whole]), TWO_CORES) if v.id == "input_bound")
+    direct = next(v for v in diagnose(dataclasses.replace(r, loaders=dataclasses.replace(r.loaders, each=[whole])),
+                                      TWO_CORES) if v.id == "input_bound")
     assert "x[perm[i:i + 64]]" in direct.action and "num_workers=" not in direct.action
 
 
@@ -234,7 +239,8 @@ def test_input_bound_advises_no_workers_where_they_would_take_the_cores_the_comp
     # advised with torch.set_num_threads(1) at 1.32x; measured: 2 workers and 1 thread 0.76x, 1 worker and 1 thread
     # 0.79x, 1 worker and 2 threads 0.91x. Precomputing the fixed transforms (the other advice) gained 1.12x
     images = LoaderInfo(0, False, 64, False, dataset="Digits", item_by_item=True, batches=50)
-    r = dataclasses.replace(_loader_run(36.8, 8.76, images), process_cpu_percent=130.0)
+    r = _loader_run(36.8, 8.76, images)
+    r = dataclasses.replace(r, process=dataclasses.replace(r.process, cpu_percent=130.0))
     ctx = dataclasses.replace(TWO_CORES, handover=Handover(wall_ms=1.93, main_ms=0.89), batched_ms=None)
     data = next(v for v in diagnose(r, ctx) if v.id == "input_bound")
     assert "num_workers=" not in data.action and "make __getitem__ cheaper (precompute, cache)" in data.action
@@ -257,7 +263,8 @@ def test_input_bound_says_what_the_dataloader_ran_while_the_script_waited() -> N
              DataSite("PIL/Image.py:resize", "", 3, 0.1, inside="PIL"),
              DataSite(f"{here}:49", "return torch.from_numpy(image).float().div(255).unsqueeze(0)", 2, 2 / 30)]
     ctx = Context(dispatch_us=2.0, matmul_gflops=100.0, physical_cores=2, logical_threads=2)
-    evidence = next(v for v in diagnose(dataclasses.replace(r, data_sites=sites), ctx) if v.id == "input_bound").evidence
+    evidence = next(v for v in diagnose(dataclasses.replace(r, sites=dataclasses.replace(r.sites, data=sites)),
+                                        ctx) if v.id == "input_bound").evidence
     wait = r.phases["data"].share
     assert "of the 30 stack samples taken while it waited: 40% at " + f"{here}:67: `return lambda image" in evidence
     assert f"most of its samples inside torch (about {0.4 * wait:.0%} of the run's time)" in evidence
@@ -265,15 +272,16 @@ def test_input_bound_says_what_the_dataloader_ran_while_the_script_waited() -> N
             "(torch/utils/data/_utils/collate.py:collate_tensor_fn) (about") in evidence
     assert "10% at PIL/Image.py:resize, most of its samples inside PIL" in evidence
     assert f"{here}:49" not in evidence  # under a tenth of the samples: in the report's list, not the evidence
-    action = next(v for v in diagnose(dataclasses.replace(r, data_sites=sites), ctx) if v.id == "input_bound").action
+    action = next(v for v in diagnose(dataclasses.replace(r, sites=dataclasses.replace(r.sites, data=sites)),
+                                      ctx) if v.id == "input_bound").action
     assert (f"make __getitem__ cheaper (precompute, cache), starting with {here}:67 (the line most samples of the "
             "wait name), or move the augmentation") in action
     # too few samples to split the wait: no shares at all
     few = [dataclasses.replace(d, samples=max(1, d.samples // 3)) for d in sites]
-    evidence = next(v for v in diagnose(dataclasses.replace(r, data_sites=few), ctx) if v.id == "input_bound").evidence
+    evidence = next(v for v in diagnose(dataclasses.replace(r, sites=dataclasses.replace(r.sites, data=few)),
+                                        ctx) if v.id == "input_bound").evidence
     assert "stack samples" not in evidence and "waiting on the DataLoader took" in evidence
-    assert "starting with" not in next(v for v in diagnose(dataclasses.replace(
-        r, data_sites=few), ctx) if v.id == "input_bound").action
+    assert "starting with" not in next(v for v in diagnose(dataclasses.replace(r, sites=dataclasses.replace(r.sites, data=few)), ctx) if v.id == "input_bound").action
 
 
 def test_a_cheaper_item_is_predicted_to_leave_the_dataloaders_own_code() -> None:
@@ -285,7 +293,8 @@ def test_a_cheaper_item_is_predicted_to_leave_the_dataloaders_own_code() -> None
     sites = [DataSite("train.py:12", "image = jitter(image)", 24, 0.8),
              DataSite("torch/utils/data/_utils/collate.py:collate", "", 6, 0.2,
                       machinery="collating samples into a batch")]
-    data = next(v for v in diagnose(dataclasses.replace(r, data_sites=sites), TWO_CORES) if v.id == "input_bound")
+    data = next(v for v in diagnose(dataclasses.replace(r, sites=dataclasses.replace(r.sites, data=sites)),
+                                    TWO_CORES) if v.id == "input_bound")
     assert "make __getitem__ cheaper" in data.action and "num_workers=" not in data.action
     assert ("(predicted speed-up is an upper bound: the run without its wait, less the DataLoader's own code that a "
             "cheaper __getitem__ leaves: 20% of the samples, collating samples into a batch)") in data.evidence
@@ -294,5 +303,6 @@ def test_a_cheaper_item_is_predicted_to_leave_the_dataloaders_own_code() -> None
     few = [dataclasses.replace(d, samples=d.samples // 3) for d in sites]
     waits = [sites[0], dataclasses.replace(sites[1], machinery=WORKER_WAIT)]
     for other in (few, waits):
-        plain = next(v for v in diagnose(dataclasses.replace(r, data_sites=other), TWO_CORES) if v.id == "input_bound")
+        plain = next(v for v in diagnose(dataclasses.replace(r, sites=dataclasses.replace(r.sites, data=other)),
+                                         TWO_CORES) if v.id == "input_bound")
         assert plain.predicted_speedup == pytest.approx(1 / (1 - share), abs=0.01) and "less the" not in plain.evidence

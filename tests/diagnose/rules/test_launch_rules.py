@@ -79,7 +79,7 @@ def test_tiny_cpu_model_is_launch_bound() -> None:
     assert "small_batch" in [v.id for v in found] and "cpu_faster" not in [v.id for v in found]
     assert "compiled step" in found[0].action
     # a torch.compile'd model (compiled.py, scratch, 2026-11-23): not told to compile what is compiled
-    compiled = diagnose(dataclasses.replace(r, compiled=True), CTX)[0]
+    compiled = diagnose(dataclasses.replace(r, window=dataclasses.replace(r.window, compiled=True)), CTX)[0]
     assert compiled.id == "launch_bound" and compiled.action.startswith("the model is compiled already")
     assert compiled.predicted_speedup == found[0].predicted_speedup
 
@@ -90,12 +90,13 @@ def test_cpu_launch_bound_counts_only_the_ops_of_forward_backward_and_the_optimi
     # bare dispatches of 131 ops off its per-op overhead, and the per-op figure came out at a third
     r = recorded(0.84, {"data": 0.35, "forward": 0.11, "backward": 0.19, "optimizer": 0.14}, ops=168, flops=2e6,
                  threads=2)
-    r = dataclasses.replace(r, edge_ops_per_step=131.0, other_ops_per_step=3.0, other_op_ms_per_step=0.01)
+    r = dataclasses.replace(r, window=dataclasses.replace(r.window, edge_ops_per_step=131.0, other_ops_per_step=3.0,
+                                                          other_op_ms_per_step=0.01))
     launch = next(v for v in diagnose(r, CTX) if v.id == "launch_bound")
     assert launch.evidence.startswith("34 ops per step in forward, backward and the optimizer average 12.9 us each")
     overhead = 0.44 - (2e6 / 100e9 * 1e3 + 34 * 2.0 / 1e3)
     assert launch.predicted_speedup == pytest.approx(0.84 / (0.84 - overhead), abs=0.01)
-    counted = next(v for v in diagnose(dataclasses.replace(r, edge_ops_per_step=None, other_ops_per_step=None), CTX)
+    counted = next(v for v in diagnose(dataclasses.replace(r, window=dataclasses.replace(r.window, edge_ops_per_step=None, other_ops_per_step=None)), CTX)
                    if v.id == "launch_bound")
     assert counted.evidence.startswith("168 ops") and counted.predicted_speedup < launch.predicted_speedup
 
@@ -108,7 +109,7 @@ def test_big_ops_on_a_machine_slower_than_at_its_probes_are_not_per_op_overhead(
     host = {"forward": 0.95, "backward": 1.15, "optimizer": 0.40, "sync": 0.01}
     r = recorded(3.2, host, ops=50, flops=71.04e6, batch=128, threads=2)
     log = OtherSite("train.py:31", "log.write(json.dumps(record)); log.flush()", 40, 0.67)
-    r = dataclasses.replace(r, other_sites=[log])
+    r = dataclasses.replace(r, sites=dataclasses.replace(r.sites, other=[log]))
     fast = Context(dispatch_us=1.62, matmul_gflops=120.0, physical_cores=2, logical_threads=2)
     assert 71.04e6 / 120e9 * 1e3 / 2.5 < 0.25
     assert ids(r, fast) == ["logging_heavy"]
@@ -117,7 +118,7 @@ def test_big_ops_on_a_machine_slower_than_at_its_probes_are_not_per_op_overhead(
     slow_dispatch = Context(dispatch_us=3.7, matmul_gflops=119.0, physical_cores=2, logical_threads=2)
     assert ids(r, slow_dispatch) == ["logging_heavy"]
     # the same step time made of tiny ops is per-op overhead
-    tiny = dataclasses.replace(r, flops_per_step=4e4)
+    tiny = dataclasses.replace(r, window=dataclasses.replace(r.window, flops_per_step=4e4))
     assert ids(tiny, fast)[0] == "launch_bound"
 
 
@@ -150,8 +151,8 @@ def test_matrix_products_keep_their_measured_time_in_the_predicted_step() -> Non
                  batch=256, threads=2)
     rows = [OpTime("aten.mm", "float32", 5, 0.1336, True, 12.19e6), OpTime("aten.addmm", "float32", 3, 0.1041, True, 7.93e6),
             OpTime("aten.add_", "float32", 12, 0.0739, False, None), OpTime("aten.t", "float32", 14, 0.0353, False, None)]
-    r = dataclasses.replace(r, edge_ops_per_step=7.0, other_ops_per_step=5.0, other_op_ms_per_step=0.03,
-                            op_times=rows, op_ms_per_step=0.70)
+    r = dataclasses.replace(r, window=dataclasses.replace(r.window, edge_ops_per_step=7.0, other_ops_per_step=5.0,
+                                                          other_op_ms_per_step=0.03, op_times=rows, op_ms_per_step=0.70))
     ctx = Context(dispatch_us=1.154, matmul_gflops=197.3, physical_cores=2, logical_threads=2)
     launch = diagnose(r, ctx)[0]
     assert launch.id == "launch_bound"
@@ -160,13 +161,14 @@ def test_matrix_products_keep_their_measured_time_in_the_predicted_step() -> Non
     floor = 0.1336 + 0.1041 + (94 - 8) * 1.154e-3
     assert launch.predicted_speedup == pytest.approx(0.71 / (0.71 - (compute - floor)), abs=0.01)
     # the FLOP model alone, where the window's op times are missing, promises more
-    flop_model = diagnose(dataclasses.replace(r, op_times=None), ctx)[0]
+    flop_model = diagnose(dataclasses.replace(r, window=dataclasses.replace(r.window, op_times=None)), ctx)[0]
     assert flop_model.predicted_speedup == pytest.approx(0.71 / (0.71 - (compute - 20.12e6 / 197.3e9 * 1e3 - 94 * 1.154e-3)),
                                                          abs=0.01)
     assert flop_model.predicted_speedup > launch.predicted_speedup + 0.5
     # products too small to run at any rate keep the FLOP model (their window time is fixed cost)
     tiny = [dataclasses.replace(row, flops=row.flops / 1000) if row.flops else row for row in rows]
-    small = diagnose(dataclasses.replace(r, op_times=tiny, flops_per_step=20.12e3), ctx)[0]
+    small = diagnose(dataclasses.replace(r, window=dataclasses.replace(r.window, op_times=tiny,
+                                                                       flops_per_step=20.12e3)), ctx)[0]
     assert "with real arithmetic" not in small.evidence
 
 
@@ -181,7 +183,8 @@ def _lstm_run(layer_ms: float, step_ms: float = 141.0, op_ms: float | None = Non
             OpTime("aten.mkldnn_rnn_layer", "float32", 2, 0.4 * layer_ms, False, None),
             OpTime("aten.sqrt", "float32", 10, 0.405, False, None),  # 40 us a call: inside the fixed cost
             OpTime("aten.addmm", "float32", 1, 0.05, True, 3.3e5)]
-    return dataclasses.replace(r, op_times=rows, op_ms_per_step=op_ms or layer_ms + 2.8)
+    return dataclasses.replace(r, window=dataclasses.replace(r.window, op_times=rows,
+                                                             op_ms_per_step=op_ms or layer_ms + 2.8))
 
 
 def test_work_in_ops_without_a_flop_formula_is_not_per_op_overhead() -> None:
@@ -203,7 +206,7 @@ def test_tiny_ops_slow_in_the_window_are_still_per_op_overhead() -> None:
                  batch=120, threads=2)
     rows = [OpTime("aten.addmm", "float32", 2, 0.086, True, 2.9e4), OpTime("aten.t", "float32", 9, 0.072, False, None),
             OpTime("aten.sum", "float32", 2, 0.049, False, None), OpTime("aten.ones_like", "float32", 1, 0.0245, False, None)]
-    r = dataclasses.replace(r, op_times=rows, op_ms_per_step=0.54)
+    r = dataclasses.replace(r, window=dataclasses.replace(r.window, op_times=rows, op_ms_per_step=0.54))
     ctx = Context(dispatch_us=1.7, matmul_gflops=120.0, physical_cores=2, logical_threads=2)
     assert ids(r, ctx)[0] == "launch_bound"
 
@@ -213,8 +216,8 @@ def _per_sample_run(micro: float) -> WatchResult:
     backward passes of one sample per optimizer step of a small MLP, 1188 ops, 12.8 ms."""
     r = recorded(12.835, {"forward": 2.874, "backward": 7.189, "optimizer": 0.371}, ops=1188, flops=311296,
                  batch=1, threads=2)
-    return dataclasses.replace(r, other_ops_per_step=192, other_op_ms_per_step=3.35, op_ms_per_step=17.63,
-                               micro_batches_per_step=micro)
+    return dataclasses.replace(r, window=dataclasses.replace(r.window, other_ops_per_step=192,
+                                                             other_op_ms_per_step=3.35, op_ms_per_step=17.63), steps=dataclasses.replace(r.steps, micro_batches_per_step=micro))
 
 
 def test_small_micro_batches_accumulated_per_step_are_one_batch_to_merge() -> None:
@@ -238,8 +241,8 @@ def _one_at_a_time_run(calls: float, chained: float = 0.0, batch: int = 1) -> Wa
     called on each of a batch's 64 rows, one backward per step, 1804 ops in an 8.2 ms step."""
     r = recorded(8.193, {"forward": 3.309, "backward": 3.962, "optimizer": 0.414}, ops=1804, flops=1.245e6,
                  batch=batch, threads=2)
-    return dataclasses.replace(r, other_ops_per_step=68, other_op_ms_per_step=0.72, op_ms_per_step=8.9,
-                               micro_batches_per_step=1.0, model_calls_per_step=calls, model_calls_chained=chained)
+    return dataclasses.replace(r, window=dataclasses.replace(r.window, other_ops_per_step=68,
+                                                             other_op_ms_per_step=0.72, op_ms_per_step=8.9), steps=dataclasses.replace(r.steps, micro_batches_per_step=1.0, model_calls_per_step=calls, model_calls_chained=chained))
 
 
 def test_a_model_fed_one_sample_at_a_time_is_told_to_call_it_once_on_the_batch() -> None:
@@ -257,8 +260,9 @@ def test_a_model_fed_one_sample_at_a_time_is_told_to_call_it_once_on_the_batch()
     rnn = next(v for v in diagnose(_one_at_a_time_run(12, chained=11), ctx) if v.id == "small_batch")
     assert "recurrent cell" in rnn.evidence and "nn.LSTM" in rnn.action and rnn.predicted_speedup is None
     # an agent acting on the action it read after each call (REINFORCE): the calls cannot be stacked
-    agent = next(v for v in diagnose(dataclasses.replace(_one_at_a_time_run(74), model_calls_after_read=73.0), ctx)
-                 if v.id == "small_batch")
+    acting = _one_at_a_time_run(74)
+    acting = dataclasses.replace(acting, steps=dataclasses.replace(acting.steps, model_calls_after_read=73.0))
+    agent = next(v for v in diagnose(acting, ctx) if v.id == "small_batch")
     assert "vectorised environment" in agent.action and "torch.no_grad()" in agent.action
     assert "73 of them" in agent.evidence and agent.predicted_speedup is None
     # several calls on real batches (two views of a contrastive step): the plain advice
@@ -283,7 +287,8 @@ def test_a_recurrent_cell_stepped_in_python_is_told_its_fused_layer_with_a_measu
     plain = diagnose(r, CTX)[0]
     assert plain.id == "launch_bound" and "upper bound" in plain.evidence
     loop = CellLoop("LSTMCell", 16, 64, True, None, calls_per_step=24.0)
-    cells = dataclasses.replace(r, cell_loop=loop, model_calls_per_step=1.0)
+    cells = dataclasses.replace(r, model=dataclasses.replace(r.model, cell_loop=loop),
+                                steps=dataclasses.replace(r.steps, model_calls_per_step=1.0))
     v = diagnose(cells, dataclasses.replace(CTX, cell_ms=(4.43, 1.50)))[0]
     assert v.id == "launch_bound"
     assert v.action.startswith("run the sequence through nn.LSTM(16, 64, batch_first=True) in one call instead of "

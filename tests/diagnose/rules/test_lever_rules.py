@@ -24,7 +24,8 @@ def _first(r, ctx=CTX):  # type: ignore[no-untyped-def]
 
 def test_threads_on_a_shared_machine_are_a_lever_of_the_actions_count() -> None:
     base = recorded(0.5, {"forward": 0.15, "backward": 0.2, "optimizer": 0.1}, ops=None, threads=2)
-    busy = dataclasses.replace(base, others_cpu_cores=0.64, step_times_ms=[0.45] * 8 + [4.5, 4.6], p90_ms=4.5)
+    busy = dataclasses.replace(base, machine=dataclasses.replace(base.machine, others_cpu_cores=0.64),
+                               steps=dataclasses.replace(base.steps, times_ms=[0.45] * 8 + [4.5, 4.6], p90_ms=4.5))
     v = next(v for v in diagnose(busy, TWO) if v.id == "thread_oversubscription")
     assert v.lever is not None and v.lever.kind == "threads" and v.lever.settings == {"threads": 1}
     assert v.lever.paste in v.action and not v.lever.same_arithmetic
@@ -47,7 +48,8 @@ def test_evaluating_less_often_is_a_lever_inside_a_framework_and_an_edit_outside
 
 def test_saving_less_often_is_the_checkpoints_trigger() -> None:
     r = recorded(10.0, {"forward": 3.0, "backward": 4.0, "optimizer": 1.0, "checkpoint": 1.5}, flops=1e10)
-    saving = dataclasses.replace(r, saves=100, save_calls=400, saves_every_steps=1.0)
+    saving = dataclasses.replace(r, checkpoints=dataclasses.replace(r.checkpoints, saves=100, calls=400,
+                                                                    every_steps=1.0))
     pl = _first(dataclasses.replace(saving, framework=PL)).lever
     assert pl is not None and pl.settings["ModelCheckpoint.every_n_train_steps"] == 15
     assert pl.paste.startswith("ModelCheckpoint(every_n_train_steps=15, every_n_epochs=None")
@@ -63,15 +65,18 @@ def test_a_fused_optimizer_is_the_named_class_and_hugging_faces_optim_name() -> 
     assert (v.lever.kind, v.lever.settings, v.lever.match) == ("optimizer", {"fused": True}, {"kind": "AdamW"})
     (hf,) = in_framework([v], dataclasses.replace(adamw_run(), framework=HF))
     assert hf.lever is not None and hf.lever.settings == {"optim": "adamw_torch_fused"}
-    sgd = dataclasses.replace(adamw_run(), framework=HF, optimizer=OptimizerInfo("SGD", 162, 44932, False, None))
+    sgd = dataclasses.replace(adamw_run(), framework=HF)
+    sgd = dataclasses.replace(sgd, optimizers=dataclasses.replace(sgd.optimizers,
+                                                                  info=OptimizerInfo("SGD", 162, 44932, False, None)))
     assert in_framework([v], sgd)[0].lever is None  # the Trainer's optim names no fused SGD
 
 
 def test_a_batch_taken_whole_is_a_lever_except_where_accelerate_rebuilds_the_loader() -> None:
     ctx = dataclasses.replace(TWO, handover=Handover(wall_ms=1.7, main_ms=0.8), batched_ms=0.15)
     rows = LoaderInfo(0, False, 64, False, dataset="TensorDataset", item_by_item=True, batchable=True, batches=620)
-    r = dataclasses.replace(recorded(0.9, {"data": 0.37, "forward": 0.1, "backward": 0.2, "optimizer": 0.15}, flops=2e6,
-                                     batch=64, loaders=[rows], threads=2), mean_ms=0.95)
+    r = recorded(0.9, {"data": 0.37, "forward": 0.1, "backward": 0.2, "optimizer": 0.15}, flops=2e6, batch=64,
+                 loaders=[rows], threads=2)
+    r = dataclasses.replace(r, steps=dataclasses.replace(r.steps, mean_ms=0.95))
     v = next(v for v in diagnose(r, ctx) if v.id == "input_bound")
     assert v.lever is not None and v.lever.settings == {"batched": True} and v.lever.same_arithmetic
     assert v.lever.match == {"dataset": "TensorDataset", "batch_size": 64}
@@ -83,11 +88,13 @@ def test_a_recompile_for_the_last_batch_is_a_drop_last_lever_that_changes_the_re
 
     r = recorded(1.124, {"forward": 0.28, "backward": 0.38, "optimizer": 0.4}, ops=75, flops=2e7, batch=100, threads=2,
                  loaders=[LoaderInfo(0, False, 100, False, dataset="TensorDataset", batches=110)])
-    r = dataclasses.replace(r, steps_measured=102, mean_ms=2.6, compiled=True, compiles=Compiles(1, 0.145))
+    r = dataclasses.replace(r, steps=dataclasses.replace(r.steps, measured=102, mean_ms=2.6),
+                            window=dataclasses.replace(r.window, compiled=True), machine=dataclasses.replace(r.machine, compiles=Compiles(1, 0.145)))
     v = _first(r)
     assert v.id == "compile_heavy" and v.lever is not None
     assert v.lever.settings == {"drop_last": True} and v.lever.recipe == "each epoch's last, smaller batch left out"
     assert v.lever.match == {"dataset": "TensorDataset", "batch_size": 100} and not v.lever.same_arithmetic
     (hf,) = in_framework([v], dataclasses.replace(r, framework=HF))
     assert hf.lever is not None and hf.lever.settings == {"dataloader_drop_last": True}
-    assert _first(dataclasses.replace(r, loaders=[])).lever is None  # no loader seen: nothing to set
+    assert _first(dataclasses.replace(r, loaders=dataclasses.replace(r.loaders,
+                                                                     each=[]))).lever is None  # no loader seen: nothing to set

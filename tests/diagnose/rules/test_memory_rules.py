@@ -17,7 +17,7 @@ def _checkpointed(recompute_ms: float) -> WatchResult:
     2-block GPT-2 whose blocks Hugging Face runs under torch.utils.checkpoint; module calls inside backward 21.3 ms."""
     r = recorded(81.68, {"forward": 24.0, "backward": 55.0, "optimizer": 0.9}, ops=900, flops=1.2e10, batch=16,
                  threads=2, peak=int(0.57 * 2**30), capacity=int(23.5 * 2**30))
-    return dataclasses.replace(r, recompute_ms_per_step=recompute_ms)
+    return dataclasses.replace(r, steps=dataclasses.replace(r.steps, recompute_ms_per_step=recompute_ms))
 
 
 def test_recompute_inside_backward_for_a_tenth_of_the_step_is_named_with_its_floor() -> None:
@@ -42,7 +42,7 @@ def _churning(faults: float | None) -> WatchResult:
     embeddings with dense gradients under Adam, a 35.16 ms step, 7 902 minor page faults a step."""
     r = recorded(35.16, {"forward": 1.2, "backward": 6.0, "optimizer": 27.96}, ops=73, flops=1e8, batch=1024,
                  threads=2)
-    return dataclasses.replace(r, page_faults_per_step=faults)
+    return dataclasses.replace(r, machine=dataclasses.replace(r.machine, page_faults_per_step=faults))
 
 
 def test_fresh_pages_every_step_are_named_with_their_time_at_the_measured_cost_of_one() -> None:
@@ -66,13 +66,15 @@ def test_where_the_warm_up_faulted_more_the_unwatched_step_is_judged() -> None:
     faulted 36 000 pages each, the measured steps 1 400 (the doctor's memory pinned glibc's heap): the step the user
     times is about 36 000 x 1.2 us longer than measured here, and that step is the one the prediction starts from."""
     ctx = dataclasses.replace(CTX, page_fault_us=1.2)
-    r = dataclasses.replace(_churning(1400.0), page_faults_early_per_step=36000.0)
+    r = _churning(1400.0)
+    r = dataclasses.replace(r, machine=dataclasses.replace(r.machine, page_faults_early_per_step=36000.0))
     v = next(v for v in diagnose(r, ctx) if v.id == "page_faults")
     plain = 35.16 + (36000 - 1400) * 1.2e-3
     assert f"unwatched the step takes about {plain:.1f} ms, not the 35.2 ms measured" in v.evidence
     assert "36,000 minor page faults per step" in v.evidence and "faulted 1,400 pages each" in v.evidence
     assert v.predicted_speedup == pytest.approx(plain / (plain - 36000 * 1.2e-3), abs=0.01)
     # a warm-up that faulted about as much as the measured steps: the measured steps are judged
-    same = dataclasses.replace(_churning(7902.0), page_faults_early_per_step=9000.0)
+    same = _churning(7902.0)
+    same = dataclasses.replace(same, machine=dataclasses.replace(same.machine, page_faults_early_per_step=9000.0))
     v = next(v for v in diagnose(same, ctx) if v.id == "page_faults")
     assert "7,902 minor page faults" in v.evidence and "warm-up" not in v.evidence

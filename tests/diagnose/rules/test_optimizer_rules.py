@@ -37,8 +37,9 @@ def _rebuilt_run(built: int) -> WatchResult:
 
     r = recorded(1.24, {"forward": 0.2, "backward": 0.33, "optimizer": 0.58, "sync": 0.01}, ops=81, flops=9.96e6,
                  batch=512, threads=2)
-    return dataclasses.replace(r, optimizer=OptimizerInfo("Adam", 4, 4740, None, None), optimizers_built=built,
-                               optimizer_build_ms=0.064)
+    return dataclasses.replace(r, optimizers=dataclasses.replace(r.optimizers,
+                                                                 info=OptimizerInfo("Adam", 4, 4740, None,
+                                                                                    None), built=built, build_ms=0.064))
 
 
 def test_an_optimizer_built_every_step_is_told_to_build_it_once() -> None:
@@ -66,15 +67,17 @@ def test_two_optimizers_stepping_each_step_are_said_and_both_told_to_fuse() -> N
 
     r = recorded(1.54, {"forward": 0.40, "backward": 0.55, "optimizer": 0.55}, ops=297, flops=13.3e6, batch=128,
                  threads=2)
-    r = dataclasses.replace(r, optimizer=OptimizerInfo("Adam", 6, 4417, None, None), optimizer_steps_per_step=2.0)
+    r = dataclasses.replace(r, optimizers=dataclasses.replace(r.optimizers,
+                                                              info=OptimizerInfo("Adam", 6, 4417, None,
+                                                                                 None)), steps=dataclasses.replace(r.steps, optimizer_steps_per_step=2.0))
     ctx = Context(dispatch_us=1.15, matmul_gflops=194.0, physical_cores=2, logical_threads=2, optimizer_ms=(0.19, 0.07))
     v = next(v for v in diagnose(r, ctx) if v.id == "optimizer_heavy")
     assert "2 optimizer steps run each step, this one's and 1 of other optimizers" in v.evidence
     assert "each optimizer fused alike" in v.evidence
     assert v.action.startswith("torch.optim.Adam(..., fused=True); the same for each optimizer that steps")
-    one = next(v for v in diagnose(dataclasses.replace(r, optimizer_steps_per_step=1.0), ctx) if v.id == "optimizer_heavy")
+    one = next(v for v in diagnose(dataclasses.replace(r, steps=dataclasses.replace(r.steps, optimizer_steps_per_step=1.0)), ctx) if v.id == "optimizer_heavy")
     assert "optimizer steps run each step" not in one.evidence and "each optimizer" not in one.action
     # two steps in the phase are not a probe the phase contradicts: 4 x 0.12 ms for one step, 0.55 ms for two
     slow_probe = dataclasses.replace(ctx, optimizer_ms=(0.12, 0.04))
     assert "optimizer_heavy" in ids(r, slow_probe)
-    assert "optimizer_heavy" not in ids(dataclasses.replace(r, optimizer_steps_per_step=1.0), slow_probe)
+    assert "optimizer_heavy" not in ids(dataclasses.replace(r, steps=dataclasses.replace(r.steps, optimizer_steps_per_step=1.0)), slow_probe)

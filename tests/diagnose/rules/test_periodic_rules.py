@@ -23,8 +23,8 @@ def test_a_checkpoint_every_hundred_steps_is_judged_by_its_share() -> None:
 def test_evaluation_heavy_from_a_large_share_of_the_run_in_evaluation() -> None:
     # examples/eval_too_often.py (2026-11-23, CPU): 19 evaluations of 142.5 ms, one every 50 steps, 43% of the run
     r = recorded(3.76, {"forward": 1.3, "backward": 1.6, "optimizer": 0.27}, flops=2.7e8, batch=512, threads=2)
-    heavy = dataclasses.replace(r, steps_seen=1000, evaluation=Evaluation(count=19, mean_ms=142.5, share=0.43,
-                                                                          every_steps=50.0, in_run=20))
+    heavy = dataclasses.replace(r, evaluation=Evaluation(count=19, mean_ms=142.5, share=0.43,
+                                                                          every_steps=50.0, in_run=20), steps=dataclasses.replace(r.steps, seen=1000))
     verdict = diagnose(heavy, CTX)[0]
     assert verdict.id == "evaluation_heavy"
     assert "43% of the measured run's time: 20 evaluations in the run, one every 50 steps (19 during the measured " \
@@ -34,8 +34,8 @@ def test_evaluation_heavy_from_a_large_share_of_the_run_in_evaluation() -> None:
     assert "inference_mode" in verdict.action
     assert verdict.predicted_speedup == pytest.approx(1 / (1 - 0.43 * (1 - 5 / 20)), abs=0.01)
     # a run of 120 steps evaluating every 10: an interval of 40 leaves 3 of its 12, a quarter; of 130 steps, 3 of 13
-    short = dataclasses.replace(heavy, steps_seen=130, evaluation=dataclasses.replace(heavy.evaluation, every_steps=10.0,
-                                                                                       in_run=13, count=12))
+    short = dataclasses.replace(heavy, evaluation=dataclasses.replace(heavy.evaluation, every_steps=10.0,
+                                                                                       in_run=13, count=12), steps=dataclasses.replace(heavy.steps, seen=130))
     v = diagnose(short, CTX)[0]
     assert "every 40 steps (3 evaluations in this run's 130 steps instead of 13)" in v.action
     assert v.predicted_speedup == pytest.approx(1 / (1 - 0.43 * (1 - 3 / 13)), abs=0.01)
@@ -59,6 +59,6 @@ def test_a_step_verdicts_prediction_is_the_runs_with_its_evaluations_held() -> N
     assert alone["launch_bound"] == 1.43 and held["launch_bound"] == pytest.approx(1 / (0.5 + 0.5 / 1.43), abs=0.01)
     assert diagnose(half, CTX)[0].id == "evaluation_heavy"  # 1.6x on the run, against the step's held to 1.18x
     # an epoch's preprocessing in bursts: the mean step 1.25 times the median, a fifth of the run held
-    bursts = dataclasses.replace(r, mean_ms=1.25)
+    bursts = dataclasses.replace(r, steps=dataclasses.replace(r.steps, mean_ms=1.25))
     held = {v.id: v.predicted_speedup for v in diagnose(bursts, CTX)}
     assert held["launch_bound"] == pytest.approx(1.25 / (1.25 - 1.0 + 1.0 / 1.43), abs=0.01)

@@ -18,7 +18,8 @@ def test_thread_oversubscription_and_memory_pressure() -> None:
     memory = next(v for v in found if v.id == "memory_pressure")
     assert "48" in memory.action and "bf16 autocast" in memory.action
     # a run under bfloat16 autocast already: not advised again
-    found = diagnose(dataclasses.replace(r, autocast="bfloat16"), Context(2.0, 100.0, 8, 16, largest_batch=48))
+    found = diagnose(dataclasses.replace(r, model=dataclasses.replace(r.model, autocast="bfloat16")),
+                     Context(2.0, 100.0, 8, 16, largest_batch=48))
     memory = next(v for v in found if v.id == "memory_pressure")
     assert "autocast" not in memory.action and "activation checkpointing" in memory.action
 
@@ -29,7 +30,8 @@ def test_a_training_and_a_validation_loader_count_the_workers_of_one() -> None:
                  threads=2, loaders=[LoaderInfo(2, False, 32, False, batches=500), LoaderInfo(2, False, 32, False)])
     four = Context(2.0, 100.0, physical_cores=4, logical_threads=4)
     assert "thread_oversubscription" not in ids(r, four)  # 2 threads beside 2 workers: 4 on 4 cores
-    busy = next(v for v in diagnose(dataclasses.replace(r, torch_threads=3), four) if v.id == "thread_oversubscription")
+    busy = next(v for v in diagnose(dataclasses.replace(r, process=dataclasses.replace(r.process, torch_threads=3)),
+                                    four) if v.id == "thread_oversubscription")
     assert "3 intra-op threads beside 2 DataLoader worker processes (the most any of its loaders has" in busy.evidence
     assert "torch.set_num_threads(2)" in busy.action
 
@@ -43,12 +45,14 @@ def test_more_threads_than_cores_predicts_from_a_matmul_at_each_count() -> None:
     ctx = Context(2.0, 120.0, physical_cores=2, logical_threads=2)
     rows = [OpTime("aten.mm", "float32", 5, 8.6, True, 681.6e6), OpTime("aten.addmm", "float32", 3, 3.9, True, 407.9e6),
             OpTime("aten.relu", "float32", 2, 0.35, False, None)]
-    r = dataclasses.replace(recorded(15.2, {"forward": 4.8, "backward": 8.5, "optimizer": 0.8}, ops=55, flops=1.09e9,
-                                     threads=8), op_times=rows, op_ms_per_step=13.0, mean_ms=15.8)
+    r = recorded(15.2, {"forward": 4.8, "backward": 8.5, "optimizer": 0.8}, ops=55, flops=1.09e9, threads=8)
+    r = dataclasses.replace(r, window=dataclasses.replace(r.window, op_times=rows, op_ms_per_step=13.0),
+                            steps=dataclasses.replace(r.steps, mean_ms=15.8))
     assert threads_candidate(r, 2) == 2 and matmul_side(r) == 408  # (681.6e6 / 5 / 2) ** (1 / 3)
-    assert threads_candidate(dataclasses.replace(r, torch_threads=2), 2) is None
-    assert threads_candidate(dataclasses.replace(r, loaders=[LoaderInfo(2, False, 64, False)]), 2) is None
-    assert matmul_side(dataclasses.replace(r, op_times=[])) == 256
+    assert threads_candidate(dataclasses.replace(r, process=dataclasses.replace(r.process, torch_threads=2)), 2) is None
+    assert threads_candidate(dataclasses.replace(r, loaders=dataclasses.replace(r.loaders,
+                                                                                each=[LoaderInfo(2, False, 64, False)])), 2) is None
+    assert matmul_side(dataclasses.replace(r, window=dataclasses.replace(r.window, op_times=[]))) == 256
     verdict = next(v for v in diagnose(r, dataclasses.replace(ctx, thread_gflops=(100.0, 125.0)))
                    if v.id == "thread_oversubscription")
     assert "100 GFLOP/s with 8 threads and 125 with 2" in verdict.evidence
@@ -69,7 +73,8 @@ def test_more_threads_than_cores_predicts_from_a_matmul_at_each_count() -> None:
     assert slower.predicted_speedup is None and "125 GFLOP/s with 8 threads" in slower.evidence
     # a container held to 2 CPUs of a 16-core machine, torch at its default of one thread per core: 16
     held = Context(2.0, 120.0, physical_cores=16, logical_threads=32, usable_cores=2, thread_gflops=(100.0, 125.0))
-    boxed = next(v for v in diagnose(dataclasses.replace(r, torch_threads=16), held) if v.id == "thread_oversubscription")
+    boxed = next(v for v in diagnose(dataclasses.replace(r, process=dataclasses.replace(r.process, torch_threads=16)),
+                                     held) if v.id == "thread_oversubscription")
     assert "(2 of them this process may use" in boxed.evidence and "torch.set_num_threads(2)" in boxed.action
     assert boxed.predicted_speedup is not None and threads_candidate(r, 16, usable=2) == 2
     unprobed = next(v for v in diagnose(r, ctx) if v.id == "thread_oversubscription")
@@ -83,8 +88,9 @@ def test_fewer_threads_than_cores_on_matrix_work_is_threads_unused() -> None:
     from trainspeed.watch.result import OpTime
 
     rows = [OpTime("aten.mm", "float32", 5, 9.0, True, 681.6e6), OpTime("aten.addmm", "float32", 3, 4.5, True, 407.9e6)]
-    r = dataclasses.replace(recorded(15.2, {"forward": 4.8, "backward": 8.5, "optimizer": 0.8}, ops=55, flops=1.09e9,
-                                     threads=1), op_times=rows, op_ms_per_step=13.5, mean_ms=15.6)
+    r = recorded(15.2, {"forward": 4.8, "backward": 8.5, "optimizer": 0.8}, ops=55, flops=1.09e9, threads=1)
+    r = dataclasses.replace(r, window=dataclasses.replace(r.window, op_times=rows, op_ms_per_step=13.5),
+                            steps=dataclasses.replace(r.steps, mean_ms=15.6))
     ctx = Context(2.0, 160.0, physical_cores=2, logical_threads=2, thread_gflops=(88.0, 160.0))
     verdict = next(v for v in diagnose(r, ctx) if v.id == "threads_unused")
     assert verdict.evidence.startswith("torch uses 1 intra-op thread on 2 cores; a matmul of the run's size ran at "
@@ -92,10 +98,12 @@ def test_fewer_threads_than_cores_on_matrix_work_is_threads_unused() -> None:
     assert "torch.set_num_threads(2)" in verdict.action
     assert verdict.predicted_speedup == round(15.6 / (15.6 - 13.5 * (1 - 88 / 160)), 2)
     assert threads_candidate(r, 2) == 2 and threads_candidate(r, 2, usable=1) is None  # a process held to 1 CPU
-    assert threads_candidate(dataclasses.replace(r, loaders=[LoaderInfo(1, False, 64, False)]), 2) is None
-    assert threads_candidate(dataclasses.replace(r, others_cpu_cores=1.0), 2) is None
+    assert threads_candidate(dataclasses.replace(r, loaders=dataclasses.replace(r.loaders,
+                                                                                each=[LoaderInfo(1, False, 64, False)])), 2) is None
+    assert threads_candidate(dataclasses.replace(r, machine=dataclasses.replace(r.machine, others_cpu_cores=1.0)),
+                             2) is None
     # little matrix work, or no faster on more threads: nothing to say
-    small = dataclasses.replace(r, op_times=[dataclasses.replace(rows[0], ms=0.5)])
+    small = dataclasses.replace(r, window=dataclasses.replace(r.window, op_times=[dataclasses.replace(rows[0], ms=0.5)]))
     assert "threads_unused" not in ids(small, ctx)
     assert "threads_unused" not in ids(r, dataclasses.replace(ctx, thread_gflops=(88.0, 85.0)))
     assert "threads_unused" not in ids(r, dataclasses.replace(ctx, usable_cores=1))
@@ -110,16 +118,19 @@ def test_a_busy_machine_s_tail_is_the_steps_own_not_the_evaluations_or_the_mean_
 
     ctx = Context(2.0, 100.0, physical_cores=2, logical_threads=2)
     base = recorded(48.0, {"forward": 15.0, "backward": 20.0, "optimizer": 5.0}, ops=None, threads=2)
-    busy = dataclasses.replace(base, others_cpu_cores=0.9, p90_ms=60.0)
+    busy = dataclasses.replace(base, machine=dataclasses.replace(base.machine, others_cpu_cores=0.9),
+                               steps=dataclasses.replace(base.steps, p90_ms=60.0))
     # 700 ms a step of validations, and 3 ms of the steps' own waits for a core
-    validating = dataclasses.replace(busy, mean_ms=751.0, evaluation=Evaluation(
-        count=20, mean_ms=2800.0, share=0.93, every_steps=4.0, step_ms=700.0, in_run=21))
+    validating = dataclasses.replace(busy, evaluation=Evaluation(
+        count=20, mean_ms=2800.0, share=0.93, every_steps=4.0, step_ms=700.0, in_run=21), steps=dataclasses.replace(busy.steps, mean_ms=751.0))
     v = next(v for v in diagnose(validating, ctx) if v.id == "thread_oversubscription")
     assert v.predicted_speedup == round(751.0 / (751.0 - 3.0), 2)  # was "at least 10x": the mean over the median
     assert "less the evaluations 700.00 ms (their own verdicts'): 51.00 ms" in v.evidence
-    all_validation = dataclasses.replace(validating, mean_ms=748.0)  # the tail is the validations, every ms of it
+    all_validation = dataclasses.replace(validating, steps=dataclasses.replace(validating.steps,
+                                                                               mean_ms=748.0))  # the tail is the validations, every ms of it
     assert "thread_oversubscription" not in ids(all_validation, ctx)
-    under = dataclasses.replace(busy, mean_ms=331.14, median_ms=372.77, p90_ms=400.0)  # its own evidence against it
+    under = dataclasses.replace(busy, steps=dataclasses.replace(busy.steps, mean_ms=331.14, median_ms=372.77,
+                                                                p90_ms=400.0))  # its own evidence against it
     assert "thread_oversubscription" not in ids(under, ctx)
 
 
@@ -130,18 +141,21 @@ def test_other_processes_on_the_cores_torchs_threads_need_are_thread_oversubscri
     ctx = Context(2.0, 100.0, physical_cores=2, logical_threads=2)
     base = recorded(0.5, {"forward": 0.15, "backward": 0.2, "optimizer": 0.1}, ops=None, threads=2)
     times = [0.45] * 8 + [4.5, 4.6]
-    busy = dataclasses.replace(base, others_cpu_cores=0.64, step_times_ms=times, p90_ms=4.5)
+    busy = dataclasses.replace(base, machine=dataclasses.replace(base.machine, others_cpu_cores=0.64),
+                               steps=dataclasses.replace(base.steps, times_ms=times, p90_ms=4.5))
     found = {v.id: v for v in diagnose(busy, ctx)}
     verdict = found["thread_oversubscription"]
     assert "0.6 of this machine's 2 hardware threads" in verdict.evidence and "p90 4.50" in verdict.evidence
     assert "torch.set_num_threads(1)" in verdict.action
     assert verdict.predicted_speedup == round(sum(times) / len(times) / 0.5, 2)
-    exact = next(v for v in diagnose(dataclasses.replace(busy, mean_ms=1.25), ctx) if v.id == "thread_oversubscription")
+    exact = next(v for v in diagnose(dataclasses.replace(busy, steps=dataclasses.replace(busy.steps, mean_ms=1.25)),
+                                     ctx) if v.id == "thread_oversubscription")
     assert exact.predicted_speedup == 2.5 and "the mean step is 1.25 ms" in exact.evidence  # the sums' mean first
     # not called an upper bound: on a loaded machine one thread against two measured 4.3x, past this model's 1.86x
     assert "upper bound" not in exact.evidence and "fewer threads may gain more" in exact.evidence
     # a quiet machine, one intra-op thread, or room for every thread: nothing to say
-    for quiet in (dataclasses.replace(busy, others_cpu_cores=0.3), dataclasses.replace(busy, others_cpu_cores=None),
-                  dataclasses.replace(busy, torch_threads=1)):
+    for quiet in (dataclasses.replace(busy, machine=dataclasses.replace(busy.machine, others_cpu_cores=0.3)),
+                  dataclasses.replace(busy, machine=dataclasses.replace(busy.machine, others_cpu_cores=None)),
+                  dataclasses.replace(busy, process=dataclasses.replace(busy.process, torch_threads=1))):
         assert "thread_oversubscription" not in ids(quiet, ctx)
-    assert "thread_oversubscription" not in ids(dataclasses.replace(busy, others_cpu_cores=4.0), CTX)  # 8 of 16
+    assert "thread_oversubscription" not in ids(dataclasses.replace(busy, machine=dataclasses.replace(busy.machine, others_cpu_cores=4.0)), CTX)  # 8 of 16

@@ -39,9 +39,9 @@ SLOW_DTYPES = ("bfloat16", "float16", "float64")
 def _dtype_arithmetic(r: WatchResult) -> dict[str, list[OpTime]]:
     """A CPU run's matrix arithmetic (the window's ops with a FLOP formula) in each dtype but float32."""
     out: dict[str, list[OpTime]] = {}
-    if r.device != "cpu" or not r.op_times:
+    if r.model.device != "cpu" or not r.window.op_times:
         return out
-    for row in r.op_times:
+    for row in r.window.op_times:
         if row.arithmetic and row.dtype in SLOW_DTYPES:
             out.setdefault(row.dtype, []).append(row)
     return out
@@ -50,18 +50,18 @@ def _dtype_arithmetic(r: WatchResult) -> dict[str, list[OpTime]]:
 def slow_dtype_candidates(r: WatchResult) -> list[str]:
     """The dtypes whose matrix arithmetic took SLOW_DTYPE_SHARE of the step or more: the ones whose matmul
     rate `slow_dtype` needs probed."""
-    if not r.median_ms:
+    if not r.steps.median_ms:
         return []
     return [dtype for dtype, rows in _dtype_arithmetic(r).items()
-            if sum(row.ms for row in rows) >= SLOW_DTYPE_SHARE * r.median_ms]
+            if sum(row.ms for row in rows) >= SLOW_DTYPE_SHARE * r.steps.median_ms]
 
 
 def slow_dtype(r: WatchResult, c: Context) -> Verdict | None:
     """Matrix arithmetic (matmul, convolution) in a dtype this CPU runs far slower than float32:
     bfloat16 autocast on a CPU without native bfloat16, a model in float64 (numpy's default)."""
-    if not r.median_ms or c.matmul_gflops <= 0:
+    if not r.steps.median_ms or c.matmul_gflops <= 0:
         return None
-    step = r.median_ms
+    step = r.steps.median_ms
     room = _room(r)
     scale = _window_scale(r)
     found: list[tuple[float, Verdict]] = []
@@ -94,22 +94,22 @@ def slow_dtype(r: WatchResult, c: Context) -> Verdict | None:
 
 def compute_bound(r: WatchResult, c: Context) -> Verdict | None:
     compute = _compute_ms(r)
-    if not r.median_ms:
+    if not r.steps.median_ms:
         return None
-    if r.device == "cuda":
+    if r.model.device == "cuda":
         # the host may wait anywhere (a read, the allocator): what counts is whether the GPU is working
         busy_ms = _gpu_busy_ms(r)
-        if busy_ms is None or busy_ms / r.median_ms < DEVICE_BUSY_HIGH:
+        if busy_ms is None or busy_ms / r.steps.median_ms < DEVICE_BUSY_HIGH:
             return None
-        evidence = (f"the GPU works {busy_ms:.2f} ms of the {r.median_ms:.2f} ms step ({busy_ms / r.median_ms:.0%}, "
+        evidence = (f"the GPU works {busy_ms:.2f} ms of the {r.steps.median_ms:.2f} ms step ({busy_ms / r.steps.median_ms:.0%}, "
                     f"from {_busy_source(r)})")
         rate = flop_rate(r, c)
         if rate is not None:
-            evidence += (f"; its {(r.flops_per_step or 0.0) / 1e9:.1f} GFLOP per step (torch.profiler's FLOP formulas) "
+            evidence += (f"; its {(r.window.flops_per_step or 0.0) / 1e9:.1f} GFLOP per step (torch.profiler's FLOP formulas) "
                          f"run at {rate.tflops:.1f} TFLOP/s, {rate.share:.0%} of the {rate.peak.gpu}'s "
                          f"{rate.peak.tflops:g} TFLOP/s {rate.peak.math} peak (model-FLOP utilisation; spec sheet)")
     else:
-        if compute / r.median_ms < 0.6:
+        if compute / r.steps.median_ms < 0.6:
             return None
         arithmetic = _arithmetic_ms(r, c)
         if arithmetic is None:
@@ -125,7 +125,7 @@ def compute_bound(r: WatchResult, c: Context) -> Verdict | None:
             return None
         parts = []
         if kept >= 0.05 * compute:
-            part = (f"their {(r.flops_per_step or 0.0) / 1e9:.2f} GFLOP need {arithmetic:.2f} ms at "
+            part = (f"their {(r.window.flops_per_step or 0.0) / 1e9:.2f} GFLOP need {arithmetic:.2f} ms at "
                     f"{_rates_text(r, c)}")
             if big_ms > big_at_peak:
                 part += (f"; the {big_calls:.0f} with real arithmetic (matrix products, convolutions) took "
@@ -135,9 +135,9 @@ def compute_bound(r: WatchResult, c: Context) -> Verdict | None:
             parts.append(f"{work:.2f} ms goes to work in ops torch has no FLOP formula for ({_names(heavy)} per step)")
         whole = (f"{done / compute:.0%} of {compute:.2f} ms" if done <= compute else
                  f"more than their {compute:.2f} ms: the run multiplied faster than the probe after it")
-        evidence = (f"forward+backward+optimizer are {compute / r.median_ms:.0%} of the step; " + "; ".join(parts)
+        evidence = (f"forward+backward+optimizer are {compute / r.steps.median_ms:.0%} of the step; " + "; ".join(parts)
                     + f" ({whole}): real work")
-    tf32 = c.gpu_peak is not None and r.device == "cuda" and c.gpu_peak.tf32_tflops is not None
+    tf32 = c.gpu_peak is not None and r.model.device == "cuda" and c.gpu_peak.tf32_tflops is not None
     if tf32 and c.gpu_peak is not None:
         action = (f"{_levers(r)}; and float32 matrix products on the {c.gpu_peak.gpu}'s TF32 tensor cores "
                   f"({c.gpu_peak.tf32_tflops:g} TFLOP/s against {c.gpu_peak.tflops:g} in plain float32): "

@@ -101,7 +101,7 @@ def _ms(r: WatchResult, phase: str) -> float:
 
 def _run_step_ms(r: WatchResult) -> float:
     """Milliseconds per step over the whole run (the mean), where shares of the run's time turn into time."""
-    return r.mean_ms or r.median_ms or 0.0
+    return r.steps.mean_ms or r.steps.median_ms or 0.0
 
 
 CLAIMED_PHASES = ("data", "checkpoint")
@@ -114,8 +114,8 @@ def steady_mean_ms(r: WatchResult) -> tuple[float, float, list[str]] | None:
     beyond the median step's (input_bound, checkpoint_heavy). What is left of the tail is the steps' own spread
     (a shared machine's waits for a core, the allocator, the system). The mean is the clock's exact sums', else
     the step sample's; None without a mean and a median."""
-    mean = r.mean_ms or (sum(r.step_times_ms) / len(r.step_times_ms) if r.step_times_ms else None)
-    if not mean or not r.median_ms:
+    mean = r.steps.mean_ms or (sum(r.steps.times_ms) / len(r.steps.times_ms) if r.steps.times_ms else None)
+    if not mean or not r.steps.median_ms:
         return None
     parts: list[tuple[str, float]] = []
     if r.evaluation is not None and r.evaluation.step_ms > 0:
@@ -158,8 +158,8 @@ def _step_speedup(r: WatchResult, step: float, new_step: float) -> float:
     thing, the run's time, which the verdicts are ranked by and a user measures."""
     on_step = _speedup(step, new_step)
     held = r.evaluation.share if r.evaluation is not None else 0.0
-    if r.mean_ms and r.median_ms and r.mean_ms > r.median_ms:
-        held = max(held, 1 - r.median_ms / r.mean_ms)
+    if r.steps.mean_ms and r.steps.median_ms and r.steps.mean_ms > r.steps.median_ms:
+        held = max(held, 1 - r.steps.median_ms / r.steps.mean_ms)
     if not 0 < held < 1:
         return on_step
     return round(1 / (held + (1 - held) / on_step), 2)
@@ -170,7 +170,7 @@ _COMPUTE = ("forward", "backward", "optimizer")
 def _room(r: WatchResult) -> float:
     """Milliseconds of the median step beside its edge phases (data, h2d, sync, checkpoint, comm: timed on
     every step): the room the detailed steps' phases and the profiler window's ops must fit in."""
-    return (r.median_ms or 0.0) - sum(_ms(r, p) for p in EDGE_PHASES)
+    return (r.steps.median_ms or 0.0) - sum(_ms(r, p) for p in EDGE_PHASES)
 
 
 def _compute_ms(r: WatchResult) -> float:
@@ -183,7 +183,7 @@ def _compute_ms(r: WatchResult) -> float:
     compute = sum(_ms(r, p) for p in _COMPUTE)
     detailed = compute + _ms(r, "other")
     room = _room(r)
-    if r.median_ms and detailed > room > 0:
+    if r.steps.median_ms and detailed > room > 0:
         return compute * room / detailed
     return compute
 
@@ -202,16 +202,16 @@ def _rate(dtype: str | None, c: Context) -> float:
 
 def _own_rate_rows(r: WatchResult, c: Context) -> list[OpTime]:
     """The profiler window's matrix products in a dtype with a probe of its own (`Context.dtype_gflops`)."""
-    return [row for row in r.op_times or () if row.arithmetic and row.flops and row.dtype in c.dtype_gflops]
+    return [row for row in r.window.op_times or () if row.arithmetic and row.flops and row.dtype in c.dtype_gflops]
 
 
 def _arithmetic_ms(r: WatchResult, c: Context) -> float | None:
     """Time the step's counted FLOPs need at the measured matmul rates (CPU): the profiler window's matrix products
     in a dtype with a probe of its own at that dtype's rate (bfloat16 under autocast ran at 352 GFLOP/s where
     float32 ran at 189, a Zen 4 core pair of 2026-11-26), the rest at float32's."""
-    if r.flops_per_step is None or c.matmul_gflops <= 0:
+    if r.window.flops_per_step is None or c.matmul_gflops <= 0:
         return None
-    left, ms = r.flops_per_step, 0.0
+    left, ms = r.window.flops_per_step, 0.0
     for row in _own_rate_rows(r, c):
         part = min(row.flops or 0.0, left)
         ms += part / (_rate(row.dtype, c) * 1e9) * 1e3
@@ -227,13 +227,13 @@ def _sized_arithmetic(r: WatchResult, c: Context) -> tuple[float, float, float]:
     FLOPs at the probe's rate, is what a step without per-op overhead keeps. Ops with less arithmetic keep the
     FLOP model: their time in the window is mostly fixed cost (the seed's 120 x 4 addmm took 43 us a call), which
     a captured step run on fewer threads does not pay."""
-    if not r.op_times or c.matmul_gflops <= 0:
+    if not r.window.op_times or c.matmul_gflops <= 0:
         return 0.0, 0.0, 0.0
 
     def rate(row: OpTime) -> float:  # FLOP per ms, at the row's dtype's measured rate
         return _rate(row.dtype, c) * 1e9 / 1e3
 
-    rows = [row for row in r.op_times if row.arithmetic and row.flops and row.calls
+    rows = [row for row in r.window.op_times if row.arithmetic and row.flops and row.calls
             and row.flops / row.calls / rate(row) * 1e3 >= OP_WORK_DISPATCHES * c.dispatch_us]
     at_peak = sum((row.flops or 0.0) / rate(row) for row in rows)
     return sum(row.ms for row in rows) * _window_scale(r), sum(row.calls for row in rows), at_peak
@@ -254,10 +254,10 @@ LOW_PRECISION = ("bfloat16", "float16")
 def _low_precision(r: WatchResult) -> str | None:
     """The half-width dtype the run computes in already: torch.autocast's, else that of most of the profiler window's
     counted FLOPs (a model cast to bfloat16)."""
-    if r.autocast in LOW_PRECISION:
-        return r.autocast
+    if r.model.autocast in LOW_PRECISION:
+        return r.model.autocast
     flops: dict[str, float] = {}
-    for row in r.op_times or ():
+    for row in r.window.op_times or ():
         if row.arithmetic and row.flops and row.dtype:
             flops[row.dtype] = flops.get(row.dtype, 0.0) + row.flops
     top = max(flops, key=lambda d: flops[d], default=None)
@@ -268,9 +268,9 @@ def _levers(r: WatchResult) -> str:
     """What a healthy step can try next, less what the run does already."""
     low = _low_precision(r)
     levers = ([] if low else ["bf16 autocast where the hardware has it"]) + \
-        ([] if r.compiled else ["torch.compile"]) + ["a larger batch"]
-    done = ([f"computes in {low}{' (autocast)' if r.autocast == low else ''}"] if low else []) + \
-        (["is compiled"] if r.compiled else [])
+        ([] if r.window.compiled else ["torch.compile"]) + ["a larger batch"]
+    done = ([f"computes in {low}{' (autocast)' if r.model.autocast == low else ''}"] if low else []) + \
+        (["is compiled"] if r.window.compiled else [])
     already = f"; the run {' and '.join(done)} already" if done else ""
     said = levers[0] if len(levers) == 1 else (", ".join(levers[:-1]) + ("," if len(levers) > 2 else "")
                                                + " or " + levers[-1])
@@ -281,18 +281,18 @@ def _window_scale(r: WatchResult) -> float:
     """The CPU profiler window's clock against the median step: where the window's ops all together
     outgrow the room the median step leaves beside its edge phases, the window ran slower than the
     median step (soon after the warm-up), and its times are scaled down to that room."""
-    if not r.op_ms_per_step or not r.median_ms:
+    if not r.window.op_ms_per_step or not r.steps.median_ms:
         return 1.0
-    return max(0.0, min(1.0, _room(r) / r.op_ms_per_step))
+    return max(0.0, min(1.0, _room(r) / r.window.op_ms_per_step))
 
 
 def _op_work(r: WatchResult, c: Context) -> tuple[float, list[OpTime]]:
     """CPU: milliseconds per step the window's ops without a FLOP formula spent beyond a fixed cost per call
     (OP_FIXED_DISPATCHES), on the median step's clock; and those ops, most of that work first."""
-    if r.device != "cpu" or not r.op_times:
+    if r.model.device != "cpu" or not r.window.op_times:
         return 0.0, []
     fixed = OP_FIXED_DISPATCHES * c.dispatch_us / 1e3
-    heavy = sorted(((row.ms - row.calls * fixed, row) for row in r.op_times
+    heavy = sorted(((row.ms - row.calls * fixed, row) for row in r.window.op_times
                     if not row.arithmetic and row.ms > row.calls * fixed), key=lambda w: w[0], reverse=True)
     return sum(w for w, _ in heavy) * _window_scale(r), [row for _, row in heavy]
 
@@ -305,24 +305,24 @@ def _gpu_busy_ms(r: WatchResult) -> float | None:
     """Milliseconds per step during which the GPU ran work: its kernels' own times from the profiler
     window, else NVML's utilisation (the share of time some kernel ran) times the step. Not the
     phases' device_ms: an event pair spans the GPU's idle gaps between launches as well."""
-    if r.device != "cuda" or not r.median_ms:
+    if r.model.device != "cuda" or not r.steps.median_ms:
         return None
-    if r.gpu_busy_ms_per_step is not None:
-        return r.gpu_busy_ms_per_step
+    if r.window.gpu_busy_ms_per_step is not None:
+        return r.window.gpu_busy_ms_per_step
     if r.gpu_util.available and r.gpu_util.mean is not None:
-        return r.gpu_util.mean / 100 * r.median_ms
+        return r.gpu_util.mean / 100 * r.steps.median_ms
     return None
 
 
 def flop_rate(r: WatchResult, c: Context) -> FlopRate | None:
     """CUDA: the step's achieved TFLOP/s against the GPU's peak (None without counted FLOPs or a known peak)."""
-    if r.device != "cuda" or not r.median_ms or not r.flops_per_step or c.gpu_peak is None:
+    if r.model.device != "cuda" or not r.steps.median_ms or not r.window.flops_per_step or c.gpu_peak is None:
         return None
-    return FlopRate(r.flops_per_step / (r.median_ms * 1e-3) / 1e12, c.gpu_peak)
+    return FlopRate(r.window.flops_per_step / (r.steps.median_ms * 1e-3) / 1e12, c.gpu_peak)
 
 
 def _busy_source(r: WatchResult) -> str:
-    return "its kernels' own times" if r.gpu_busy_ms_per_step is not None else "NVML utilisation"
+    return "its kernels' own times" if r.window.gpu_busy_ms_per_step is not None else "NVML utilisation"
 
 
 def _burst_note(r: WatchResult, phase: str) -> str:
@@ -330,7 +330,7 @@ def _burst_note(r: WatchResult, phase: str) -> str:
     share of the run's time is said once, and the median step's part of it is its own percentage."""
     typical = _ms(r, phase)
     share = r.phases[phase].share
-    median = r.median_ms or 0.0
+    median = r.steps.median_ms or 0.0
     if typical >= 0.5 * share * median:
         return f"{typical:.2f} ms of a {median:.2f} ms step ({share:.0%} of the run's time)"
     return (f"{share:.0%} of the run's time, in bursts: the median step spends {typical:.2f} ms of "
@@ -341,8 +341,8 @@ def _anomaly(r: WatchResult) -> tuple[float, float, float]:
     """Autograd's anomaly detection, per step: milliseconds storing formatted stacks (timed on the detailed
     steps), milliseconds of its NaN checks in backward and how many ops they are (the CPU profiler window's,
     on the median step's clock). Zeros when it was off."""
-    if not r.anomaly_ms_per_step:
+    if not r.steps.anomaly_ms_per_step:
         return 0.0, 0.0, 0.0
-    rows = [row for row in r.op_times or () if row.op in ANOMALY_OPS]
-    return (r.anomaly_ms_per_step, sum(row.ms for row in rows) * _window_scale(r),
+    rows = [row for row in r.window.op_times or () if row.op in ANOMALY_OPS]
+    return (r.steps.anomaly_ms_per_step, sum(row.ms for row in rows) * _window_scale(r),
             sum(row.calls for row in rows))

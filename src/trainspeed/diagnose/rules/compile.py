@@ -17,15 +17,15 @@ as fast per step (3 alternated runs: 2.13x to 2.80x), where the compile time dyn
 
 
 def compile_heavy(r: WatchResult, c: Context) -> Verdict | None:
-    if r.compiles is None or not r.steps_measured:
+    if r.machine.compiles is None or not r.steps.measured:
         return None
-    run_s = _run_step_ms(r) * r.steps_measured / 1e3
-    share = min(r.compiles.seconds / run_s, 1.0) if run_s > 0 else 0.0
+    run_s = _run_step_ms(r) * r.steps.measured / 1e3
+    share = min(r.machine.compiles.seconds / run_s, 1.0) if run_s > 0 else 0.0
     if share < COMPILE_SHARE:
         return None
-    graphs = f"{r.compiles.count} graph{'s' if r.compiles.count != 1 else ''}"
+    graphs = f"{r.machine.compiles.count} graph{'s' if r.machine.compiles.count != 1 else ''}"
     evidence = (f"torch.compile compiled {graphs} while the steps were measured, after the first steps: "
-                f"{r.compiles.seconds:.2f} s of the measured run's {run_s:.2f} s ({share:.0%}; dynamo's compile times); "
+                f"{r.machine.compiles.seconds:.2f} s of the measured run's {run_s:.2f} s ({share:.0%}; dynamo's compile times); "
                 "each is a recompile, for an input of a shape the compiled code does not take (a smaller last batch, "
                 "a new sequence length) or another guard that failed (predicted speed-up: the run without the compile "
                 "time dynamo counted, a floor for inputs kept one shape: the first calls of new compiled code cost "

@@ -14,9 +14,9 @@ NO_SYNC_MICRO_BATCHES = 4  # comm_bound's prediction: accumulate this many micro
 
 def comm_bound(r: WatchResult, c: Context) -> Verdict | None:
     d = r.distributed
-    if d is None or d.world_size < 2 or not r.median_ms or d.comm_ms is None:
+    if d is None or d.world_size < 2 or not r.steps.median_ms or d.comm_ms is None:
         return None
-    step = r.median_ms
+    step = r.steps.median_ms
     exposed = r.phases["comm"].share * step
     comm = d.comm_ms
     timed = [s for s in d.ranks if s.exposed_ms is not None and s.comm_ms is not None]
@@ -40,7 +40,7 @@ def comm_bound(r: WatchResult, c: Context) -> Verdict | None:
 def straggler(r: WatchResult, c: Context) -> Verdict | None:
     """One rank busier than the others: under DDP every rank then waits for it in each all-reduce."""
     d = r.distributed
-    if d is None or len(d.ranks) < 2 or not r.median_ms:
+    if d is None or len(d.ranks) < 2 or not r.steps.median_ms:
         return None
     busy = {s.rank: (s.median_ms or 0.0) - (s.exposed_ms or 0.0) for s in d.ranks}
     slow = max(busy, key=busy.__getitem__)
@@ -66,4 +66,4 @@ def straggler(r: WatchResult, c: Context) -> Verdict | None:
     action = (f"make rank {slow}'s {worst} as fast as the others': work done on that rank only (logging, evaluation, "
               "checkpoints on rank 0 belong outside the step or in a background thread), an uneven data shard or "
               "DataLoader, or a slower or shared device")
-    return Verdict("straggler", evidence, action, _step_speedup(r, r.median_ms, r.median_ms - excess))
+    return Verdict("straggler", evidence, action, _step_speedup(r, r.steps.median_ms, r.steps.median_ms - excess))

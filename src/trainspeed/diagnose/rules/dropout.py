@@ -20,12 +20,12 @@ alone predict 1.41x: its attention ran a fused kernel too."""
 
 
 def dropout_heavy(r: WatchResult, c: Context) -> Verdict | None:
-    if r.device != "cpu" or not r.op_times or not r.median_ms:
+    if r.model.device != "cpu" or not r.window.op_times or not r.steps.median_ms:
         return None
-    rows = [row for row in r.op_times if row.op in MASK_OPS] or \
-        [row for row in r.op_times if row.op == "aten.native_dropout"]
+    rows = [row for row in r.window.op_times if row.op in MASK_OPS] or \
+        [row for row in r.window.op_times if row.op == "aten.native_dropout"]
     ms = sum(row.ms for row in rows) * _window_scale(r)
-    step = r.median_ms
+    step = r.steps.median_ms
     if ms < MASK_SHARE * step:
         return None
     calls = sum(row.calls for row in rows)

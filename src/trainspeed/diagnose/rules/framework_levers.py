@@ -60,8 +60,8 @@ def _pl_evaluation(v: Verdict, r: WatchResult) -> Lever | None:
     if epoch and interval[0] > epoch:  # as frameworks._pl_evaluation: past the epoch, every few epochs
         n = math.ceil(interval[0] / epoch)
         return _lever("lightning", {"Trainer.check_val_every_n_epoch": n}, same=False,
-                      recipe=_count("validates", (r.steps_seen // epoch) // n, seen))
-    count = at_interval(r.steps_seen, interval[0], epoch)
+                      recipe=_count("validates", (r.steps.seen // epoch) // n, seen))
+    count = at_interval(r.steps.seen, interval[0], epoch)
     return _lever("lightning", {"Trainer.val_check_interval": interval[0]}, same=False,
                   recipe=_count("validates", count, seen))
 
@@ -73,7 +73,7 @@ def _pl_checkpoint(v: Verdict, r: WatchResult) -> Lever | None:
     # ModelCheckpoint takes one of its triggers: the others off
     return _lever("lightning", {"ModelCheckpoint.every_n_train_steps": interval[0], "ModelCheckpoint.every_n_epochs": None,
                                 "ModelCheckpoint.train_time_interval": None},
-                  recipe=_count("saves", interval[1], r.saves))
+                  recipe=_count("saves", interval[1], r.checkpoints.saves))
 
 
 def _quieter(r: WatchResult, kind: str, log_every: str, no_bar: tuple[str, bool],
@@ -111,15 +111,15 @@ def _hf_checkpoint(v: Verdict, r: WatchResult) -> Lever | None:
     interval = save_interval(r)
     if interval is None:
         return None
-    if interval[0] > r.steps_seen:
-        return _lever("transformers", {"save_strategy": "no"}, recipe=_count("saves", 0, r.saves))
+    if interval[0] > r.steps.seen:
+        return _lever("transformers", {"save_strategy": "no"}, recipe=_count("saves", 0, r.checkpoints.saves))
     return _lever("transformers", {"save_strategy": "steps", "save_steps": interval[0]},
-                  recipe=_count("saves", interval[1], r.saves))
+                  recipe=_count("saves", interval[1], r.checkpoints.saves))
 
 
 def nan_filter_reads(r: WatchResult) -> float:
     """Truth tests of device tensors per step: Hugging Face's NaN filter makes NAN_FILTER_READS of them."""
-    return sum(s.count for s in r.sync_sites if s.op == "__bool__") / max(r.steps_measured, 1)
+    return sum(s.count for s in r.reads.sync_sites if s.op == "__bool__") / max(r.steps.measured, 1)
 
 
 def _hf_logging(v: Verdict, r: WatchResult) -> Lever | None:
@@ -133,7 +133,7 @@ def _hf_host(v: Verdict, r: WatchResult) -> Lever | None:
 
 
 def _hf_optimizer(v: Verdict, r: WatchResult) -> Lever | None:
-    if r.optimizer is None or r.optimizer.kind != "AdamW":
+    if r.optimizers.info is None or r.optimizers.info.kind != "AdamW":
         return None
     return _lever("transformers", {"optim": "adamw_torch_fused"}, same=False)
 

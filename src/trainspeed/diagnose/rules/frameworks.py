@@ -40,11 +40,11 @@ OWNS = 0.5
 
 def _framework_owns_other(r: WatchResult) -> bool:
     """Whether most stack samples in "other" ran in the framework's own code."""
-    return sum(f.share_of_other for f in r.framework_sites) >= OWNS
+    return sum(f.share_of_other for f in r.sites.framework) >= OWNS
 
 
 def _framework_evidence(r: WatchResult) -> str:
-    top = ", ".join(f"{f.function} ({f.share_of_other:.0%})" for f in r.framework_sites[:3])
+    top = ", ".join(f"{f.function} ({f.share_of_other:.0%})" for f in r.sites.framework[:3])
     return f"; in {r.framework.name if r.framework else 'the framework'}'s own code: {top} of those samples"
 
 
@@ -55,7 +55,7 @@ def _hf_evaluation(v: Verdict, r: WatchResult) -> str:
     if interval is not None:
         every, count = interval
         when = (f'TrainingArguments(eval_strategy="steps", eval_steps={every}) evaluates '
-                f"{counted('time', count, seen, r.steps_seen)}")
+                f"{counted('time', count, seen, r.steps.seen)}")
     else:
         when = 'TrainingArguments(eval_strategy="epoch") evaluates once an epoch'
     return (f"{when}; a smaller eval_dataset (a fixed subset) and a larger per_device_eval_batch_size make each "
@@ -64,10 +64,10 @@ def _hf_evaluation(v: Verdict, r: WatchResult) -> str:
 
 def _hf_checkpoint(v: Verdict, r: WatchResult) -> str:
     interval = save_interval(r)
-    if interval is not None and interval[0] > r.steps_seen:  # no save at all in a run this long
-        when = f'TrainingArguments(save_strategy="no") saves nothing in this run\'s {r.steps_seen} steps (was {r.saves})'
+    if interval is not None and interval[0] > r.steps.seen:  # no save at all in a run this long
+        when = f'TrainingArguments(save_strategy="no") saves nothing in this run\'s {r.steps.seen} steps (was {r.checkpoints.saves})'
     elif interval is not None:
-        when = f"TrainingArguments(save_steps={interval[0]}) saves {counted('time', interval[1], r.saves, r.steps_seen)}"
+        when = f"TrainingArguments(save_steps={interval[0]}) saves {counted('time', interval[1], r.checkpoints.saves, r.steps.seen)}"
     else:
         when = 'TrainingArguments(save_strategy="epoch") saves once an epoch'
     return (f"{when}; save_only_model=True leaves out the optimizer's state (AdamW's two moments are twice the "
@@ -119,9 +119,9 @@ def _hf_compile(v: Verdict, r: WatchResult) -> str:
 
 
 def _hf_batch(v: Verdict, r: WatchResult) -> str | None:
-    if not r.batch_size:
+    if not r.model.batch_size:
         return None
-    return (f"TrainingArguments(per_device_train_batch_size={r.batch_size * 4}) and a learning rate scaled to it; "
+    return (f"TrainingArguments(per_device_train_batch_size={r.model.batch_size * 4}) and a learning rate scaled to it; "
             "`trainspeed memory` gives the largest batch that fits")
 
 
@@ -148,12 +148,12 @@ def _pl_evaluation(v: Verdict, r: WatchResult) -> str:
         when = "Trainer(check_val_every_n_epoch=...) validates every few epochs instead of every one"
     elif epoch and interval[0] > epoch:  # Lightning refuses a val_check_interval past the epoch's batches
         n = math.ceil(interval[0] / epoch)
-        count = (r.steps_seen // epoch) // n
+        count = (r.steps.seen // epoch) // n
         when = (f"Trainer(check_val_every_n_epoch={n}) (val_check_interval may not pass the epoch's {epoch} batches) "
-                f"validates {counted('time', count, seen, r.steps_seen)}")
+                f"validates {counted('time', count, seen, r.steps.seen)}")
     else:
-        count = at_interval(r.steps_seen, interval[0], epoch)
-        when = f"Trainer(val_check_interval={interval[0]}) validates {counted('time', count, seen, r.steps_seen)}"
+        count = at_interval(r.steps.seen, interval[0], epoch)
+        when = f"Trainer(val_check_interval={interval[0]}) validates {counted('time', count, seen, r.steps.seen)}"
     return (f"{when}; Trainer(limit_val_batches=...) validates on a fixed part of the validation data, and a larger "
             "validation batch_size makes each pass cheaper (it keeps no activations)")
 
@@ -162,7 +162,7 @@ def _pl_checkpoint(v: Verdict, r: WatchResult) -> str:
     interval = save_interval(r)
     if interval is not None:
         when = (f"ModelCheckpoint(every_n_train_steps={interval[0]}) saves "
-                f"{counted('time', interval[1], r.saves, r.steps_seen)}")
+                f"{counted('time', interval[1], r.checkpoints.saves, r.steps.seen)}")
     else:
         when = "ModelCheckpoint(every_n_epochs=1) saves once an epoch"
     return (f"{when}; save_weights_only=True leaves out the optimizer's state, save_top_k bounds the files kept")
@@ -186,7 +186,7 @@ def _pl_dtype(v: Verdict, r: WatchResult) -> str:
 
 
 def _pl_optimizer(v: Verdict, r: WatchResult) -> str:
-    kind = r.optimizer.kind if r.optimizer is not None else "AdamW"
+    kind = r.optimizers.info.kind if r.optimizers.info is not None else "AdamW"
     return (f"return torch.optim.{kind}(self.parameters(), ..., fused=True) from configure_optimizers: one kernel "
             "updates every parameter tensor")
 
@@ -315,6 +315,6 @@ def in_framework(verdicts: list[Verdict], r: WatchResult) -> list[Verdict]:
         action = speak(v, r) if speak is not None else None
         if action:
             action += _where(v, r)
-        evidence = v.evidence + _framework_evidence(r) if v.id in OTHER_VERDICTS and r.framework_sites else v.evidence
+        evidence = v.evidence + _framework_evidence(r) if v.id in OTHER_VERDICTS and r.sites.framework else v.evidence
         spoken.append(dataclasses.replace(v, action=action or v.action, evidence=evidence, lever=framework_lever(v, r)))
     return spoken

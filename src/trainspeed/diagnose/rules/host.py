@@ -45,8 +45,8 @@ def _logs(r: WatchResult) -> Callable[[str | None], bool]:
     """Whether a line of the run logs: a logging call (_LOGGING), or a line that builds what one of the run's logging
     lines (among the lines its samples and reads name) logs. The record's line holds the reads and the Python of
     the logging as much as the line that writes it, and a verdict on it alone would say "host code"."""
-    codes = {s.code for s in (*r.other_sites, *r.loop_sites) if s.code} | \
-        {s.code for s in (*r.sync_sites, *r.host_read_sites) if s.code}
+    codes = {s.code for s in (*r.sites.other, *r.sites.loop) if s.code} | \
+        {s.code for s in (*r.reads.sync_sites, *r.reads.host_read_sites) if s.code}
     logging = [code for code in codes if _LOGGING.search(code)]
     built = set()
     for code in codes:
@@ -65,17 +65,17 @@ def _logging_reads(r: WatchResult, logs: Callable[[str | None], bool]) -> list[S
     """The reads of CPU tensors made on logging lines (`logs`, the run's `_logs`; `print(loss)` formats a tensor:
     its `__repr__`), the most time first. Their time is in the phase they ran in ("other", where the stack samples
     charge it to the logging line); on a GPU a read of a device tensor is also a wait for the device: sync_bound's."""
-    return [s for s in r.host_read_sites if logs(s.code)]
+    return [s for s in r.reads.host_read_sites if logs(s.code)]
 
 
 def logging_heavy(r: WatchResult, c: Context) -> Verdict | None:
     """Logging on every step: stack samples outside every phase on logging lines (a print, a logger, a
     flush), and, on a CPU, the tensors those lines format (their host reads)."""
-    if not r.median_ms:
+    if not r.steps.median_ms:
         return None
-    step, share, other = r.median_ms, other_share(r), _ms(r, "other")
+    step, share, other = r.steps.median_ms, other_share(r), _ms(r, "other")
     logs = _logs(r)
-    logging_sites = [s for s in r.other_sites if logs(s.code)]
+    logging_sites = [s for s in r.sites.other if logs(s.code)]
     part = sum(s.share_of_other for s in logging_sites)
     if share < OTHER_SHARE or part < LOG_SITE_SHARE or other_samples(r) < SITE_SAMPLES:
         return None
@@ -87,7 +87,7 @@ def logging_heavy(r: WatchResult, c: Context) -> Verdict | None:
     if read_sites:
         top_read = read_sites[0]
         per_call = top_read.total_ms / max(top_read.count, 1)
-        per_step = top_read.count / r.steps_seen if r.steps_seen else 0.0
+        per_step = top_read.count / r.steps.seen if r.steps.seen else 0.0
         found.append(f"the tensors they format are read {per_step:.1f} times a step at {top_read.where} "
                      f"({top_read.op}, {per_call:.2f} ms a read, within that time): `{top_read.code}`")
         if any(s.op == "__repr__" for s in read_sites):
@@ -98,7 +98,7 @@ def logging_heavy(r: WatchResult, c: Context) -> Verdict | None:
 
 def other_samples(r: WatchResult) -> int:
     """The stack samples taken in "other" during the measured steps (each site holds its share of them)."""
-    return max((round(s.samples / s.share_of_other) for s in r.other_sites if s.share_of_other > 0), default=0)
+    return max((round(s.samples / s.share_of_other) for s in r.sites.other if s.share_of_other > 0), default=0)
 
 
 def _site(top: OtherSite) -> str:
@@ -115,7 +115,7 @@ nothing the script uses)."""
 
 def _in_distributions(r: WatchResult) -> bool:
     """Whether torch.distributions holds most of one of the top lines' samples in `other`."""
-    return any(s.inside == "torch.distributions" for s in r.other_sites[:3])
+    return any(s.inside == "torch.distributions" for s in r.sites.other[:3])
 
 
 def _library_tip(r: WatchResult) -> str:
@@ -131,7 +131,7 @@ def _subject(r: WatchResult, top: OtherSite, keep: Callable[[OtherSite], bool]) 
     """The line a verdict about time in "other" names, and the words that say why where it is not `top` (the
     innermost line the samples name most): the training loop's line the samples ran under, when more of them
     did than at `top` by LOOP_LINE_MORE (of those `keep` lets through)."""
-    loop = [s for s in r.loop_sites if keep(s)]
+    loop = [s for s in r.sites.loop if keep(s)]
     if not loop or loop[0].where == top.where or loop[0].share_of_other < top.share_of_other + LOOP_LINE_MORE:
         return top, ""
     line = loop[0]
@@ -146,7 +146,7 @@ def _held(r: WatchResult, line: OtherSite, top: OtherSite, keep: Callable[[Other
     the next and scored on a third, each a third of the samples)."""
     if line is not top or top.inside is None:
         return line.share_of_other, ""
-    lines = [s for s in r.other_sites if s.inside == top.inside and keep(s)]
+    lines = [s for s in r.sites.other if s.inside == top.inside and keep(s)]
     together = sum(s.share_of_other for s in lines)
     if len(lines) < 2:
         return line.share_of_other, ""
@@ -163,11 +163,11 @@ def host_code_heavy(r: WatchResult, c: Context) -> Verdict | None:
     every step (a metric computed with numpy or scikit-learn, a Python loop over items, a sleep or
     a wait, a cache flush), at the line the stack samples name. Logging lines are logging_heavy's."""
     share = other_share(r)
-    if share < OTHER_SHARE or not r.median_ms or not r.other_sites or r.other_ops_per_step is None or \
+    if share < OTHER_SHARE or not r.steps.median_ms or not r.sites.other or r.window.other_ops_per_step is None or \
             other_samples(r) < SITE_SAMPLES:
         return None
     logs = _logs(r)
-    sites = [s for s in r.other_sites if not logs(s.code)]
+    sites = [s for s in r.sites.other if not logs(s.code)]
     if not sites:
         return None
     top = sites[0]
@@ -176,15 +176,15 @@ def host_code_heavy(r: WatchResult, c: Context) -> Verdict | None:
     if held < LOG_SITE_SHARE:
         return None
     # by the run's share of other (summed over every detailed step), steadier than other's median
-    step = r.median_ms
+    step = r.steps.median_ms
     other = share * step
-    torch_ms = (r.other_op_ms_per_step or 0.0) + r.other_ops_per_step * OTHER_OP_DISPATCHES * c.dispatch_us / 1e3
+    torch_ms = (r.window.other_op_ms_per_step or 0.0) + r.window.other_ops_per_step * OTHER_OP_DISPATCHES * c.dispatch_us / 1e3
     host = other - torch_ms
     if host < OTHER_SHARE * step:
         return None
     gain = min(host, other * line.share_of_other)  # that line's part, less all of torch's
-    ops = (f"the {r.other_ops_per_step:.0f} torch ops per step there take at most {torch_ms:.2f} ms"
-           if r.other_ops_per_step >= 0.5 else "no torch op runs there")
+    ops = (f"the {r.window.other_ops_per_step:.0f} torch ops per step there take at most {torch_ms:.2f} ms"
+           if r.window.other_ops_per_step >= 0.5 else "no torch op runs there")
     evidence = (f"{share:.0%} of the run's time ({other:.2f} ms of the median {step:.2f} ms step) is outside every "
                 f"PyTorch phase; {ops}, so "
                 f"{host:.2f} ms ({host / step:.0%}) is the script's own host code; {top.share_of_other:.0%} of the "
@@ -204,19 +204,19 @@ def outside_work(r: WatchResult, c: Context, host: Verdict | None) -> Verdict | 
     work, and logging lines logging_heavy's. No prediction: whether that line's work is needed on every
     step is the script's to say, not the watcher's."""
     share = other_share(r)
-    if host is not None or share < OUTSIDE_SHARE or not r.median_ms or other_samples(r) < SITE_SAMPLES:
+    if host is not None or share < OUTSIDE_SHARE or not r.steps.median_ms or other_samples(r) < SITE_SAMPLES:
         return None
     logs = _logs(r)
-    sites = [s for s in r.other_sites if not logs(s.code) and not _LOSS.search(s.code)]
+    sites = [s for s in r.sites.other if not logs(s.code) and not _LOSS.search(s.code)]
     if not sites:
         return None
-    top, step = sites[0], r.median_ms
+    top, step = sites[0], r.steps.median_ms
     line, under = _subject(r, top, lambda s: not logs(s.code) and not _LOSS.search(s.code))
     held, spread = _held(r, line, top, lambda s: not logs(s.code) and not _LOSS.search(s.code))
     if held < LOG_SITE_SHARE:
         return None
     other = share * step
-    ops = (f"; {r.other_ops_per_step:.0f} torch ops per step run there" if r.other_ops_per_step else "")
+    ops = (f"; {r.window.other_ops_per_step:.0f} torch ops per step run there" if r.window.other_ops_per_step else "")
     evidence = (f"{share:.0%} of the run's time ({other:.2f} ms of the median {step:.2f} ms step) is outside forward, "
                 f"backward and the optimizer{ops}; {top.share_of_other:.0%} of the {other_samples(r)} stack samples there are at "
                 f"{_site(top)}{spread}{under} (about {other * held:.2f} ms per step; no prediction: "
@@ -234,7 +234,7 @@ def anomaly_detection(r: WatchResult, c: Context) -> Verdict | None:
     """Autograd's anomaly detection left on: every op that records a gradient stores a formatted Python stack,
     and backward checks every gradient for NaN. Prediction: the step without both."""
     stacks, checks, _ = _anomaly(r)
-    step = r.median_ms
+    step = r.steps.median_ms
     if not stacks or not step:
         return None
     cost = min(stacks + checks, step)

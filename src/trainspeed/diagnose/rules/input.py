@@ -24,30 +24,30 @@ DATA_SITE_SHARE = 0.10  # a site the evidence names holds at least this share of
 
 def input_bound(r: WatchResult, c: Context) -> Verdict | None:
     share = r.phases["data"].share
-    if share < DATA_SHARE or not r.median_ms:
+    if share < DATA_SHARE or not r.steps.median_ms:
         return None
-    workers = max((ld.num_workers for ld in r.loaders), default=0)
+    workers = max((ld.num_workers for ld in r.loaders.each), default=0)
     cores = max(1, c.physical_cores)
     suggest = min(max(workers * 2, min(4, cores)), cores)  # worker processes beyond the cores share them
     evidence = f"waiting on the DataLoader took {_burst_note(r, 'data')}; num_workers={workers}"
     if r.gpu_util.sawtooth:
         evidence += f"; GPU utilisation is a saw-tooth ({r.gpu_util.why})"
     evidence += _data_sites_note(r, share) + (_worker_sites_note(r) if workers else "")
-    collates = sorted({ld.collate for ld in r.loaders if ld.collate})
+    collates = sorted({ld.collate for ld in r.loaders.each if ld.collate})
     made = f"__getitem__ or the collate_fn `{'`, `'.join(collates)}`" if collates else "__getitem__"
     top = _top_line(r)
-    whose = "of the worker processes' samples" if top is not None and top in r.worker_sites else "samples of the wait"
+    whose = "of the worker processes' samples" if top is not None and top in r.sites.workers else "samples of the wait"
     first = f", starting with {top.where} (the line most {whose} name)," if top is not None else ""
     precompute = "precompute: tokenize or decode once, before training; cache" if collates else "precompute, cache"
     cheaper = (f"make {made} cheaper ({precompute}){first} or move the augmentation to the device" +
                ("; if it is cheap already (a dataset held in memory as tensors), num_workers=0 saves each batch "
                 "its trip between processes" if workers else ""))
-    pin = ", pin_memory=True" if r.device == "cuda" else ""
-    starts = min(r.loader_start_share or 0.0, share)  # a stop inside the run's last step can tip it over
-    respawned = [ld for ld in r.loaders if ld.num_workers > 0 and not ld.persistent_workers]
-    if r.loader_starts >= 2 and r.loader_starts >= STARTS_PER_STEP * r.steps_measured and starts >= START_SHARE * share:
-        evidence += (f"; {starts:.0%} of the run's time is starting and stopping DataLoader iterators: {r.loader_starts} "
-                     f"starts in {r.steps_measured} steps, {r.loader_start_ms or 0.0:.1f} ms each with its first batch "
+    pin = ", pin_memory=True" if r.model.device == "cuda" else ""
+    starts = min(r.loaders.start_share or 0.0, share)  # a stop inside the run's last step can tip it over
+    respawned = [ld for ld in r.loaders.each if ld.num_workers > 0 and not ld.persistent_workers]
+    if r.loaders.starts >= 2 and r.loaders.starts >= STARTS_PER_STEP * r.steps.measured and starts >= START_SHARE * share:
+        evidence += (f"; {starts:.0%} of the run's time is starting and stopping DataLoader iterators: {r.loaders.starts} "
+                     f"starts in {r.steps.measured} steps, {r.loaders.start_ms or 0.0:.1f} ms each with its first batch "
                      "and its stop"
                      + (f", each starting its {respawned[0].num_workers} worker processes anew" if respawned else "")
                      + " (predicted speed-up is an upper bound: the run without those starts)")
@@ -56,9 +56,9 @@ def input_bound(r: WatchResult, c: Context) -> Verdict | None:
                   "new pass over the data (a new shuffle" + (", new worker processes" if respawned else "")
                   + (", batches prefetched that one `next()` then drops" if workers else "") + ")")
         return Verdict("input_bound", evidence, action, _speedup(1.0, 1 - starts))
-    if respawned and r.loader_starts >= 2 and starts >= START_SHARE * share:
-        evidence += (f"; {starts:.0%} of the run's time is the DataLoader starting and stopping: {r.loader_starts} starts (one "
-                     f"per epoch), {r.loader_start_ms or 0.0:.1f} ms each with its first batch and its stop, its "
+    if respawned and r.loaders.starts >= 2 and starts >= START_SHARE * share:
+        evidence += (f"; {starts:.0%} of the run's time is the DataLoader starting and stopping: {r.loaders.starts} starts (one "
+                     f"per epoch), {r.loaders.start_ms or 0.0:.1f} ms each with its first batch and its stop, its "
                      f"{respawned[0].num_workers} worker processes started anew every time (persistent_workers=False; "
                      "predicted speed-up is an upper bound: the run without those starts)")
         action = (f"DataLoader(..., persistent_workers=True{pin}): the workers then live from one epoch to the next; "
@@ -105,18 +105,18 @@ def input_bound(r: WatchResult, c: Context) -> Verdict | None:
         return Verdict("input_bound", evidence, cheaper, _speedup(1.0, 1 - share + kept))
     threads = ""
     keep = _threads_beside(r, c, suggest)
-    if keep < r.torch_threads:
-        threads = (f" and torch.set_num_threads({keep}) (torch's {r.torch_threads} intra-op threads would take the "
+    if keep < r.process.torch_threads:
+        threads = (f" and torch.set_num_threads({keep}) (torch's {r.process.torch_threads} intra-op threads would take the "
                    f"cores the workers need)")
     action = (f"DataLoader(..., num_workers={suggest}, persistent_workers=True{pin}){threads}; if that is not enough, "
               f"{cheaper}")
     if why:
         evidence += why + " (predicted speed-up is an upper bound)"
     settings: dict[str, object] = {"num_workers": suggest, "persistent_workers": True, **({"pin_memory": True} if pin else {})}
-    if keep < r.torch_threads:
+    if keep < r.process.torch_threads:
         settings["threads"] = keep
     paste = f"DataLoader(..., num_workers={suggest}, persistent_workers=True{pin})" + (
-        f"; torch.set_num_threads({keep})" if keep < r.torch_threads else "")
+        f"; torch.set_num_threads({keep})" if keep < r.process.torch_threads else "")
     return Verdict("input_bound", evidence, action, _speedup(1.0, new),
                    loader_lever(settings, _match(loader), paste) if loader is not None else None)
 
@@ -136,7 +136,7 @@ def loader_lever(settings: Mapping[str, object], match: dict[str, object], paste
 def _samples_of_wait(r: WatchResult, sites: list[DataSite] | None = None) -> int:
     """The stack samples taken while the script waited on data (the sites' shares are of them; 0: none); or those
     of other `sites` (the worker processes')."""
-    sites = r.data_sites if sites is None else sites
+    sites = r.sites.data if sites is None else sites
     top = sites[0] if sites else None
     return round(top.samples / top.share_of_data) if top is not None and top.share_of_data > 0 else 0
 
@@ -150,7 +150,7 @@ def _enough_samples(r: WatchResult, sites: list[DataSite] | None = None) -> bool
 def _top_line(r: WatchResult) -> DataSite | None:
     """The line of the user's own code the most samples of the wait name, where it holds DATA_SITE_SHARE of them;
     else the worker processes' (their own samples, taken while they made batches)."""
-    for sites in (r.data_sites, r.worker_sites):
+    for sites in (r.sites.data, r.sites.workers):
         if _enough_samples(r, sites):
             found = next((d for d in sites if d.code and not d.machinery and d.share_of_data >= DATA_SITE_SHARE), None)
             if found is not None:
@@ -160,10 +160,10 @@ def _top_line(r: WatchResult) -> DataSite | None:
 
 def _worker_sites_note(r: WatchResult) -> str:
     """What the worker processes ran while they made batches, by their own stack samples (from DATA_SITE_SAMPLES)."""
-    named = [d for d in r.worker_sites[:3] if d.share_of_data >= DATA_SITE_SHARE]
-    if not _enough_samples(r, r.worker_sites) or not named:
+    named = [d for d in r.sites.workers[:3] if d.share_of_data >= DATA_SITE_SHARE]
+    if not _enough_samples(r, r.sites.workers) or not named:
         return ""
-    return (f"; in the worker processes, of the {_samples_of_wait(r, r.worker_sites)} stack samples taken while they "
+    return (f"; in the worker processes, of the {_samples_of_wait(r, r.sites.workers)} stack samples taken while they "
             f"made batches: " + "; ".join(_site_text(d) for d in named))
 
 
@@ -174,7 +174,7 @@ def _kept_by_a_cheaper_item(r: WatchResult, share: float) -> tuple[float, str]:
     the evidence adds to its upper bound."""
     if not _enough_samples(r):
         return 0.0, ""
-    own = [d for d in r.data_sites if d.machinery and d.machinery != WORKER_WAIT]
+    own = [d for d in r.sites.data if d.machinery and d.machinery != WORKER_WAIT]
     part = sum(d.share_of_data for d in own)
     if not part:
         return 0.0, ""
@@ -184,9 +184,9 @@ def _kept_by_a_cheaper_item(r: WatchResult, share: float) -> tuple[float, str]:
 
 
 def _data_sites_note(r: WatchResult, share: float) -> str:
-    """What the DataLoader ran while the script waited on it, by the stack samples (`WatchResult.data_sites`):
+    """What the DataLoader ran while the script waited on it, by the stack samples (`WatchResult.sites.data`):
     the top sites, each with its share of the samples and the share of the run's time that is of the wait."""
-    named = [d for d in r.data_sites[:3] if d.share_of_data >= DATA_SITE_SHARE]
+    named = [d for d in r.sites.data[:3] if d.share_of_data >= DATA_SITE_SHARE]
     if not _enough_samples(r) or not named:
         return ""
     parts = [f"{_site_text(d)} (about {d.share_of_data * share:.0%} of the run's time)" for d in named]
@@ -204,12 +204,12 @@ def _site_text(d: DataSite) -> str:
 def busiest_loader(r: WatchResult) -> LoaderInfo | None:
     """The loader that handed out the most batches to the training steps while watched (the training set's: a
     validation loader's batches, asked during evaluations, are not the steps')."""
-    return max(r.loaders, key=lambda ld: ld.batches - ld.evaluation_batches, default=None)
+    return max(r.loaders.each, key=lambda ld: ld.batches - ld.evaluation_batches, default=None)
 
 
 def loader_candidate(r: WatchResult) -> bool:
     """Whether the run waited on data enough for `input_bound`: the loader probes are worth running."""
-    return bool(r.loaders) and r.phases["data"].share >= DATA_SHARE and bool(r.median_ms)
+    return bool(r.loaders.each) and r.phases["data"].share >= DATA_SHARE and bool(r.steps.median_ms)
 
 
 def _batched_action(loader: LoaderInfo, workers: int) -> str:
@@ -223,8 +223,8 @@ def _batched_action(loader: LoaderInfo, workers: int) -> str:
 def _threads_beside(r: WatchResult, c: Context, workers: int) -> int:
     """torch's intra-op threads beside `workers` worker processes: as many as the hardware threads the workers
     leave (an OpenMP op waits for each of its threads to get a core), never more than now."""
-    if r.torch_threads + workers <= c.logical_threads:
-        return r.torch_threads
+    if r.process.torch_threads + workers <= c.logical_threads:
+        return r.process.torch_threads
     return max(1, c.logical_threads - workers)
 
 
@@ -242,16 +242,16 @@ def _with_workers(r: WatchResult, c: Context, share: float, workers: int, sugges
     of the handover) spread over the cores. Cores are taken to run in parallel at full speed: an upper bound (two
     worker processes on a 2-vCPU VM made batches of tiny torch ops 1.3x to 1.6x faster than one, not 2x)."""
     busy = 1 - share
-    if workers and r.median_ms:
+    if workers and r.steps.median_ms:
         return _more_workers(r, c, workers, suggest)
-    if c.handover is None or not r.median_ms:  # the making spread over `suggest` workers, the handover unknown
+    if c.handover is None or not r.steps.median_ms:  # the making spread over `suggest` workers, the handover unknown
         return max(busy, share / suggest), suggest, ""
     step = _run_step_ms(r)
     hand, main = c.handover.wall_ms / step, c.handover.main_ms / step
     cores = max(1, c.physical_cores)
-    used = (r.process_cpu_percent or 0.0) / 100
-    compute_cores = min(float(r.torch_threads), max(1.0, (used - share) / busy if used and busy > 0 else
-                                                    float(min(r.torch_threads, cores))))
+    used = (r.process.cpu_percent or 0.0) / 100
+    compute_cores = min(float(r.process.torch_threads), max(1.0, (used - share) / busy if used and busy > 0 else
+                                                    float(min(r.process.torch_threads, cores))))
     plans = []
     for k in range(1, suggest + 1):
         slower = compute_cores / min(compute_cores, _threads_beside(r, c, k))
@@ -262,7 +262,7 @@ def _with_workers(r: WatchResult, c: Context, share: float, workers: int, sugges
            f"{c.handover.main_ms:.2f} ms of it in the training process (measured after the run), against "
            f"{share * step:.2f} ms to make one here")
     if compute_cores > 1.05:
-        told = "the process's CPU use" if used else f"taken as its {r.torch_threads} intra-op threads' worth, unsampled"
+        told = "the process's CPU use" if used else f"taken as its {r.process.torch_threads} intra-op threads' worth, unsampled"
         why += (f"; the step's compute kept {compute_cores:.1f} cores busy ({told}), with "
                 f"{_threads_beside(r, c, best)} intra-op thread(s) beside {best} worker(s)")
     return new, best, why
@@ -295,15 +295,15 @@ def _more_workers(r: WatchResult, c: Context, workers: int, suggest: int) -> tup
     own = _own_share(r)
     main = c.handover.main_ms / step if c.handover is not None else 0.0
     cores = max(1, c.physical_cores)
-    spent = r.loader_workers
-    cpu = spent.cpu_ms_per_batch * spent.batches / r.steps_measured / step if spent and r.steps_measured else None
+    spent = r.machine.loader_workers
+    cpu = spent.cpu_ms_per_batch * spent.batches / r.steps.measured / step if spent and r.steps.measured else None
     plans = [(max(own + main, workers / k if cpu is None else max(cpu / k, (own + main + cpu) / cores)), k)
              for k in range(workers + 1, suggest + 1)]  # the caller asks only where suggest > workers
     new, best = min(plans)
     if spent is None or cpu is None:
         return new, best, (f"; with {best} workers, each making a batch as long as now, they would hand the batches "
                            f"over {best / workers:.1f}x as fast at best (their CPU time unmeasured)")
-    every = r.steps_measured * step / spent.batches
+    every = r.steps.measured * step / spent.batches
     return new, best, (f"; the worker processes handed over {spent.batches} batches while measured (one every "
                        f"{every:.2f} ms), running {spent.cpu_ms_per_batch:.2f} ms of CPU for each (measured): "
                        f"{cpu * step:.2f} ms a step, {cpu * step / best:.2f} ms on each of {best} workers at best, "
@@ -312,11 +312,11 @@ def _more_workers(r: WatchResult, c: Context, workers: int, suggest: int) -> tup
 
 def h2d_bound(r: WatchResult, c: Context) -> Verdict | None:
     share = r.phases["h2d"].share
-    if share < H2D_SHARE or not r.median_ms:
+    if share < H2D_SHARE or not r.steps.median_ms:
         return None
-    step, h2d = r.median_ms, _ms(r, "h2d")
-    mib = r.h2d_bytes_per_step / 2**20
-    kinds = ", ".join(f"{k} {v / 2**20:.0f} MiB" for k, v in r.h2d_bytes_by_kind.items())
+    step, h2d = r.steps.median_ms, _ms(r, "h2d")
+    mib = r.steps.h2d_bytes_per_step / 2**20
+    kinds = ", ".join(f"{k} {v / 2**20:.0f} MiB" for k, v in r.model.h2d_bytes_by_kind.items())
     evidence = (f"host-to-device copies of {mib:.1f} MiB per step take {h2d:.2f} ms of {step:.2f} ms ({share:.0%})"
                 + (f"; in all: {kinds}" if kinds else ""))
     action = ("keep a dataset that fits on the device there once; otherwise DataLoader(pin_memory=True) and "

@@ -33,12 +33,12 @@ SMALL_BATCH = 256
 
 def sync_bound(r: WatchResult, c: Context) -> Verdict | None:
     share = r.phases["sync"].share
-    if r.device != "cuda" or share < SYNC_SHARE or r.syncs_per_step < 1 or not r.median_ms:
+    if r.model.device != "cuda" or share < SYNC_SHARE or r.steps.syncs_per_step < 1 or not r.steps.median_ms:
         return None
-    step, sync = r.median_ms, _ms(r, "sync")
-    top = r.sync_sites[0] if r.sync_sites else None
+    step, sync = r.steps.median_ms, _ms(r, "sync")
+    top = r.reads.sync_sites[0] if r.reads.sync_sites else None
     where = f"; most at {top.where} ({top.op}, {top.count} times)" if top else ""
-    evidence = f"{r.syncs_per_step:.1f} host reads of device data per step take {sync:.2f} ms of {step:.2f} ms ({share:.0%}){where}"
+    evidence = f"{r.steps.syncs_per_step:.1f} host reads of device data per step take {sync:.2f} ms of {step:.2f} ms ({share:.0%}){where}"
     action = ("keep per-step values on the device (e.g. write the loss into a preallocated tensor) and read "
               "them every N steps; avoid .item()/print(tensor)/float(tensor) inside the step")
     # without the sync the host runs ahead: step time becomes max(host work, device work) instead of their sum
@@ -52,20 +52,20 @@ def launch_bound(r: WatchResult, c: Context) -> Verdict | None:
     # anomaly detection's stacks and NaN checks are its own verdict's, not the ops' fixed cost
     stacks, checks, check_ops = _anomaly(r)
     compute = _compute_ms(r) - stacks - checks
-    ops = (r.ops_per_step or 0.0) - check_ops
-    if r.device == "cpu":  # the ops that ran in forward, backward and the optimizer: a DataLoader's are not
-        ops -= (r.edge_ops_per_step or 0.0) + (r.other_ops_per_step or 0.0)
-    if ops <= 0 or compute <= 0 or not r.median_ms:
+    ops = (r.window.ops_per_step or 0.0) - check_ops
+    if r.model.device == "cpu":  # the ops that ran in forward, backward and the optimizer: a DataLoader's are not
+        ops -= (r.window.edge_ops_per_step or 0.0) + (r.window.other_ops_per_step or 0.0)
+    if ops <= 0 or compute <= 0 or not r.steps.median_ms:
         return None
-    step = r.median_ms
+    step = r.steps.median_ms
     per_op = compute * 1e3 / ops
-    if r.device == "cuda":
+    if r.model.device == "cuda":
         # the GPU's work against the host's time in forward+backward+optimizer: waiting on data or
         # on the disk leaves a GPU idle too, but that is not the launches' fault
         busy_ms = _gpu_busy_ms(r)
         if busy_ms is None or busy_ms / compute >= DEVICE_BUSY_LOW:
             return None
-        kernels = f"{r.kernels_per_step:.0f} kernels" if r.kernels_per_step else "kernels"
+        kernels = f"{r.window.kernels_per_step:.0f} kernels" if r.window.kernels_per_step else "kernels"
         evidence = (f"{ops:.0f} ops and {kernels} per step, {per_op:.1f} us of host time each; the GPU "
                     f"works {busy_ms * 1e3:.0f} us of the {compute:.2f} ms the host spends in forward+backward+optimizer "
                     f"({busy_ms / compute:.0%}, from {_busy_source(r)}): launching work costs more than doing it")
@@ -82,14 +82,14 @@ def launch_bound(r: WatchResult, c: Context) -> Verdict | None:
             return None
         if work * 1e3 / ops >= OP_WORK_DISPATCHES * c.dispatch_us:
             return None  # big ops running slow: not their fixed cost (a loaded machine, memory-bound ops)
-        which = " in forward, backward and the optimizer" if r.edge_ops_per_step is not None else ""
+        which = " in forward, backward and the optimizer" if r.window.edge_ops_per_step is not None else ""
         evidence = (f"{ops:.0f} ops per step{which} average {per_op:.1f} us each; their arithmetic "
-                    f"({(r.flops_per_step or 0.0) / 1e6:.2f} MFLOP) needs {arithmetic * 1e3:.1f} us at "
+                    f"({(r.window.flops_per_step or 0.0) / 1e6:.2f} MFLOP) needs {arithmetic * 1e3:.1f} us at "
                     f"{_rates_text(r, c)}, {arithmetic / compute:.0%} of the {compute:.2f} ms of "
                     f"forward+backward+optimizer: per-op overhead fills the step")
         action = ("do more work per op: a larger batch, or a captured or compiled step (trainspeed.fit replays "
                   "the step's ops without Python and compiles long jobs); intra-op threads do not help ops this small")
-        if r.compiled:
+        if r.window.compiled:
             action = ("the model is compiled already: what is left per op runs around its graph - the optimizer's "
                       "updates (fused=True, or the optimizer step compiled too), the loss, the graph's own guards and "
                       "calls; a larger batch, or trainspeed.fit, which captures the whole step with its optimizer; "
@@ -122,17 +122,17 @@ def _fused_cells(r: WatchResult, c: Context) -> tuple[float, str, str] | None:
     (`Context.cell_ms`): (ms a step saved, the evidence's words, the advice). The per-op model's bound does not
     see it: a fused layer does the sequence's arithmetic in one op (an LSTMCell loop ran 3.61x slower than nn.LSTM
     on training time where the per-op bound said 1.88x)."""
-    loop = r.cell_loop
+    loop = r.model.cell_loop
     if loop is None or c.cell_ms is None:
         return None
     stepped, whole = c.cell_ms
-    calls = max(r.model_calls_per_step or 1.0, 1.0)
+    calls = max(r.steps.model_calls_per_step or 1.0, 1.0)
     # the probe gives the ratio, the run the time: the loop took at most the run's forward and backward (a probe
     # on a machine busier than during the run read the loop slower, and a prediction of 3.70x where 2.26x was had)
     in_run = min(stepped * calls, _ms(r, "forward") + _ms(r, "backward"))
     saved = max(0.0, in_run * (1 - whole / stepped)) if stepped > 0 else 0.0
     words = (f"; an nn.{loop.kind}({loop.input_size}, {loop.hidden_size}) runs {loop.calls_per_step:.0f} times a step "
-             f"in a Python loop: over {loop.length(r.model_calls_per_step)} time steps on a batch of {r.batch_size}, forward and backward, that "
+             f"in a Python loop: over {loop.length(r.steps.model_calls_per_step)} time steps on a batch of {r.model.batch_size}, forward and backward, that "
              f"loop took {stepped:.2f} ms and {loop.layer()} over the same sequence {whole:.2f} ms (measured after "
              "the run)")
     advice = (f"run the sequence through {loop.layer()} in one call instead of the nn.{loop.kind} loop (one fused "
@@ -141,19 +141,19 @@ def _fused_cells(r: WatchResult, c: Context) -> tuple[float, str, str] | None:
 
 
 def small_batch(r: WatchResult, c: Context, launch: Verdict | None) -> Verdict | None:
-    if launch is None or r.batch_size is None or r.batch_size > SMALL_BATCH:
+    if launch is None or r.model.batch_size is None or r.model.batch_size > SMALL_BATCH:
         return None
-    micro = round(r.micro_batches_per_step or 1)
+    micro = round(r.steps.micro_batches_per_step or 1)
     if micro >= 2:
         return _micro_batches(r, c, micro)
-    calls = round(r.model_calls_per_step or 1)
-    evidence = (f"batch of {r.batch_size} on a step dominated by per-op overhead: a step costs about the same "
+    calls = round(r.steps.model_calls_per_step or 1)
+    evidence = (f"batch of {r.model.batch_size} on a step dominated by per-op overhead: a step costs about the same "
                 "whatever the batch, so samples per second grow with it")
-    action = (f"raise the batch size (try {r.batch_size * 4}) and scale the learning rate; `trainspeed memory` gives "
+    action = (f"raise the batch size (try {r.model.batch_size * 4}) and scale the learning rate; `trainspeed memory` gives "
               "the largest batch that fits")
-    if calls >= 2 and r.batch_size == 1:
-        if (r.model_calls_after_read or 0) >= (calls - 1) / 2:
-            after = min(r.model_calls_after_read or 0, calls - 1)
+    if calls >= 2 and r.model.batch_size == 1:
+        if (r.steps.model_calls_after_read or 0) >= (calls - 1) / 2:
+            after = min(r.steps.model_calls_after_read or 0, calls - 1)
             evidence = (f"the model is called {calls} times per step on a batch of 1, and before most calls the host "
                         f"read a tensor's value ({after:.0f} of them): each input waits for the last "
                         "output (an agent acting on the action it sampled, a decoder fed the token it picked), so "
@@ -164,7 +164,7 @@ def small_batch(r: WatchResult, c: Context, launch: Verdict | None) -> Verdict |
                       "and keep the observations, then recompute the rollout's log-probabilities in one batched "
                       "forward when updating")
             return Verdict("small_batch", evidence, action, None)
-        if (r.model_calls_chained or 0) < (calls - 1) / 2:
+        if (r.steps.model_calls_chained or 0) < (calls - 1) / 2:
             return _one_at_a_time(r, c, calls)
         evidence = (f"the model is called {calls} times per step on a batch of 1, each call given an earlier one's "
                     "output (a recurrent cell stepped by hand over a sequence): every call pays the per-op overhead "
@@ -193,9 +193,9 @@ def _micro_batches(r: WatchResult, c: Context, k: int) -> Verdict | None:
     """small_batch where a step accumulates gradients over k small micro-batches: each forward and backward
     pays the per-op overhead of the whole model for a few samples. One pass over all k of them runs the
     same ops once."""
-    batch = k * (r.batch_size or 0)
+    batch = k * (r.model.batch_size or 0)
     return _merged_passes(r, c, k, (
-        f"{k} forward and backward passes of a batch of {r.batch_size} per optimizer step (gradients "
+        f"{k} forward and backward passes of a batch of {r.model.batch_size} per optimizer step (gradients "
         "accumulated over micro-batches): {passes:.2f} ms of forward+backward per step, most of it per-op "
         "overhead that each pass pays again (predicted speed-up: forward, backward and the {around:.2f} ms of "
         f"torch ops around them run once per step instead of {k} times, the arithmetic as before)"),
@@ -210,33 +210,33 @@ def _merged_passes(r: WatchResult, c: Context, k: int, evidence: str, action: st
     outside every phase (the loss scaled by 1/k, a slice of the batch) each run once a step instead of k
     times; the optimizer and the script's own Python stay. `evidence` is formatted with `passes` and
     `around`, the milliseconds of forward+backward and of those ops."""
-    step = r.median_ms
+    step = r.steps.median_ms
     if not step or _compute_ms(r) <= 0:
         return None
     passes = _compute_part_ms(r, "forward", "backward")
-    if r.device == "cuda":
+    if r.model.device == "cuda":
         work = _gpu_busy_ms(r) or 0.0
     else:
         work = (_arithmetic_ms(r, c) or 0.0) + _op_work(r, c)[0]
-    around = min(_ms(r, "other"), (r.other_op_ms_per_step or 0.0) * _window_scale(r))
+    around = min(_ms(r, "other"), (r.window.other_op_ms_per_step or 0.0) * _window_scale(r))
     saved = (max(0.0, passes - work) + around) * (1 - 1 / k)
     return Verdict("small_batch", evidence.format(passes=passes, around=around), action, _step_speedup(r, step, step - saved))
 
 
 def cpu_faster(r: WatchResult, c: Context, launch: Verdict | None) -> Verdict | None:
-    if r.device != "cuda" or launch is None or not r.kernels_per_step or not r.median_ms or c.cuda_op_us is None:
+    if r.model.device != "cuda" or launch is None or not r.window.kernels_per_step or not r.steps.median_ms or c.cuda_op_us is None:
         return None
     # the same step on the CPU: the host work stays (Python, autograd, dispatch), each kernel launch
     # becomes a CPU op's dispatch, the waits for the GPU (reads) and the copies to it go, and the
     # arithmetic runs at the CPU's measured rate
-    step = r.median_ms
+    step = r.steps.median_ms
     per_launch = max(0.0, c.cuda_op_us - c.dispatch_us)
-    launches_ms = r.kernels_per_step * per_launch / 1e3
+    launches_ms = r.window.kernels_per_step * per_launch / 1e3
     cpu_step = step - _ms(r, "sync") - _ms(r, "h2d") - launches_ms + (_arithmetic_ms(r, c) or 0.0)
     if cpu_step >= step:
         return None
     evidence = (f"predicted CPU step {cpu_step:.2f} ms against {step:.2f} ms measured on the GPU: the GPU step "
-                f"less its reads and copies ({_ms(r, 'sync') + _ms(r, 'h2d'):.2f} ms) and {r.kernels_per_step:.0f} "
+                f"less its reads and copies ({_ms(r, 'sync') + _ms(r, 'h2d'):.2f} ms) and {r.window.kernels_per_step:.0f} "
                 f"launches at {per_launch:.1f} us each (a tiny CUDA op measured {c.cuda_op_us:.1f} us "
                 f"here, a CPU op {c.dispatch_us:.1f} us), plus the arithmetic at this CPU's measured "
                 f"{c.matmul_gflops:.0f} GFLOP/s")

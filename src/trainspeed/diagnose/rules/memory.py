@@ -20,13 +20,13 @@ through its hooks, the recomputed segments' graph) is not in the module calls.""
 
 
 def memory_pressure(r: WatchResult, c: Context) -> Verdict | None:
-    if not r.peak_memory_bytes or not r.memory_capacity_bytes:
+    if not r.process.peak_memory_bytes or not r.process.memory_capacity_bytes:
         return None
-    share = r.peak_memory_bytes / r.memory_capacity_bytes
+    share = r.process.peak_memory_bytes / r.process.memory_capacity_bytes
     if share < MEMORY_SHARE:
         return None
-    where = "GPU memory" if r.device == "cuda" else "RAM"
-    evidence = (f"peak {r.peak_memory_bytes / 2**30:.1f} GiB of {r.memory_capacity_bytes / 2**30:.1f} GiB {where} "
+    where = "GPU memory" if r.model.device == "cuda" else "RAM"
+    evidence = (f"peak {r.process.peak_memory_bytes / 2**30:.1f} GiB of {r.process.memory_capacity_bytes / 2**30:.1f} GiB {where} "
                 f"({share:.0%}): the caching allocator has no room left to avoid fragmentation or retries")
     fit = f"the largest batch that fits with a 10% margin is {c.largest_batch}" if c.largest_batch else \
         "`trainspeed memory` gives the largest batch that fits"
@@ -36,13 +36,13 @@ def memory_pressure(r: WatchResult, c: Context) -> Verdict | None:
 
 
 def recompute_heavy(r: WatchResult, c: Context) -> Verdict | None:
-    ms, step = r.recompute_ms_per_step, r.median_ms
+    ms, step = r.steps.recompute_ms_per_step, r.steps.median_ms
     if not ms or not step or ms < RECOMPUTE_SHARE * step:
         return None
-    where = "GPU memory" if r.device == "cuda" else "RAM"
-    peak = (f"; the run's peak memory was {r.peak_memory_bytes / 2**30:.2f} GiB of {r.memory_capacity_bytes / 2**30:.1f}"
-            f" GiB {where} ({r.peak_memory_bytes / r.memory_capacity_bytes:.0%})"
-            if r.peak_memory_bytes and r.memory_capacity_bytes else "")
+    where = "GPU memory" if r.model.device == "cuda" else "RAM"
+    peak = (f"; the run's peak memory was {r.process.peak_memory_bytes / 2**30:.2f} GiB of {r.process.memory_capacity_bytes / 2**30:.1f}"
+            f" GiB {where} ({r.process.peak_memory_bytes / r.process.memory_capacity_bytes:.0%})"
+            if r.process.peak_memory_bytes and r.process.memory_capacity_bytes else "")
     evidence = (f"activation checkpointing recomputes forwards inside backward: module calls there took {ms:.2f} ms "
                 f"of the {step:.2f} ms step ({ms / step:.0%}; part of the backward phase){peak} (predicted speed-up: the "
                 "step without those calls, a floor: checkpointing's own work in backward is not counted)")
@@ -68,7 +68,7 @@ PAGE_FAULT_PROBE_BYTES = 2**20
 
 def page_faults_candidate(r: WatchResult) -> bool:
     """Whether the run took enough fresh pages a step to be worth probing what one costs."""
-    return bool(r.page_faults_per_step and r.page_faults_per_step * mmap.PAGESIZE >= PAGE_FAULT_PROBE_BYTES)
+    return bool(r.machine.page_faults_per_step and r.machine.page_faults_per_step * mmap.PAGESIZE >= PAGE_FAULT_PROBE_BYTES)
 
 
 UNWATCHED_MORE = 1.5
@@ -77,7 +77,7 @@ doctor's own memory changed how often the allocator hands memory back, and the u
 
 
 def page_faults(r: WatchResult, c: Context) -> Verdict | None:
-    watched, early, step, us = r.page_faults_per_step, r.page_faults_early_per_step, r.median_ms, c.page_fault_us
+    watched, early, step, us = r.machine.page_faults_per_step, r.machine.page_faults_early_per_step, r.steps.median_ms, c.page_fault_us
     if not watched or not step or us is None:
         return None
     unwatched = early is not None and early >= UNWATCHED_MORE * watched

@@ -21,25 +21,25 @@ REBUILT_PER_STEP = 0.5  # a new optimizer built every other step or more often: 
 def optimizer_candidate(r: WatchResult) -> bool:
     """Whether the run's optimizer is worth probing fused: not fused already, and its phase a fifth of the step
     (not when a new optimizer is built every step: its phase then holds the new one's making of its state)."""
-    opt = r.optimizer
-    return bool(opt is not None and not opt.fused and r.median_ms and not rebuilt_candidate(r) and
-                _compute_part_ms(r, "optimizer") >= OPTIMIZER_SHARE * r.median_ms)
+    opt = r.optimizers.info
+    return bool(opt is not None and not opt.fused and r.steps.median_ms and not rebuilt_candidate(r) and
+                _compute_part_ms(r, "optimizer") >= OPTIMIZER_SHARE * r.steps.median_ms)
 
 
 def rebuilt_candidate(r: WatchResult) -> bool:
     """Whether the script builds a new optimizer every other step or more often (inside its loop)."""
-    return r.optimizers_built >= 2 and r.optimizers_built >= REBUILT_PER_STEP * r.steps_seen
+    return r.optimizers.built >= 2 and r.optimizers.built >= REBUILT_PER_STEP * r.steps.seen
 
 
 def optimizer_rebuilt(r: WatchResult, c: Context) -> Verdict | None:
     """A new optimizer built inside the loop: its construction on every step, and its first step making its
     state (zeroed moment or momentum tensors) anew each time. Predicted from the doctor's probe after the run:
     building one and stepping it once against a step of one kept, on the run's parameter shapes."""
-    step = r.median_ms
+    step = r.steps.median_ms
     if not rebuilt_candidate(r) or not step:
         return None
-    kind = r.optimizer.kind if r.optimizer is not None else "optimizer"
-    built = r.optimizer_build_ms or 0.0
+    kind = r.optimizers.info.kind if r.optimizers.info is not None else "optimizer"
+    built = r.optimizers.build_ms or 0.0
     if c.rebuild_ms is not None:
         fresh, kept = c.rebuild_ms
         saved = max(fresh - kept, built)
@@ -49,8 +49,8 @@ def optimizer_rebuilt(r: WatchResult, c: Context) -> Verdict | None:
     else:
         saved = built
         how = " (predicted speed-up: the step less the construction alone, a lower bound)"
-    saved *= min(1.0, r.optimizers_built / max(1, r.steps_seen))
-    evidence = (f"a new {kind} was built {r.optimizers_built} times in {r.steps_seen} steps ({built:.3f} ms each in "
+    saved *= min(1.0, r.optimizers.built / max(1, r.steps.seen))
+    evidence = (f"a new {kind} was built {r.optimizers.built} times in {r.steps.seen} steps ({built:.3f} ms each in "
                 f"its constructor): each starts with no state and makes it at its first step{how}")
     action = ("build the optimizer once, before the loop, and keep it: a new one also throws away its state at every "
               "step (SGD's momentum buffers, Adam's moment estimates and step count), so the run does not train as the "
@@ -62,11 +62,11 @@ def optimizer_rebuilt(r: WatchResult, c: Context) -> Verdict | None:
 def optimizer_heavy(r: WatchResult, c: Context) -> Verdict | None:
     """The optimizer step, a few ops per parameter tensor one tensor at a time, against the same class fused
     (one kernel for every tensor), both measured on the run's parameter shapes after the run."""
-    if not optimizer_candidate(r) or c.optimizer_ms is None or r.optimizer is None:
+    if not optimizer_candidate(r) or c.optimizer_ms is None or r.optimizers.info is None:
         return None
-    step, opt = r.median_ms or 0.0, _compute_part_ms(r, "optimizer")
+    step, opt = r.steps.median_ms or 0.0, _compute_part_ms(r, "optimizer")
     configured, fused = c.optimizer_ms
-    steps = max(1, round(r.optimizer_steps_per_step or 1))  # the phase holds every optimizer's step (a GAN's two)
+    steps = max(1, round(r.steps.optimizer_steps_per_step or 1))  # the phase holds every optimizer's step (a GAN's two)
     if configured > 0 and opt > PROBE_CONTRADICTS * configured * steps:
         return None  # the phase is not the optimizer's arithmetic: the machine was busy, or the step waited
     # the phase at the probe's ratio: in the run each step comes after forward and backward have turned the
@@ -74,9 +74,9 @@ def optimizer_heavy(r: WatchResult, c: Context) -> Verdict | None:
     saved = opt * max(0.0, 1 - fused / configured) if configured > 0 else 0.0
     if saved < OPTIMIZER_GAIN * step:
         return None
-    o = r.optimizer
+    o = r.optimizers.info
     how = ("foreach=True" if o.foreach else "foreach=False" if o.foreach is False else
-           "torch's default, one tensor at a time on a CPU" if r.device != "cuda" else "torch's default, foreach")
+           "torch's default, one tensor at a time on a CPU" if r.model.device != "cuda" else "torch's default, foreach")
     others = (f"; {steps} optimizer steps run each step, this one's and {steps - 1} of other optimizers (a GAN's "
               "other network, an actor-critic's critic)" if steps > 1 else "")
     evidence = (f"optimizer.step and zero_grad take {opt:.2f} ms of the {step:.2f} ms step ({opt / step:.0%}): "

@@ -41,10 +41,10 @@ def counted(what: str, count: int, seen: int, steps: int) -> str:
 def save_interval(r: WatchResult) -> tuple[int, int] | None:
     """checkpoint_heavy's interval in steps (the run's times `checkpoint_factor`) and the saves it makes in this
     run; None where the run's saves had no interval (one save, or saves not told apart)."""
-    if not r.saves_every_steps:
+    if not r.checkpoints.every_steps:
         return None
-    every = math.ceil(r.saves_every_steps * checkpoint_factor(r))
-    return every, at_interval(r.steps_seen, every)
+    every = math.ceil(r.checkpoints.every_steps * checkpoint_factor(r))
+    return every, at_interval(r.steps.seen, every)
 
 
 def eval_interval(r: WatchResult) -> tuple[int, int] | None:
@@ -54,25 +54,25 @@ def eval_interval(r: WatchResult) -> tuple[int, int] | None:
     if ev is None or not ev.every_steps:
         return None
     every = math.ceil(ev.every_steps * EVAL_LESS)
-    return every, max(1, at_interval(r.steps_seen, every))
+    return every, max(1, at_interval(r.steps.seen, every))
 
 
 def checkpoint_heavy(r: WatchResult, c: Context) -> Verdict | None:
     share = r.phases["checkpoint"].share
-    if share < CHECKPOINT_SHARE or not r.median_ms:
+    if share < CHECKPOINT_SHARE or not r.steps.median_ms:
         return None
     evidence = f"saving checkpoints took {_burst_note(r, 'checkpoint')}"
-    if r.saves:
-        calls = f" of {r.save_calls} torch.save calls" if r.save_calls > r.saves else ""
-        evidence += f" ({r.saves} checkpoints{calls} in the run" + (f", one every {r.saves_every_steps:.0f} steps)"
-                                                                   if r.saves_every_steps else ")")
+    if r.checkpoints.saves:
+        calls = f" of {r.checkpoints.calls} torch.save calls" if r.checkpoints.calls > r.checkpoints.saves else ""
+        evidence += f" ({r.checkpoints.saves} checkpoints{calls} in the run" + (f", one every {r.checkpoints.every_steps:.0f} steps)"
+                                                                   if r.checkpoints.every_steps else ")")
     factor = checkpoint_factor(r)
     interval = save_interval(r)
     keep = 1 / factor
-    if interval is not None and r.saves:
+    if interval is not None and r.checkpoints.saves:
         every, count = interval
-        keep = min(1.0, count / r.saves)
-        action = (f"save every {every} steps ({counted('checkpoint', count, r.saves, r.steps_seen)}), or hand the "
+        keep = min(1.0, count / r.checkpoints.saves)
+        action = (f"save every {every} steps ({counted('checkpoint', count, r.checkpoints.saves, r.steps.seen)}), or hand the "
                   "state_dict copy to a background thread")
     elif _ms(r, "checkpoint") > 0:  # the median step saves: the script saves every step (or nearly)
         action = f"save every {factor} steps instead of every step, or hand the state_dict copy to a background thread"
@@ -85,7 +85,7 @@ def evaluation_heavy(r: WatchResult, c: Context) -> Verdict | None:
     """Evaluation (model.eval() to model.train(), or the model called under torch.no_grad()) a large share of the
     run: no training happens then."""
     ev = r.evaluation
-    if ev is None or ev.share < EVAL_SHARE or not r.median_ms:
+    if ev is None or ev.share < EVAL_SHARE or not r.steps.median_ms:
         return None
     every = f", one every {ev.every_steps:.0f} steps" if ev.every_steps else ""
     told = {"model.eval()": "from model.eval() until the model trains again",
@@ -96,11 +96,11 @@ def evaluation_heavy(r: WatchResult, c: Context) -> Verdict | None:
     if interval is not None and seen:
         new, count = interval
         keep = min(1.0, count / seen)
-        less, how = f"every {new} steps ({counted('evaluation', count, seen, r.steps_seen)})", f"every {new} steps"
+        less, how = f"every {new} steps ({counted('evaluation', count, seen, r.steps.seen)})", f"every {new} steps"
     else:
         keep, less, how = 1 / EVAL_LESS, "less often", f"{EVAL_LESS} times less often"
     evidence = (f"evaluation ({told.get(ev.by, ev.by)}) took {ev.share:.0%} of the measured run's time: {seen} "
-                f"evaluations in the run{every}{timed}, {ev.mean_ms:.1f} ms each, beside a {r.median_ms:.2f} ms "
+                f"evaluations in the run{every}{timed}, {ev.mean_ms:.1f} ms each, beside a {r.steps.median_ms:.2f} ms "
                 f"training step (predicted speed-up: evaluating {how})")
     action = (f"evaluate {less}, or on a fixed subset of the validation data; and under torch.inference_mode() with "
               "the largest batch that fits (evaluation keeps no gradients or activations), so the same data costs "

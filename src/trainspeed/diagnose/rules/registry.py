@@ -48,7 +48,7 @@ def diagnose(r: WatchResult, c: Context) -> list[Verdict]:
     load = {thread_oversubscription: thread_oversubscription(r, c), threads_unused: threads_unused(r, c)}
     # only where other processes held the cores: a script's own threads and workers waiting for each other are its
     # own cost, judged as it is alone
-    measured, net = r, without_wait(r) if (r.others_cpu_cores or 0.0) >= OTHERS_BUSY else None
+    measured, net = r, without_wait(r) if (r.machine.others_cpu_cores or 0.0) >= OTHERS_BUSY else None
     r = net or r
     launch = launch_bound(r, c)
     host = host_code_heavy(r, c)
@@ -58,9 +58,9 @@ def diagnose(r: WatchResult, c: Context) -> list[Verdict]:
     }
     verdicts = (given[rule] if rule in given else rule(r, c) for rule in ORDER)
     found = [v for v in verdicts if v is not None]
-    if net is not None and measured.median_ms and net.median_ms:
-        judged = (f" (judged on the phases less their waits for a core: a median step of {net.median_ms:.2f} ms "
-                  f"against the {measured.median_ms:.2f} ms measured)")
+    if net is not None and measured.steps.median_ms and net.steps.median_ms:
+        judged = (f" (judged on the phases less their waits for a core: a median step of {net.steps.median_ms:.2f} ms "
+                  f"against the {measured.steps.median_ms:.2f} ms measured)")
         found = [v if v in load.values() else replace(v, evidence=v.evidence + judged) for v in found]
     found.sort(key=lambda v: v.predicted_speedup or 1.0, reverse=True)
     if not any(v.predicted_speedup and v.predicted_speedup >= HEALTHY_BELOW for v in found):

@@ -37,10 +37,10 @@ def threads_candidate(r: WatchResult, physical_cores: int, usable: int | None = 
     DataLoader workers (then torch's threads alone use the cores, and a matmul at each count tells what the
     advice buys; with workers, fewer threads may leave them their cores) and, for fewer, no other process kept
     cores busy and the process may use more CPUs (`usable`: hardware.cpu.usable_cores); None otherwise."""
-    if r.device != "cpu" or any(ld.num_workers for ld in r.loaders):
+    if r.model.device != "cpu" or any(ld.num_workers for ld in r.loaders.each):
         return None
     target = max(1, _cores(physical_cores, usable))
-    if r.torch_threads > target or (r.torch_threads < target and (r.others_cpu_cores or 0.0) < OTHERS_BUSY):
+    if r.process.torch_threads > target or (r.process.torch_threads < target and (r.machine.others_cpu_cores or 0.0) < OTHERS_BUSY):
         return target
     return None
 
@@ -48,7 +48,7 @@ def threads_candidate(r: WatchResult, physical_cores: int, usable: int | None = 
 def matmul_side(r: WatchResult) -> int:
     """The side of a square matmul as big as the run's dearest matrix op's average call (from the profiler
     window's FLOPs), for probes that should multiply matrices of the run's size; 256 without one."""
-    rows = [row for row in r.op_times or [] if row.arithmetic and row.flops and row.calls]
+    rows = [row for row in r.window.op_times or [] if row.arithmetic and row.flops and row.calls]
     if not rows:
         return 256
     row = max(rows, key=lambda row: row.ms)
@@ -57,17 +57,17 @@ def matmul_side(r: WatchResult) -> int:
 
 def thread_oversubscription(r: WatchResult, c: Context) -> Verdict | None:
     # the busiest loader's workers: a training and a validation loader take turns (an idle worker waits unscheduled)
-    workers = max((ld.num_workers for ld in r.loaders), default=0)
-    busy_threads = r.torch_threads + workers
+    workers = max((ld.num_workers for ld in r.loaders.each), default=0)
+    busy_threads = r.process.torch_threads + workers
     cores = _cores(c.physical_cores, c.usable_cores)
-    if r.torch_threads > cores or busy_threads > min(c.logical_threads, c.usable_cores or c.logical_threads):
+    if r.process.torch_threads > cores or busy_threads > min(c.logical_threads, c.usable_cores or c.logical_threads):
         held = (f" ({c.usable_cores} of them this process may use: its affinity or cgroup quota)"
                 if cores < c.physical_cores else "")
-        several = sum(1 for ld in r.loaders if ld.num_workers) > 1
-        evidence = (f"torch uses {r.torch_threads} intra-op threads beside {workers} DataLoader worker process"
+        several = sum(1 for ld in r.loaders.each if ld.num_workers) > 1
+        evidence = (f"torch uses {r.process.torch_threads} intra-op threads beside {workers} DataLoader worker process"
                     f"{'es' if workers != 1 else ''}{' (the most any of its loaders has: they take turns)' if several else ''}"
                     f" on {c.physical_cores} cores / {c.logical_threads} hardware threads{held}")
-        evidence += _waited(r, judged=(r.others_cpu_cores or 0.0) >= OTHERS_BUSY) or ""
+        evidence += _waited(r, judged=(r.machine.others_cpu_cores or 0.0) >= OTHERS_BUSY) or ""
         keep = max(1, cores - workers)
         action = _set_threads(keep, "")
         predicted = None
@@ -90,8 +90,8 @@ def _thread_gain(r: WatchResult, c: Context, keep: int, tail: bool = True) -> tu
     if tail and c.thread_step_ms is not None:
         now, fixed = c.thread_step_ms
         text = (f"; a training step of the run's matrix size ({matmul_side(r)} wide) took {now:.2f} ms with "
-                f"{r.torch_threads} threads and {fixed:.2f} with {keep} (measured in turn after the run)")
-        if fixed >= now or not r.median_ms:
+                f"{r.process.torch_threads} threads and {fixed:.2f} with {keep} (measured in turn after the run)")
+        if fixed >= now or not r.steps.median_ms:
             return text, None
         work = _compute_ms(r)
         saved = work * (1 - fixed / now)
@@ -102,20 +102,20 @@ def _thread_gain(r: WatchResult, c: Context, keep: int, tail: bool = True) -> tu
     else:
         assert c.thread_gflops is not None
         now, fixed = c.thread_gflops
-        text = (f"; a matmul of the run's size ran at {now:.0f} GFLOP/s with {r.torch_threads} "
-                f"thread{'s' if r.torch_threads > 1 else ''} and {fixed:.0f} with {keep} (measured in turn after the "
+        text = (f"; a matmul of the run's size ran at {now:.0f} GFLOP/s with {r.process.torch_threads} "
+                f"thread{'s' if r.process.torch_threads > 1 else ''} and {fixed:.0f} with {keep} (measured in turn after the "
                 "run)")
-        if fixed <= now or not r.median_ms or not r.op_times:
+        if fixed <= now or not r.steps.median_ms or not r.window.op_times:
             return text, None
-        parallel = sum(row.ms for row in r.op_times if row.arithmetic) * _window_scale(r) + _op_work(r, c)[0]
+        parallel = sum(row.ms for row in r.window.op_times if row.arithmetic) * _window_scale(r) + _op_work(r, c)[0]
         saved = parallel * (1 - now / fixed)
         text += f" (predicted speed-up: {parallel:.2f} ms of matrix and other heavy ops per step at that ratio"
         bound = ""
     steady = steady_mean_ms(r)
-    if tail and steady is not None and steady[1] > r.median_ms:
+    if tail and steady is not None and steady[1] > r.steps.median_ms:
         mean, own, parts = steady
-        text += f", and the mean step's own tail, {own - r.median_ms:.2f} ms{_less(parts)}, gone{bound})"
-        return text, _speedup(mean, mean - (own - r.median_ms) - saved)
+        text += f", and the mean step's own tail, {own - r.steps.median_ms:.2f} ms{_less(parts)}, gone{bound})"
+        return text, _speedup(mean, mean - (own - r.steps.median_ms) - saved)
     return text + bound + ")", _speedup(_run_step_ms(r), _run_step_ms(r) - saved)
 
 
@@ -125,12 +125,12 @@ def threads_unused(r: WatchResult, c: Context) -> Verdict | None:
     matmul of the run's size at both counts (`Context.thread_gflops`). Not where DataLoader workers or other
     processes use the cores (`threads_candidate`)."""
     keep = threads_candidate(r, c.physical_cores, c.usable_cores)
-    if keep is None or r.torch_threads >= keep or c.thread_gflops is None:
+    if keep is None or r.process.torch_threads >= keep or c.thread_gflops is None:
         return None
     more, gain = _thread_gain(r, c, keep, tail=False)
     if gain is None or gain < THREADS_GAIN:
         return None
-    evidence = (f"torch uses {r.torch_threads} intra-op thread{'s' if r.torch_threads > 1 else ''} on "
+    evidence = (f"torch uses {r.process.torch_threads} intra-op thread{'s' if r.process.torch_threads > 1 else ''} on "
                 f"{c.physical_cores} cores" + more)
     action = (f"torch.set_num_threads({keep}) (or OMP_NUM_THREADS={keep}; a launcher or a library may have set it "
               "lower); `trainspeed sweep threads` measures the best value")
@@ -151,30 +151,30 @@ def _machine_busy(r: WatchResult, c: Context, workers: int) -> Verdict | None:
     """Other processes held the cores torch's threads count on (`machine_load`): an intra-op parallel region
     then waits a scheduler slice for its thread that lost its core, now and then, so the run's mean step
     outgrows its median."""
-    others = r.others_cpu_cores
-    if others is None or others < OTHERS_BUSY or r.torch_threads < 2 or \
-            r.torch_threads + workers + others <= c.logical_threads:
+    others = r.machine.others_cpu_cores
+    if others is None or others < OTHERS_BUSY or r.process.torch_threads < 2 or \
+            r.process.torch_threads + workers + others <= c.logical_threads:
         return None
     keep = max(1, math.floor(c.logical_threads - others - workers))
-    if keep >= r.torch_threads:
+    if keep >= r.process.torch_threads:
         return None
     evidence = (f"other processes kept {others:.1f} of this machine's {c.logical_threads} hardware threads busy while "
-                f"the steps were measured, beside torch's {r.torch_threads} intra-op threads and {workers} DataLoader "
+                f"the steps were measured, beside torch's {r.process.torch_threads} intra-op threads and {workers} DataLoader "
                 f"workers: a parallel op waits for each of its threads to get a core")
     action = _set_threads(keep, " while the machine is shared, or stop the other processes")
     waited = _waited(r, judged=True)  # other processes are busy here
     # the steps' own tail: the mean step (the clock's exact sums) less what other verdicts claim of it
     steady = steady_mean_ms(r)
-    median = r.median_ms or 0.0
+    median = r.steps.median_ms or 0.0
     tail = steady if steady is not None and median and steady[1] > median else None
     if tail is None and not waited:
         return None  # no tail of the steps' own, no wait read: nothing here says a step waited for a core
     if tail is not None:
         mean, own, parts = tail
         evidence += (f"; the mean step is {mean:.2f} ms against a median of {median:.2f} ms (p90 "
-                     f"{r.p90_ms or 0.0:.2f} ms){_less(parts, own)}")
+                     f"{r.steps.p90_ms or 0.0:.2f} ms){_less(parts, own)}")
     if waited:  # the waits were read: they, not the tail, are what the other processes cost
-        step, wait = r.mean_ms or median, waited_ms(r)
+        step, wait = r.steps.mean_ms or median, waited_ms(r)
         evidence += (f"{waited} (predicted speed-up: the step without that wait, as if the cores were the run's "
                      "own; fewer threads recover part of it)")
         return Verdict("thread_oversubscription", evidence, action, _speedup(step, step - wait), threads_lever(keep))
@@ -197,7 +197,7 @@ def _waited(r: WatchResult, judged: bool) -> str | None:
     wait = waited_ms(r)
     by_phase = sorted(((p.wait_ms or 0.0, name) for name, p in r.phases.items()), reverse=True)
     where = ", ".join(f"{name} {ms:.2f}" for ms, name in by_phase[:3] if ms > 0)
-    steal = f"; the VM's steal time {r.steal_share:.1%}" if r.steal_share is not None else ""
+    steal = f"; the VM's steal time {r.machine.steal_share:.1%}" if r.machine.steal_share is not None else ""
     judging = ", and the other verdicts are judged on the phases less their waits" if judged else ""
     return (f"; the training thread and its intra-op threads waited {wait:.2f} ms a step for a core ({share:.0%} "
             f"of the step: {where}{steal}; Linux's run-queue counts){judging}")
