@@ -49,6 +49,22 @@ def test_each_invariant_is_checked() -> None:
     # the mean under the 10 ms median: no tail to blame on the load
     under = dataclasses.replace(r, steps=dataclasses.replace(r.steps, mean_ms=9.0))
     assert "blames other processes for a tail the steps do not have" in inconsistencies(under, [load])[0]
+    # two verdicts that take out the same time: their parts of the run add up to more than the run
+    evaluations, data = Verdict("evaluation_heavy", "", "", 4.0), Verdict("input_bound", "", "", 2.0)
+    assert "evaluation_heavy and input_bound predict to save (75% + 50%) is the whole run or more" in \
+        inconsistencies(r, [evaluations, data])[0]
+    assert inconsistencies(r, [evaluations, Verdict("input_bound", "", "", 1.25)]) == []  # 75% + 20%
+    # beside busy processes the script's verdicts are judged on its run less the waits for a core: their parts are
+    # of that shorter run (an image classifier beside two busy processes, 2026-11-28: the waits 83% of the step, the
+    # data 30% of the rest)
+    waits = {p: dataclasses.replace(s, wait_ms=8.3 * s.share, wait_share=0.83, median_wait_share=0.83)
+             for p, s in r.phases.items()}
+    busy = dataclasses.replace(r, phases=waits, steps=dataclasses.replace(r.steps, mean_ms=10.0),
+                               machine=dataclasses.replace(r.machine, others_cpu_cores=1.5))
+    load, data = Verdict("thread_oversubscription", "", "", 1 / 0.17), Verdict("input_bound", "", "", 1 / 0.7)
+    assert inconsistencies(busy, [load, data]) == []  # 83% + 30% of the other 17%
+    quiet = dataclasses.replace(busy, machine=dataclasses.replace(r.machine, others_cpu_cores=0.0))
+    assert "predict to save (83% + 30%)" in inconsistencies(quiet, [load, data])[0]
     # unless the waits for a core were read (a Lightning run beside busy processes, 2026-11-28: mean 115 ms, median
     # 180 ms): the verdict then rests on them, and the mean and median say nothing about it
     waited = {p: dataclasses.replace(s, wait_ms=1.0 if p == "forward" else 0.0) for p, s in under.phases.items()}

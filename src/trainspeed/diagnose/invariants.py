@@ -11,12 +11,23 @@ from __future__ import annotations
 import os
 
 from trainspeed.diagnose.rules.common import MAX_PREDICTED, steady_mean_ms
+from trainspeed.diagnose.rules.registry import script_view
 from trainspeed.diagnose.verdict import Verdict
 from trainspeed.diagnose.without_wait import JUDGED_APART, waits_share
 from trainspeed.watch.result import WatchResult
 
 SHARE_TOLERANCE = 0.005
 """Shares are computed in floating point from sums: they may miss 1 by rounding, not by more."""
+
+
+CLAIMS_TIME = ("evaluation_heavy", "input_bound", "checkpoint_heavy", "thread_oversubscription")
+"""Verdicts that each take a part of the run's time out (the evaluations, the data waits, the saves, the waits
+for a core): each leaves the others' parts out of its own, so that their predictions can be combined, and the
+parts together are less than the run."""
+
+
+LOAD_VERDICTS = ("thread_oversubscription", "threads_unused")
+"""Judged on the run as measured; the other verdicts on `script_view` where other processes were busy."""
 
 
 class InconsistentReport(AssertionError):
@@ -68,6 +79,15 @@ def inconsistencies(w: WatchResult, verdicts: list[Verdict]) -> list[str]:
         p = v.predicted_speedup
         if p is not None and not 1.0 <= p <= MAX_PREDICTED:
             found.append(f"{v.id} predicts {p:.2f}x, outside 1x..{MAX_PREDICTED:.0f}x")
+    # the script's verdicts judged without the waits for a core claim parts of that shorter run
+    net, step = script_view(w), w.steps.mean_ms or w.steps.median_ms
+    scale = (net.steps.mean_ms or net.steps.median_ms or 0.0) / step if net is not None and step else 1.0
+    claims = {v.id: (1 - 1 / v.predicted_speedup) * (1.0 if v.id in LOAD_VERDICTS else scale) for v in verdicts
+              if v.id in CLAIMS_TIME and v.predicted_speedup and v.predicted_speedup >= 1}
+    if len(claims) > 1 and sum(claims.values()) >= 1 - SHARE_TOLERANCE:
+        found.append("the time " + " and ".join(claims) + " predict to save (" +
+                     " + ".join(f"{s:.0%}" for s in claims.values()) + ") is the whole run or more: one of them "
+                     "counts time another claims")
     return found
 
 

@@ -36,13 +36,17 @@ _TORCH = os.path.dirname(torch.__file__)
 _STDLIB = os.path.dirname(os.__file__)
 _SKIP = (_TORCH, os.path.dirname(os.path.dirname(os.path.abspath(__file__))), _STDLIB, "<frozen")
 TIMELINE_MAX = 20_000
-SWITCH_S = 0.0002
+SWITCH_S = 0.00002
 """The interpreter's switch interval while no other Python thread is busy. The sampler waits for the GIL, and with
 Python's 5 ms the main thread hands it over at its next release - most often a torch op - so the lines of a
 pure-Python loop got no samples and the torch op after it all of them (a generator's 3 ms of Python per batch: 48 of
-52 samples on its `yield torch.randn(...)`, none on the loop; 2026-11-23). At 0.2 ms the main thread hands it over
-where it is. While another Python thread is busy (OTHERS_BUSY) the script's interval stays: a shorter one would
-switch between them more often."""
+52 samples on its `yield torch.randn(...)`, none on the loop; 2026-11-23). A sample lands where the main thread
+hands the GIL over: at 0.2 ms, the next release of work shorter than that still drew the sample, and a Pillow
+augmentation line that released it for 150 us of each sample's 190 us was given 68% to 77% of the data wait's
+samples against the 60% its own clock read (examples/realistic/pil_augment.py, four runs, 2026-11-28); at 20 us,
+65% to 71%. The sampler asks for the GIL once a sample, so the shorter interval costs the main thread nothing more.
+While another Python thread is busy (OTHERS_BUSY) the script's interval stays: a shorter one would switch between
+them more often."""
 OTHERS_BUSY = 0.05
 """Python threads other than the main one and the sampler that used more than this share of a core since the last
 look are busy. Idle ones do not compete for the GIL: tqdm's monitor thread, started by any progress bar and asleep

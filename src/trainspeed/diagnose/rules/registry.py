@@ -42,13 +42,18 @@ HEALTHY_BELOW = 1.2
 """`compute_bound` (healthy) is added only where no verdict predicts this speed-up or more."""
 
 
+def script_view(r: WatchResult) -> WatchResult | None:
+    """The run the script's verdicts are judged on where other processes held the cores: its phases less their
+    waits for a core (`without_wait`); None where they were not busy (a script's own threads and workers waiting
+    for each other are its own cost, judged as it is alone)."""
+    return without_wait(r) if (r.machine.others_cpu_cores or 0.0) >= OTHERS_BUSY else None
+
+
 def diagnose(r: WatchResult, c: Context) -> list[Verdict]:
     """All verdicts that apply, most important (largest predicted gain) first; healthy last. Where the run's threads
     waited for a core (`without_wait`), the load verdicts see the run as it was and the others the script's part."""
     load = {thread_oversubscription: thread_oversubscription(r, c), threads_unused: threads_unused(r, c)}
-    # only where other processes held the cores: a script's own threads and workers waiting for each other are its
-    # own cost, judged as it is alone
-    measured, net = r, without_wait(r) if (r.machine.others_cpu_cores or 0.0) >= OTHERS_BUSY else None
+    measured, net = r, script_view(r)
     r = net or r
     launch = launch_bound(r, c)
     host = host_code_heavy(r, c)
