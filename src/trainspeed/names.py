@@ -26,6 +26,9 @@ WORKLOAD_NAMES = ("iris", "digits-cnn", "digits-aug", "mlp", "cnn", "transformer
 OPTIMIZER_NAMES = ("sgd", "sgd-momentum", "adam", "adamw", "rmsprop", "adagrad")
 """`memory --optimizer` values (`memory.optimizers`), in its order."""
 
+SHARD_MODES = ("ddp", "zero1", "fsdp", "fsdp-no-reshard")
+"""`memory --shard` values (`memory.sharded`): how a data-parallel world shares the step."""
+
 KNOB_SUMMARIES = {
     "record-every": "read the loss to the host (loss.item()) every N steps, or never",
     "batch-size": "samples per optimizer step",

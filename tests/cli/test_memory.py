@@ -106,6 +106,12 @@ def test_meta_failure_falls_back_to_measuring(tmp_path: Path, capsys: pytest.Cap
     (["memory", "iris-mlp", "--margin", "1.5"], "--margin"),
     (["memory", "trainspeed.workloads.zoo:DigitsCNN"], "--input-shape is needed"),
     (["memory", "iris-mlp", "--input-shape", "4", "--input-dtype", "int64"], "--input-high"),
+    (["memory", "gpt", "--world-size", "4"], "--world-size 4 needs --shard"),
+    (["memory", "gpt", "--world-size", "0", "--shard", "fsdp"], "positive integer"),
+    (["memory", "gpt", "--world-size", "2", "--shard", "fsdp2"], "invalid choice"),
+    (["memory", "gpt", "--world-size", "2", "--shard", "fsdp", "--measure"], "measured on its ranks under torchrun"),
+    (["memory", "gpt", "--world-size", "2", "--shard", "ddp", "--budget", "100KiB"],
+     "smaller than one rank's share of the parameters (535.0 KiB)"),
 ])
 def test_bad_input(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(argv) == 2
@@ -120,3 +126,23 @@ def test_cuda_device_without_cuda(monkeypatch: pytest.MonkeyPatch, capsys: pytes
     assert main(["memory", "iris-mlp", "--device", "cuda", "--budget", "16GiB", "--json", "-"]) == 0
     data = _json(capsys)
     assert data["bytes"]["total"] % 512 == 0 and data["max_batch"] > 0
+
+
+def test_one_rank_of_a_sharded_world(capsys: pytest.CaptureFixture[str]) -> None:
+    """`--world-size 4 --shard fsdp`: one rank's peak, its shards and the all-gathered parameters it holds, and the
+    largest per-rank batch; the fake process group is gone after."""
+    import torch.distributed as dist
+
+    assert main(["memory", "gpt", "--batch-size", "8", "--world-size", "4", "--shard", "fsdp", "--budget", "20MiB",
+                 "--json", "-"]) == 0
+    data = _json(capsys)
+    assert (data["world_size"], data["shard"]) == (4, "fsdp") and not dist.is_initialized()
+    whole = 136_960 * 4  # gpt's parameters in fp32 (the head tied to the embedding)
+    assert data["bytes"]["params"] == whole // 4 and data["bytes"]["optimizer"] >= 2 * whole // 4
+    assert data["bytes"]["unsharded"] > 0 and data["bytes"]["communication"] == 0
+    assert sum(v for k, v in data["bytes"].items() if k != "total") == data["bytes"]["total"]
+    assert data["max_batch"] > 8 and data["search"]["predicted_bytes"] <= 0.9 * 20 * 2**20
+    assert main(["memory", "gpt", "--batch-size", "8", "--world-size", "4", "--shard", "ddp"]) == 0
+    out = " ".join(capsys.readouterr().out.split())  # as one line, however the terminal wrapped it
+    assert "Peak of one rank's steady-state training step (the busiest of 4, ddp; batch 8 per rank)" in out
+    assert f"communication {whole / 1024:.1f} KiB" in out and "gradient buckets are added by size" in out

@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any
 
 from trainspeed._io import check_writable_file, emit
 from trainspeed.cli._common import add_json_option, console_for, positive_int
 from trainspeed.errors import UsageError
-from trainspeed.names import AMP_NAMES, INPUT_DTYPES, MEMORY_MARGIN, OPTIMIZER_NAMES, ZOO_NAMES
+from trainspeed.names import AMP_NAMES, INPUT_DTYPES, MEMORY_MARGIN, OPTIMIZER_NAMES, SHARD_MODES, ZOO_NAMES
 from trainspeed.units import parse_size
 
 if TYPE_CHECKING:
     import torch
 
-    from trainspeed.memory.result import MeasuredPeak
+    from trainspeed.memory.result import BatchSearch, MeasuredPeak, MemoryEstimate
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -34,6 +35,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="target device; without --budget its free memory (RAM or VRAM) is the budget")
     p.add_argument("--budget", metavar="SIZE", help="memory budget for the largest-batch search, e.g. 24GiB")
     p.add_argument("--margin", type=float, default=MEMORY_MARGIN, help="share of the budget kept free (default 0.1)")
+    p.add_argument("--world-size", type=positive_int, default=1, metavar="N",
+                   help="ranks of a data-parallel world (with --shard): the estimate is one rank's peak, "
+                        "--batch-size its own batch")
+    p.add_argument("--shard", choices=SHARD_MODES, default=None,
+                   help="how the ranks share the step: ddp (each holds everything), zero1 (optimizer state "
+                        "sharded), fsdp (FSDP2: parameters, gradients and state sharded; resharded after forward), "
+                        "fsdp-no-reshard (kept whole from forward to backward)")
     p.add_argument("--measure", action="store_true", help="also run real steps and measure the peak")
     add_json_option(p)
     p.set_defaults(run=run)
@@ -97,10 +105,8 @@ def run(args: argparse.Namespace) -> int:
 
     from trainspeed.memory.estimate import EstimateError, Estimator
     from trainspeed.memory.maxbatch import search_max_batch
-    from trainspeed.memory.measure import confirm_max_batch, measure_memory
-    from trainspeed.memory.result import BatchSearch, MemoryReport
-    from trainspeed.report.json import dumps, memory_dict
-    from trainspeed.report.text import memory_view
+    from trainspeed.memory.sharded import Sharding
+    from trainspeed.units import human_bytes
     from trainspeed.workloads.spec import resolve_model_spec
 
     if not 0 <= args.margin < 1:
@@ -109,6 +115,12 @@ def run(args: argparse.Namespace) -> int:
     if device == "cuda" and not torch.cuda.is_available() and (args.measure or args.budget is None):
         raise UsageError("--device cuda: CUDA is not available here (give --budget SIZE to estimate for a CUDA "
                          "target without measuring)")
+    if args.world_size > 1 and args.shard is None:
+        raise UsageError(f"--world-size {args.world_size} needs --shard ({', '.join(SHARD_MODES)}): how the ranks "
+                         "share the step")
+    if args.shard is not None and args.measure:
+        raise UsageError("--measure runs the step on one device here; a sharded step is measured on its ranks under "
+                         "torchrun (benchmarks/sharded_memory.py)")
     if args.json:
         check_writable_file(args.json)
     spec = resolve_model_spec(args.spec)
@@ -116,28 +128,46 @@ def run(args: argparse.Namespace) -> int:
     make_input = input_callable(shape, dtype, high)
     budget = _budget(args, device)
     common = dict(optimizer=args.optimizer, amp=args.amp, checkpointing=args.checkpointing, device=device)
+    sharding = Sharding(args.world_size, args.shard) if args.shard is not None else None
 
     notes: list[str] = []
     estimate = estimator = None
-    try:
-        estimator = Estimator(spec.factory, make_input, warm_batch=args.batch_size, **common)
-        estimate = estimator.estimate(args.batch_size)
-    except TypeError as e:
-        if "not an nn.Module" in str(e):
-            raise UsageError(f"{args.spec}: {e}") from None
-        raise
-    except EstimateError as e:
-        if e.bad_input and not args.measure:  # the model did not take the input it was given
-            dims = ", ".join(str(d) for d in shape)
-            raise UsageError(f"the model's forward does not accept input of shape (N, {dims}) ({str(dtype)[6:]}): "
-                             f"{e.cause} (--input-shape gives one sample's shape)") from None
-        if not args.measure:
-            raise UsageError(f"{e}; add --measure to measure on the real device instead") from None
-        notes.append(f"{e}; measured on the real device instead")
+    with ExitStack() as stack:
+        try:
+            estimator = stack.enter_context(Estimator(spec.factory, make_input, warm_batch=args.batch_size,
+                                                      sharding=sharding, **common))
+            estimate = estimator.estimate(args.batch_size)
+        except TypeError as e:
+            if "not an nn.Module" in str(e):
+                raise UsageError(f"{args.spec}: {e}") from None
+            raise
+        except EstimateError as e:
+            if e.bad_input and not args.measure:  # the model did not take the input it was given
+                dims = ", ".join(str(d) for d in shape)
+                raise UsageError(f"the model's forward does not accept input of shape (N, {dims}) "
+                                 f"({str(dtype)[6:]}): {e.cause} (--input-shape gives one sample's shape)") from None
+            if not args.measure:
+                raise UsageError(f"{e}; add --measure to measure on the real device instead") from None
+            notes.append(f"{e}; measured on the real device instead")
+        if sharding is not None and budget is not None and estimate is not None and \
+                budget * (1 - args.margin) < estimate.breakdown["params"]:
+            raise UsageError(f"the budget ({human_bytes(budget)}, {args.margin:.0%} kept free) is smaller than one "
+                             f"rank's share of the parameters ({human_bytes(estimate.breakdown['params'])}): more "
+                             "ranks, --shard fsdp, or a larger --budget")
+        search: BatchSearch | None = None
+        if budget is not None and estimate is not None and estimator is not None:
+            search = search_max_batch(estimator.peak, estimate, budget, args.margin)
+    return _report(args, spec, make_input, shape, dtype, device, budget, estimate, search, notes)
 
-    search: BatchSearch | None = None
-    if budget is not None and estimate is not None and estimator is not None:
-        search = search_max_batch(estimator.peak, estimate, budget, args.margin)
+
+def _report(args: argparse.Namespace, spec: Any, make_input: Callable[[int], Any], shape: list[int], dtype: Any,
+            device: str, budget: int | None, estimate: MemoryEstimate | None, search: BatchSearch | None,
+            notes: list[str]) -> int:
+    """Measure where asked, then show and write the report."""
+    from trainspeed.memory.measure import confirm_max_batch, measure_memory
+    from trainspeed.memory.result import BatchSearch, MemoryReport
+    from trainspeed.report.json import dumps, memory_dict
+    from trainspeed.report.text import memory_view
 
     measured = None
     if args.measure:

@@ -9,7 +9,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 
-def _blocks(model: nn.Module) -> list[nn.Module]:
+def blocks_of(model: nn.Module) -> list[nn.Module]:
     """The repeated blocks: elements of Sequential/ModuleList containers among the model's
     children (or of the model itself if it is a Sequential); else every child with parameters."""
     if isinstance(model, nn.Sequential):
@@ -25,7 +25,7 @@ def _blocks(model: nn.Module) -> list[nn.Module]:
 
 def apply_checkpointing(model: nn.Module) -> int:
     """Recompute each block's activations in backward instead of keeping them. Returns the count."""
-    blocks = _blocks(model)
+    blocks = blocks_of(model)
     for block in blocks:
         forward = block.forward
 

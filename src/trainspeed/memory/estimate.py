@@ -14,8 +14,8 @@ import logging
 import math
 import warnings
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext
-from typing import Any, cast
+from contextlib import ExitStack, contextmanager, nullcontext
+from typing import TYPE_CHECKING, Any, cast
 
 import psutil
 import torch
@@ -29,6 +29,7 @@ from trainspeed.memory.cuda_workspaces import step_workspaces
 from trainspeed.memory.layers import LayerRecorder
 from trainspeed.memory.optimizers import OptimizerFactory, optimizer_factory
 from trainspeed.memory.result import CATEGORIES, LayerMemory, MemoryEstimate
+from trainspeed.memory.sharded import Sharding, bucket_bytes, fake_world, shard_fsdp, zero1_partition
 from trainspeed.memory.step import (
     InputArg,
     ModelArg,
@@ -38,8 +39,11 @@ from trainspeed.memory.step import (
     state_tensors,
     training_step,
 )
-from trainspeed.memory.tracker import Block, LiveBytes, storage_key
+from trainspeed.memory.tracker import RESIZED, Block, LiveBytes, storage_key
 from trainspeed.memory.workspace import cuda_workspace_bytes, hidden_outputs, unseen_notes, workspace_bytes
+
+if TYPE_CHECKING:
+    from torch.distributed.device_mesh import DeviceMesh
 from trainspeed.units import human_bytes
 
 CUDA_ALLOCATION_QUANTUM = 512
@@ -230,15 +234,19 @@ def _renew_unshared(model: nn.Module) -> None:
 
 
 class _Replay:
-    """A fake model and optimizer, warmed up by one step, ready to replay steady-state steps."""
+    """A fake model and optimizer, warmed up by one step, ready to replay steady-state steps (one rank's, where
+    `sharding` spreads them over a world whose fake process group `mesh` is)."""
 
     def __init__(self, model: ModelArg, optimizer: OptimizerFactory, setup: StepSetup, device: torch.device,
-                 quantum: int, checkpointing: bool, warm_batch: int) -> None:
+                 quantum: int, checkpointing: bool, warm_batch: int, sharding: Sharding | None = None,
+                 mesh: DeviceMesh | None = None) -> None:
         self.mode = FakeTensorMode(allow_non_fake_inputs=True)
         self.setup, self.device, self.quantum = setup, device, quantum
         self.build_note: str | None = None
         """How the model was built, where not under the fake mode (a construction that reads values)."""
         self.last_op: str | None = None
+        self.buckets = 0
+        """DDP's gradient buckets (`sharded.bucket_bytes`), held through the step."""
         with torch.random.fork_rng(devices=[]), self.mode, torch.enable_grad(), _quiet():
             if isinstance(model, nn.Module):
                 self.model = _fake_copy(model, self.mode, device)
@@ -248,7 +256,15 @@ class _Replay:
             self.model.train()
             if checkpointing:
                 apply_checkpointing(self.model)
-            self.optimizer = optimizer(self.model.parameters())
+            params = list(self.model.parameters())
+            if sharding is not None and sharding.fsdp and mesh is not None:
+                shard_fsdp(self.model, mesh, sharding.mode)
+                params = list(self.model.parameters())
+            elif sharding is not None:
+                self.buckets = bucket_bytes(params, quantum)
+                if sharding.mode == "zero1":
+                    params = zero1_partition(params, sharding.world_size)
+            self.optimizer = optimizer(params)
             self.library_workspace = 0
             warm, _, _ = self.step(warm_batch, record_layers=False)  # creates the optimizer state
         if quantum > 1:  # a CUDA target: the cuBLAS workspaces its matmuls leave allocated (read off a real
@@ -265,6 +281,8 @@ class _Replay:
         tracker.adopt(state_tensors(self.optimizer), "optimizer-state")
         if self.library_workspace:
             tracker.reserve(self.library_workspace, "workspace")
+        if self.buckets:
+            tracker.reserve(self.buckets, "communication")
         recorder = LayerRecorder(self.model)
 
         def mark(phase: str) -> None:
@@ -286,7 +304,7 @@ class _Replay:
 def _breakdown(tracker: LiveBytes, grad_blocks: set[int]) -> tuple[dict[str, int], str]:
     out = dict.fromkeys(CATEGORIES, 0)
     phases = {"params": "params", "optimizer-state": "optimizer", "input": "input", "forward": "activations",
-              "workspace": "workspace"}
+              "workspace": "workspace", RESIZED: "unsharded", "communication": "communication"}
     for block in tracker.alive_at(tracker.peak_at):
         if id(block) in grad_blocks:
             category = "grads"
@@ -303,12 +321,14 @@ def _grad_blocks(tracker: LiveBytes, seen: dict[str, Any]) -> set[int]:
 
 
 class Estimator:
-    """A fake model and optimizer ready to replay steady-state steps at any batch size."""
+    """A fake model and optimizer ready to replay steady-state steps at any batch size: a single device's, or with
+    `sharding` one rank's of a data-parallel world (`memory/sharded.py`; the world's fake process group lives
+    until `close()`, or the end of a `with` block)."""
 
     def __init__(self, model: ModelArg, example_input: InputArg, optimizer: str | OptimizerFactory = "adam",
                  amp: str | None = None, checkpointing: bool = False,
                  loss: Callable[[Any], torch.Tensor] | None = None, device: str | torch.device = "cpu",
-                 warm_batch: int = 1) -> None:
+                 warm_batch: int = 1, sharding: Sharding | None = None) -> None:
         if amp is not None and amp not in AMP_DTYPES:
             raise ValueError(f"amp must be None, 'bf16' or 'fp16', got {amp!r}")
         self.target = torch.device(device)
@@ -324,9 +344,35 @@ class Estimator:
         self.optimizer_name, opt_factory = optimizer_factory(optimizer, self.target.type)
         self.amp, self.checkpointing = amp, checkpointing
         setup = StepSetup(input_maker(example_input), loss or default_loss, amp, fake_device.type)
-        self.replay = _Replay(model, opt_factory, setup, fake_device, quantum, checkpointing, warm_batch)
+        self.sharding = sharding
+        self._world = ExitStack()
+        mesh = self._world.enter_context(fake_world(sharding.world_size)) if sharding is not None and sharding.fsdp \
+            else None
+        try:
+            self.replay = _Replay(model, opt_factory, setup, fake_device, quantum, checkpointing, warm_batch,
+                                  sharding, mesh)
+        except BaseException:
+            self.close()
+            raise
         if self.replay.build_note:
             self.notes.append(f"the model was {self.replay.build_note}")
+        if sharding is not None and not sharding.fsdp:
+            self.notes.append("DDP's reducer cannot run on fake tensors: its gradient buckets are added by size (a "
+                              "flat copy of every gradient, as DDP keeps with gradient_as_bucket_view=False)")
+        elif sharding is not None:
+            self.notes.append("FSDP2's own code replayed with collectives that finish at once: a floor. On real "
+                              "ranks a collective still in flight keeps its buffers a while longer (on 2 and 4 CPU "
+                              "ranks, up to a fifth more on models of three to five units; BENCHMARKS.md)")
+
+    def close(self) -> None:
+        """End the sharded world's fake process group (nothing for a single device)."""
+        self._world.close()
+
+    def __enter__(self) -> Estimator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def peak(self, batch_size: int) -> int:
         """Predicted peak bytes of a step at `batch_size` (a full replay, nothing allocated)."""
@@ -350,12 +396,15 @@ class Estimator:
             breakdown=breakdown, layers=layers, peak_phase=peak_phase, device=str(self.target),
             optimizer=self.optimizer_name, amp=self.amp, checkpointing=self.checkpointing,
             param_count=sum(params.values()), notes=notes,
+            world_size=self.sharding.world_size if self.sharding else 1,
+            shard=self.sharding.mode if self.sharding else None,
         )
 
 
 def estimate_memory(model: ModelArg, example_input: InputArg, batch_size: int, optimizer: str | OptimizerFactory = "adam",
                     amp: str | None = None, checkpointing: bool = False, loss: Callable[[Any], torch.Tensor] | None = None,
-                    device: str | torch.device = "cpu") -> MemoryEstimate:
+                    device: str | torch.device = "cpu", world_size: int = 1, shard: str | None = None
+                    ) -> MemoryEstimate:
     """Predict the peak bytes of a steady-state training step, without allocating the model.
 
     Args:
@@ -367,14 +416,20 @@ def estimate_memory(model: ModelArg, example_input: InputArg, batch_size: int, o
         checkpointing: recompute each block's activations in backward (see memory.checkpointing).
         loss: output -> scalar; default: the mean of the output (its first element if a tuple).
         device: "cpu" or "cuda"; on CUDA the caching allocator's 512-byte rounding is applied.
+        world_size, shard: one rank's peak of a data-parallel world of `world_size` ranks sharded as `shard`
+            ("ddp", "zero1", "fsdp", "fsdp-no-reshard"; memory.sharded); `batch_size` is then the rank's own.
 
     Returns:
         MemoryEstimate: total, fixed + per-sample split, breakdown at the peak, per-layer rows.
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    estimator = Estimator(model, example_input, optimizer, amp, checkpointing, loss, device, warm_batch=batch_size)
-    return estimator.estimate(batch_size)
+    if shard is None and world_size != 1:
+        raise ValueError(f"a world of {world_size} ranks needs a shard mode (ddp, zero1, fsdp, fsdp-no-reshard)")
+    sharding = Sharding(world_size, shard) if shard is not None else None
+    with Estimator(model, example_input, optimizer, amp, checkpointing, loss, device, warm_batch=batch_size,
+                   sharding=sharding) as estimator:
+        return estimator.estimate(batch_size)
 
 
 def largest_batch_by_model(estimate: MemoryEstimate, budget_bytes: int) -> int:

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-CATEGORIES = ("params", "grads", "optimizer", "input", "activations", "transient", "workspace")
+CATEGORIES = ("params", "grads", "optimizer", "input", "activations", "transient", "workspace", "unsharded",
+              "communication")
+"""What the peak holds. Sharded steps (`memory/sharded.py`): params, grads and optimizer are the rank's shards;
+`unsharded` the all-gathered parameters FSDP holds at the peak; `communication` DDP's gradient buckets (FSDP's
+collective buffers are in `transient`)."""
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,10 @@ class MemoryEstimate:
     checkpointing: bool
     param_count: int
     notes: list[str] = field(default_factory=list)
+    world_size: int = 1
+    """Ranks of the data-parallel world this is one rank's peak of (1: a single device)."""
+    shard: str | None = None
+    """How the world shards the step (`memory.sharded.SHARD_MODES`); None: a single device."""
 
     def predict(self, batch_size: int) -> int:
         """The linear model's prediction at another batch size."""

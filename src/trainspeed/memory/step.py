@@ -63,6 +63,7 @@ def training_step(model: nn.Module, optimizer: torch.optim.Optimizer, setup: Ste
     mark("optimizer")
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
+    model.zero_grad(set_to_none=True)  # every gradient, where the optimizer holds only a rank's part (ZeRO)
     seen = {"grads": grads}
     del inputs, output, loss, grads
     mark("done")

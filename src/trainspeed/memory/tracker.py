@@ -12,6 +12,10 @@ it holds the only reference to the first (InputBuffer's `accumulate`, torch/csrc
 input_buffer.cpp), but never into a tensor subclass, which a fake tensor is. So a backward
 `aten.add.Tensor` whose first operand (not a view) dies before the next op is counted as that
 in-place add: no new bytes at its peak.
+
+Sharded training (FSDP2) is followed too: a DTensor's bytes are its local shard's, and a storage resized in place
+(`UntypedStorage.resize_`, which no dispatch mode sees: FSDP2 frees and re-allocates its unsharded parameters that
+way) ends its block and starts a new one of the new size, phase "unsharded".
 """
 
 from __future__ import annotations
@@ -35,6 +39,8 @@ class Block:
     born: int
     phase: str
     died: int | None = None
+    op: str | None = None
+    """The op whose output it is (None: adopted, reserved or resized)."""
 
 
 def round_up(n: int, quantum: int) -> int:
@@ -42,9 +48,18 @@ def round_up(n: int, quantum: int) -> int:
     return -(-n // quantum) * quantum if quantum > 1 else n
 
 
+def local(t: torch.Tensor) -> torch.Tensor:
+    """The tensor whose storage holds `t`'s bytes here: a DTensor's local shard, else `t`."""
+    return getattr(t, "_local_tensor", t)
+
+
 def storage_key(t: torch.Tensor) -> int:
     """Identity of a tensor's storage (one Python object per storage, shared by its views)."""
-    return id(t.untyped_storage())
+    return id(local(t).untyped_storage())
+
+
+RESIZED = "unsharded"
+"""The phase of a block born by resizing a storage in place (FSDP2's unsharded parameters)."""
 
 
 class LiveBytes(TorchDispatchMode):
@@ -79,9 +94,9 @@ class LiveBytes(TorchDispatchMode):
         """An engine's gradient sum awaiting its first operand's death: (its key, the peak and its moment
         had the sum been out of place)."""
 
-    def _born(self, storage: torch.UntypedStorage, phase: str) -> None:
+    def _born(self, storage: torch.UntypedStorage, phase: str, op: str | None = None) -> None:
         key = id(storage)
-        block = Block(key, round_up(storage.nbytes(), self.quantum), self.clock, phase)
+        block = Block(key, round_up(storage.nbytes(), self.quantum), self.clock, phase, op=op)
         self.blocks[key] = block
         self.history.append(block)
         self.live += block.nbytes
@@ -108,6 +123,7 @@ class LiveBytes(TorchDispatchMode):
 
     def __exit__(self, *exc: Any) -> Any:
         self._settle()
+        torch.UntypedStorage.resize_ = self._resize  # type: ignore[method-assign]
         return super().__exit__(*exc)
 
     def _engine_sum(self, args: Any, kwargs: Any, out: Any) -> bool:
@@ -135,9 +151,35 @@ class LiveBytes(TorchDispatchMode):
     def adopt(self, tensors: Iterable[torch.Tensor], phase: str) -> None:
         """Count storages that exist before the step (parameters, optimizer state) as live."""
         for t in tensors:
-            storage = t.untyped_storage()
-            if id(storage) not in self.blocks:
+            storage = local(t).untyped_storage()
+            if id(storage) not in self.blocks and storage.nbytes():
                 self._born(storage, phase)
+
+    def _resized(self, storage: torch.UntypedStorage) -> None:
+        """`storage` was resized in place: its block (if any) ends, and one of its new size starts."""
+        key = id(storage)
+        block = self.blocks.get(key)
+        if block is not None:
+            if round_up(storage.nbytes(), self.quantum) == block.nbytes:
+                return
+            self.blocks.pop(key)
+            self.clock += 1
+            block.died = self.clock
+            self.live -= block.nbytes
+        if storage.nbytes():
+            self.clock += 1
+            self._born(storage, RESIZED)
+
+    def __enter__(self) -> Any:
+        resize = self._resize = torch.UntypedStorage.resize_
+
+        def resized(storage: torch.UntypedStorage, size: int) -> Any:
+            out = resize(storage, size)
+            self._resized(storage)
+            return out
+
+        torch.UntypedStorage.resize_ = resized  # type: ignore[method-assign, assignment]
+        return super().__enter__()
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         self._settle()
@@ -151,13 +193,13 @@ class LiveBytes(TorchDispatchMode):
         for t in tree_flatten(out)[0]:
             if not isinstance(t, torch.Tensor):
                 continue
-            storage = t.untyped_storage()
+            storage = local(t).untyped_storage()
             key = id(storage)
             block = self.blocks.get(key)
             if block is not None:  # an existing storage grown in place (resize_, out= with a new size)
                 self._grow(block, storage.nbytes())
             elif key not in inputs:
-                self._born(storage, self.phase)
+                self._born(storage, self.phase, self.last_op)
         if self._engine_sum(args, kwargs, out):  # its peak counts only if its first operand outlives it
             self._sum = (storage_key(args[0]), self.peak, self.peak_at)
             self.peak, self.peak_at = before

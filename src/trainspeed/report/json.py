@@ -124,6 +124,8 @@ def memory_dict(report: MemoryReport) -> dict[str, Any]:
             "optimizer": est.optimizer,
             "amp": est.amp,
             "checkpointing": est.checkpointing,
+            "world_size": est.world_size,
+            "shard": est.shard,
             "param_count": est.param_count,
             "layers": _clean(est.layers),
             "notes": report.notes + est.notes,

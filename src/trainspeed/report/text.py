@@ -147,7 +147,9 @@ def memory_view(report: MemoryReport) -> Group:
         ckpt = ", checkpointing" if est.checkpointing else ""
         parts.append(Text(f"{report.model}: {est.param_count:,} parameters; batch {report.batch_size} of "
                           f"{shape} {report.input_dtype}; {est.optimizer}, {amp}{ckpt}; target {est.device}", style="bold"))
-        parts.append(Text(f"Peak of a steady-state training step (predicted): {human_bytes(est.total_bytes)} "
+        whose = (f"one rank's steady-state training step (the busiest of {est.world_size}, {est.shard}; batch "
+                 f"{report.batch_size} per rank)" if est.shard else "a steady-state training step")
+        parts.append(Text(f"Peak of {whose} (predicted): {human_bytes(est.total_bytes)} "
                           f"({est.total_bytes:,} bytes), reached in {est.peak_phase}"))
         parts.append(Text(f"  = fixed {human_bytes(est.fixed_bytes)} + batch x {human_bytes(est.per_sample_bytes)} per sample"))
         parts.append(Text("  live at the peak: " + ", ".join(
@@ -159,7 +161,9 @@ def memory_view(report: MemoryReport) -> Group:
         else:
             how = "measured and confirmed" if search.confirmed else "measured" if search.trials else "predicted"
             peak = f" (peak {human_bytes(search.predicted_bytes)} predicted)" if search.predicted_bytes else ""
-            parts.append(Text(f"Largest batch under {budget}: {search.max_batch:,}{peak}, {how}", style="green"))
+            per_rank = " per rank" if est is not None and est.shard else ""
+            parts.append(Text(f"Largest batch{per_rank} under {budget}: {search.max_batch:,}{peak}, {how}",
+                              style="green"))
             for b, ok, peak_b in search.trials:
                 verdict = "fits" if ok else ("out of memory" if peak_b is None else "over budget")
                 parts.append(Text(f"  trial batch {b:,}: {verdict}" + (f", measured {human_bytes(peak_b)}" if peak_b else ""), style="dim"))

@@ -1,0 +1,110 @@
+"""One rank's share of a data-parallel step, for the memory estimate: how its model and optimizer are sharded.
+
+The step is replayed as that rank runs it, on fake tensors, with a fake process group of the world's size (the one
+PyTorch's own tests use: its collectives return at once, their buffers allocated as the real ones are):
+
+- `fsdp`, `fsdp-no-reshard`: FSDP2's own code (`torch.distributed.fsdp.fully_shard` on each block, then on the
+  model, `reshard_after_forward` True or False). Its sharded parameters, gradients and optimizer state, the
+  all-gathered parameters and the collectives' buffers are what that code allocates.
+- `ddp`: the single-device step, plus DistributedDataParallel's gradient buckets. DDP's reducer (C++) reads its
+  tensors' data and cannot run on fake tensors, so the buckets are added by size: one flat copy of every gradient,
+  held from DDP's construction on (`gradient_as_bucket_view=False`, its default).
+- `zero1`: as `ddp`, with the optimizer's state only for this rank's partition of the parameters
+  (ZeroRedundancyOptimizer's greedy split: parameters largest first, each to the rank holding the fewest bytes);
+  the rank with the most state is the one estimated.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import torch
+from torch import nn
+
+from trainspeed.memory.checkpointing import blocks_of
+from trainspeed.names import SHARD_MODES
+
+if TYPE_CHECKING:
+    from torch.distributed.device_mesh import DeviceMesh
+
+FSDP_MODES = ("fsdp", "fsdp-no-reshard")
+
+
+@dataclass(frozen=True)
+class Sharding:
+    """How the step is spread over the world: `world_size` ranks, each sharded as `mode` (SHARD_MODES)."""
+
+    world_size: int
+    mode: str
+
+    def __post_init__(self) -> None:
+        if self.mode not in SHARD_MODES:
+            raise ValueError(f"unknown shard mode {self.mode!r} (choose from {', '.join(SHARD_MODES)})")
+        if self.world_size < 1:
+            raise ValueError(f"the world size must be at least 1, got {self.world_size}")
+
+    @property
+    def fsdp(self) -> bool:
+        return self.mode in FSDP_MODES
+
+
+@contextlib.contextmanager
+def fake_world(world_size: int) -> Iterator[DeviceMesh]:
+    """A fake process group of `world_size` ranks (this process rank 0) and its device mesh, for the replay; the
+    process group is destroyed after. A process that has one already (a script under torchrun) is refused."""
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    if dist.is_initialized():
+        raise RuntimeError("a process group exists in this process already: the sharded estimate runs in its own")
+    dist.init_process_group("fake", rank=0, world_size=world_size, store=FakeStore())
+    try:
+        yield init_device_mesh("cpu", (world_size,))  # built outside the fake mode: the mesh reads its ranks
+    finally:
+        dist.destroy_process_group()
+
+
+def shard_fsdp(model: nn.Module, mesh: DeviceMesh, mode: str) -> int:
+    """FSDP2 on each block of `model`, then on the model itself (its other parameters: embeddings, a head).
+    Returns the number of units."""
+    from torch.distributed.fsdp import fully_shard
+
+    reshard = mode == "fsdp"
+    units = [b for b in blocks_of(model) if any(True for _ in b.parameters())]
+    for block in units:
+        fully_shard(block, mesh=mesh, reshard_after_forward=reshard)
+    fully_shard(model, mesh=mesh, reshard_after_forward=reshard)
+    return len(units) + 1
+
+
+def zero1_partition(params: list[nn.Parameter], world_size: int) -> list[nn.Parameter]:
+    """The parameters whose optimizer state the busiest rank holds under ZeroRedundancyOptimizer: its greedy
+    split (sorted by size, largest first, each to the rank with the fewest elements so far)."""
+    ranks: list[list[nn.Parameter]] = [[] for _ in range(world_size)]
+    sizes = [0] * world_size
+    for p in sorted(params, key=lambda p: p.numel(), reverse=True):
+        rank = sizes.index(min(sizes))
+        ranks[rank].append(p)
+        sizes[rank] += p.numel() * p.element_size()
+    return ranks[sizes.index(max(sizes))]
+
+
+def bucket_bytes(params: list[nn.Parameter], quantum: int) -> int:
+    """DDP's gradient buckets: a flat tensor per bucket of its parameters' gradients (`bucket_cap_mb` 25, the first
+    bucket 1 MiB, per dtype), each rounded to the allocator's `quantum`."""
+    import torch.distributed as dist
+
+    trainable: list[torch.Tensor] = [p for p in params if p.requires_grad]
+    if not trainable:
+        return 0
+    caps = [dist._DEFAULT_FIRST_BUCKET_BYTES, 25 * 1024 * 1024]
+    buckets, _ = dist._compute_bucket_assignment_by_size(trainable, caps)
+    total = 0
+    for indices in buckets:
+        nbytes = sum(trainable[i].numel() * trainable[i].element_size() for i in indices)
+        total += -(-nbytes // quantum) * quantum
+    return total

@@ -1,0 +1,105 @@
+"""One rank of a sharded world (memory/sharded.py): FSDP2 replayed on fake tensors with a fake process group, DDP's
+buckets and ZeRO-1's partition, and a real 2-rank step under torchrun held against the estimate."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from trainspeed.memory.estimate import Estimator, estimate_memory
+from trainspeed.memory.sharded import Sharding, bucket_bytes, zero1_partition
+from trainspeed.workloads import ZOO
+
+ROOT = Path(__file__).resolve().parents[2]
+GPT = ZOO["gpt"]
+WHOLE = 136_960 * 4  # gpt's parameters in fp32 (the head tied to the embedding: counted once)
+
+
+def _tokens(batch: int) -> torch.Tensor:
+    return torch.randint(0, GPT.input_high, (batch, *GPT.input_shape))
+
+
+def _estimate(mode: str, world: int, optimizer: str = "adam") -> dict[str, int]:
+    est = estimate_memory(GPT.factory, _tokens, 8, optimizer=optimizer, world_size=world, shard=mode)
+    assert (est.world_size, est.shard) == (world, mode)
+    return {**est.breakdown, "total": est.total_bytes}
+
+
+def test_a_shard_mode_and_world_are_checked() -> None:
+    with pytest.raises(ValueError, match="unknown shard mode 'fsdp2'"):
+        Sharding(2, "fsdp2")
+    with pytest.raises(ValueError, match="at least 1"):
+        Sharding(0, "ddp")
+    with pytest.raises(ValueError, match="needs a shard mode"):
+        estimate_memory(GPT.factory, _tokens, 8, world_size=4)
+
+
+def test_fsdp_holds_a_shard_of_the_parameters_and_state_and_the_units_it_gathers() -> None:
+    two, four = _estimate("fsdp", 2), _estimate("fsdp", 4)
+    assert (two["params"], four["params"]) == (WHOLE // 2, WHOLE // 4)
+    assert 2 * four["params"] <= four["optimizer"] < 2 * four["params"] + 1024  # Adam's moments and step counters
+    assert four["unsharded"] > 0 and four["communication"] == 0
+    assert four["total"] < two["total"] < _estimate("ddp", 2)["total"]
+    # kept whole from forward to backward: more gathered at the peak
+    assert _estimate("fsdp-no-reshard", 4)["total"] > four["total"]
+    assert not dist.is_initialized()  # the fake process group is gone
+
+
+def test_ddp_adds_its_buckets_and_zero1_keeps_a_part_of_the_state() -> None:
+    single = estimate_memory(GPT.factory, _tokens, 8)
+    ddp = _estimate("ddp", 4)
+    assert ddp["communication"] == WHOLE  # one bucket under 1 MiB: a copy of every gradient
+    assert ddp["total"] == single.total_bytes + WHOLE and ddp["optimizer"] == single.breakdown["optimizer"]
+    zero = _estimate("zero1", 4)
+    assert zero["communication"] == WHOLE and zero["optimizer"] < ddp["optimizer"] / 2
+
+
+def test_zero1_splits_greedily_and_the_busiest_rank_is_estimated() -> None:
+    params = [nn.Parameter(torch.empty(n)) for n in (100, 60, 50, 30, 10)]
+    busiest = zero1_partition(params, 2)  # 100 | 60, then 50 to 60: 110, 30 to 100: 130, 10 to 110: 120
+    assert sorted(p.numel() for p in busiest) == [30, 100]
+    assert sum(p.numel() for p in zero1_partition(params, 5)) == 100
+
+
+def test_buckets_are_rounded_to_the_allocator() -> None:
+    params = [nn.Parameter(torch.empty(1000)), nn.Parameter(torch.empty(10)), nn.Parameter(torch.empty(5),
+                                                                                         requires_grad=False)]
+    assert bucket_bytes(params, 1) == 4040
+    assert bucket_bytes(params, 512) == 4096  # one bucket under 1 MiB
+    assert bucket_bytes(params[2:], 512) == 0
+
+
+def test_a_failed_replay_ends_the_fake_world() -> None:
+    class Broken(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.blocks = nn.ModuleList([nn.Linear(4, 4)])
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            raise RuntimeError("no")
+
+    with pytest.raises(Exception, match="no"):
+        Estimator(Broken, (4,), sharding=Sharding(2, "fsdp"))
+    assert not dist.is_initialized()
+
+
+def test_real_ranks_hold_the_estimate(tmp_path: Path) -> None:
+    """Two real ranks under torchrun (gloo, CPU): DDP's peak is the estimate to the byte on a rank that ran alone
+    at its peak; FSDP2's is the estimate's floor or above it, by at most a fifth (a collective in flight keeps its
+    buffers longer than the replay's, which finish at once)."""
+    out = tmp_path / "rows.json"
+    subprocess.run([sys.executable, str(ROOT / "benchmarks" / "sharded_memory.py"), "--models", "gpt", "--modes",
+                    "ddp,fsdp-no-reshard", "--worlds", "2", "--json", str(out)], check=True, capture_output=True,
+                   timeout=600)
+    rows = {row["shard"]: row for row in json.loads(out.read_text())}
+    ddp = rows["ddp"]
+    assert any(abs(peak - ddp["estimated"]) <= 0.001 * ddp["estimated"] for peak in ddp["measured"]), ddp
+    fsdp = rows["fsdp-no-reshard"]
+    assert all(0.995 * fsdp["estimated"] <= peak <= 1.2 * fsdp["estimated"] for peak in fsdp["measured"]), fsdp
