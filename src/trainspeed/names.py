@@ -26,6 +26,16 @@ WORKLOAD_NAMES = ("iris", "digits-cnn", "digits-aug", "mlp", "cnn", "transformer
 OPTIMIZER_NAMES = ("sgd", "sgd-momentum", "adam", "adamw", "rmsprop", "adagrad")
 """`memory --optimizer` values (`memory.optimizers`), in its order."""
 
+HF_SHAPES = ("llama-7b", "llama-13b", "llama-70b")
+"""`trainspeed memory`'s Hugging Face configs by name (`workloads.hf_config.CATALOGUE`), beside a config.json path."""
+
+GPU_MEMORY_GIB = {
+    "v100-16gb": 16, "v100-32gb": 32, "t4": 16, "a10": 24, "a30": 24, "a100-40gb": 40, "a100-80gb": 80, "l4": 24,
+    "l40": 48, "l40s": 48, "h100-80gb": 80, "h100-nvl": 94, "h200": 141, "b200": 180,
+    "rtx-3080": 10, "rtx-3090": 24, "rtx-4080": 16, "rtx-4090": 24,
+}
+"""`memory --gpu` values: each GPU's memory as its data sheet gives it (the sheets of `hardware/specs.py`), GiB."""
+
 SHARD_MODES = ("ddp", "zero1", "fsdp", "fsdp-no-reshard")
 """`memory --shard` values (`memory.sharded`): how a data-parallel world shares the step."""
 

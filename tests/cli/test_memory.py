@@ -112,6 +112,9 @@ def test_meta_failure_falls_back_to_measuring(tmp_path: Path, capsys: pytest.Cap
     (["memory", "gpt", "--world-size", "2", "--shard", "fsdp", "--measure"], "measured on its ranks under torchrun"),
     (["memory", "gpt", "--world-size", "2", "--shard", "ddp", "--budget", "100KiB"],
      "smaller than one rank's share of the parameters (535.0 KiB)"),
+    (["memory", "gpt", "--gpu", "h100-80gb", "--budget", "1GiB"], "--gpu h100-80gb is the budget and the device"),
+    (["memory", "gpt", "--gpu", "h999"], "invalid choice"),
+    (["memory", "nope/config.json"], "no such file"),
 ])
 def test_bad_input(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(argv) == 2
@@ -146,3 +149,12 @@ def test_one_rank_of_a_sharded_world(capsys: pytest.CaptureFixture[str]) -> None
     out = " ".join(capsys.readouterr().out.split())  # as one line, however the terminal wrapped it
     assert "Peak of one rank's steady-state training step (the busiest of 4, ddp; batch 8 per rank)" in out
     assert f"communication {whole / 1024:.1f} KiB" in out and "gradient buckets are added by size" in out
+
+
+def test_a_gpu_is_the_budget_and_the_device(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert main(["memory", "gpt", "--batch-size", "8", "--gpu", "l4", "--json", "-"]) == 0
+    data = _json(capsys)
+    assert data["device"] == "cuda" and data["search"]["budget_bytes"] == 24 * 2**30
+    assert data["bytes"]["total"] % 512 == 0 and data["max_batch"] > 8
+    assert "the budget is the memory of one l4: 24 GiB" in data["notes"][0]

@@ -14,6 +14,7 @@ import torch.distributed as dist
 from torch import nn
 
 from trainspeed.memory.estimate import Estimator, estimate_memory
+from trainspeed.memory.ranks import fewest_ranks
 from trainspeed.memory.sharded import Sharding, bucket_bytes, zero1_partition
 from trainspeed.workloads import ZOO
 
@@ -90,6 +91,23 @@ def test_a_failed_replay_ends_the_fake_world() -> None:
     assert not dist.is_initialized()
 
 
+def test_the_fewest_ranks_fit_and_one_fewer_does_not() -> None:
+    usable = 8_074_035  # 7.7 MiB: gpt's batch of 8 does not fit one device (8,500,856 bytes)
+
+    def one_rank(sharding: Sharding) -> Estimator:
+        return Estimator(GPT.factory, _tokens, warm_batch=8, sharding=sharding)
+
+    rows = {row.shard: row for row in fewest_ranks(one_rank, 8, usable)}
+    assert rows["ddp"].ranks is None and rows["ddp"].confirmed  # every rank holds everything, and its buckets
+    for mode in ("fsdp", "fsdp-no-reshard"):
+        row = rows[mode]
+        assert row.ranks is not None and row.confirmed and row.peak_bytes == _estimate(mode, row.ranks)["total"]
+        assert row.peak_bytes <= usable < (_estimate(mode, row.ranks - 1)["total"] if row.ranks > 1 else 10**12)
+    # ZeRO-1 shards only the optimizer's state, and no finer than a parameter tensor: gpt's 512 x 64 embedding's
+    # moments stay on one rank, over what is left
+    assert rows["zero1"].ranks is None and not rows["zero1"].confirmed
+
+
 def test_real_ranks_hold_the_estimate(tmp_path: Path) -> None:
     """Two real ranks under torchrun (gloo, CPU): DDP's peak is the estimate to the byte on a rank that ran alone
     at its peak; FSDP2's is the estimate's floor or above it, by at most a fifth (a collective in flight keeps its
@@ -103,3 +121,12 @@ def test_real_ranks_hold_the_estimate(tmp_path: Path) -> None:
     assert any(abs(peak - ddp["estimated"]) <= 0.001 * ddp["estimated"] for peak in ddp["measured"]), ddp
     fsdp = rows["fsdp-no-reshard"]
     assert all(0.995 * fsdp["estimated"] <= peak <= 1.2 * fsdp["estimated"] for peak in fsdp["measured"]), fsdp
+
+
+def test_a_process_with_a_process_group_is_told_so(monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    from trainspeed.cli import main
+
+    monkeypatch.setattr(dist, "is_initialized", lambda: True)
+    assert main(["memory", "gpt", "--world-size", "2", "--shard", "fsdp"]) == 2
+    assert "a process group exists in this process already" in capsys.readouterr().err

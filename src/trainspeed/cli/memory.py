@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import time
 from collections.abc import Callable
 from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any
@@ -10,20 +11,30 @@ from typing import TYPE_CHECKING, Any
 from trainspeed._io import check_writable_file, emit
 from trainspeed.cli._common import add_json_option, console_for, positive_int
 from trainspeed.errors import UsageError
-from trainspeed.names import AMP_NAMES, INPUT_DTYPES, MEMORY_MARGIN, OPTIMIZER_NAMES, SHARD_MODES, ZOO_NAMES
+from trainspeed.names import (
+    AMP_NAMES,
+    GPU_MEMORY_GIB,
+    HF_SHAPES,
+    INPUT_DTYPES,
+    MEMORY_MARGIN,
+    OPTIMIZER_NAMES,
+    SHARD_MODES,
+    ZOO_NAMES,
+)
 from trainspeed.units import parse_size
 
 if TYPE_CHECKING:
     import torch
 
-    from trainspeed.memory.result import BatchSearch, MeasuredPeak, MemoryEstimate
+    from trainspeed.memory.result import BatchSearch, MeasuredPeak, MemoryEstimate, RanksRow
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("memory", help="estimate training memory exactly; find the largest batch that fits",
                        description="Replay a training step on meta tensors and report its peak memory: "
                                    "fixed + batch x per-sample, by category and by layer.")
-    p.add_argument("spec", metavar="SPEC", help=f"FILE.py:FACTORY, MODULE:FACTORY, or a built-in model ({', '.join(ZOO_NAMES)})")
+    p.add_argument("spec", metavar="SPEC", help="FILE.py:FACTORY, MODULE:FACTORY, a Hugging Face config.json, a "
+                   f"config by name ({', '.join(HF_SHAPES)}), or a built-in model ({', '.join(ZOO_NAMES)})")
     p.add_argument("--input-shape", metavar="D1,D2,...", help="per-sample input shape, e.g. 3,32,32")
     p.add_argument("--input-dtype", choices=INPUT_DTYPES, default=None, help="input dtype (default float32)")
     p.add_argument("--input-high", type=positive_int, metavar="N", help="integer inputs are drawn from [0, N)")
@@ -34,6 +45,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device", choices=("cpu", "cuda"), default=None,
                    help="target device; without --budget its free memory (RAM or VRAM) is the budget")
     p.add_argument("--budget", metavar="SIZE", help="memory budget for the largest-batch search, e.g. 24GiB")
+    p.add_argument("--gpu", choices=list(GPU_MEMORY_GIB), default=None,
+                   help="a CUDA target of this GPU: its memory is the budget (the CUDA allocator's rounding and "
+                        "workspaces are replayed)")
     p.add_argument("--margin", type=float, default=MEMORY_MARGIN, help="share of the budget kept free (default 0.1)")
     p.add_argument("--world-size", type=positive_int, default=1, metavar="N",
                    help="ranks of a data-parallel world (with --shard): the estimate is one rank's peak, "
@@ -42,6 +56,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="how the ranks share the step: ddp (each holds everything), zero1 (optimizer state "
                         "sharded), fsdp (FSDP2: parameters, gradients and state sharded; resharded after forward), "
                         "fsdp-no-reshard (kept whole from forward to backward)")
+    p.add_argument("--fewest-ranks", action="store_true",
+                   help="with --gpu or --budget: for each shard mode, the fewest ranks of that memory that fit "
+                        "--batch-size per rank")
     p.add_argument("--measure", action="store_true", help="also run real steps and measure the peak")
     add_json_option(p)
     p.set_defaults(run=run)
@@ -70,6 +87,8 @@ def input_callable(shape: list[int], dtype: torch.dtype, high: int | None) -> Ca
 
 
 def _budget(args: argparse.Namespace, device: str) -> int | None:
+    if args.gpu is not None:
+        return GPU_MEMORY_GIB[args.gpu] * 2**30
     if args.budget is not None:
         try:
             return parse_size(args.budget)
@@ -105,19 +124,26 @@ def run(args: argparse.Namespace) -> int:
 
     from trainspeed.memory.estimate import EstimateError, Estimator
     from trainspeed.memory.maxbatch import search_max_batch
-    from trainspeed.memory.sharded import Sharding
+    from trainspeed.memory.ranks import fewest_ranks
+    from trainspeed.memory.sharded import Sharding, ShardingUnavailable
     from trainspeed.units import human_bytes
     from trainspeed.workloads.spec import resolve_model_spec
 
     if not 0 <= args.margin < 1:
         raise UsageError(f"--margin must be in [0, 1), got {args.margin}")
-    device = args.device or "cpu"
-    if device == "cuda" and not torch.cuda.is_available() and (args.measure or args.budget is None):
+    if args.gpu is not None and (args.budget is not None or args.device == "cpu"):
+        raise UsageError(f"--gpu {args.gpu} is the budget and the device: without --budget or --device cpu")
+    device = "cuda" if args.gpu is not None else args.device or "cpu"
+    if device == "cuda" and not torch.cuda.is_available() and (args.measure or args.budget is None and
+                                                                args.gpu is None):
         raise UsageError("--device cuda: CUDA is not available here (give --budget SIZE to estimate for a CUDA "
                          "target without measuring)")
     if args.world_size > 1 and args.shard is None:
         raise UsageError(f"--world-size {args.world_size} needs --shard ({', '.join(SHARD_MODES)}): how the ranks "
                          "share the step")
+    if args.fewest_ranks and (args.gpu is None and args.budget is None or args.shard is not None or args.measure):
+        raise UsageError("--fewest-ranks needs --gpu NAME or --budget SIZE (the memory of one rank), and answers for "
+                         "every shard mode: without --shard, --world-size or --measure")
     if args.shard is not None and args.measure:
         raise UsageError("--measure runs the step on one device here; a sharded step is measured on its ranks under "
                          "torchrun (benchmarks/sharded_memory.py)")
@@ -130,17 +156,23 @@ def run(args: argparse.Namespace) -> int:
     common = dict(optimizer=args.optimizer, amp=args.amp, checkpointing=args.checkpointing, device=device)
     sharding = Sharding(args.world_size, args.shard) if args.shard is not None else None
 
-    notes: list[str] = []
+    notes = [f"the budget is the memory of one {args.gpu}: {GPU_MEMORY_GIB[args.gpu]} GiB (its data sheet's)"] \
+        if args.gpu is not None else []
     estimate = estimator = None
+    started = time.perf_counter()
+    seconds = None
     with ExitStack() as stack:
         try:
             estimator = stack.enter_context(Estimator(spec.factory, make_input, warm_batch=args.batch_size,
                                                       sharding=sharding, **common))
             estimate = estimator.estimate(args.batch_size)
+            seconds = time.perf_counter() - started
         except TypeError as e:
             if "not an nn.Module" in str(e):
                 raise UsageError(f"{args.spec}: {e}") from None
             raise
+        except ShardingUnavailable as e:
+            raise UsageError(str(e)) from None
         except EstimateError as e:
             if e.bad_input and not args.measure:  # the model did not take the input it was given
                 dims = ", ".join(str(d) for d in shape)
@@ -157,12 +189,18 @@ def run(args: argparse.Namespace) -> int:
         search: BatchSearch | None = None
         if budget is not None and estimate is not None and estimator is not None:
             search = search_max_batch(estimator.peak, estimate, budget, args.margin)
-    return _report(args, spec, make_input, shape, dtype, device, budget, estimate, search, notes)
+    ranks = None
+    if args.fewest_ranks and budget is not None and estimate is not None:
+        def one_rank(sharding: Sharding) -> Estimator:
+            return Estimator(spec.factory, make_input, warm_batch=args.batch_size, sharding=sharding, **common)
+
+        ranks = fewest_ranks(one_rank, args.batch_size, int(budget * (1 - args.margin)))
+    return _report(args, spec, make_input, shape, dtype, device, budget, estimate, search, notes, seconds, ranks)
 
 
 def _report(args: argparse.Namespace, spec: Any, make_input: Callable[[int], Any], shape: list[int], dtype: Any,
             device: str, budget: int | None, estimate: MemoryEstimate | None, search: BatchSearch | None,
-            notes: list[str]) -> int:
+            notes: list[str], seconds: float | None, ranks: list[RanksRow] | None = None) -> int:
     """Measure where asked, then show and write the report."""
     from trainspeed.memory.measure import confirm_max_batch, measure_memory
     from trainspeed.memory.result import BatchSearch, MemoryReport
@@ -183,7 +221,7 @@ def _report(args: argparse.Namespace, spec: Any, make_input: Callable[[int], Any
 
     report = MemoryReport(model=args.spec, estimate=estimate, search=search, measured=measured,
                           batch_size=args.batch_size, input_shape=shape, input_dtype=str(dtype).replace("torch.", ""),
-                          notes=notes)
+                          notes=notes, estimate_seconds=seconds, fewest_ranks=ranks)
     if args.json:
         emit(args.json, dumps(memory_dict(report)))
     console_for(args).print(memory_view(report))

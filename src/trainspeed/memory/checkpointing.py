@@ -10,13 +10,27 @@ from torch.utils.checkpoint import checkpoint
 
 
 def blocks_of(model: nn.Module) -> list[nn.Module]:
-    """The repeated blocks: elements of Sequential/ModuleList containers among the model's
-    children (or of the model itself if it is a Sequential); else every child with parameters."""
+    """The repeated blocks, as training scripts checkpoint and shard them: the elements of every outermost
+    nn.ModuleList in the model, however deep (a transformer's layers: Hugging Face's `model.model.layers`,
+    nn.TransformerEncoder's `layers`); else the elements of Sequential containers among the model's children (or
+    of the model itself if it is a Sequential); else every child with parameters."""
+    lists: list[nn.ModuleList] = []
+
+    def find(module: nn.Module) -> None:
+        for child in module.children():
+            if isinstance(child, nn.ModuleList):
+                lists.append(child)
+            else:
+                find(child)
+
+    find(model)
+    if lists:
+        return [block for blocks in lists for block in blocks]
     if isinstance(model, nn.Sequential):
         return list(model)
     found: list[nn.Module] = []
     for child in model.children():
-        if isinstance(child, (nn.Sequential, nn.ModuleList)):
+        if isinstance(child, nn.Sequential):
             found += list(child)
     if found:
         return found

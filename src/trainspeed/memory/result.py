@@ -83,6 +83,21 @@ class BatchSearch:
 
 
 @dataclass(frozen=True)
+class RanksRow:
+    """The fewest ranks of a given memory that fit a batch per rank, for one shard mode (`memory/ranks.py`)."""
+
+    shard: str
+    ranks: int | None
+    """The fewest ranks whose busiest rank's peak fits (None: no number of ranks, up to MOST_RANKS)."""
+    peak_bytes: int | None
+    """The busiest rank's predicted peak at that world size (None where none fits)."""
+    confirmed: bool
+    """Whether replays settled it: the peak at `ranks` and over it at one rank fewer, or (`ranks` None) the part
+    that does not shrink with the world over the memory already; False: the world sizes replayed did not fit, and
+    the search stopped (ZeRO-1 cannot split finer than a parameter tensor)."""
+
+
+@dataclass(frozen=True)
 class MemoryReport:
     """What `trainspeed memory` reports: the estimate, the batch search, the measurement."""
 
@@ -95,6 +110,11 @@ class MemoryReport:
     input_shape: list[int]
     input_dtype: str
     notes: list[str] = field(default_factory=list)
+    fewest_ranks: list[RanksRow] | None = None
+    """With `--fewest-ranks`: for each shard mode, the fewest ranks of the budget's memory that fit the batch."""
+    estimate_seconds: float | None = None
+    """Wall seconds the estimate took: building the model on fake tensors and replaying its steps (the batch
+    search's replays not included)."""
 
     @property
     def error_pct(self) -> float | None:

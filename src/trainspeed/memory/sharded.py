@@ -51,16 +51,24 @@ class Sharding:
         return self.mode in FSDP_MODES
 
 
+class ShardingUnavailable(RuntimeError):
+    """The sharded step cannot be replayed in this process."""
+
+
 @contextlib.contextmanager
 def fake_world(world_size: int) -> Iterator[DeviceMesh]:
     """A fake process group of `world_size` ranks (this process rank 0) and its device mesh, for the replay; the
     process group is destroyed after. A process that has one already (a script under torchrun) is refused."""
     import torch.distributed as dist
+
+    if not dist.is_available():
+        raise ShardingUnavailable("this build of torch has no torch.distributed: the sharded step cannot be replayed")
+    if dist.is_initialized():
+        raise ShardingUnavailable("a process group exists in this process already (under torchrun?): the sharded "
+                                  "estimate runs in a process of its own")
     from torch.distributed.device_mesh import init_device_mesh
     from torch.testing._internal.distributed.fake_pg import FakeStore
 
-    if dist.is_initialized():
-        raise RuntimeError("a process group exists in this process already: the sharded estimate runs in its own")
     dist.init_process_group("fake", rank=0, world_size=world_size, store=FakeStore())
     try:
         yield init_device_mesh("cpu", (world_size,))  # built outside the fake mode: the mesh reads its ranks
@@ -68,13 +76,19 @@ def fake_world(world_size: int) -> Iterator[DeviceMesh]:
         dist.destroy_process_group()
 
 
+def shard_units(model: nn.Module) -> list[nn.Module]:
+    """The modules FSDP wraps one by one, as training scripts do: the model's repeated blocks (`blocks_of`, as
+    activation checkpointing takes them) that hold parameters."""
+    return [m for m in blocks_of(model) if any(True for _ in m.parameters())]
+
+
 def shard_fsdp(model: nn.Module, mesh: DeviceMesh, mode: str) -> int:
-    """FSDP2 on each block of `model`, then on the model itself (its other parameters: embeddings, a head).
-    Returns the number of units."""
+    """FSDP2 on each unit of `model` (`shard_units`), then on the model itself (its other parameters: embeddings,
+    a head). Returns the number of units."""
     from torch.distributed.fsdp import fully_shard
 
     reshard = mode == "fsdp"
-    units = [b for b in blocks_of(model) if any(True for _ in b.parameters())]
+    units = shard_units(model)
     for block in units:
         fully_shard(block, mesh=mesh, reshard_after_forward=reshard)
     fully_shard(model, mesh=mesh, reshard_after_forward=reshard)

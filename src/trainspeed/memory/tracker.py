@@ -15,7 +15,7 @@ in-place add: no new bytes at its peak.
 
 Sharded training (FSDP2) is followed too: a DTensor's bytes are its local shard's, and a storage resized in place
 (`UntypedStorage.resize_`, which no dispatch mode sees: FSDP2 frees and re-allocates its unsharded parameters that
-way) ends its block and starts a new one of the new size, phase "unsharded".
+way) ends its block and starts a new one of the new size (its op RESIZED).
 """
 
 from __future__ import annotations
@@ -58,8 +58,8 @@ def storage_key(t: torch.Tensor) -> int:
     return id(local(t).untyped_storage())
 
 
-RESIZED = "unsharded"
-"""The phase of a block born by resizing a storage in place (FSDP2's unsharded parameters)."""
+RESIZED = "UntypedStorage.resize_"
+"""The `op` of a block born by resizing a storage in place (FSDP2's unsharded parameters)."""
 
 
 class LiveBytes(TorchDispatchMode):
@@ -168,7 +168,7 @@ class LiveBytes(TorchDispatchMode):
             self.live -= block.nbytes
         if storage.nbytes():
             self.clock += 1
-            self._born(storage, RESIZED)
+            self._born(storage, self.phase, RESIZED)
 
     def __enter__(self) -> Any:
         resize = self._resize = torch.UntypedStorage.resize_

@@ -113,6 +113,8 @@ def memory_dict(report: MemoryReport) -> dict[str, Any]:
         "measured": {"peak_bytes": measured.peak_bytes, "device": measured.device, "method": measured.method}
         if measured else None,
         "notes": report.notes,
+        "estimate_seconds": report.estimate_seconds,
+        "fewest_ranks": _clean(report.fewest_ranks) if report.fewest_ranks is not None else None,
     }
     if est is not None:
         out.update({

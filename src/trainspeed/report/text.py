@@ -167,6 +167,17 @@ def memory_view(report: MemoryReport) -> Group:
             for b, ok, peak_b in search.trials:
                 verdict = "fits" if ok else ("out of memory" if peak_b is None else "over budget")
                 parts.append(Text(f"  trial batch {b:,}: {verdict}" + (f", measured {human_bytes(peak_b)}" if peak_b else ""), style="dim"))
+    if report.fewest_ranks is not None and search is not None:
+        table = Table(title=f"The fewest ranks of {human_bytes(search.budget_bytes)} ({search.margin:.0%} kept free) "
+                            f"for a batch of {report.batch_size} per rank (predicted)", box=box.SIMPLE_HEAD,
+                      pad_edge=False)
+        for col in ("shard", "ranks", "busiest rank's peak"):
+            table.add_column(col, justify="left" if col == "shard" else "right")
+        for fit in report.fewest_ranks:
+            table.add_row(fit.shard, f"{fit.ranks:,}" if fit.ranks is not None else
+                          "none fits" if fit.confirmed else "none found",
+                          human_bytes(fit.peak_bytes) if fit.peak_bytes is not None else "-")
+        parts.append(table)
     if measured is not None:
         err = f"; the estimate is off by {report.error_pct:+.2f}%" if report.error_pct is not None else ""
         parts.append(Text(f"Measured on {measured.device}: {human_bytes(measured.peak_bytes)} "

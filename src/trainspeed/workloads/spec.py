@@ -1,4 +1,5 @@
-"""Model specs: `path/to/file.py:factory`, `package.module:factory`, or a built-in name."""
+"""Model specs: `path/to/file.py:factory`, `package.module:factory`, a Hugging Face `config.json` or catalogue
+shape (`workloads/hf_config.py`), or a built-in name."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from trainspeed.errors import UsageError
+from trainspeed.names import HF_SHAPES
 from trainspeed.workloads.zoo import ZOO, ZooEntry
 
 
@@ -42,9 +44,14 @@ def resolve_model_spec(text: str) -> ModelSpec:
     """Turn a SPEC into a factory; every failure is a one-line UsageError."""
     if text in ZOO:
         return ModelSpec(text, ZOO[text].factory, ZOO[text])
+    if text in HF_SHAPES or text.endswith(".json"):
+        from trainspeed.workloads.hf_config import config_spec
+
+        _, entry = config_spec(text)
+        return ModelSpec(text, entry.factory, entry)
     if ":" not in text:
-        raise UsageError(f"unknown model {text!r}: give FILE.py:FACTORY, MODULE:FACTORY, "
-                         f"or a built-in name ({', '.join(ZOO)})")
+        raise UsageError(f"unknown model {text!r}: give FILE.py:FACTORY, MODULE:FACTORY, a Hugging Face "
+                         f"config.json, or a built-in name ({', '.join((*ZOO, *HF_SHAPES))})")
     where, _, attr = text.rpartition(":")
     if not attr.isidentifier():
         raise UsageError(f"{text!r}: {attr!r} is not a factory name")
