@@ -1,0 +1,63 @@
+"""The doctor's whole-process cost as a user times it: `python SCRIPT` against `trainspeed doctor SCRIPT`, start to
+exit (the doctor's probes after the script and its report included), alternated over rounds, fresh processes.
+
+    python benchmarks/process_overhead.py [--rounds 3]
+
+The scripts are the realistic examples at lengths of about ten seconds on a 2-core CPU. The CPU's description is
+read once before the rounds (py-cpuinfo's answer is cached per machine: a machine's first doctor run pays for it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench_common import measured_on
+
+from trainspeed.hardware import detect_hardware
+
+ROOT = Path(__file__).resolve().parents[1]
+REALISTIC = ROOT / "examples" / "realistic"
+SCRIPTS = {
+    "vae.py": ["--epochs", "65"],
+    "sequence_cells.py": ["--steps", "1000"],
+    "char_gpt.py": ["--max-iters", "200", "--eval-iters", "10"],
+}
+
+
+def _timed(argv: list[str]) -> float:
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    start = time.perf_counter()
+    subprocess.run(argv, check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    hardware = detect_hardware()  # the CPU's description cached before the first timed doctor
+    print(measured_on(hardware, "cpu"))
+    print("\n| script | plain s (each round) | doctor s (each round) | doctor / plain (medians) |")
+    print("|---|---|---|---:|")
+    with tempfile.TemporaryDirectory() as tmp:
+        for script, script_args in SCRIPTS.items():
+            path = str(REALISTIC / script)
+            plain, doctor = [], []
+            for _ in range(args.rounds):
+                plain.append(_timed([sys.executable, path, *script_args]))
+                doctor.append(_timed([sys.executable, "-m", "trainspeed", "doctor", "--json",
+                                      os.path.join(tmp, "doctor.json"), path, *script_args]))
+            ratio = statistics.median(doctor) / statistics.median(plain)
+            print(f"| `{script} {' '.join(script_args)}` | {', '.join(f'{s:.2f}' for s in plain)} | "
+                  f"{', '.join(f'{s:.2f}' for s in doctor)} | {ratio:.2f}x |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
