@@ -178,6 +178,8 @@ def run(args: argparse.Namespace) -> int:
                 dims = ", ".join(str(d) for d in shape)
                 raise UsageError(f"the model's forward does not accept input of shape (N, {dims}) "
                                  f"({str(dtype)[6:]}): {e.cause} (--input-shape gives one sample's shape)") from None
+            if sharding is not None:
+                raise UsageError(str(e)) from None
             if not args.measure:
                 raise UsageError(f"{e}; add --measure to measure on the real device instead") from None
             notes.append(f"{e}; measured on the real device instead")
@@ -194,7 +196,10 @@ def run(args: argparse.Namespace) -> int:
         def one_rank(sharding: Sharding) -> Estimator:
             return Estimator(spec.factory, make_input, warm_batch=args.batch_size, sharding=sharding, **common)
 
-        ranks = fewest_ranks(one_rank, args.batch_size, int(budget * (1 - args.margin)))
+        try:
+            ranks = fewest_ranks(one_rank, args.batch_size, int(budget * (1 - args.margin)))
+        except (EstimateError, ShardingUnavailable) as e:
+            raise UsageError(f"--fewest-ranks: {e}") from None
     return _report(args, spec, make_input, shape, dtype, device, budget, estimate, search, notes, seconds, ranks)
 
 

@@ -258,7 +258,12 @@ class _Replay:
                 apply_checkpointing(self.model)
             params = list(self.model.parameters())
             if sharding is not None and sharding.fsdp and mesh is not None:
-                shard_fsdp(self.model, mesh, sharding.mode)
+                try:
+                    shard_fsdp(self.model, mesh, sharding.mode)
+                except Exception as e:  # FSDP2 refused the model: say so in one line
+                    cause = first_line(e, limit=1000)
+                    raise EstimateError(f"FSDP2 could not shard the model: {type(e).__name__}: {cause}",
+                                        phase="setup", cause=cause, kind=type(e).__name__) from e
                 params = list(self.model.parameters())
             elif sharding is not None:
                 self.buckets = bucket_bytes(params, quantum)
