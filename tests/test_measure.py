@@ -148,7 +148,8 @@ def test_the_matmul_rate_is_read_again_after_the_other_probes(monkeypatch) -> No
 
     readings = iter([104.0, 104.0, 194.0, 190.0])  # before the hardware's detection, before and after the other probes, once more
     monkeypatch.setattr(report_module, "cpu_matmul_gflops", lambda: next(readings))
-    r = recorded(0.7, {"forward": 0.14, "backward": 0.24, "optimizer": 0.29}, ops=100, flops=20e6)
+    # one intra-op thread: no thread verdict, whose prediction a live probe on this (maybe shared) machine makes
+    r = recorded(0.7, {"forward": 0.14, "backward": 0.24, "optimizer": 0.29}, ops=100, flops=20e6, threads=1)
     hardware = detect_hardware()
     monkeypatch.setattr(report_module, "detect_hardware", lambda: hardware)
     report = report_module.diagnose_run(r, dispatch_us=1.15, thread_rates=(1.0, 1.0))
