@@ -2,7 +2,7 @@
 real ranks under torchrun on the CPU (gloo).
 
     python benchmarks/sharded_memory.py [--worlds 2,4] [--models gpt,resnet-cnn,inplace-mlp]
-        [--modes fsdp,fsdp-no-reshard,ddp,zero1] [--batch 8]
+        [--modes fsdp,fsdp-no-reshard,ddp,zero1] [--batch 8]     # a mode "fsdp:bf16": with MixedPrecisionPolicy
 
 Each real rank builds the model (FSDP2: and shards it, `fully_shard` on each block and on the model), then under
 torch.profiler's allocator events (DDP: wraps it, with ZeroRedundancyOptimizer for zero1) takes one warm-up step (the
@@ -90,6 +90,7 @@ def rank_job(name: str, mode: str, batch: int, out: str) -> None:
     from trainspeed.memory.step import StepSetup, default_loss, input_maker, training_step
     from trainspeed.workloads import ZOO
 
+    mode, _, param_dtype = mode.partition(":")  # "fsdp:bf16": FSDP2's MixedPrecisionPolicy
     dist.init_process_group("gloo")
     rank = dist.get_rank()
     torch.manual_seed(rank)
@@ -97,12 +98,14 @@ def rank_job(name: str, mode: str, batch: int, out: str) -> None:
     setup = StepSetup(input_maker(_maker(name)), default_loss, None, "cpu")
     if mode.startswith("fsdp"):  # sharded before the profile: the frees of blocks made before it go unrecorded
         from torch.distributed.device_mesh import init_device_mesh
-        from torch.distributed.fsdp import fully_shard
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
         mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+        policy = MixedPrecisionPolicy(param_dtype={"bf16": torch.bfloat16, "fp16": torch.float16}[param_dtype],
+                                      reduce_dtype=torch.float32) if param_dtype else MixedPrecisionPolicy()
         for unit in shard_units(model):  # as the estimate wraps them
-            fully_shard(unit, mesh=mesh, reshard_after_forward=mode == "fsdp")
-        fully_shard(model, mesh=mesh, reshard_after_forward=mode == "fsdp")
+            fully_shard(unit, mesh=mesh, reshard_after_forward=mode == "fsdp", mp_policy=policy)
+        fully_shard(model, mesh=mesh, reshard_after_forward=mode == "fsdp", mp_policy=policy)
     before = _storages([*model.parameters(), *model.buffers()])
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True) as prof:
         if mode.startswith("fsdp"):
@@ -146,8 +149,9 @@ def estimated(name: str, mode: str, world: int, batch: int) -> tuple[int, float]
     from trainspeed.workloads import ZOO
 
     t0 = time.perf_counter()
+    mode, _, param_dtype = mode.partition(":")
     with Estimator(ZOO[name].factory, _maker(name), "adam", warm_batch=batch,
-                   sharding=Sharding(world, mode)) as est:
+                   sharding=Sharding(world, mode, param_dtype or None)) as est:
         return est.peak(batch), time.perf_counter() - t0
 
 

@@ -114,6 +114,8 @@ def test_meta_failure_falls_back_to_measuring(tmp_path: Path, capsys: pytest.Cap
      "smaller than one rank's share of the parameters (535.0 KiB)"),
     (["memory", "gpt", "--gpu", "h100-80gb", "--budget", "1GiB"], "--gpu h100-80gb is the budget and the device"),
     (["memory", "gpt", "--gpu", "h999"], "invalid choice"),
+    (["memory", "gpt", "--world-size", "2", "--shard", "zero1", "--fsdp-param-dtype", "bf16"],
+     "it needs --shard fsdp or fsdp-no-reshard"),
     (["memory", "nope/config.json"], "no such file"),
 ])
 def test_bad_input(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:

@@ -56,6 +56,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="how the ranks share the step: ddp (each holds everything), zero1 (optimizer state "
                         "sharded), fsdp (FSDP2: parameters, gradients and state sharded; resharded after forward), "
                         "fsdp-no-reshard (kept whole from forward to backward)")
+    p.add_argument("--fsdp-param-dtype", choices=list(AMP_NAMES), default=None,
+                   help="with an fsdp --shard: FSDP2's MixedPrecisionPolicy, parameters gathered and computed in this "
+                        "dtype, gradients reduced in float32")
     p.add_argument("--fewest-ranks", action="store_true",
                    help="with --gpu or --budget: for each shard mode, the fewest ranks of that memory that fit "
                         "--batch-size per rank")
@@ -144,6 +147,9 @@ def run(args: argparse.Namespace) -> int:
     if args.fewest_ranks and (args.gpu is None and args.budget is None or args.shard is not None or args.measure):
         raise UsageError("--fewest-ranks needs --gpu NAME or --budget SIZE (the memory of one rank), and answers for "
                          "every shard mode: without --shard, --world-size or --measure")
+    if args.fsdp_param_dtype is not None and (args.shard is None or not args.shard.startswith("fsdp")):
+        raise UsageError(f"--fsdp-param-dtype {args.fsdp_param_dtype} is FSDP2's mixed precision: it needs --shard "
+                         "fsdp or fsdp-no-reshard (--amp autocasts any step)")
     if args.shard is not None and args.measure:
         raise UsageError("--measure runs the step on one device here; a sharded step is measured on its ranks under "
                          "torchrun (benchmarks/sharded_memory.py)")
@@ -154,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
     make_input = input_callable(shape, dtype, high)
     budget = _budget(args, device)
     common = dict(optimizer=args.optimizer, amp=args.amp, checkpointing=args.checkpointing, device=device)
-    sharding = Sharding(args.world_size, args.shard) if args.shard is not None else None
+    sharding = Sharding(args.world_size, args.shard, args.fsdp_param_dtype) if args.shard is not None else None
 
     notes = [f"the budget is the memory of one {args.gpu}: {GPU_MEMORY_GIB[args.gpu]} GiB (its data sheet's)"] \
         if args.gpu is not None else []

@@ -259,7 +259,7 @@ class _Replay:
             params = list(self.model.parameters())
             if sharding is not None and sharding.fsdp and mesh is not None:
                 try:
-                    shard_fsdp(self.model, mesh, sharding.mode)
+                    shard_fsdp(self.model, mesh, sharding)
                 except Exception as e:  # FSDP2 refused the model: say so in one line
                     cause = first_line(e, limit=1000)
                     raise EstimateError(f"FSDP2 could not shard the model: {type(e).__name__}: {cause}",
@@ -371,11 +371,11 @@ class Estimator:
                               "ranks a collective still in flight keeps its buffers a while longer (on 2 and 4 CPU "
                               "ranks the nearest rank was within 1% in 9 of 12 cases, the largest up to 47% above "
                               "on a model of three units; BENCHMARKS.md)")
-            if amp is not None:
+            if amp is not None and sharding.param_dtype is None:
                 self.notes.append("under FSDP, torch.autocast keeps its cast of every unit's parameters until the "
                                   "forward ends (its weight cache: the gathered parameters are freed, their casts "
                                   "not); FSDP2's MixedPrecisionPolicy(param_dtype=...) gathers them in that dtype "
-                                  "instead")
+                                  "instead (--fsdp-param-dtype)")
 
     def close(self) -> None:
         """End the sharded world's fake process group (nothing for a single device)."""
@@ -411,13 +411,14 @@ class Estimator:
             param_count=sum(params.values()), notes=notes,
             world_size=self.sharding.world_size if self.sharding else 1,
             shard=self.sharding.mode if self.sharding else None,
+            fsdp_param_dtype=self.sharding.param_dtype if self.sharding else None,
         )
 
 
 def estimate_memory(model: ModelArg, example_input: InputArg, batch_size: int, optimizer: str | OptimizerFactory = "adam",
                     amp: str | None = None, checkpointing: bool = False, loss: Callable[[Any], torch.Tensor] | None = None,
-                    device: str | torch.device = "cpu", world_size: int = 1, shard: str | None = None
-                    ) -> MemoryEstimate:
+                    device: str | torch.device = "cpu", world_size: int = 1, shard: str | None = None,
+                    fsdp_param_dtype: str | None = None) -> MemoryEstimate:
     """Predict the peak bytes of a steady-state training step, without allocating the model.
 
     Args:
@@ -431,6 +432,7 @@ def estimate_memory(model: ModelArg, example_input: InputArg, batch_size: int, o
         device: "cpu" or "cuda"; on CUDA the caching allocator's 512-byte rounding is applied.
         world_size, shard: one rank's peak of a data-parallel world of `world_size` ranks sharded as `shard`
             ("ddp", "zero1", "fsdp", "fsdp-no-reshard"; memory.sharded); `batch_size` is then the rank's own.
+        fsdp_param_dtype: "bf16" or "fp16": FSDP2's MixedPrecisionPolicy (with an fsdp `shard`).
 
     Returns:
         MemoryEstimate: total, fixed + per-sample split, breakdown at the peak, per-layer rows.
@@ -439,7 +441,7 @@ def estimate_memory(model: ModelArg, example_input: InputArg, batch_size: int, o
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     if shard is None and world_size != 1:
         raise ValueError(f"a world of {world_size} ranks needs a shard mode (ddp, zero1, fsdp, fsdp-no-reshard)")
-    sharding = Sharding(world_size, shard) if shard is not None else None
+    sharding = Sharding(world_size, shard, fsdp_param_dtype) if shard is not None else None
     with Estimator(model, example_input, optimizer, amp, checkpointing, loss, device, warm_batch=batch_size,
                    sharding=sharding) as estimator:
         return estimator.estimate(batch_size)

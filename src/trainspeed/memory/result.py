@@ -51,6 +51,8 @@ class MemoryEstimate:
     """Ranks of the data-parallel world this is one rank's peak of (1: a single device)."""
     shard: str | None = None
     """How the world shards the step (`memory.sharded.SHARD_MODES`); None: a single device."""
+    fsdp_param_dtype: str | None = None
+    """FSDP2's MixedPrecisionPolicy's parameter dtype ("bf16", "fp16"); None: none."""
 
     def predict(self, batch_size: int) -> int:
         """The linear model's prediction at another batch size."""

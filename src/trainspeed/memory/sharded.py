@@ -4,7 +4,7 @@ The step is replayed as that rank runs it, on fake tensors, with a fake process 
 PyTorch's own tests use: its collectives return at once, their buffers allocated as the real ones are):
 
 - `fsdp`, `fsdp-no-reshard`: FSDP2's own code (`torch.distributed.fsdp.fully_shard` on each block, then on the
-  model, `reshard_after_forward` True or False). Its sharded parameters, gradients and optimizer state, the
+  model, `reshard_after_forward` True or False; with `param_dtype`, its MixedPrecisionPolicy). Its sharded parameters, gradients and optimizer state, the
   all-gathered parameters and the collectives' buffers are what that code allocates.
 - `ddp`: the single-device step, plus DistributedDataParallel's gradient buckets. DDP's reducer (C++) reads its
   tensors' data and cannot run on fake tensors, so the buckets are added by size: one flat copy of every gradient,
@@ -25,7 +25,7 @@ import torch
 from torch import nn
 
 from trainspeed.memory.checkpointing import blocks_of
-from trainspeed.names import SHARD_MODES
+from trainspeed.names import AMP_NAMES, SHARD_MODES
 
 if TYPE_CHECKING:
     from torch.distributed.device_mesh import DeviceMesh
@@ -39,12 +39,18 @@ class Sharding:
 
     world_size: int
     mode: str
+    param_dtype: str | None = None
+    """FSDP2's MixedPrecisionPolicy: the dtype ("bf16", "fp16") its units gather their parameters in and compute
+    with, gradients reduced in float32; None: the parameters' own."""
 
     def __post_init__(self) -> None:
         if self.mode not in SHARD_MODES:
             raise ValueError(f"unknown shard mode {self.mode!r} (choose from {', '.join(SHARD_MODES)})")
         if self.world_size < 1:
             raise ValueError(f"the world size must be at least 1, got {self.world_size}")
+        if self.param_dtype is not None and (self.param_dtype not in AMP_NAMES or not self.fsdp):
+            raise ValueError(f"a parameter dtype ({self.param_dtype!r}) is FSDP2's mixed precision: bf16 or fp16, "
+                             "with an fsdp mode")
 
     @property
     def fsdp(self) -> bool:
@@ -82,16 +88,18 @@ def shard_units(model: nn.Module) -> list[nn.Module]:
     return [m for m in blocks_of(model) if any(True for _ in m.parameters())]
 
 
-def shard_fsdp(model: nn.Module, mesh: DeviceMesh, mode: str) -> int:
+def shard_fsdp(model: nn.Module, mesh: DeviceMesh, sharding: Sharding) -> int:
     """FSDP2 on each unit of `model` (`shard_units`), then on the model itself (its other parameters: embeddings,
-    a head). Returns the number of units."""
-    from torch.distributed.fsdp import fully_shard
+    a head), with `sharding`'s MixedPrecisionPolicy. Returns the number of units."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
-    reshard = mode == "fsdp"
+    reshard = sharding.mode == "fsdp"
+    policy = MixedPrecisionPolicy(param_dtype=getattr(torch, AMP_NAMES[sharding.param_dtype]),
+                                  reduce_dtype=torch.float32) if sharding.param_dtype else MixedPrecisionPolicy()
     units = shard_units(model)
     for block in units:
-        fully_shard(block, mesh=mesh, reshard_after_forward=reshard)
-    fully_shard(model, mesh=mesh, reshard_after_forward=reshard)
+        fully_shard(block, mesh=mesh, reshard_after_forward=reshard, mp_policy=policy)
+    fully_shard(model, mesh=mesh, reshard_after_forward=reshard, mp_policy=policy)
     return len(units) + 1
 
 

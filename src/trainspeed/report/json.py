@@ -128,6 +128,7 @@ def memory_dict(report: MemoryReport) -> dict[str, Any]:
             "checkpointing": est.checkpointing,
             "world_size": est.world_size,
             "shard": est.shard,
+            "fsdp_param_dtype": est.fsdp_param_dtype,
             "param_count": est.param_count,
             "layers": _clean(est.layers),
             "notes": report.notes + est.notes,

@@ -143,12 +143,13 @@ def memory_view(report: MemoryReport) -> Group:
     parts: list[Table | Text] = []
     shape = "x".join(str(d) for d in report.input_shape)
     if est is not None:
-        amp = est.amp or "fp32"
+        amp = est.amp or (f"{est.fsdp_param_dtype} in FSDP2's units" if est.fsdp_param_dtype else "fp32")
         ckpt = ", checkpointing" if est.checkpointing else ""
         parts.append(Text(f"{report.model}: {est.param_count:,} parameters; batch {report.batch_size} of "
                           f"{shape} {report.input_dtype}; {est.optimizer}, {amp}{ckpt}; target {est.device}", style="bold"))
-        whose = (f"one rank's steady-state training step (the busiest of {est.world_size}, {est.shard}; batch "
-                 f"{report.batch_size} per rank)" if est.shard else "a steady-state training step")
+        mixed = f", {est.fsdp_param_dtype} parameters" if est.fsdp_param_dtype else ""
+        whose = (f"one rank's steady-state training step (the busiest of {est.world_size}, {est.shard}{mixed}; "
+                 f"batch {report.batch_size} per rank)" if est.shard else "a steady-state training step")
         parts.append(Text(f"Peak of {whose} (predicted): {human_bytes(est.total_bytes)} "
                           f"({est.total_bytes:,} bytes), reached in {est.peak_phase}"))
         parts.append(Text(f"  = fixed {human_bytes(est.fixed_bytes)} + batch x {human_bytes(est.per_sample_bytes)} per sample"))
