@@ -100,8 +100,10 @@ def rank_job(name: str, mode: str, batch: int, out: str) -> None:
         from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
+        from trainspeed.amp import AMP_DTYPES
+
         mesh = init_device_mesh("cpu", (dist.get_world_size(),))
-        policy = MixedPrecisionPolicy(param_dtype={"bf16": torch.bfloat16, "fp16": torch.float16}[param_dtype],
+        policy = MixedPrecisionPolicy(param_dtype=AMP_DTYPES[param_dtype],
                                       reduce_dtype=torch.float32) if param_dtype else MixedPrecisionPolicy()
         for unit in shard_units(model):  # as the estimate wraps them
             fully_shard(unit, mesh=mesh, reshard_after_forward=mode == "fsdp", mp_policy=policy)

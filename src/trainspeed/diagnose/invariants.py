@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 
 from trainspeed.diagnose.rules.common import MAX_PREDICTED, steady_mean_ms
-from trainspeed.diagnose.rules.registry import script_view
+from trainspeed.diagnose.rules.registry import LOAD_RULES, script_view
 from trainspeed.diagnose.verdict import Verdict
 from trainspeed.diagnose.without_wait import JUDGED_APART, waits_share
 from trainspeed.watch.result import WatchResult
@@ -24,10 +24,6 @@ CLAIMS_TIME = ("evaluation_heavy", "input_bound", "checkpoint_heavy", "thread_ov
 """Verdicts that each take a part of the run's time out (the evaluations, the data waits, the saves, the waits
 for a core): each leaves the others' parts out of its own, so that their predictions can be combined, and the
 parts together are less than the run."""
-
-
-LOAD_VERDICTS = ("thread_oversubscription", "threads_unused")
-"""Judged on the run as measured; the other verdicts on `script_view` where other processes were busy."""
 
 
 class InconsistentReport(AssertionError):
@@ -82,7 +78,8 @@ def inconsistencies(w: WatchResult, verdicts: list[Verdict]) -> list[str]:
     # the script's verdicts judged without the waits for a core claim parts of that shorter run
     net, step = script_view(w), w.steps.mean_ms or w.steps.median_ms
     scale = (net.steps.mean_ms or net.steps.median_ms or 0.0) / step if net is not None and step else 1.0
-    claims = {v.id: (1 - 1 / v.predicted_speedup) * (1.0 if v.id in LOAD_VERDICTS else scale) for v in verdicts
+    load = {rule.__name__ for rule in LOAD_RULES}
+    claims = {v.id: (1 - 1 / v.predicted_speedup) * (1.0 if v.id in load else scale) for v in verdicts
               if v.id in CLAIMS_TIME and v.predicted_speedup and v.predicted_speedup >= 1}
     if len(claims) > 1 and sum(claims.values()) >= 1 - SHARE_TOLERANCE:
         found.append("the time " + " and ".join(claims) + " predict to save (" +

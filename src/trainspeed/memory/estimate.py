@@ -41,10 +41,10 @@ from trainspeed.memory.step import (
 )
 from trainspeed.memory.tracker import RESIZED, Block, LiveBytes, storage_key
 from trainspeed.memory.workspace import cuda_workspace_bytes, hidden_outputs, unseen_notes, workspace_bytes
+from trainspeed.units import human_bytes
 
 if TYPE_CHECKING:
     from torch.distributed.device_mesh import DeviceMesh
-from trainspeed.units import human_bytes
 
 CUDA_ALLOCATION_QUANTUM = 512
 """The CUDA caching allocator rounds every block up to 512 bytes (kMinBlockSize in

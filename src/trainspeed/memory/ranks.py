@@ -27,9 +27,17 @@ SHARDED_PARTS = {"ddp": (), "zero1": ("optimizer",), "fsdp": ("params", "grads",
                  "fsdp-no-reshard": ("params", "grads", "optimizer")}
 
 
-def _peak(make: Callable[[Sharding], Estimator], mode: str, world: int, batch: int) -> MemoryEstimate:
+def _estimate(make: Callable[[Sharding], Estimator], mode: str, world: int, batch: int) -> MemoryEstimate:
+    """The full estimate at `world` ranks: its breakdown splits the shards from the rest."""
     with make(Sharding(world, mode)) as est:
         return est.estimate(batch)
+
+
+def _peak(make: Callable[[Sharding], Estimator], mode: str, world: int, batch: int) -> int:
+    """The busiest rank's peak at `world` ranks: one replay (the estimate's second, for its per-sample line, and
+    its per-layer rows are not needed here)."""
+    with make(Sharding(world, mode)) as est:
+        return est.peak(batch)
 
 
 def fewest_ranks(make: Callable[[Sharding], Estimator], batch: int, usable: int,
@@ -38,7 +46,7 @@ def fewest_ranks(make: Callable[[Sharding], Estimator], batch: int, usable: int,
     `make(sharding)` builds the estimator of one rank of that world."""
     rows = []
     for mode in modes:
-        ref = _peak(make, mode, REFERENCE_WORLD, batch)
+        ref = _estimate(make, mode, REFERENCE_WORLD, batch)
         sharded = sum(ref.breakdown.get(part, 0) for part in SHARDED_PARTS[mode]) * REFERENCE_WORLD
         rest = ref.total_bytes - sharded / REFERENCE_WORLD
         if not sharded:  # every rank holds everything: one rank fits, or none does
@@ -53,15 +61,15 @@ def fewest_ranks(make: Callable[[Sharding], Estimator], batch: int, usable: int,
         for _ in range(CONFIRMS):
             if world > MOST_RANKS:
                 break
-            est = ref if world == REFERENCE_WORLD else _peak(make, mode, world, batch)
-            if est.total_bytes <= usable:
-                found = RanksRow(mode, world, est.total_bytes, True)
+            peak = ref.total_bytes if world == REFERENCE_WORLD else _peak(make, mode, world, batch)
+            if peak <= usable:
+                found = RanksRow(mode, world, peak, True)
                 break
             world = max(world + 1, math.ceil(world * 1.25))
         while found is not None and found.ranks is not None and found.ranks > 1:  # the line may have been high
             fewer = _peak(make, mode, found.ranks - 1, batch)
-            if fewer.total_bytes > usable:
+            if fewer > usable:
                 break
-            found = RanksRow(mode, found.ranks - 1, fewer.total_bytes, True)
+            found = RanksRow(mode, found.ranks - 1, fewer, True)
         rows.append(found or RanksRow(mode, None, None, False))
     return rows

@@ -24,7 +24,9 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
+from trainspeed.amp import AMP_DTYPES
 from trainspeed.memory.checkpointing import blocks_of
+from trainspeed.memory.tracker import round_up
 from trainspeed.names import AMP_NAMES, SHARD_MODES
 
 if TYPE_CHECKING:
@@ -94,7 +96,7 @@ def shard_fsdp(model: nn.Module, mesh: DeviceMesh, sharding: Sharding) -> int:
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
     reshard = sharding.mode == "fsdp"
-    policy = MixedPrecisionPolicy(param_dtype=getattr(torch, AMP_NAMES[sharding.param_dtype]),
+    policy = MixedPrecisionPolicy(param_dtype=AMP_DTYPES[sharding.param_dtype],
                                   reduce_dtype=torch.float32) if sharding.param_dtype else MixedPrecisionPolicy()
     units = shard_units(model)
     for block in units:
@@ -105,7 +107,7 @@ def shard_fsdp(model: nn.Module, mesh: DeviceMesh, sharding: Sharding) -> int:
 
 def zero1_partition(params: list[nn.Parameter], world_size: int) -> list[nn.Parameter]:
     """The parameters whose optimizer state the busiest rank holds under ZeroRedundancyOptimizer: its greedy
-    split (sorted by size, largest first, each to the rank with the fewest elements so far)."""
+    split (sorted by size, largest first, each to the rank holding the fewest bytes so far)."""
     ranks: list[list[nn.Parameter]] = [[] for _ in range(world_size)]
     sizes = [0] * world_size
     for p in sorted(params, key=lambda p: p.numel(), reverse=True):
@@ -128,5 +130,5 @@ def bucket_bytes(params: list[nn.Parameter], quantum: int) -> int:
     total = 0
     for indices in buckets:
         nbytes = sum(trainable[i].numel() * trainable[i].element_size() for i in indices)
-        total += -(-nbytes // quantum) * quantum
+        total += round_up(nbytes, quantum)
     return total

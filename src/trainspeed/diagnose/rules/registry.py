@@ -38,6 +38,10 @@ ORDER: tuple[Rule, ...] = (
 )
 """Every rule but the healthy one. Verdicts are ranked by predicted speed-up; this order breaks ties."""
 
+LOAD_RULES: tuple[Rule, ...] = (thread_oversubscription, threads_unused)
+"""The rules about the machine's load: they judge the run as measured, the others `script_view` where other
+processes were busy. Each names its verdict after itself."""
+
 HEALTHY_BELOW = 1.2
 """`compute_bound` (healthy) is added only where no verdict predicts this speed-up or more."""
 
@@ -52,7 +56,7 @@ def script_view(r: WatchResult) -> WatchResult | None:
 def diagnose(r: WatchResult, c: Context) -> list[Verdict]:
     """All verdicts that apply, most important (largest predicted gain) first; healthy last. Where the run's threads
     waited for a core (`without_wait`), the load verdicts see the run as it was and the others the script's part."""
-    load = {thread_oversubscription: thread_oversubscription(r, c), threads_unused: threads_unused(r, c)}
+    load = {rule: rule(r, c) for rule in LOAD_RULES}
     measured, net = r, script_view(r)
     r = net or r
     launch = launch_bound(r, c)
