@@ -35,12 +35,12 @@ def env_for(rank: int, world: int, port: int, **extra: str) -> dict[str, str]:
 
 
 def launch(args: list[str], world: int = 2, timeout: float = 120, ranks: list[int] | None = None,
-           doctor: list[str] | None = None, **extra: str) -> list[Rank]:
-    """Run `python ddp_job.py ARGS` as ranks 0..world-1 (or only `ranks`); each one's exit code and output.
-    `doctor`: run it as `python -m trainspeed doctor DOCTOR... ddp_job.py ARGS` instead."""
+           doctor: list[str] | None = None, script: str = JOB, **extra: str) -> list[Rank]:
+    """Run `python ddp_job.py ARGS` (or `script`) as ranks 0..world-1 (or only `ranks`); each one's exit code and
+    output. `doctor`: run it as `python -m trainspeed doctor DOCTOR... ddp_job.py ARGS` instead."""
     port = free_port()
     head = [sys.executable, "-m", "trainspeed", "doctor", *doctor] if doctor is not None else [sys.executable]
-    procs = [subprocess.Popen([*head, JOB, *args], env=env_for(r, world, port, **extra),
+    procs = [subprocess.Popen([*head, script, *args], env=env_for(r, world, port, **extra),
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
              for r in (ranks if ranks is not None else range(world))]
     results = []

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from trainspeed.watch.machine_load import LoadMark, compiled, mark, others_cores, page_faults, worker_cpu
+from trainspeed.watch.machine_load import LoadMark, compiled, mark, others_cores, page_faults, siblings, worker_cpu
 
 BUSY = "import time\nend = time.time() + {s}\nwhile time.time() < end: pass\n"
 
@@ -89,3 +89,31 @@ def test_a_mark_counts_the_fresh_pages_this_process_was_handed() -> None:
     pages = 8 * 2**20 // mmap.PAGESIZE
     found = page_faults(start, end)
     assert found is not None and pages / 2 <= found < pages / 2 + 500  # per step, beside this test's own few
+
+
+class _Proc:
+    """A stand-in for psutil.Process: a pid, its children, its parent."""
+
+    def __init__(self, pid: int, kids: list[_Proc] | None = None) -> None:
+        self.pid, self.kids, self.up = pid, kids or [], None
+        for k in self.kids:
+            k.up = self
+
+    def children(self, recursive: bool = False) -> list[_Proc]:
+        return [d for k in self.kids for d in ([k] + (k.children(True) if recursive else []))]
+
+    def parent(self) -> _Proc | None:
+        return self.up
+
+
+def test_under_torchrun_the_jobs_other_local_ranks_are_ours(monkeypatch: pytest.MonkeyPatch) -> None:
+    worker = _Proc(12)
+    me, other = _Proc(10, [_Proc(11)]), _Proc(20, [worker])
+    _Proc(1, [me, other])  # the launcher: two ranks, each with a child
+    monkeypatch.delenv("TORCHELASTIC_RUN_ID", raising=False)
+    assert siblings(me) == []
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "job")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    assert [p.pid for p in siblings(me)] == [20, 12]
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "1")
+    assert siblings(me) == []

@@ -20,10 +20,10 @@ from trainspeed.hardware.cpu_generations import TRAINING_FEATURES, contradicted_
 from trainspeed.hardware.gpu import GpuInfo
 from trainspeed.hardware.report import HardwareReport
 from trainspeed.memory.result import CATEGORIES, MemoryReport
+from trainspeed.report.distributed import distributed_lines
 from trainspeed.report.tried import tried_view
 from trainspeed.sweep.result import SweepResult
 from trainspeed.units import gib, human_bytes
-from trainspeed.watch.dist_result import DistRun
 from trainspeed.watch.frameworks import framework_label
 
 _SOURCE_WORDS = {"model name": "from the model name", "cpuid": "from CPUID family/model",
@@ -323,7 +323,7 @@ def doctor_view(report: DoctorReport) -> Group:
     elif w.model.device == "cuda":
         parts.append(Text(f"GPU utilisation: unavailable ({util.why})", style="dim"))
     if w.distributed is not None:
-        parts += _distributed_lines(w.distributed)
+        parts += distributed_lines(w.distributed)
     parts.append(Text("Verdicts, most important first (speed-ups are predictions):", style="bold"))
     if not report.verdicts and w.steps.median_ms is None:
         parts.append(Text("  none: no training step completed, so there is nothing to judge", style="yellow"))
@@ -347,30 +347,6 @@ def _of_samples(samples: int, share: float) -> str:
     """"60% of 48 samples": a site's share with the number of stack samples it is a share of (a share of a few
     samples is a rough one)."""
     return f"{share:.0%} of {round(samples / share) if share else samples} samples"
-
-
-def _distributed_lines(d: DistRun) -> list[Table | Text]:
-    """Under torchrun: the all-reduce, every rank side by side, and the predicted scaling."""
-    parts: list[Table | Text] = []
-    comm = (f"all-reduce {d.comm_ms:.3f} ms per step ({d.exposed_ms:.3f} ms exposed, "
-            f"{(d.overlap or 0):.0%} hidden behind backward)" if d.comm_ms is not None else "no all-reduce timed")
-    bus = f", bus bandwidth {d.bus_gbs:.2f} GB/s (measured)" if d.bus_gbs else ""
-    parts.append(Text(f"Data-parallel: {d.world_size} ranks ({d.backend or '?'}), {d.grad_bytes / 2**20:.2f} MiB of "
-                      f"gradients; {comm}{bus}", style="bold"))
-    if len(d.ranks) > 1:
-        table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
-        for col in ("rank", "host", "median ms", "comm exposed ms", "busy ms"):
-            table.add_column(col, justify="left" if col in ("rank", "host") else "right")
-        for r in d.ranks:
-            busy = (r.median_ms or 0.0) - (r.exposed_ms or 0.0)
-            exposed = f"{r.exposed_ms:.3f}" if r.exposed_ms is not None else "-"
-            table.add_row(str(r.rank), r.host, f"{r.median_ms or 0:.3f}", exposed, f"{busy:.3f}")
-        parts.append(table)
-    if d.scaling:
-        line = ", ".join(f"{p.world_size}: {p.step_ms:.2f} ms ({p.efficiency:.0%})" for p in d.scaling)
-        parts.append(Text(f"predicted step time by world size (ring all-reduce model): {line}", style="dim"))
-    parts += [Text(f"note: {n}", style="yellow") for n in d.notes]
-    return parts
 
 
 _SWEEP_EXTRAS = (("samples_per_s", "samples/s", "{:,.0f}"), ("peak_bytes", "peak", None),

@@ -37,8 +37,56 @@ class ScalePoint:
 
 
 @dataclass(frozen=True)
+class CollectiveStat:
+    """Sharded training's collectives of one kind (FSDP2's all-gathers or reduce-scatters), medians per step."""
+
+    kind: str
+    """"all_gather" or "reduce_scatter"."""
+    calls: float
+    nbytes: float
+    """Unsharded bytes per step (the all-gathers' outputs, the reduce-scatters' inputs)."""
+    comm_ms: float
+    """Time some collective of this kind was in flight."""
+    exposed_ms: float
+    """Time the step waited for them (the host blocked in the call or its wait): part of the `comm` phase."""
+    backward_calls: float
+    backward_exposed_ms: float
+    """Of the above, the calls issued in backward (all-gathers there re-gather what forward resharded)."""
+
+
+@dataclass(frozen=True)
+class CallProbe:
+    """One collective timed on its own at the end of the run (watch/comm_probe.py): a measurement, the basis of the
+    prediction for larger sharding units."""
+
+    kind: str
+    nbytes: int
+    """Unsharded bytes of the call."""
+    ms: float
+    """The fastest of its timed calls."""
+
+
+@dataclass(frozen=True)
+class FsdpLayout:
+    """FSDP2's sharding units as the script's `fully_shard` calls made them."""
+
+    units: int
+    unit_bytes: list[int]
+    """Each unit's own parameters (not a nested unit's), unsharded, in the order they were sharded."""
+    root_bytes: int
+    resharding: int
+    """Units that reshard after forward (FSDP2's default: all but the root), to all-gather again in backward."""
+    resharding_bytes: int
+    mesh_dims: int
+    """2: hybrid sharding (a 2-D mesh: replicate x shard)."""
+    param_dtype: str | None
+    """MixedPrecisionPolicy's param_dtype (the root's), None: the parameters' own."""
+    cpu_offload: bool
+
+
+@dataclass(frozen=True)
 class DistRun:
-    """A run under torchrun: DDP's communication, each rank, and the scaling prediction."""
+    """A run under torchrun: DDP's or FSDP's communication, each rank, and the scaling prediction."""
 
     world_size: int
     backend: str | None
@@ -54,3 +102,11 @@ class DistRun:
     """Every rank's summary (on rank 0 after the gather; only this rank's otherwise)."""
     scaling: list[ScalePoint]
     notes: list[str] = field(default_factory=list)
+    collectives: list[CollectiveStat] = field(default_factory=list)
+    """Sharded training's all-gathers and reduce-scatters (FSDP2), per kind; empty under DDP."""
+    call_probes: list[CallProbe] = field(default_factory=list)
+    """Each kind at the run's call size and at comm_probe.GROUP times it, timed on the ranks (rank 0's)."""
+    fsdp_host_ms: dict[str, float] = field(default_factory=dict)
+    """FSDP2's hooks' own host work per step (median), less the collectives they waited for, per hook
+    (pre_forward, post_forward, pre_backward, post_backward, root_post_backward_final_callback)."""
+    fsdp: FsdpLayout | None = None

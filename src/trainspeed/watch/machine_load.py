@@ -8,8 +8,9 @@ The seed's loop beside two busy processes there: 2 threads, median step 0.56 ms 
 
 Read from cumulative counters at the two ends (psutil: the system's CPU times, this process's and
 its children's), so a run of a second is measured as well as one of an hour. "Ours" takes in the
-DataLoader's worker processes (children) and the intra-op threads that spin while they wait. A
-hypervisor's steal time is not another process of this machine, and not counted.
+DataLoader's worker processes (children) and the intra-op threads that spin while they wait, and under torchrun the
+job's other ranks on this node (the launcher's other workers and their children): a rank is the job, not another
+process beside it. A hypervisor's steal time is not another process of this machine, and not counted.
 
 The same counters give what the DataLoader's worker processes cost: their CPU seconds (the children's, reaped or
 running) over the batches the loaders with workers handed out between the two marks. The marks hold torch.compile's
@@ -38,7 +39,8 @@ class LoadMark:
     busy_s: float
     """CPU seconds the whole machine has run (every CPU, without idle, iowait and steal)."""
     ours_s: float
-    """CPU seconds this process and its children have run, reaped children included."""
+    """CPU seconds this process and its children have run, reaped children included (and the job's other local
+    ranks, under torchrun)."""
     children_s: float = 0.0
     """Of those, its children's (the DataLoader's worker processes among them)."""
     worker_batches: int = 0
@@ -55,17 +57,38 @@ class LoadMark:
     """The VM's steal time so far, all CPUs together (None: not said here)."""
 
 
-def _own_and_children_s() -> tuple[float, float]:
+def _cpu_s(process: psutil.Process) -> float:
+    try:
+        c = process.cpu_times()
+    except psutil.Error:  # it ended between the listing and the read
+        return 0.0
+    return c.user + c.system
+
+
+def siblings(me: psutil.Process) -> list[psutil.Process]:
+    """Under torchrun on this node: the job's other ranks (the launcher's other workers) and their children."""
+    import os
+
+    if int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1) < 2 or "TORCHELASTIC_RUN_ID" not in os.environ:
+        return []
+    try:
+        parent = me.parent()
+        if parent is None:
+            return []
+        ranks = [p for p in parent.children() if p.pid != me.pid]
+        return ranks + [c for r in ranks for c in r.children(recursive=True)]
+    except psutil.Error:
+        return []
+
+
+def _own_and_children_s() -> tuple[float, float, float]:
+    """CPU seconds of this process, of its children (running or reaped) and of the job's other local ranks."""
     me = psutil.Process()
     t = me.cpu_times()
     children = t.children_user + t.children_system
     for child in me.children(recursive=True):  # workers still running: not in children_* until reaped
-        try:
-            c = child.cpu_times()
-        except psutil.Error:  # it ended between the listing and the read
-            continue
-        children += c.user + c.system
-    return t.user + t.system, children
+        children += _cpu_s(child)
+    return t.user + t.system, children, sum(_cpu_s(p) for p in siblings(me))
 
 
 def mark(worker_batches: int = 0, steps: int = 0) -> LoadMark | None:
@@ -74,8 +97,8 @@ def mark(worker_batches: int = 0, steps: int = 0) -> LoadMark | None:
     try:
         t = psutil.cpu_times()
         busy = t.user + t.system + getattr(t, "nice", 0.0) + getattr(t, "irq", 0.0) + getattr(t, "softirq", 0.0)
-        own, children = _own_and_children_s()
-        return LoadMark(time.monotonic(), busy, own + children, children, worker_batches, compiled_so_far(), steps,
+        own, children, ranks = _own_and_children_s()
+        return LoadMark(time.monotonic(), busy, own + children + ranks, children, worker_batches, compiled_so_far(), steps,
                         minor_faults(), process_wait_s(), steal_s())
     except (psutil.Error, OSError):
         return None

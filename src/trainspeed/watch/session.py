@@ -20,7 +20,7 @@ writes it):
                         ├─► EvaluationTracker evaluations (counted here only)       evaluation.py
                         ├─► CheckpointTracker saves                                 checkpoints.py
                         ├─► FrameworkTracker  the training framework                frameworks.py
-                        ├─► RankTracker       DDP's all-reduce, torchrun's ranks    ranks.py
+                        ├─► RankTracker       DDP's, FSDP's comm; torchrun's ranks  ranks.py
                         └─► MachineTracker    the machine's load, page faults       machine_load.py
 """
 
@@ -73,7 +73,8 @@ class Watcher:
         self.clock = self.edges.clock
         self.hooks = Hooks(self, self.edges)
         self.reads = HostReads()
-        self.ranks = RankTracker()
+        edges = self.edges
+        self.ranks = RankTracker(lambda phase: edges.enter(phase), lambda phase: edges.exit(phase))
         self.machine = MachineTracker()
         self.model = ModelTracker()
         self.optimizers = OptimizerTracker()

@@ -242,13 +242,12 @@ class StepTracker:
         self.steps_seen = index + 1
         if index < self.quiet_until:
             return
-        comm = self.ranks.comm
-        comm_busy = comm.spans or comm.events
+        comm_busy = self.ranks.busy()
         woke = self.quiet_until != 0
         if woke:  # this step's clock started with the quiet run's: passed over too
             self.clock.add("sync", self._catch_up(index))  # the run's reads, for the sums
             if comm_busy:
-                comm.take()  # all-reduces of a DDP made during the quiet run: several steps' worth
+                self.ranks.passed_over()
         if woke or (index >= self.settled_at and not self.edges.events and not comm_busy and not self.measured.wants()
                     and not self._detail_wanted() and not self._plotting()):
             self.measured.skip()
@@ -283,7 +282,7 @@ class StepTracker:
             self.machine.early(index + 1)
         if index + 1 == self.settled_at:  # the steps from the next one are measured
             self._measuring_starts()
-        if index >= self.settled_at and comm.backend is None and not self._plotting() and \
+        if index >= self.settled_at and self.ranks.quiet_allowed() and not self._plotting() and \
                 not (self.detailed and self.cuda):
             self._go_quiet(index)
         self.clock.skip()  # this edge's own work (tens of us when it keeps a step) is not the next step's

@@ -1,8 +1,10 @@
-"""Distributed verdicts under torchrun: an exposed all-reduce (`comm_bound`) and a slow rank (`straggler`)."""
+"""Distributed verdicts under torchrun: exposed communication (`comm_bound`: DDP's all-reduce here, FSDP's collectives in
+rules/sharded.py) and a slow rank (`straggler`)."""
 
 from __future__ import annotations
 
 from trainspeed.diagnose.rules.common import Context, _step_speedup
+from trainspeed.diagnose.rules.sharded import sharded_comm
 from trainspeed.diagnose.verdict import Verdict
 from trainspeed.watch.result import WatchResult
 
@@ -14,6 +16,8 @@ NO_SYNC_MICRO_BATCHES = 4  # comm_bound's prediction: accumulate this many micro
 
 def comm_bound(r: WatchResult, c: Context) -> Verdict | None:
     d = r.distributed
+    if d is not None and d.collectives:  # a sharded run (FSDP2): its all-gathers and reduce-scatters
+        return sharded_comm(r, c)
     if d is None or d.world_size < 2 or not r.steps.median_ms or d.comm_ms is None:
         return None
     step = r.steps.median_ms
