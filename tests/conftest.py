@@ -12,16 +12,50 @@ compiled by torch.compile counted (the profiler window's choice, profile_window.
 whatever `fit`'s tests compiled before it. And each test leaves torch's intra-op threads as it found
 them: a script a test runs in-process under the doctor (examples/too_many_threads.py) sets them for the
 rest of its process, as it would in its own.
+
+`pytest --busy N` runs the session beside N busy processes (`python -c "while True: pass"`, on this process's
+cores): the machine a user shares. The planted examples' tests (marker `planted`) then hold their first verdict
+strictly, as alone: no skip for the load (tests/diagnose/planted.py).
 """
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 
+import planted
 import pytest
 import torch
 
 from trainspeed.watch import patching
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--busy", type=int, default=0, metavar="N",
+                     help="run beside N busy processes on this process's cores; planted verdicts held strictly")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    planted.BUSY = config.getoption("busy")
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _beside_busy_processes(pytestconfig: pytest.Config) -> Iterator[None]:
+    """--busy N: N processes spinning on this process's cores for the whole session."""
+    n = pytestconfig.getoption("busy")
+    cores = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+    for p in spinners:
+        if cores is not None:
+            os.sched_setaffinity(p.pid, cores)
+    try:
+        yield
+    finally:
+        for p in spinners:
+            p.kill()
+            p.wait()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

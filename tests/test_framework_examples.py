@@ -17,6 +17,8 @@ from trainspeed.cli import main
 
 FRAMEWORKS = Path(__file__).resolve().parents[1] / "examples" / "frameworks"
 
+pytestmark = pytest.mark.planted
+
 
 def _doctor(script: str, args: list[str], capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
     assert main(["doctor", "--json", "-", str(FRAMEWORKS / script), *args]) == 0

@@ -19,6 +19,8 @@ from trainspeed.cli import main
 
 REALISTIC = Path(__file__).resolve().parents[1] / "examples" / "realistic"
 
+pytestmark = pytest.mark.planted
+
 
 def _doctor(script: str, args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[dict[str, Any], str]:
     """The doctor's JSON on a script, and what the script printed (stderr, while stdout carries the JSON)."""

@@ -9,6 +9,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from planted import first_planted
 
 from trainspeed.cli import main
 
@@ -21,6 +22,7 @@ def _doctor(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, d
     return code, json.loads(capsys.readouterr().out)
 
 
+@pytest.mark.planted
 @pytest.mark.parametrize(("script", "args", "first"), [
     ("seed_iris.py", ["--epochs", "1500"], "launch_bound"),
     ("slow_dataloader.py", [], "input_bound"),
@@ -38,26 +40,16 @@ def test_planted_bottleneck_is_named_first(script: str, args: list[str], first: 
     extra = ["--steps", "60"] if script == "slow_dataloader.py" else []
     code, data = _doctor([*extra, str(EXAMPLES / script), *args], capsys)
     assert code == 0
-    assert data["verdicts"] and _planted(data)[0]["id"] == first, data["verdicts"]
+    first_planted(data, first)
 
 
-def _planted(data: dict) -> list[dict]:  # type: ignore[type-arg]
-    """The verdicts about the script: a `thread_oversubscription` that blames other processes on the machine
-    (the doctor measured them: `others_cpu_cores` at OTHERS_BUSY or more) is about the machine's load while
-    the test ran, not about what the example plants, and is set aside; any other stays."""
-    from trainspeed.diagnose.rules.threads import OTHERS_BUSY
-
-    loaded = (data.get("others_cpu_cores") or 0.0) >= OTHERS_BUSY
-    return [v for v in data["verdicts"]
-            if not (loaded and v["id"] == "thread_oversubscription" and v["evidence"].startswith("other processes"))]
-
-
+@pytest.mark.planted
 def test_a_tensor_dataset_batched_row_by_row_is_told_to_take_its_batches_whole(
         capsys: pytest.CaptureFixture[str]) -> None:
     code, data = _doctor([str(EXAMPLES / "tensor_dataset_loader.py"), "--epochs", "1"], capsys)
     assert code == 0
-    first = _planted(data)[0]
-    assert first["id"] == "input_bound" and "BatchSampler" in first["action"] and "num_workers" not in first["action"]
+    first = first_planted(data, "input_bound")
+    assert "BatchSampler" in first["action"] and "num_workers" not in first["action"]
     assert data["loaders"][0]["batchable"] and data["probe"]["loader_batched_ms"] > 0
     assert data["probe"]["loader_handover_ms"]["wall_ms"] >= data["probe"]["loader_handover_ms"]["main_ms"] > 0
     assert data["steps"]["mean_ms"] > 0

@@ -62,6 +62,7 @@ def test_the_callback_reports_the_run_and_leaves_its_losses_bit_for_bit(tmp_path
     assert data["framework"]["name"] == "lightning" and callback.report is not None
 
 
+@pytest.mark.planted
 def test_the_callback_names_what_the_doctor_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     out = tmp_path / "callback.json"
     monkeypatch.setattr(sys, "argv", [str(EXAMPLE), "--val-check-interval", "2", "--trainspeed-json", str(out)])

@@ -38,6 +38,7 @@ def test_the_callback_reports_the_run_and_leaves_its_losses_bit_for_bit(tmp_path
     assert data["steps"]["seen"] == 10 and data["batch_size"] == 8 and data["framework"]["name"] == "transformers"
 
 
+@pytest.mark.planted
 def test_the_callback_names_what_the_doctor_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     out = tmp_path / "callback.json"
     monkeypatch.setattr(sys, "argv", [str(EXAMPLE), "--max-steps", "40", "--eval-steps", "2",

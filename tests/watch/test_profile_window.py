@@ -172,3 +172,25 @@ def test_after_torch_compile_the_window_is_torch_profiler_alone(monkeypatch) -> 
     finally:
         window._close(1)
     assert window.ops_per_step is not None and window.ops_per_step >= 1 and window.op_times is None
+
+
+def test_an_ops_wait_for_a_core_is_not_its_time() -> None:
+    # each op's threads are said to have waited 1 s for a core (the reading after each op): an op is then its wall
+    # time less that, never less than nothing
+    readings = []
+
+    def waited() -> float:
+        readings.append(1)
+        return 1.0 if len(readings) % 2 == 0 else 123.0  # the reading before each op is not the op's
+
+    counter = OpCounter(by_op=True, waited=waited)
+    with counter:
+        torch.ones(3) + torch.ones(3)
+    counter.end_step()
+    assert len(readings) == 2 * counter.ops
+    assert all(seconds == 0.0 for _, seconds in counter.steps_by_op[0].values())
+    plain = OpCounter(by_op=True)
+    with plain:
+        torch.ones(3) + torch.ones(3)
+    plain.end_step()
+    assert all(seconds > 0.0 for _, seconds in plain.steps_by_op[0].values())

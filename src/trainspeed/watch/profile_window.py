@@ -33,6 +33,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from trainspeed._io import quiet_fd2
 from trainspeed.watch.result import OpTime, Window
+from trainspeed.watch.run_queue import ThreadWait, thread_wait
 from trainspeed.watch.trace import WindowOp
 
 OP_TIMES_KEPT = 12
@@ -82,8 +83,12 @@ class OpCounter(TorchDispatchMode):
     ranges torch opens around every optimizer step) are no work, and not counted."""
 
     def __init__(self, outside: Callable[[], bool] | None = None, by_op: bool = False,
-                 edge: Callable[[], bool] | None = None) -> None:
+                 edge: Callable[[], bool] | None = None, waited: Callable[[], float] | None = None) -> None:
         super().__init__()
+        self.waited = waited
+        """The training thread's and torch's intra-op threads' run-queue wait (seconds since its last call): an op's
+        time is its wall time less the time its threads waited for a core (on a machine shared with busy processes
+        an op that lost its core for a scheduler slice took milliseconds, and looked like work)."""
         self.ops = 0
         self.outside = outside
         self.edge = edge
@@ -120,11 +125,16 @@ class OpCounter(TorchDispatchMode):
             self.edge_ops += 1
         if not outside and self.by_op is None:
             return func(*args, **kwargs)
+        waited = self.waited
+        if waited is not None:
+            waited()  # from here
         t0 = time.perf_counter()
         try:
             return func(*args, **kwargs)
         finally:
             took = time.perf_counter() - t0
+            if waited is not None:
+                took = max(0.0, took - waited())
             if outside:
                 self.outside_s += took
                 self.outside_ops += 1
@@ -363,7 +373,10 @@ class ProfileWindow:
                               "alone (a dispatch mode would send compiled code back to eager for its steps, and "
                               "change the run's numbers); no per-op times, and torch's ops outside the phases uncounted")
         if not cuda and not compiled:
-            self.counter = OpCounter(self.outside, by_op=True, edge=self.edge)
+            waited = thread_wait()  # the training thread's (the window opens at a step's end, on it)
+            if waited is not None:
+                waited.add_native()
+            self.counter = OpCounter(self.outside, by_op=True, edge=self.edge, waited=waited)
             self.prof = (self.counter, flop_counter())
             for mode in self.prof:
                 mode.__enter__()
@@ -392,6 +405,8 @@ class ProfileWindow:
         if counter is None:
             return
         counter.__exit__(None, None, None)
+        if isinstance(counter.waited, ThreadWait):
+            counter.waited.close()
         if counter.outside is not None:
             self.outside_ops_per_step = counter.outside_ops / steps
             self.outside_op_ms_per_step = self.outside_ops_per_step * least_per_call(counter.outside_steps) * 1e3

@@ -43,7 +43,8 @@ LOAD_RULES: tuple[Rule, ...] = (thread_oversubscription, threads_unused)
 processes were busy. Each names its verdict after itself."""
 
 HEALTHY_BELOW = 1.2
-"""`compute_bound` (healthy) is added only where no verdict predicts this speed-up or more."""
+"""`compute_bound` (healthy) is added only where no verdict about the script (the load verdicts aside) predicts this
+speed-up or more."""
 
 
 def script_view(r: WatchResult) -> WatchResult | None:
@@ -72,7 +73,8 @@ def diagnose(r: WatchResult, c: Context) -> list[Verdict]:
                   f"against the {measured.steps.median_ms:.2f} ms measured)")
         found = [v if v in load.values() else replace(v, evidence=v.evidence + judged) for v in found]
     found.sort(key=lambda v: v.predicted_speedup or 1.0, reverse=True)
-    if not any(v.predicted_speedup and v.predicted_speedup >= HEALTHY_BELOW for v in found):
+    script = [v for v in found if v not in load.values()]  # the machine's load is not the script's to fix
+    if not any(v.predicted_speedup and v.predicted_speedup >= HEALTHY_BELOW for v in script):
         healthy = compute_bound(r, c)
         if healthy is not None:
             found.append(healthy)
