@@ -13,6 +13,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from trainspeed.memory import estimate as estimate_module
 from trainspeed.memory.estimate import Estimator, estimate_memory
 from trainspeed.memory.ranks import fewest_ranks
 from trainspeed.memory.sharded import Sharding, bucket_bytes, zero1_partition
@@ -51,6 +52,18 @@ def test_fsdp_holds_a_shard_of_the_parameters_and_state_and_the_units_it_gathers
     # kept whole from forward to backward: more gathered at the peak
     assert _estimate("fsdp-no-reshard", 4)["total"] > four["total"]
     assert not dist.is_initialized()  # the fake process group is gone
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])  # each optimizer loop: per tensor (CPU), foreach (CUDA)
+def test_the_optimizer_on_local_shards_holds_the_bytes_of_the_one_on_dtensors(
+        device: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    def estimate() -> tuple[int, dict[str, int], float]:
+        est = estimate_memory(GPT.factory, _tokens, 8, optimizer="adamw", world_size=2, shard="fsdp", device=device)
+        return est.total_bytes, est.breakdown, est.per_sample_bytes
+
+    on_shards = estimate()
+    monkeypatch.setattr(estimate_module, "on_local_shards", lambda factory, params: factory(params))
+    assert estimate() == on_shards
 
 
 def test_fsdp_mixed_precision_gathers_and_computes_in_its_dtype() -> None:

@@ -29,7 +29,14 @@ from trainspeed.memory.cuda_workspaces import step_workspaces
 from trainspeed.memory.layers import LayerRecorder
 from trainspeed.memory.optimizers import OptimizerFactory, optimizer_factory
 from trainspeed.memory.result import CATEGORIES, LayerMemory, MemoryEstimate
-from trainspeed.memory.sharded import Sharding, bucket_bytes, fake_world, shard_fsdp, zero1_partition
+from trainspeed.memory.sharded import (
+    Sharding,
+    bucket_bytes,
+    fake_world,
+    on_local_shards,
+    shard_fsdp,
+    zero1_partition,
+)
 from trainspeed.memory.step import (
     InputArg,
     ModelArg,
@@ -269,7 +276,8 @@ class _Replay:
                 self.buckets = bucket_bytes(params, quantum)
                 if sharding.mode == "zero1":
                     params = zero1_partition(params, sharding.world_size)
-            self.optimizer = optimizer(params)
+            self.optimizer = on_local_shards(optimizer, params) if sharding is not None and sharding.fsdp \
+                else optimizer(params)
             self.library_workspace = 0
             warm, _, _ = self.step(warm_batch, record_layers=False)  # creates the optimizer state
         if quantum > 1:  # a CUDA target: the cuBLAS workspaces its matmuls leave allocated (read off a real

@@ -53,6 +53,26 @@ def local(t: torch.Tensor) -> torch.Tensor:
     return getattr(t, "_local_tensor", t)
 
 
+_NAMES: dict[Any, str] = {}
+"""An op's name (`str(OpOverload)` formats it anew on each call: a replay asks it for every op)."""
+
+
+def tensors_in(obj: Any) -> list[torch.Tensor]:
+    """The tensors of an op's arguments or outputs: a tensor, a tuple or list of tensors and other values (one level
+    deep, what aten ops take and return), or else whatever pytree finds inside."""
+    if isinstance(obj, torch.Tensor):
+        return [obj]
+    if isinstance(obj, (tuple, list)):
+        found = []
+        for item in obj:
+            if isinstance(item, torch.Tensor):
+                found.append(item)
+            elif isinstance(item, (tuple, list, dict)):
+                found += [t for t in tree_flatten(item)[0] if isinstance(t, torch.Tensor)]
+        return found
+    return [t for t in tree_flatten(obj)[0] if isinstance(t, torch.Tensor)]
+
+
 def storage_key(t: torch.Tensor) -> int:
     """Identity of a tensor's storage (one Python object per storage, shared by its views)."""
     return id(local(t).untyped_storage())
@@ -183,16 +203,19 @@ class LiveBytes(TorchDispatchMode):
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         self._settle()
-        self.last_op = str(func)
-        self.ops.add(self.last_op)
-        self.ops_by_phase.setdefault(self.phase, set()).add(self.last_op)
+        name = _NAMES.get(func)
+        if name is None:
+            name = _NAMES[func] = str(func)
+        self.last_op = name
+        self.ops.add(name)
+        self.ops_by_phase.setdefault(self.phase, set()).add(name)
         self.clock += 1
         out = func(*args, **(kwargs or {}))
         before = (self.peak, self.peak_at)
-        inputs = {storage_key(a) for a in tree_flatten((args, kwargs))[0] if isinstance(a, torch.Tensor)}
-        for t in tree_flatten(out)[0]:
-            if not isinstance(t, torch.Tensor):
-                continue
+        inputs = {storage_key(a) for a in tensors_in(args)}
+        if kwargs:
+            inputs.update(storage_key(a) for a in tensors_in(tuple(kwargs.values())))
+        for t in tensors_in(out):
             storage = local(t).untyped_storage()
             key = id(storage)
             block = self.blocks.get(key)

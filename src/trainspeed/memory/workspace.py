@@ -7,6 +7,7 @@ rule here reproduces one kernel's choice and its buffer, from the PyTorch source
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -15,6 +16,7 @@ import torch
 from trainspeed.memory import kernel_probe
 
 
+@functools.cache  # the build's answer: asked on every reduced-precision matrix product of a replay
 def _mkldnn_dtype_ok(dtype: torch.dtype) -> bool:
     if dtype == torch.bfloat16:
         return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
