@@ -116,6 +116,8 @@ def test_meta_failure_falls_back_to_measuring(tmp_path: Path, capsys: pytest.Cap
     (["memory", "gpt", "--gpu", "h999"], "invalid choice"),
     (["memory", "gpt", "--world-size", "2", "--shard", "zero1", "--fsdp-param-dtype", "bf16"],
      "it needs --shard fsdp or fsdp-no-reshard"),
+    (["memory", "gpt", "--world-size", "2", "--shard", "ddp", "--cpu-offload"],
+     "--cpu-offload is FSDP2's CPUOffloadPolicy: it needs --shard fsdp or fsdp-no-reshard"),
     (["memory", "nope/config.json"], "no such file"),
 ])
 def test_bad_input(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -151,6 +153,14 @@ def test_one_rank_of_a_sharded_world(capsys: pytest.CaptureFixture[str]) -> None
     out = " ".join(capsys.readouterr().out.split())  # as one line, however the terminal wrapped it
     assert "Peak of one rank's steady-state training step (the busiest of 4, ddp; batch 8 per rank)" in out
     assert f"communication {whole / 1024:.1f} KiB" in out and "gradient buckets are added by size" in out
+    assert main(["memory", "gpt", "--batch-size", "8", "--world-size", "4", "--shard", "fsdp", "--cpu-offload",
+                 "--json", "-"]) == 0
+    data = _json(capsys)
+    assert data["cpu_offload"] and data["host_bytes"] >= 3 * whole // 4  # the shards and Adam's two moments
+    assert data["bytes"]["params"] == data["bytes"]["optimizer"] == data["bytes"]["grads"] == 0
+    assert main(["memory", "gpt", "--batch-size", "8", "--world-size", "4", "--shard", "fsdp", "--cpu-offload"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "fsdp, CPU offload: the device's peak" in out and "in host memory (CPU offload):" in out
 
 
 def test_a_gpu_is_the_budget_and_the_device(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:

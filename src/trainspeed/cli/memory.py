@@ -59,6 +59,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--fsdp-param-dtype", choices=list(AMP_NAMES), default=None,
                    help="with an fsdp --shard: FSDP2's MixedPrecisionPolicy, parameters gathered and computed in this "
                         "dtype, gradients reduced in float32")
+    p.add_argument("--cpu-offload", action="store_true",
+                   help="with an fsdp --shard: FSDP2's CPUOffloadPolicy, the shards, their gradients and the optimizer "
+                        "in host memory; the peak is the device's, the host's said apart")
     p.add_argument("--fewest-ranks", action="store_true",
                    help="with --gpu or --budget: for each shard mode, the fewest ranks of that memory that fit "
                         "--batch-size per rank")
@@ -150,6 +153,8 @@ def run(args: argparse.Namespace) -> int:
     if args.fsdp_param_dtype is not None and (args.shard is None or not args.shard.startswith("fsdp")):
         raise UsageError(f"--fsdp-param-dtype {args.fsdp_param_dtype} is FSDP2's mixed precision: it needs --shard "
                          "fsdp or fsdp-no-reshard (--amp autocasts any step)")
+    if args.cpu_offload and (args.shard is None or not args.shard.startswith("fsdp")):
+        raise UsageError("--cpu-offload is FSDP2's CPUOffloadPolicy: it needs --shard fsdp or fsdp-no-reshard")
     if args.shard is not None and args.measure:
         raise UsageError("--measure runs the step on one device here; a sharded step is measured on its ranks under "
                          "torchrun (benchmarks/sharded_memory.py)")
@@ -160,7 +165,8 @@ def run(args: argparse.Namespace) -> int:
     make_input = input_callable(shape, dtype, high)
     budget = _budget(args, device)
     common = dict(optimizer=args.optimizer, amp=args.amp, checkpointing=args.checkpointing, device=device)
-    sharding = Sharding(args.world_size, args.shard, args.fsdp_param_dtype) if args.shard is not None else None
+    sharding = Sharding(args.world_size, args.shard, args.fsdp_param_dtype, args.cpu_offload) \
+        if args.shard is not None else None
 
     notes = [f"the budget is the memory of one {args.gpu}: {GPU_MEMORY_GIB[args.gpu]} GiB (its data sheet's)"] \
         if args.gpu is not None else []

@@ -27,6 +27,7 @@ from trainspeed.errors import first_line
 from trainspeed.memory.checkpointing import apply_checkpointing
 from trainspeed.memory.cuda_workspaces import step_workspaces
 from trainspeed.memory.layers import LayerRecorder
+from trainspeed.memory.offload import host_blocks, split_peaks
 from trainspeed.memory.optimizers import OptimizerFactory, optimizer_factory
 from trainspeed.memory.result import CATEGORIES, LayerMemory, MemoryEstimate
 from trainspeed.memory.sharded import (
@@ -314,11 +315,15 @@ class _Replay:
         return tracker, seen, recorder.rows() if record_layers else []
 
 
-def _breakdown(tracker: LiveBytes, grad_blocks: set[int]) -> tuple[dict[str, int], str]:
+def _breakdown(tracker: LiveBytes, grad_blocks: set[int], moment: int, host: set[int]) -> tuple[dict[str, int], str]:
+    """What was live at `moment` (the peak), by category, the blocks in `host` (CPU offload's) left out; and the
+    phase the moment falls in."""
     out = dict.fromkeys(CATEGORIES, 0)
     phases = {"params": "params", "optimizer-state": "optimizer", "input": "input", "forward": "activations",
               "workspace": "workspace", "communication": "communication"}
-    for block in tracker.alive_at(tracker.peak_at):
+    for block in tracker.alive_at(moment):
+        if id(block) in host:
+            continue
         if id(block) in grad_blocks:
             category = "grads"
         elif block.op == RESIZED:
@@ -326,7 +331,7 @@ def _breakdown(tracker: LiveBytes, grad_blocks: set[int]) -> tuple[dict[str, int
         else:
             category = phases.get(block.phase, "transient")
         out[category] += block.nbytes
-    peak_phase = next((b.phase for b in tracker.history if b.born == tracker.peak_at), "forward")
+    peak_phase = next((b.phase for b in tracker.history if b.born == moment), "forward")
     return out, peak_phase
 
 
@@ -379,6 +384,12 @@ class Estimator:
                               "ranks a collective still in flight keeps its buffers a while longer (on 2 and 4 CPU "
                               "ranks the nearest rank was within 1% in 9 of 12 cases, the largest up to 47% above "
                               "on a model of three units; BENCHMARKS.md)")
+            if sharding.cpu_offload:
+                self.notes.append("CPU offload: FSDP2's step replayed without CPUOffloadPolicy (the replay has one kind "
+                                  "of device), its storages sorted afterwards: the device holds the gathered units, "
+                                  "the activations and temporaries; the host the shards, their gradients and the "
+                                  "optimizer's state and step. Left out: each shard's copy on its way (in for the "
+                                  "all-gather, out after the reduce-scatter), one unit's at a time")
             if amp is not None and sharding.param_dtype is None:
                 self.notes.append("under FSDP, torch.autocast keeps its cast of every unit's parameters until the "
                                   "forward ends (its weight cache: the gathered parameters are freed, their casts "
@@ -396,19 +407,30 @@ class Estimator:
         self.close()
 
     def peak(self, batch_size: int) -> int:
-        """Predicted peak bytes of a step at `batch_size` (a full replay, nothing allocated)."""
-        tracker, _, _ = self.replay.step(batch_size, record_layers=False)
-        return tracker.peak
+        """Predicted peak bytes of a step at `batch_size` (a full replay, nothing allocated); under CPU offload the
+        device's."""
+        tracker, seen, _ = self.replay.step(batch_size, record_layers=False)
+        return self._peaks(tracker, seen)[0][0]
+
+    def _peaks(self, tracker: LiveBytes, seen: dict[str, Any]) -> tuple[tuple[int, int], int | None, set[int]]:
+        """((the peak, its moment), the host's peak under CPU offload, the host's blocks): the replay's own peak,
+        or with `Sharding.cpu_offload` the device's, its host storages set apart (memory/offload.py)."""
+        if self.sharding is None or not self.sharding.cpu_offload:
+            return (tracker.peak, tracker.peak_at), None, set()
+        params = {storage_key(p) for p in self.replay.model.parameters()}
+        host = host_blocks(tracker, params, _grad_blocks(tracker, seen))
+        device, on_host = split_peaks(tracker, host)
+        return device, on_host, host
 
     def estimate(self, batch_size: int) -> MemoryEstimate:
         """The full estimate at `batch_size`, with the linear model fitted from a replay at twice the batch."""
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         tracker, seen, layers = self.replay.step(batch_size, record_layers=True)
-        breakdown, peak_phase = _breakdown(tracker, _grad_blocks(tracker, seen))
+        (total, moment), host_bytes, host = self._peaks(tracker, seen)
+        breakdown, peak_phase = _breakdown(tracker, _grad_blocks(tracker, seen), moment, host)
         notes = list(self.notes)
         notes += unseen_notes(tracker.unmodelled)
-        total = tracker.peak
         per_sample = (self.peak(batch_size * 2) - total) / batch_size
         fixed = total - batch_size * per_sample
         params = {id(p): p.numel() for p in self.replay.model.parameters()}
@@ -420,13 +442,14 @@ class Estimator:
             world_size=self.sharding.world_size if self.sharding else 1,
             shard=self.sharding.mode if self.sharding else None,
             fsdp_param_dtype=self.sharding.param_dtype if self.sharding else None,
+            cpu_offload=bool(self.sharding and self.sharding.cpu_offload), host_bytes=host_bytes,
         )
 
 
 def estimate_memory(model: ModelArg, example_input: InputArg, batch_size: int, optimizer: str | OptimizerFactory = "adam",
                     amp: str | None = None, checkpointing: bool = False, loss: Callable[[Any], torch.Tensor] | None = None,
                     device: str | torch.device = "cpu", world_size: int = 1, shard: str | None = None,
-                    fsdp_param_dtype: str | None = None) -> MemoryEstimate:
+                    fsdp_param_dtype: str | None = None, cpu_offload: bool = False) -> MemoryEstimate:
     """Predict the peak bytes of a steady-state training step, without allocating the model.
 
     Args:
@@ -441,15 +464,16 @@ def estimate_memory(model: ModelArg, example_input: InputArg, batch_size: int, o
         world_size, shard: one rank's peak of a data-parallel world of `world_size` ranks sharded as `shard`
             ("ddp", "zero1", "fsdp", "fsdp-no-reshard"; memory.sharded); `batch_size` is then the rank's own.
         fsdp_param_dtype: "bf16" or "fp16": FSDP2's MixedPrecisionPolicy (with an fsdp `shard`).
+        cpu_offload: FSDP2's CPUOffloadPolicy (with an fsdp `shard`): the device's peak, the host's in `host_bytes`.
 
     Returns:
         MemoryEstimate: total, fixed + per-sample split, breakdown at the peak, per-layer rows.
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    if shard is None and world_size != 1:
+    if shard is None and (world_size != 1 or cpu_offload):
         raise ValueError(f"a world of {world_size} ranks needs a shard mode (ddp, zero1, fsdp, fsdp-no-reshard)")
-    sharding = Sharding(world_size, shard, fsdp_param_dtype) if shard is not None else None
+    sharding = Sharding(world_size, shard, fsdp_param_dtype, cpu_offload) if shard is not None else None
     with Estimator(model, example_input, optimizer, amp, checkpointing, loss, device, warm_batch=batch_size,
                    sharding=sharding) as estimator:
         return estimator.estimate(batch_size)

@@ -53,6 +53,11 @@ class MemoryEstimate:
     """How the world shards the step (`memory.sharded.SHARD_MODES`); None: a single device."""
     fsdp_param_dtype: str | None = None
     """FSDP2's MixedPrecisionPolicy's parameter dtype ("bf16", "fp16"); None: none."""
+    cpu_offload: bool = False
+    """FSDP2's CPUOffloadPolicy: the totals are the device's; the shards, their gradients and the optimizer live on
+    the host (`host_bytes`)."""
+    host_bytes: int | None = None
+    """Under CPU offload: the host memory's peak for the rank's shards, gradients and optimizer (None: no offload)."""
 
     def predict(self, batch_size: int) -> int:
         """The linear model's prediction at another batch size."""

@@ -44,6 +44,8 @@ class Sharding:
     param_dtype: str | None = None
     """FSDP2's MixedPrecisionPolicy: the dtype ("bf16", "fp16") its units gather their parameters in and compute
     with, gradients reduced in float32; None: the parameters' own."""
+    cpu_offload: bool = False
+    """FSDP2's CPUOffloadPolicy: the shards, their gradients and the optimizer's state and step in host memory."""
 
     def __post_init__(self) -> None:
         if self.mode not in SHARD_MODES:
@@ -53,6 +55,8 @@ class Sharding:
         if self.param_dtype is not None and (self.param_dtype not in AMP_NAMES or not self.fsdp):
             raise ValueError(f"a parameter dtype ({self.param_dtype!r}) is FSDP2's mixed precision: bf16 or fp16, "
                              "with an fsdp mode")
+        if self.cpu_offload and not self.fsdp:
+            raise ValueError(f"CPU offload is FSDP2's (CPUOffloadPolicy): it needs an fsdp mode, not {self.mode!r}")
 
     @property
     def fsdp(self) -> bool:

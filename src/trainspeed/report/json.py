@@ -129,6 +129,8 @@ def memory_dict(report: MemoryReport) -> dict[str, Any]:
             "world_size": est.world_size,
             "shard": est.shard,
             "fsdp_param_dtype": est.fsdp_param_dtype,
+            "cpu_offload": est.cpu_offload,
+            "host_bytes": est.host_bytes,
             "param_count": est.param_count,
             "layers": _clean(est.layers),
             "notes": report.notes + est.notes,

@@ -147,7 +147,8 @@ def memory_view(report: MemoryReport) -> Group:
         ckpt = ", checkpointing" if est.checkpointing else ""
         parts.append(Text(f"{report.model}: {est.param_count:,} parameters; batch {report.batch_size} of "
                           f"{shape} {report.input_dtype}; {est.optimizer}, {amp}{ckpt}; target {est.device}", style="bold"))
-        mixed = f", {est.fsdp_param_dtype} parameters" if est.fsdp_param_dtype else ""
+        mixed = (f", {est.fsdp_param_dtype} parameters" if est.fsdp_param_dtype else "") + \
+            (", CPU offload: the device's peak" if est.cpu_offload else "")
         whose = (f"one rank's steady-state training step (the busiest of {est.world_size}, {est.shard}{mixed}; "
                  f"batch {report.batch_size} per rank)" if est.shard else "a steady-state training step")
         parts.append(Text(f"Peak of {whose} (predicted): {human_bytes(est.total_bytes)} "
@@ -155,6 +156,9 @@ def memory_view(report: MemoryReport) -> Group:
         parts.append(Text(f"  = fixed {human_bytes(est.fixed_bytes)} + batch x {human_bytes(est.per_sample_bytes)} per sample"))
         parts.append(Text("  live at the peak: " + ", ".join(
             f"{c} {human_bytes(est.breakdown[c])}" for c in CATEGORIES if est.breakdown.get(c))))
+        if est.host_bytes is not None:
+            parts.append(Text(f"  in host memory (CPU offload): {human_bytes(est.host_bytes)} at most, the rank's shards "
+                              "of the parameters, their gradients and the optimizer's state and step"))
     if search is not None:
         budget = f"{human_bytes(search.budget_bytes)} with a {search.margin:.0%} margin"
         if search.max_batch is None:
