@@ -22,6 +22,7 @@ from trainspeed.diagnose.rules import (
     slow_dtype_candidates,
     threads_candidate,
 )
+from trainspeed.diagnose.rules.registry import script_view
 from trainspeed.hardware.cpu import usable_cores
 from trainspeed.hardware.gpu import GpuPeak, math_peak
 from trainspeed.hardware.report import HardwareReport, detect_hardware
@@ -147,7 +148,9 @@ def measure_context(result: WatchResult, subject: RunSubject | None = None, hard
     devices = [torch.cuda.current_device()] if torch.cuda.is_available() and torch.cuda.is_initialized() else []
     with torch.random.fork_rng(devices=devices):
         # a first matmul reading, a second away from the last one (the hardware's detection takes about that long)
-        dtypes = slow_dtype_candidates(result) if dtype_gflops is None else []
+        # on the run the rules judge: beside busy processes its phases less their waits (a float64 product that was
+        # half the script's own step was a sixth of the loaded one, and went unprobed)
+        dtypes = slow_dtype_candidates(script_view(result) or result) if dtype_gflops is None else []
         early = cpu_matmul_gflops() if matmul_gflops is None and hardware is None and not dtypes else None
         hw = hardware or detect_hardware()
         dispatch = dispatch_us if dispatch_us is not None else cpu_dispatch_us()

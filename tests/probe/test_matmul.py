@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from trainspeed.probe.matmul import cpu_matmul_gflops, thread_gflops
+from trainspeed.threads import intra_op_threads
 
 
 def test_a_matmul_rate_is_its_flops_over_its_time() -> None:
@@ -75,8 +77,10 @@ def test_readings_taken_on_free_cores_are_kept_and_the_others_left_out() -> None
     assert rate == 2 * 8**3 * 5 / 1e9  # the two readings on free cores, 1 s each
 
 
-def test_where_every_reading_waited_each_counts_its_time_less_its_wait() -> None:
-    ticks = iter(range(100))
-    waits = iter([0.0, 0.5] * 3)  # every reading waited half its second for a core
-    rate = cpu_matmul_gflops(n=8, repeats=3, inner=5, now=lambda: float(next(ticks)), waited=lambda: next(waits))
-    assert rate == 2 * 8**3 * 5 / 0.5 / 1e9
+def test_where_every_reading_waited_each_counts_its_time_less_its_threads_share_of_the_wait() -> None:
+    for threads, waited in ((1, 0.5), (2, 0.5), (2, 3.0)):  # 3 s summed over two threads in a reading of 1 s
+        ticks, waits = iter(range(100)), iter([0.0, waited] * 3)
+        with intra_op_threads(threads):
+            rate = cpu_matmul_gflops(n=8, repeats=3, inner=5, now=lambda t=ticks: float(next(t)),  # type: ignore[misc]
+                                     waited=lambda w=waits: next(w))  # type: ignore[misc]
+        assert rate == pytest.approx(2 * 8**3 * 5 / (1 - min(waited, 1.0) / threads) / 1e9)

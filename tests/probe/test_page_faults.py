@@ -7,6 +7,7 @@ import sys
 import pytest
 
 from trainspeed.probe import page_faults as probe
+from trainspeed.threads import intra_op_threads
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="the faults are read with the standard library's resource")
@@ -23,3 +24,13 @@ def test_where_faults_cannot_be_counted_there_is_no_reading(monkeypatch: pytest.
 def test_a_mapping_that_never_faults_gives_no_reading(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(probe, "minor_faults", lambda: 7)  # the counter never moves: nothing to divide by
     assert probe.page_fault_us(size=2**20, repeats=1) is None
+
+
+def test_a_fills_wait_for_a_core_is_not_the_faults_cost() -> None:
+    """One thread that waited through the whole faulting fill (the wait read after it): nothing is left to the faults;
+    without a wait, the fill's wall time less the plain rewrite's."""
+    with intra_op_threads(1):
+        waits = iter([0.0, 100.0, 0.0] * 5)  # per reading: before the fills, after the faulting one, after the rewrite
+        assert probe.page_fault_us(size=2**20, waited=lambda: next(waits)) == 0.0
+        quiet = probe.page_fault_us(size=2**20, waited=lambda: 0.0)
+    assert quiet is None or quiet >= 0.0

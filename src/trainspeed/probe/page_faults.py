@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import mmap
 import time
+from collections.abc import Callable
 
 import torch
+
+from trainspeed.watch.run_queue import threads_wait
 
 SIZE = 64 * 2**20
 
@@ -27,22 +30,37 @@ def minor_faults() -> int | None:
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_minflt)
 
 
-def page_fault_us(size: int = SIZE, repeats: int = 3) -> float | None:
+def page_fault_us(size: int = SIZE, repeats: int = 5, waited: Callable[[], float] | None = None) -> float | None:
     """Microseconds per minor page fault on fresh anonymous memory; None where the faults cannot be counted
-    (Windows) or none happened."""
+    (Windows) or none happened. Each fill's time is its wall time less its threads' share of their wait for a core
+    (`waited`: seconds since its last call; by default Linux's run-queue counts): beside two busy processes a fill
+    that lost its core for a scheduler slice read the fault several times dearer, and `page_faults` outranked the
+    script's own problem."""
     if minor_faults() is None:
         return None
+    reader = None if waited is not None else threads_wait()
+    wait = waited or reader or (lambda: 0.0)
+    threads = max(1, torch.get_num_threads())
     best: float | None = None
-    for _ in range(repeats):
-        with mmap.mmap(-1, size) as m:
-            t = torch.frombuffer(m, dtype=torch.uint8)
-            f0, t0 = minor_faults() or 0, time.perf_counter()
-            t.fill_(1)
-            t1, f1 = time.perf_counter(), minor_faults() or 0
-            t.fill_(2)
-            t2 = time.perf_counter()
-            del t  # the mapping closes only without views of it
-        if f1 > f0:
-            us = max(0.0, (t1 - t0) - (t2 - t1)) * 1e6 / (f1 - f0)
-            best = us if best is None else min(best, us)
+    try:
+        for _ in range(repeats):
+            with mmap.mmap(-1, size) as m:
+                t = torch.frombuffer(m, dtype=torch.uint8)
+                wait()
+                f0, t0 = minor_faults() or 0, time.perf_counter()
+                t.fill_(1)
+                t1, f1 = time.perf_counter(), minor_faults() or 0
+                w1 = wait()
+                t.fill_(2)
+                t2 = time.perf_counter()
+                w2 = wait()
+                del t  # the mapping closes only without views of it
+            if f1 > f0:
+                faulting = (t1 - t0) - min(w1, t1 - t0) / threads
+                writing = (t2 - t1) - min(w2, t2 - t1) / threads
+                us = max(0.0, faulting - writing) * 1e6 / (f1 - f0)
+                best = us if best is None else min(best, us)
+    finally:
+        if reader is not None:
+            reader.close()
     return best

@@ -108,6 +108,15 @@ def thread_wait() -> ThreadWait | None:
     return ThreadWait(fd)
 
 
+def threads_wait() -> ThreadWait | None:
+    """A reader of the calling thread's and torch's intra-op threads' wait for a core (a probe's: its parallel ops
+    wait for each of their threads); None where the system does not count it."""
+    reader = thread_wait()
+    if reader is not None:
+        reader.add_native()
+    return reader
+
+
 def process_wait_s() -> float | None:
     """Run-queue wait so far of every thread this process has now (the training thread, torch's intra-op threads,
     the watcher's), in seconds; None where unread. Threads that ended took theirs with them."""
