@@ -153,7 +153,7 @@ class CollectiveTimer:
                 timer._pending[id(work)] = (work, call)
                 try:
                     work.get_future().then(functools.partial(timer._finished, call))
-                except RuntimeError:  # a backend without futures: done when waited for
+                except (RuntimeError, ValueError):  # a backend without futures (or a coalesced call): done when waited
                     pass
             else:
                 timer.calls.append(call)
