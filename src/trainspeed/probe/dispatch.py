@@ -11,9 +11,11 @@ from collections.abc import Callable
 
 import torch
 
+from trainspeed.watch.run_queue import thread_wait
+
 
 def tiny_op_us(device: str = "cpu", repeats: int = 7, ops: int = 2000,
-               now: Callable[[], float] = time.perf_counter) -> float:
+               now: Callable[[], float] = time.perf_counter, waited: Callable[[], float] | None = None) -> float:
     """Microseconds per `torch.add` of two one-element tensors on `device` (Python call included): the least of
     `repeats` timed batches of `ops`.
 
@@ -22,22 +24,33 @@ def tiny_op_us(device: str = "cpu", repeats: int = 7, ops: int = 2000,
     ops, so a queue that falls behind the host is counted, not hidden. The least batch, not the
     median: this is a floor, and other processes' load only adds to it (on the 2-vCPU CI machine
     the median of 7 batches read 1.14 to 2.06 us in six doctor runs of one script, 2026-11-26,
-    where the probe alone reads 1.15 to 1.20), as `timeit` takes the least of its repeats.
+    where the probe alone reads 1.15 to 1.20), as `timeit` takes the least of its repeats. Each batch's time is
+    also less the time its thread waited for a core (`waited`: seconds since its last call; by default Linux's
+    run-queue count of this thread, the one that runs the tiny ops): beside busy processes every batch may have
+    lost its core for a scheduler slice.
     """
     sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
     a, b = torch.ones(1, device=device), torch.ones(1, device=device)
     with torch.no_grad():
         for _ in range(200):  # warm the allocator and the dispatcher's caches
             torch.add(a, b)
+        reader = None if waited is not None else thread_wait()
+        wait = waited or reader or (lambda: 0.0)
         samples = []
-        for _ in range(repeats):
-            sync()
-            t0 = now()
-            for _ in range(ops):
-                torch.add(a, b)
-            sync()
-            samples.append((now() - t0) / ops * 1e6)
-    return min(samples)
+        try:
+            for _ in range(repeats):
+                sync()
+                wait()
+                t0 = now()
+                for _ in range(ops):
+                    torch.add(a, b)
+                sync()
+                wall = now() - t0
+                samples.append((wall - min(wait(), wall)) / ops * 1e6)
+        finally:
+            if reader is not None:
+                reader.close()
+    return min(s for s in samples if s > 0) if any(s > 0 for s in samples) else min(samples)
 
 
 def cpu_dispatch_us(repeats: int = 7, ops: int = 2000, now: Callable[[], float] = time.perf_counter) -> float:
