@@ -9,7 +9,8 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from trainspeed.watch.collectives import Call, CollectiveTimer, summarise, union_s
+from trainspeed.watch.collectives import Call, CollectiveTimer, summarise
+from trainspeed.watch.comm import union_s
 from trainspeed.watch.fsdp_units import UnitsTracker
 
 

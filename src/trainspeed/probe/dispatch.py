@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import torch
 
-from trainspeed.watch.run_queue import thread_wait
+from trainspeed.watch.run_queue import less_wait, probe_waits
 
 
 def tiny_op_us(device: str = "cpu", repeats: int = 7, ops: int = 2000,
@@ -34,10 +34,8 @@ def tiny_op_us(device: str = "cpu", repeats: int = 7, ops: int = 2000,
     with torch.no_grad():
         for _ in range(200):  # warm the allocator and the dispatcher's caches
             torch.add(a, b)
-        reader = None if waited is not None else thread_wait()
-        wait = waited or reader or (lambda: 0.0)
         samples = []
-        try:
+        with probe_waits(waited, native=False) as wait:  # the tiny ops run on this thread alone
             for _ in range(repeats):
                 sync()
                 wait()
@@ -45,12 +43,8 @@ def tiny_op_us(device: str = "cpu", repeats: int = 7, ops: int = 2000,
                 for _ in range(ops):
                     torch.add(a, b)
                 sync()
-                wall = now() - t0
-                samples.append((wall - min(wait(), wall)) / ops * 1e6)
-        finally:
-            if reader is not None:
-                reader.close()
-    return min(s for s in samples if s > 0) if any(s > 0 for s in samples) else min(samples)
+                samples.append(less_wait(now() - t0, wait()) / ops * 1e6)
+    return min([s for s in samples if s > 0] or samples)
 
 
 def cpu_dispatch_us(repeats: int = 7, ops: int = 2000, now: Callable[[], float] = time.perf_counter) -> float:

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 import torch
 
 from trainspeed.threads import intra_op_threads
-from trainspeed.watch.run_queue import threads_wait
+from trainspeed.watch.run_queue import less_wait, probe_waits
 
 FREE_CORE = 0.05
 """A reading whose threads waited for a core this share of its time or less was taken on free cores
@@ -23,31 +23,24 @@ def cpu_matmul_gflops(n: int = 256, repeats: int = 5, inner: int = 10,
     threads, of the readings taken on free cores. `waited` gives the seconds the threads waited for a core since
     it was last called (by default Linux's run-queue counts of this thread and torch's intra-op threads,
     `watch.run_queue`): where every reading waited more than FREE_CORE of its time, each is counted on its time
-    less that wait shared among the threads (summed over two threads that waited at once, the whole wait took a
-    float64 product's time to nothing beside two busy processes, and its rate to 67 million GFLOP/s, 2026-11-28). Beside two busy processes on the 2-vCPU VM the plain rate read 6 GFLOP/s against about 300,
-    and every step of the run looked compute-bound (2026-11-23)."""
+    less that wait shared among the threads (`run_queue.less_wait`; summed over two threads that waited at once, the
+    whole wait took a float64 product's time to nothing beside two busy processes, and its rate to 67 million
+    GFLOP/s, 2026-11-28). Beside two busy processes on the 2-vCPU VM the plain rate read 6 GFLOP/s against about
+    300, and every step of the run looked compute-bound (2026-11-23)."""
     a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
-    reader = None if waited is not None else threads_wait()
-    wait = waited or reader or (lambda: 0.0)
-    try:
-        with torch.no_grad():
-            for _ in range(3):
+    with probe_waits(waited) as wait, torch.no_grad():
+        for _ in range(3):
+            torch.mm(a, b)
+        readings = []
+        for _ in range(repeats):
+            wait()
+            t0 = now()
+            for _ in range(inner):
                 torch.mm(a, b)
-            readings = []
-            for _ in range(repeats):
-                wait()
-                t0 = now()
-                for _ in range(inner):
-                    torch.mm(a, b)
-                wall = now() - t0
-                readings.append((wall, min(wait(), wall)))
-    finally:
-        if reader is not None:
-            reader.close()
+            wall = now() - t0
+            readings.append((wall, min(wait(), wall)))
     free = [wall for wall, w in readings if w <= FREE_CORE * wall]
-    # the wait is summed over the threads: each one's share of it, on average, delayed the product
-    threads = max(1, torch.get_num_threads())
-    times = free or [wall - min(w, wall) / threads for wall, w in readings]
+    times = free or [less_wait(wall, w, torch.get_num_threads()) for wall, w in readings]
     return statistics.median(2 * n**3 * inner / t / 1e9 for t in times)
 
 

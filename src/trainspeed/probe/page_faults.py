@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import torch
 
-from trainspeed.watch.run_queue import threads_wait
+from trainspeed.watch.run_queue import less_wait, probe_waits
 
 SIZE = 64 * 2**20
 
@@ -38,11 +38,9 @@ def page_fault_us(size: int = SIZE, repeats: int = 5, waited: Callable[[], float
     script's own problem."""
     if minor_faults() is None:
         return None
-    reader = None if waited is not None else threads_wait()
-    wait = waited or reader or (lambda: 0.0)
-    threads = max(1, torch.get_num_threads())
+    threads = torch.get_num_threads()
     best: float | None = None
-    try:
+    with probe_waits(waited) as wait:
         for _ in range(repeats):
             with mmap.mmap(-1, size) as m:
                 t = torch.frombuffer(m, dtype=torch.uint8)
@@ -56,11 +54,7 @@ def page_fault_us(size: int = SIZE, repeats: int = 5, waited: Callable[[], float
                 w2 = wait()
                 del t  # the mapping closes only without views of it
             if f1 > f0:
-                faulting = (t1 - t0) - min(w1, t1 - t0) / threads
-                writing = (t2 - t1) - min(w2, t2 - t1) / threads
+                faulting, writing = less_wait(t1 - t0, w1, threads), less_wait(t2 - t1, w2, threads)
                 us = max(0.0, faulting - writing) * 1e6 / (f1 - f0)
                 best = us if best is None else min(best, us)
-    finally:
-        if reader is not None:
-            reader.close()
     return best

@@ -17,14 +17,17 @@ passed through untimed, and the run says so in a note.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import torch
+
+from trainspeed.watch.comm import union_s
 
 KINDS = {"all_gather_into_tensor": "all_gather", "all_gather_single": "all_gather",
          "reduce_scatter_tensor": "reduce_scatter", "reduce_scatter_single": "reduce_scatter"}
@@ -58,15 +61,6 @@ class KindStep:
     exposed_s: float
     backward_calls: int
     backward_exposed_s: float
-
-
-def union_s(spans: list[tuple[float, float]]) -> float:
-    total, end = 0.0, float("-inf")
-    for start, stop in sorted(spans):
-        if stop > end:
-            total += stop - max(start, end)
-            end = stop
-    return total
 
 
 def summarise(calls: list[Call]) -> dict[str, KindStep]:
@@ -187,9 +181,14 @@ class CollectiveTimer:
 
         return wait
 
-    def untimed(self) -> _Untimed:
+    @contextlib.contextmanager
+    def untimed(self) -> Iterator[None]:
         """A block whose collectives are not the run's (the probe's): passed through."""
-        return _Untimed(self._inside)
+        self._inside.on = True
+        try:
+            yield
+        finally:
+            self._inside.on = False
 
     def take(self) -> list[Call]:
         """The calls finished (and waited for) since the last call, oldest first."""
@@ -206,15 +205,3 @@ class CollectiveTimer:
                 self.backend = str(dist.get_backend())
         except (ImportError, RuntimeError, ValueError):
             pass
-
-
-
-class _Untimed:
-    def __init__(self, inside: threading.local) -> None:
-        self.inside = inside
-
-    def __enter__(self) -> None:
-        self.inside.on = True
-
-    def __exit__(self, *exc: object) -> None:
-        self.inside.on = False

@@ -48,15 +48,21 @@ def bus_bandwidth_gbs(nbytes: float, comm_s: float, world: int) -> float | None:
     return ring_factor(world) * nbytes / comm_s / 1e9
 
 
+def union_s(spans: list[tuple[float, float]]) -> float:
+    """Seconds covered by at least one of the (start, end) spans."""
+    total, end = 0.0, float("-inf")
+    for start, stop in sorted(spans):
+        if stop > end:
+            total += stop - max(start, end)
+            end = stop
+    return total
+
+
 def summarise(spans: list[tuple[float, float, int]]) -> CommStep | None:
     """(ready, done, bytes) per bucket -> the step's CommStep (None without buckets)."""
     if not spans:
         return None
-    union, end = 0.0, float("-inf")
-    for ready, done, _ in sorted(spans):
-        if done > end:
-            union += done - max(ready, end)
-            end = done
+    union = union_s([(ready, done) for ready, done, _ in spans])
     last_ready = max(s[0] for s in spans)
     exposed = max(0.0, max(s[1] for s in spans) - last_ready)
     return CommStep(union, exposed, sum(s[2] for s in spans), len(spans))

@@ -31,10 +31,9 @@ def _call(kind: str, out: torch.Tensor, inp: torch.Tensor, group: Any) -> None:
 
     if kind == "all_gather":
         fn = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
-        fn(out, inp, group=group)
     else:
         fn = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
-        fn(out, inp, group=group)
+    fn(out, inp, group=group)
 
 
 def probe(sizes: dict[str, int], timeout_s: float) -> tuple[list[CallProbe], str | None]:

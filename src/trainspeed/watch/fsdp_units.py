@@ -47,13 +47,12 @@ def _own_bytes(module: torch.nn.Module) -> int:
     return sum(p.numel() * p.element_size() for p in module.parameters() if not isinstance(p, DTensor))
 
 
-HOOKS = (("torch.distributed.fsdp._fully_shard._fsdp_state", "FSDPState",
-          ("_pre_forward", "_post_forward", "_root_post_backward_final_callback")),
-         ("torch.distributed.fsdp._fully_shard._fsdp_param_group", "FSDPParamGroup", ("pre_backward", "post_backward")),
-         ("torch.distributed._composable.fsdp._fsdp_state", "FSDPState",
-          ("_pre_forward", "_post_forward", "_root_post_backward_final_callback")),
-         ("torch.distributed._composable.fsdp._fsdp_param_group", "FSDPParamGroup", ("pre_backward", "post_backward")))
-"""FSDP2's per-unit hooks (torch >= 2.6 keeps them under fsdp._fully_shard, earlier under _composable.fsdp)."""
+HOOKS = tuple(hook for home in ("torch.distributed.fsdp._fully_shard", "torch.distributed._composable.fsdp")
+              for hook in ((f"{home}._fsdp_state", "FSDPState",
+                            ("_pre_forward", "_post_forward", "_root_post_backward_final_callback")),
+                           (f"{home}._fsdp_param_group", "FSDPParamGroup", ("pre_backward", "post_backward"))))
+"""FSDP2's per-unit hooks: (module, class, methods) (torch >= 2.6 keeps them under fsdp._fully_shard, earlier under
+_composable.fsdp)."""
 
 
 class UnitsTracker:
@@ -98,7 +97,6 @@ class UnitsTracker:
 
     def _timed(self, original: Callable[..., Any]) -> Callable[..., Any]:
         tracker = self
-
         name = original.__name__.strip("_")
 
         @functools.wraps(original)

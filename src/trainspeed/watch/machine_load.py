@@ -21,6 +21,7 @@ blocks back to the system and asks for them anew (the standard library's `resour
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 
@@ -67,8 +68,6 @@ def _cpu_s(process: psutil.Process) -> float:
 
 def siblings(me: psutil.Process) -> list[psutil.Process]:
     """Under torchrun on this node: the job's other ranks (the launcher's other workers) and their children."""
-    import os
-
     if int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1) < 2 or "TORCHELASTIC_RUN_ID" not in os.environ:
         return []
     try:

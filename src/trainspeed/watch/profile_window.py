@@ -33,7 +33,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from trainspeed._io import quiet_fd2
 from trainspeed.watch.result import OpTime, Window
-from trainspeed.watch.run_queue import ThreadWait, thread_wait
+from trainspeed.watch.run_queue import ThreadWait, threads_wait
 from trainspeed.watch.trace import WindowOp
 
 OP_TIMES_KEPT = 12
@@ -373,9 +373,7 @@ class ProfileWindow:
                               "alone (a dispatch mode would send compiled code back to eager for its steps, and "
                               "change the run's numbers); no per-op times, and torch's ops outside the phases uncounted")
         if not cuda and not compiled:
-            waited = thread_wait()  # the training thread's (the window opens at a step's end, on it)
-            if waited is not None:
-                waited.add_native()
+            waited = threads_wait()  # the training thread's (the window opens at a step's end, on it)
             self.counter = OpCounter(self.outside, by_op=True, edge=self.edge, waited=waited)
             self.prof = (self.counter, flop_counter())
             for mode in self.prof:

@@ -145,8 +145,8 @@ class RankTracker:
             seconds = min(timeout_s(), 120.0)
         except ValueError:
             seconds = 120.0
-        sizes = {s.kind: int(s.nbytes / s.calls) for s in collective_stats(self.collective_steps.items) if s.calls}
         if self.collectives.used and self.collectives.backend == "gloo":  # every rank alike: rank 0's sizes rule
+            sizes = {s.kind: int(s.nbytes / s.calls) for s in collective_stats(self.collective_steps.items) if s.calls}
             with self.collectives.untimed():
                 self.probes, note = probe(sizes, seconds)
             if note:

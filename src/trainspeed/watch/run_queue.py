@@ -12,8 +12,10 @@ guest on this one's CPU. It is the machine's, not a thread's.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
+from collections.abc import Callable, Iterator
 
 import psutil
 
@@ -115,6 +117,28 @@ def threads_wait() -> ThreadWait | None:
     if reader is not None:
         reader.add_native()
     return reader
+
+
+@contextlib.contextmanager
+def probe_waits(waited: Callable[[], float] | None = None, native: bool = True) -> Iterator[Callable[[], float]]:
+    """What a probe reads its wait for a core with: `waited` where given (a test's), else a reader of this thread's
+    (and with `native` torch's intra-op threads') run-queue wait, closed at the end; where the system does not count
+    it, no wait."""
+    if waited is not None:
+        yield waited
+        return
+    reader = threads_wait() if native else thread_wait()
+    try:
+        yield reader or (lambda: 0.0)
+    finally:
+        if reader is not None:
+            reader.close()
+
+
+def less_wait(wall: float, waited: float, threads: int = 1) -> float:
+    """A reading's time on free cores: its wall time less its threads' share of their summed wait for a core (each
+    one's share, on average, delayed the work), the wait at most the wall time."""
+    return wall - min(waited, wall) / max(1, threads)
 
 
 def process_wait_s() -> float | None:
