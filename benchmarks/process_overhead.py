@@ -25,9 +25,9 @@ from trainspeed.hardware import detect_hardware
 ROOT = Path(__file__).resolve().parents[1]
 REALISTIC = ROOT / "examples" / "realistic"
 SCRIPTS = {
-    "vae.py": ["--epochs", "65"],
-    "sequence_cells.py": ["--steps", "1000"],
-    "char_gpt.py": ["--max-iters", "200", "--eval-iters", "10"],
+    "vae.py": ["--epochs", "90"],
+    "sequence_cells.py": ["--steps", "1300"],
+    "char_gpt.py": ["--max-iters", "400", "--eval-iters", "10"],
 }
 
 

@@ -6,7 +6,6 @@ from pathlib import Path
 
 from trainspeed._io import emit, write_atomic
 from trainspeed.diagnose.report import DoctorReport
-from trainspeed.report.html import doctor_html
 from trainspeed.report.json import doctor_dict, dumps
 
 
@@ -15,7 +14,11 @@ def write_doctor_report(report: DoctorReport, *, folder: Path | None = None, htm
     """`doctor.json` and `report.html` in `folder`, the HTML report at `html`, the JSON object at `json` ("-":
     stdout); each file written atomically, the HTML page rendered once for both."""
     payload = dumps(doctor_dict(report))
-    page = doctor_html(report) if folder is not None or html else ""
+    page = ""
+    if folder is not None or html:
+        from trainspeed.report.html import doctor_html  # jinja2 and matplotlib, only for a page
+
+        page = doctor_html(report)
     if folder is not None:
         write_atomic(folder / "doctor.json", payload)
         write_atomic(folder / "report.html", page)

@@ -279,15 +279,12 @@ class Arm:
         return seconds, extras
 
     def _count(self) -> tuple[int, int]:
-        from torch.utils.flop_counter import FlopCounterMode
-
         from trainspeed.watch.profile_window import OpCounter
 
-        counter = OpCounter()
-        flops = FlopCounterMode(display=False)
-        with flops, counter:
+        counter = OpCounter(flops=True)
+        with counter:
             self._step()
-        return counter.ops, int(flops.get_total_flops())
+        return counter.ops, int(counter.total_flops)
 
     def close(self) -> None:
         with contextlib.suppress(Exception):

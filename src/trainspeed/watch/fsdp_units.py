@@ -16,10 +16,12 @@ import time
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 import torch
 
+from trainspeed._after_import import AfterImport
 from trainspeed.watch.dist_result import FsdpLayout
 
 PLACES = ("torch.distributed.fsdp", "torch.distributed._composable.fsdp")
@@ -53,6 +55,9 @@ HOOKS = tuple(hook for home in ("torch.distributed.fsdp._fully_shard", "torch.di
                            (f"{home}._fsdp_param_group", "FSDPParamGroup", ("pre_backward", "post_backward"))))
 """FSDP2's per-unit hooks: (module, class, methods) (torch >= 2.6 keeps them under fsdp._fully_shard, earlier under
 _composable.fsdp)."""
+_HOOKS_IN: dict[str, list[tuple[str, tuple[str, ...]]]] = {}
+for _place, _owner, _methods in HOOKS:
+    _HOOKS_IN.setdefault(_place, []).append((_owner, _methods))
 
 
 class UnitsTracker:
@@ -65,31 +70,26 @@ class UnitsTracker:
         """FSDP's hooks' host time, less their collectives' waits, since the last `take_host`, per hook."""
         self._depth = 0
         self._undo: list[Callable[[], None]] = []
+        self._finder = AfterImport(frozenset((*PLACES, *_HOOKS_IN)), self._on_load)
 
     def take_host(self) -> dict[str, float]:
         seconds, self.host_s = self.host_s, {}
         return seconds
 
     def install(self) -> None:
-        import importlib
+        """Wrap fully_shard and FSDP2's hooks as their modules load (or at once where the script loaded them):
+        importing FSDP here would cost every script half a second of start-up (it pulls in DTensor and sympy)."""
+        self._finder.install()
 
-        for place in PLACES:
-            try:
-                module = importlib.import_module(place)
-            except ImportError:
-                continue
+    def _on_load(self, module: ModuleType) -> None:
+        if module.__name__ in PLACES:
             original = getattr(module, "fully_shard", None)
-            if original is None or getattr(original, "_trainspeed", False):
-                continue
-            wrapper = self._wrap(original)
-            setattr(module, "fully_shard", wrapper)  # noqa: B010 - a module found at run time
-            self._undo.append(functools.partial(setattr, module, "fully_shard", original))
-        for place, owner_name, methods in HOOKS:
-            try:
-                owner = getattr(importlib.import_module(place), owner_name)
-            except (ImportError, AttributeError):
-                continue
-            for method in methods:
+            if original is not None and not getattr(original, "_trainspeed", False):
+                setattr(module, "fully_shard", self._wrap(original))  # noqa: B010 - a module found at run time
+                self._undo.append(functools.partial(setattr, module, "fully_shard", original))
+        for owner_name, methods in _HOOKS_IN.get(module.__name__, ()):
+            owner = getattr(module, owner_name, None)
+            for method in methods if owner is not None else ():
                 original = owner.__dict__.get(method)
                 if callable(original) and not getattr(original, "_trainspeed", False):
                     setattr(owner, method, self._timed(original))
@@ -116,6 +116,7 @@ class UnitsTracker:
         return hook
 
     def uninstall(self) -> None:
+        self._finder.uninstall()
         while self._undo:
             self._undo.pop()()
 

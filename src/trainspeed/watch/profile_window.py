@@ -5,10 +5,14 @@ ran (CUPTI's timestamps, overlaps counted once). That is the GPU's own work. CUD
 phase edges cannot give it: an event pair spans the time between two points of the stream, and
 that span includes the gaps where the GPU waits for the host to launch the next kernel.
 
-On CUDA the window is torch.profiler (kernels need CUPTI). On the CPU it is two dispatch modes,
-an op counter and torch's FlopCounterMode: torch.profiler's first start in a process costs about
-a second here (Kineto's initialisation), a large share of a short CPU job, while the modes cost
-nothing until they are entered. The modes see the ops that reach the dispatcher after autograd
+On CUDA the window is torch.profiler (kernels need CUPTI). On the CPU it is one dispatch mode, an
+op counter that also counts FLOPs with torch's own formulas: torch.profiler's first start in a process
+costs about a second here (Kineto's initialisation), a large share of a short CPU job, while the mode
+costs nothing until it is entered. FlopCounterMode itself is not used: its module tracker hooks every
+module call's inputs that require grad, and `torch.autograd.grad` over such a leaf input (a WGAN-GP's
+gradient penalty on `mix.requires_grad_()`) then raised "A leaf node was passed to
+_will_engine_execute_node ..." in the user's script (torch 2.13); and a second mode stacked on the
+counter sent each op through Python twice. The mode sees the ops that reach the dispatcher after autograd
 and after composite ops are decomposed (nn.Linear: t + addmm), each counted once.
 
 On both, the window also counts and times the ops dispatched outside every phase the watcher
@@ -29,7 +33,7 @@ from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils.flop_counter import FlopCounterMode
+from torch.utils.flop_counter import flop_registry
 
 from trainspeed._io import quiet_fd2
 from trainspeed.watch.result import OpTime, Window
@@ -50,32 +54,6 @@ def _dtype_of(args: Any) -> torch.dtype | None:
     return None
 
 
-class _GlobalOnly:
-    """Stands in for FlopCounterMode's module tracker: every FLOP is counted under "Global" (all the window
-    reads), and no module hook is installed. The tracker registers a hook on every module call's input
-    tensors that require grad (torch.autograd.graph.register_multi_grad_hook); `torch.autograd.grad` over
-    such an input that is a leaf (a WGAN-GP's gradient penalty on `mix.requires_grad_()`) then raised
-    "A leaf node was passed to _will_engine_execute_node but we are currently running autograd.grad()"
-    in the user's script (torch 2.13)."""
-
-    parents = frozenset({"Global"})
-    is_bw = False
-
-    def __enter__(self) -> _GlobalOnly:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-
-def flop_counter() -> FlopCounterMode:
-    """torch's FlopCounterMode, without its per-module breakdown (`_GlobalOnly`)."""
-    mode = FlopCounterMode(display=False)
-    if hasattr(mode, "mod_tracker"):
-        mode.mod_tracker = _GlobalOnly()  # type: ignore[assignment]  # a stand-in that tracks no module
-    return mode
-
-
 class OpCounter(TorchDispatchMode):
     """Counts the ops dispatched while it is active (the ops run unchanged); with `outside`, also counts
     and times (host clock, no synchronisation) those dispatched while `outside()` is true; with
@@ -83,8 +61,14 @@ class OpCounter(TorchDispatchMode):
     ranges torch opens around every optimizer step) are no work, and not counted."""
 
     def __init__(self, outside: Callable[[], bool] | None = None, by_op: bool = False,
-                 edge: Callable[[], bool] | None = None, waited: Callable[[], float] | None = None) -> None:
+                 edge: Callable[[], bool] | None = None, waited: Callable[[], float] | None = None,
+                 flops: bool = False) -> None:
         super().__init__()
+        self.flop_counts: dict[Any, int] | None = Counter() if flops else None
+        """With `flops`: FLOPs by op (overload packet), by torch's own formulas (torch.utils.flop_counter's
+        registry), counted as FlopCounterMode counts them, an op with a composite form run as its parts. One mode
+        instead of FlopCounterMode stacked on this one: each op passes through Python once (a window's step of 1 439
+        small ops took 13 times its time with both, 4.5 times with this one, 2026-11-28)."""
         self.waited = waited
         """The training thread's and torch's intra-op threads' run-queue wait (seconds since its last call): an op's
         time is its wall time less the time its threads waited for a core (on a machine shared with busy processes
@@ -119,18 +103,29 @@ class OpCounter(TorchDispatchMode):
         kwargs = kwargs or {}
         if getattr(func, "namespace", None) == "profiler":
             return func(*args, **kwargs)
+        counts = self.flop_counts
+        if counts is not None and _decomposes(func):
+            with self:
+                out = func.decompose(*args, **kwargs)
+            if out is not NotImplemented:
+                return out
         self.ops += 1
         outside = self.outside is not None and self.outside()
         if not outside and self.edge is not None and self.edge():
             self.edge_ops += 1
         if not outside and self.by_op is None:
-            return func(*args, **kwargs)
+            out = func(*args, **kwargs)
+            if counts is not None and (formula := flop_registry.get(func.overloadpacket)) is not None:
+                counts[func.overloadpacket] += formula(*args, **kwargs, out_val=out)
+            return out
         waited = self.waited
         if waited is not None:
             waited()  # from here
         t0 = time.perf_counter()
+        out = None
         try:
-            return func(*args, **kwargs)
+            out = func(*args, **kwargs)
+            return out
         finally:
             took = time.perf_counter() - t0
             if waited is not None:
@@ -145,6 +140,30 @@ class OpCounter(TorchDispatchMode):
                     entry = self.by_op[key] = [0, 0.0]
                 entry[0] += 1
                 entry[1] += took
+            if counts is not None and out is not None and \
+                    (formula := flop_registry.get(func.overloadpacket)) is not None:
+                counts[func.overloadpacket] += formula(*args, **kwargs, out_val=out)
+
+    @property
+    def total_flops(self) -> int:
+        return sum(self.flop_counts.values()) if self.flop_counts is not None else 0
+
+
+_DECOMPOSES: dict[Any, bool] = {}
+
+
+def _decomposes(func: Any) -> bool:
+    """Whether `func` has a composite form (CompositeImplicitAutograd) to run as its parts, as FlopCounterMode runs
+    it: asked once per op."""
+    known = _DECOMPOSES.get(func)
+    if known is None:
+        key = torch._C.DispatchKey.CompositeImplicitAutograd
+        try:
+            known = key in func.py_kernels or torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), key)
+        except (AttributeError, RuntimeError):
+            known = False
+        _DECOMPOSES[func] = known
+    return known
 
 
 def least_per_call(steps: list[tuple[int, float]]) -> float:
@@ -374,10 +393,9 @@ class ProfileWindow:
                               "change the run's numbers); no per-op times, and torch's ops outside the phases uncounted")
         if not cuda and not compiled:
             waited = threads_wait()  # the training thread's (the window opens at a step's end, on it)
-            self.counter = OpCounter(self.outside, by_op=True, edge=self.edge, waited=waited)
-            self.prof = (self.counter, flop_counter())
-            for mode in self.prof:
-                mode.__enter__()
+            self.counter = OpCounter(self.outside, by_op=True, edge=self.edge, waited=waited, flops=True)
+            self.prof = (self.counter,)
+            self.counter.__enter__()
             self.first, self.cuda = first, False
             return
         activities = [torch.profiler.ProfilerActivity.CPU]
@@ -411,16 +429,15 @@ class ProfileWindow:
 
     def _close(self, steps: int) -> None:
         prof, self.prof = self.prof, None
-        if isinstance(prof, tuple):  # the CPU's dispatch modes: the op counter and the FLOP counter
-            counter, flops = prof
-            flops.__exit__(None, None, None)
+        if isinstance(prof, tuple):  # the CPU's dispatch mode: the op counter, which counts FLOPs too
+            (counter,) = prof
             self._take_counter(steps)
             self.ops_per_step = counter.ops / steps
             self.edge_ops_per_step = counter.edge_ops / steps if counter.edge is not None else None
             self.kernels_per_step = None
-            self.flops_per_step = flops.get_total_flops() / steps
+            self.flops_per_step = counter.total_flops / steps
             if counter.steps_by_op:
-                rows = op_rows(counter.steps_by_op, flops.get_flop_counts().get("Global", {}))
+                rows = op_rows(counter.steps_by_op, counter.flop_counts or {})
                 self.op_times = op_table(rows)
                 self.op_ms_per_step = sum(row.ms for row in rows)
             return

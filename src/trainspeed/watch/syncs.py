@@ -213,8 +213,9 @@ class _Registry:
         def read(tensor: Any, arg: Any = _NO_ARG) -> Any:
             if arg is not _NO_ARG:  # a wrong call: torch's own error
                 return original(tensor, arg)
-            if busy[0] and _inside_read(getframe(1)) or self.device_only and tensor.device.type == "cpu":
-                return original(tensor)
+            if busy[0] and _inside_read(getframe(1)) or self.device_only and tensor.device.type == "cpu" or \
+                    getframe(1).f_code is _OPTIMIZER_VALUE and tensor.is_cpu:
+                return original(tensor)  # (the last: an optimizer's step counter, read once per parameter a step)
             busy[0] += 1
             t0 = clock()
             try:
