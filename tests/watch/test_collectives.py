@@ -120,3 +120,27 @@ def test_fully_shard_units_and_their_hooks(group: None) -> None:
         units.uninstall()
         t.uninstall()
     assert fully_shard is fsdp.fully_shard or not getattr(fsdp.fully_shard, "_trainspeed", False)
+
+
+def test_fsdp_is_wrapped_as_the_script_imports_it_and_never_imported_for_it() -> None:
+    """Importing torch.distributed.fsdp (DTensor, sympy) cost every watched script half a second of start-up; the
+    tracker wraps fully_shard and FSDP2's hooks as their modules load instead, and undoes it at the end."""
+    import subprocess
+    import sys
+
+    code = """
+import sys, torch
+from trainspeed.watch.fsdp_units import UnitsTracker
+units = UnitsTracker(lambda: 0.0)
+units.install()
+assert "torch.distributed.fsdp" not in sys.modules, "imported for the script"
+from torch.distributed.fsdp import fully_shard
+from torch.distributed.fsdp._fully_shard._fsdp_state import FSDPState
+assert getattr(fully_shard, "_trainspeed", False) and getattr(FSDPState._pre_forward, "_trainspeed", False)
+units.uninstall()
+import torch.distributed.fsdp as fsdp
+assert not getattr(fsdp.fully_shard, "_trainspeed", False) and not getattr(FSDPState._pre_forward, "_trainspeed", False)
+print("ok")
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]

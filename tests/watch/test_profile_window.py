@@ -194,3 +194,30 @@ def test_an_ops_wait_for_a_core_is_not_its_time() -> None:
         torch.ones(3) + torch.ones(3)
     plain.end_step()
     assert all(seconds > 0.0 for _, seconds in plain.steps_by_op[0].values())
+
+
+def test_the_op_counter_counts_the_flops_flop_counter_mode_counts() -> None:
+    """One dispatch mode for the window (FlopCounterMode stacked on the op counter sent each op through Python
+    twice): the same FLOPs, op by op, on convolutions, matmuls, attention and their backward."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from trainspeed.watch.profile_window import OpCounter
+
+    torch.manual_seed(0)
+    conv, linear = torch.nn.Conv2d(3, 8, 3), torch.nn.Linear(8 * 6 * 6, 16)
+    q = torch.randn(2, 4, 10, 8, requires_grad=True)
+
+    def step() -> None:
+        x = conv(torch.randn(4, 3, 8, 8)).relu().flatten(1)
+        att = torch.nn.functional.scaled_dot_product_attention(q, q, q)
+        (linear(x).sum() + torch.bmm(att.flatten(0, 1), att.flatten(0, 1).mT).sum()).backward()
+
+    theirs = FlopCounterMode(display=False)
+    with theirs:
+        step()
+    ours = OpCounter(flops=True)
+    with ours:
+        step()
+    assert ours.total_flops == theirs.get_total_flops() > 0
+    assert {str(op): n for op, n in (ours.flop_counts or {}).items() if n} == \
+        {str(op): n for op, n in theirs.get_flop_counts()["Global"].items() if n}
