@@ -17,3 +17,23 @@ def test_each_cell_is_timed_against_its_fused_layer_and_leaves_the_random_state_
     assert cell_loop_ms(CellLoop("LSTMCell", 1024, 1024, True, None), batch=PROBE_ELEMENTS // 1024, length=2) is None
     assert cell_loop_ms(CellLoop("LSTMCell", 8, 16, True, None), batch=4, length=1) is None
     assert torch.is_grad_enabled()
+
+
+def test_a_reading_that_waited_for_a_core_counts_less_its_wait() -> None:
+    """Beside busy processes the fused layer read slower than the stepped cell it replaces: each reading is taken
+    less its threads' wait for a core (here a stand-in wait: every reading of the fused layer waited all its time),
+    and the stepped cell's readings, on free cores, as they were."""
+    calls = [0]
+
+    def waited() -> float:  # per reading: a call before it (from here), one after (its wait); stepped, then fused
+        calls[0] += 1
+        return 1e9 if calls[0] % 4 == 0 else 0.0
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        timed = cell_loop_ms(CellLoop("LSTMCell", 8, 16, True, None), batch=4, length=6, repeats=3, waited=waited)
+    finally:
+        torch.set_num_threads(threads)
+    assert timed is not None and timed[0] > 0 and timed[1] == 0.0
+    assert calls[0] == 4 * 4  # every reading of both, the untimed first round too

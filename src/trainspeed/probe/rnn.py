@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch import nn
 
+from trainspeed.probe.matmul import FREE_CORE
 from trainspeed.watch.cells import CellLoop
+from trainspeed.watch.run_queue import less_wait, probe_waits
 
 PROBE_ELEMENTS = 50_000_000
 """Sequences of more elements than this (batch x length x width) are not probed."""
@@ -28,24 +31,43 @@ def _module(loop: CellLoop, kind: str, device: str, **extra: Any) -> nn.Module:
     return getattr(nn, kind)(loop.input_size, loop.hidden_size, bias=loop.bias, **extra).to(device)
 
 
-def _median_ms(run: object, repeats: int, device: str) -> float:
-    times = []
-    for i in range(repeats + 1):  # the first call builds caches (cuDNN's plan, the allocator's blocks): untimed
-        if device.startswith("cuda"):
-            torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        run()  # type: ignore[operator]
-        if device.startswith("cuda"):
-            torch.cuda.synchronize()
-        if i:
-            times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
+def _medians_ms(runs: list[Callable[[], None]], repeats: int, device: str,
+                waited: Callable[[], float] | None) -> list[float]:
+    """Each run's median milliseconds, the runs taken in turn (a load that comes and goes falls on them alike), of
+    the readings taken on free cores (their threads waited FREE_CORE of the time or less), else of each reading less
+    its threads' share of their wait (`run_queue.less_wait`). Beside two busy processes the fused layer read slower
+    than the stepped cell it replaces (25.4 ms against 21.3 ms; 2026-11-28)."""
+    cuda = device.startswith("cuda")
+    readings: list[list[tuple[float, float]]] = [[] for _ in runs]
+    with probe_waits(None if cuda else waited, native=not cuda) as wait:
+        for i in range(repeats + 1):  # the first calls build caches (cuDNN's plan, the allocator's blocks): untimed
+            for run, kept in zip(runs, readings):
+                if cuda:
+                    torch.cuda.synchronize()
+                wait()
+                t0 = time.perf_counter()
+                run()
+                if cuda:
+                    torch.cuda.synchronize()
+                wall = time.perf_counter() - t0
+                waited_s = 0.0 if cuda else min(wait(), wall)
+                if i:
+                    kept.append((wall, waited_s))
+    threads = torch.get_num_threads()
+    medians = []
+    for kept in readings:
+        free = [wall for wall, w in kept if w <= FREE_CORE * wall]
+        times = free or [less_wait(wall, w, threads) for wall, w in kept]
+        medians.append(statistics.median(times) * 1e3)
+    return medians
 
 
-def cell_loop_ms(loop: CellLoop, batch: int, length: int, device: str = "cpu",
-                 repeats: int = 5) -> tuple[float, float] | None:
+def cell_loop_ms(loop: CellLoop, batch: int, length: int, device: str = "cpu", repeats: int = 5,
+                 waited: Callable[[], float] | None = None) -> tuple[float, float] | None:
     """(the cell stepped over `length` steps, the fused layer over the same sequence) in milliseconds, forward and
-    backward, on a batch of `batch`; None where the sequence is too large to probe or a length under 2."""
+    backward, on a batch of `batch`; None where the sequence is too large to probe or a length under 2. `waited`: the
+    seconds the threads waited for a core since it was last called (a test's; by default Linux's run-queue counts
+    of this thread and torch's intra-op threads)."""
     if length < 2 or batch < 1 or batch * length * max(loop.input_size, loop.hidden_size) > PROBE_ELEMENTS:
         return None
     cell, fused = _module(loop, loop.kind, device), _module(loop, loop.fused, device, batch_first=True)
@@ -65,4 +87,5 @@ def cell_loop_ms(loop: CellLoop, batch: int, length: int, device: str = "cpu",
         out, _ = fused(x)
         out.sum().backward()
 
-    return _median_ms(stepped, repeats, device), _median_ms(whole, repeats, device)
+    cell_ms, fused_ms = _medians_ms([stepped, whole], repeats, device, waited)
+    return cell_ms, fused_ms
