@@ -221,3 +221,19 @@ def test_the_op_counter_counts_the_flops_flop_counter_mode_counts() -> None:
     assert ours.total_flops == theirs.get_total_flops() > 0
     assert {str(op): n for op, n in (ours.flop_counts or {}).items() if n} == \
         {str(op): n for op, n in theirs.get_flop_counts()["Global"].items() if n}
+
+
+def test_a_higher_order_op_run_eagerly_under_the_op_counter_runs_as_it_is() -> None:
+    """torch.cond (flex_attention is another) run eagerly inside the window: torch raised "There was no rule
+    registered for HigherOrderOperator cond" in the user's script under a mode that did not take them."""
+    from trainspeed.watch.profile_window import OpCounter
+
+    x = torch.randn(4, 4)
+
+    def branchy(t: torch.Tensor) -> torch.Tensor:
+        return torch.cond(t.sum() > 0, lambda u: u.sin(), lambda u: u.cos(), (t,))
+
+    counter = OpCounter(by_op=True, flops=True)
+    with counter:
+        y = branchy(x)
+    assert torch.equal(y, x.sin() if x.sum() > 0 else x.cos()) and counter.ops >= 1

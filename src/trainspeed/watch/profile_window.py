@@ -60,6 +60,10 @@ class OpCounter(TorchDispatchMode):
     `by_op`, times every op, by op and dtype (`by_op`). The profiler's own ops (the record_function
     ranges torch opens around every optimizer step) are no work, and not counted."""
 
+    supports_higher_order_operators = True
+    """torch.cond, flex_attention and the other higher-order ops run eagerly under the window: a mode without it made
+    torch raise "There was no rule registered for HigherOrderOperator cond" in the user's script."""
+
     def __init__(self, outside: Callable[[], bool] | None = None, by_op: bool = False,
                  edge: Callable[[], bool] | None = None, waited: Callable[[], float] | None = None,
                  flops: bool = False) -> None:
@@ -102,6 +106,9 @@ class OpCounter(TorchDispatchMode):
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
         if getattr(func, "namespace", None) == "profiler":
+            return func(*args, **kwargs)
+        if isinstance(func, torch._ops.HigherOrderOperator):  # torch.cond, flex_attention run eagerly: one op, run
+            self.ops += 1  # as it is, its inside uncounted (without this a mode raises in the user's script)
             return func(*args, **kwargs)
         counts = self.flop_counts
         if counts is not None and _decomposes(func):
