@@ -1,8 +1,24 @@
-"""Training memory: an exact estimate on fake tensors, a measured peak, the largest batch that fits."""
+"""Training memory: an exact estimate on fake tensors, a measured peak, the largest batch that fits.
 
-from trainspeed.memory.estimate import EstimateError, estimate_memory
-from trainspeed.memory.measure import measure_memory
-from trainspeed.memory.result import BatchSearch, LayerMemory, MeasuredPeak, MemoryEstimate
+The names below load on first use (PEP 562): importing `trainspeed.memory.result` (the doctor's report does, for
+its categories) does not load the estimator.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_WHERE = {"EstimateError": "trainspeed.memory.estimate", "estimate_memory": "trainspeed.memory.estimate",
+          "measure_memory": "trainspeed.memory.measure", "BatchSearch": "trainspeed.memory.result",
+          "LayerMemory": "trainspeed.memory.result", "MeasuredPeak": "trainspeed.memory.result",
+          "MemoryEstimate": "trainspeed.memory.result"}
 
 __all__ = ["BatchSearch", "EstimateError", "LayerMemory", "MeasuredPeak", "MemoryEstimate",
            "estimate_memory", "measure_memory"]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(_WHERE[name]), name)

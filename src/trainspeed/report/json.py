@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainspeed._version import __version__
 from trainspeed.demo.result import DemoResult
@@ -14,10 +14,12 @@ from trainspeed.diagnose.compare import Comparison
 from trainspeed.diagnose.report import DoctorReport
 from trainspeed.diagnose.rules.common import flop_rate
 from trainspeed.hardware.report import HardwareReport
-from trainspeed.memory.result import MemoryReport
 from trainspeed.report.tried import tried_dict
-from trainspeed.sweep.result import SweepResult
 from trainspeed.watch.result import Steps, SyncSite, WatchResult
+
+if TYPE_CHECKING:  # their packages load the estimator and the knobs: 60 ms of every doctor run that needs neither
+    from trainspeed.memory.result import MemoryReport
+    from trainspeed.sweep.result import SweepResult
 
 HW_SCHEMA = "trainspeed.hw/1"
 MEMORY_SCHEMA = "trainspeed.memory/1"

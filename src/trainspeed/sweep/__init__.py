@@ -1,8 +1,23 @@
 """Controlled experiments: turn one knob of a training loop, measure each value with repeats
-interleaved across arms, and say which differences are real."""
+interleaved across arms, and say which differences are real.
 
-from trainspeed.sweep.knobs import KNOBS
-from trainspeed.sweep.result import SweepPoint, SweepResult, Trial
-from trainspeed.sweep.sweep import run_sweep
+The names below load on first use (PEP 562): importing `trainspeed.sweep.result` (the reports do) does not load
+the knobs.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_WHERE = {"KNOBS": "trainspeed.sweep.knobs", "SweepPoint": "trainspeed.sweep.result",
+          "SweepResult": "trainspeed.sweep.result", "Trial": "trainspeed.sweep.result",
+          "run_sweep": "trainspeed.sweep.sweep"}
 
 __all__ = ["KNOBS", "SweepPoint", "SweepResult", "Trial", "run_sweep"]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(_WHERE[name]), name)
