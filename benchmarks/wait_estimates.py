@@ -43,7 +43,7 @@ intervals, last = [], {}
 original = phases.PhaseClock._wait_to
 def _wait_to(self, phase, seconds):
     per = []
-    for fd in getattr(self._waited, "__self__", self._waited).fds:
+    for fd in self._waited.fds:  # the clock's reader: run_queue.ThreadWait
         try:
             waited = int(os.pread(fd, 64, 0).split()[1])
         except (OSError, ValueError, IndexError):

@@ -6,8 +6,7 @@ its categories) does not load the estimator.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from trainspeed._lazy import lazy_names
 
 _WHERE = {"EstimateError": "trainspeed.memory.estimate", "estimate_memory": "trainspeed.memory.estimate",
           "measure_memory": "trainspeed.memory.measure", "BatchSearch": "trainspeed.memory.result",
@@ -17,8 +16,4 @@ _WHERE = {"EstimateError": "trainspeed.memory.estimate", "estimate_memory": "tra
 __all__ = ["BatchSearch", "EstimateError", "LayerMemory", "MeasuredPeak", "MemoryEstimate",
            "estimate_memory", "measure_memory"]
 
-
-def __getattr__(name: str) -> Any:
-    if name not in _WHERE:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(_WHERE[name]), name)
+__getattr__, __dir__ = lazy_names(__name__, _WHERE)

@@ -9,11 +9,7 @@ from collections.abc import Callable, Iterator
 import torch
 
 from trainspeed.threads import intra_op_threads
-from trainspeed.watch.run_queue import less_wait, probe_waits
-
-FREE_CORE = 0.05
-"""A reading whose threads waited for a core this share of its time or less was taken on free cores
-(`cpu_matmul_gflops`)."""
+from trainspeed.watch.run_queue import on_free_cores, probe_waits
 
 
 def cpu_matmul_gflops(n: int = 256, repeats: int = 5, inner: int = 10,
@@ -22,7 +18,7 @@ def cpu_matmul_gflops(n: int = 256, repeats: int = 5, inner: int = 10,
     """Median GFLOP/s of an n x n matmul in `dtype` (float32 by default) on the CPU with torch's current
     threads, of the readings taken on free cores. `waited` gives the seconds the threads waited for a core since
     it was last called (by default Linux's run-queue counts of this thread and torch's intra-op threads,
-    `watch.run_queue`): where every reading waited more than FREE_CORE of its time, each is counted on its time
+    `watch.run_queue`): where every reading waited more than `run_queue.FREE_CORE` of its time, each is counted on its time
     less that wait shared among the threads (`run_queue.less_wait`; summed over two threads that waited at once, the
     whole wait took a float64 product's time to nothing beside two busy processes, and its rate to 67 million
     GFLOP/s, 2026-11-28). Beside two busy processes on the 2-vCPU VM the plain rate read 6 GFLOP/s against about
@@ -39,8 +35,7 @@ def cpu_matmul_gflops(n: int = 256, repeats: int = 5, inner: int = 10,
                 torch.mm(a, b)
             wall = now() - t0
             readings.append((wall, min(wait(), wall)))
-    free = [wall for wall, w in readings if w <= FREE_CORE * wall]
-    times = free or [less_wait(wall, w, torch.get_num_threads()) for wall, w in readings]
+    times = on_free_cores(readings, torch.get_num_threads())
     return statistics.median(2 * n**3 * inner / t / 1e9 for t in times)
 
 

@@ -16,9 +16,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from trainspeed.probe.matmul import FREE_CORE
 from trainspeed.watch.cells import CellLoop
-from trainspeed.watch.run_queue import less_wait, probe_waits
+from trainspeed.watch.run_queue import on_free_cores, probe_waits
 
 PROBE_ELEMENTS = 50_000_000
 """Sequences of more elements than this (batch x length x width) are not probed."""
@@ -34,9 +33,9 @@ def _module(loop: CellLoop, kind: str, device: str, **extra: Any) -> nn.Module:
 def _medians_ms(runs: list[Callable[[], None]], repeats: int, device: str,
                 waited: Callable[[], float] | None) -> list[float]:
     """Each run's median milliseconds, the runs taken in turn (a load that comes and goes falls on them alike), of
-    the readings taken on free cores (their threads waited FREE_CORE of the time or less), else of each reading less
-    its threads' share of their wait (`run_queue.less_wait`). Beside two busy processes the fused layer read slower
-    than the stepped cell it replaces (25.4 ms against 21.3 ms; 2026-11-28)."""
+    the readings taken on free cores, else of each reading less its threads' share of their wait
+    (`run_queue.on_free_cores`). Beside two busy processes the fused layer read slower than the stepped cell it
+    replaces (25.4 ms against 21.3 ms; 2026-11-28)."""
     cuda = device.startswith("cuda")
     readings: list[list[tuple[float, float]]] = [[] for _ in runs]
     with probe_waits(None if cuda else waited, native=not cuda) as wait:
@@ -54,12 +53,7 @@ def _medians_ms(runs: list[Callable[[], None]], repeats: int, device: str,
                 if i:
                     kept.append((wall, waited_s))
     threads = torch.get_num_threads()
-    medians = []
-    for kept in readings:
-        free = [wall for wall, w in kept if w <= FREE_CORE * wall]
-        times = free or [less_wait(wall, w, threads) for wall, w in kept]
-        medians.append(statistics.median(times) * 1e3)
-    return medians
+    return [statistics.median(on_free_cores(kept, threads)) * 1e3 for kept in readings]
 
 
 def cell_loop_ms(loop: CellLoop, batch: int, length: int, device: str = "cpu", repeats: int = 5,

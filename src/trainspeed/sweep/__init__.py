@@ -7,8 +7,7 @@ the knobs.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from trainspeed._lazy import lazy_names
 
 _WHERE = {"KNOBS": "trainspeed.sweep.knobs", "SweepPoint": "trainspeed.sweep.result",
           "SweepResult": "trainspeed.sweep.result", "Trial": "trainspeed.sweep.result",
@@ -16,8 +15,4 @@ _WHERE = {"KNOBS": "trainspeed.sweep.knobs", "SweepPoint": "trainspeed.sweep.res
 
 __all__ = ["KNOBS", "SweepPoint", "SweepResult", "Trial", "run_sweep"]
 
-
-def __getattr__(name: str) -> Any:
-    if name not in _WHERE:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(_WHERE[name]), name)
+__getattr__, __dir__ = lazy_names(__name__, _WHERE)

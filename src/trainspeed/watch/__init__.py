@@ -8,21 +8,11 @@ package's modules does not import the watcher.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from trainspeed._lazy import lazy_names
 
 _WHERE = {"StopWatching": "trainspeed.watch.steps", "SyncCounter": "trainspeed.watch.syncs",
           "WatchResult": "trainspeed.watch.result", "Watcher": "trainspeed.watch.session"}
 
 __all__ = ["StopWatching", "SyncCounter", "WatchResult", "Watcher"]
 
-
-def __getattr__(name: str) -> Any:
-    where = _WHERE.get(name)
-    if where is None:
-        raise AttributeError(f"module 'trainspeed.watch' has no attribute {name!r}")
-    return getattr(importlib.import_module(where), name)
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_names(__name__, _WHERE)

@@ -49,15 +49,14 @@ def _own_bytes(module: torch.nn.Module) -> int:
     return sum(p.numel() * p.element_size() for p in module.parameters() if not isinstance(p, DTensor))
 
 
-HOOKS = tuple(hook for home in ("torch.distributed.fsdp._fully_shard", "torch.distributed._composable.fsdp")
-              for hook in ((f"{home}._fsdp_state", "FSDPState",
-                            ("_pre_forward", "_post_forward", "_root_post_backward_final_callback")),
-                           (f"{home}._fsdp_param_group", "FSDPParamGroup", ("pre_backward", "post_backward"))))
-"""FSDP2's per-unit hooks: (module, class, methods) (torch >= 2.6 keeps them under fsdp._fully_shard, earlier under
+HOOKS: dict[str, tuple[str, tuple[str, ...]]] = {
+    f"{home}.{module}": (owner, methods)
+    for home in ("torch.distributed.fsdp._fully_shard", "torch.distributed._composable.fsdp")
+    for module, owner, methods in (("_fsdp_state", "FSDPState",
+                                    ("_pre_forward", "_post_forward", "_root_post_backward_final_callback")),
+                                   ("_fsdp_param_group", "FSDPParamGroup", ("pre_backward", "post_backward")))}
+"""FSDP2's per-unit hooks: module -> (class, methods) (torch >= 2.6 keeps them under fsdp._fully_shard, earlier under
 _composable.fsdp)."""
-_HOOKS_IN: dict[str, list[tuple[str, tuple[str, ...]]]] = {}
-for _place, _owner, _methods in HOOKS:
-    _HOOKS_IN.setdefault(_place, []).append((_owner, _methods))
 
 
 class UnitsTracker:
@@ -70,7 +69,7 @@ class UnitsTracker:
         """FSDP's hooks' host time, less their collectives' waits, since the last `take_host`, per hook."""
         self._depth = 0
         self._undo: list[Callable[[], None]] = []
-        self._finder = AfterImport(frozenset((*PLACES, *_HOOKS_IN)), self._on_load)
+        self._finder = AfterImport(frozenset((*PLACES, *HOOKS)), self._on_load)
 
     def take_host(self) -> dict[str, float]:
         seconds, self.host_s = self.host_s, {}
@@ -87,13 +86,13 @@ class UnitsTracker:
             if original is not None and not getattr(original, "_trainspeed", False):
                 setattr(module, "fully_shard", self._wrap(original))  # noqa: B010 - a module found at run time
                 self._undo.append(functools.partial(setattr, module, "fully_shard", original))
-        for owner_name, methods in _HOOKS_IN.get(module.__name__, ()):
-            owner = getattr(module, owner_name, None)
-            for method in methods if owner is not None else ():
-                original = owner.__dict__.get(method)
-                if callable(original) and not getattr(original, "_trainspeed", False):
-                    setattr(owner, method, self._timed(original))
-                    self._undo.append(functools.partial(setattr, owner, method, original))
+        owner_name, methods = HOOKS.get(module.__name__, ("", ()))
+        owner = getattr(module, owner_name, None) if owner_name else None
+        for method in methods if owner is not None else ():
+            original = owner.__dict__.get(method)
+            if callable(original) and not getattr(original, "_trainspeed", False):
+                setattr(owner, method, self._timed(original))
+                self._undo.append(functools.partial(setattr, owner, method, original))
 
     def _timed(self, original: Callable[..., Any]) -> Callable[..., Any]:
         tracker = self

@@ -122,17 +122,20 @@ class OpCounter(TorchDispatchMode):
             self.edge_ops += 1
         if not outside and self.by_op is None:
             out = func(*args, **kwargs)
-            if counts is not None and (formula := flop_registry.get(func.overloadpacket)) is not None:
-                counts[func.overloadpacket] += formula(*args, **kwargs, out_val=out)
-            return out
+        else:
+            out = self._timed(func, args, kwargs, outside)
+        if counts is not None and (formula := flop_registry.get(func.overloadpacket)) is not None:
+            counts[func.overloadpacket] += formula(*args, **kwargs, out_val=out)
+        return out
+
+    def _timed(self, func: Any, args: Any, kwargs: dict[str, Any], outside: bool) -> Any:
+        """Run `func`, its time (less its threads' wait for a core) counted outside or by op."""
         waited = self.waited
         if waited is not None:
             waited()  # from here
         t0 = time.perf_counter()
-        out = None
         try:
-            out = func(*args, **kwargs)
-            return out
+            return func(*args, **kwargs)
         finally:
             took = time.perf_counter() - t0
             if waited is not None:
@@ -147,9 +150,6 @@ class OpCounter(TorchDispatchMode):
                     entry = self.by_op[key] = [0, 0.0]
                 entry[0] += 1
                 entry[1] += took
-            if counts is not None and out is not None and \
-                    (formula := flop_registry.get(func.overloadpacket)) is not None:
-                counts[func.overloadpacket] += formula(*args, **kwargs, out_val=out)
 
     @property
     def total_flops(self) -> int:

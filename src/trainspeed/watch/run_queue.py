@@ -141,6 +141,17 @@ def less_wait(wall: float, waited: float, threads: int = 1) -> float:
     return wall - min(waited, wall) / max(1, threads)
 
 
+FREE_CORE = 0.05
+"""A reading whose threads waited for a core this share of its time or less was taken on free cores."""
+
+
+def on_free_cores(readings: list[tuple[float, float]], threads: int) -> list[float]:
+    """The times of the (wall, wait) readings taken on free cores (waits of FREE_CORE of their time or less); where
+    none was, each reading's time less its threads' share of their wait (`less_wait`)."""
+    free = [wall for wall, waited in readings if waited <= FREE_CORE * wall]
+    return free or [less_wait(wall, waited, threads) for wall, waited in readings]
+
+
 def process_wait_s() -> float | None:
     """Run-queue wait so far of every thread this process has now (the training thread, torch's intra-op threads,
     the watcher's), in seconds; None where unread. Threads that ended took theirs with them."""

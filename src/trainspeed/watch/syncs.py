@@ -180,13 +180,11 @@ class _Registry:
 
     def _counted(self, op: str, t0: float, t1: float, frame: Any, last: list[Any], host: bool) -> None:
         """Count a read (of a CPU tensor: `host`) that `frame` made from t0 to t1 (a wrapper whose `last`
-        entry is not that place's), unless it reads an optimizer's step counter (`_OPTIMIZER_VALUE`)."""
+        entry is not that place's)."""
         code, lasti = frame.f_code, frame.f_lasti
         if code is last[0] and lasti == last[1] and last[2][5] is host:
             entry = last[2]
         else:
-            if code is _OPTIMIZER_VALUE and host:
-                return  # its seconds stay in the phase around it: the optimizer's
             entry = self.tally.get((id(code), lasti, op, host))
             if entry is None:  # first sight, or a read made inside torch: its user's line varies, no caching
                 entry = self.entry(frame, op, host)
@@ -215,7 +213,9 @@ class _Registry:
                 return original(tensor, arg)
             if busy[0] and _inside_read(getframe(1)) or self.device_only and tensor.device.type == "cpu" or \
                     getframe(1).f_code is _OPTIMIZER_VALUE and tensor.is_cpu:
-                return original(tensor)  # (the last: an optimizer's step counter, read once per parameter a step)
+                # (the last: an optimizer's step counter, `_OPTIMIZER_VALUE`, read once per parameter a step: not
+                # counted, its seconds stay in the phase around it, the optimizer's)
+                return original(tensor)
             busy[0] += 1
             t0 = clock()
             try:
