@@ -5,13 +5,12 @@
 Each example runs under `trainspeed doctor` alone, then beside `--busy` processes spinning on the same cores. On the
 detailed steps the phase clock reads the training thread's and torch's intra-op threads' run-queue waits at every
 phase edge (`watch/run_queue.py`); this records each interval's phase, wall time and each thread's waited
-nanoseconds, and gives every phase's time left by three estimates of what the interval lost:
-- `sum`: the threads' waits summed, at most the interval (what the doctor uses);
-- `union`: the time at least one thread waited, each thread's waits taken as independent of the others';
-- `main`: the training thread's own wait.
-The truth to meet is the phase's time alone (the same intervals, on a quiet machine). Only intervals inside the
-steps count (the busy run's ones with the intra-op threads read, none over 0.3 s: the script's set-up is not a
-step's).
+nanoseconds, step by step, and gives every phase's time left by three estimates of what its steps lost:
+- `sum`: the threads' waits summed (the high bound: they waited one after another);
+- `longest`: the longest one thread's wait of each interval (the low bound: they waited at once);
+- `bounds`: the doctor's (`watch/wait_bounds.py`): the one time without the waits nearest every step's range.
+The truth to meet is the phase's time alone (the same steps, on a quiet machine). Only steps under 0.5 s count, and
+busy, only those with the intra-op threads read at every edge (the script's set-up is not a step's).
 """
 
 from __future__ import annotations
@@ -28,19 +27,23 @@ from pathlib import Path
 from bench_common import measured_on
 
 from trainspeed.hardware import detect_hardware
+from trainspeed.watch.wait_bounds import phase_wait
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = {
     "log_every_step": ["examples/log_every_step.py", "--steps", "1500"],
     "pil_augment": ["examples/realistic/pil_augment.py", "--epochs", "3"],
     "checkpoint_every_step": ["examples/checkpoint_every_step.py", "--steps", "60"],
+    "image_classifier": ["examples/realistic/image_classifier.py", "--epochs", "2"],
+    "wide_mlp": ["examples/wide_mlp.py", "--steps", "25"],
+    "float64_numpy": ["examples/float64_numpy.py", "--steps", "150"],
 }
 
 RECORD = """
 import json, os, sys
 import trainspeed.watch.phases as phases
 intervals, last = [], {}
-original = phases.PhaseClock._wait_to
+original, end_step = phases.PhaseClock._wait_to, phases.PhaseClock.end_step
 def _wait_to(self, phase, seconds):
     per = []
     for fd in self._waited.fds:  # the clock's reader: run_queue.ThreadWait
@@ -52,7 +55,10 @@ def _wait_to(self, phase, seconds):
         last[fd] = waited
     intervals.append((phase, seconds, per))
     return original(self, phase, seconds)
-phases.PhaseClock._wait_to = _wait_to
+def _end_step(self):
+    intervals.append(("END", 0.0, []))  # the step's last interval comes next
+    return end_step(self)
+phases.PhaseClock._wait_to, phases.PhaseClock.end_step = _wait_to, _end_step
 from trainspeed.cli import main
 try:
     main(["doctor", "--json", os.devnull, *sys.argv[2:]])
@@ -61,35 +67,48 @@ finally:
         json.dump(intervals, f)
 """
 
-ESTIMATES = ("sum", "union", "main")
+ESTIMATES = ("sum", "longest", "bounds")
+Step = dict[str, tuple[float, float, float]]
+"""A step's phases: (wall, summed waits, longest one thread's waits), seconds."""
 
 
-def lost(estimate: str, seconds: float, waits_ns: list[int]) -> float:
-    waits = [ns * 1e-9 for ns in waits_ns]
-    if seconds <= 0.0 or not waits:
-        return 0.0
-    if estimate == "main":
-        return min(waits[0], seconds)
-    if estimate == "sum":
-        return min(sum(waits), seconds)
-    kept = 1.0
-    for w in waits:
-        if w > 0:
-            kept *= max(0.0, 1.0 - w / seconds)
-    return seconds * (1.0 - kept)
-
-
-def phases_left(path: str, busy: bool) -> dict[str, dict[str, float]]:
-    """Per estimate (and `wall`): each phase's seconds over the steps' intervals."""
+def steps_of(path: str, busy: bool) -> list[Step]:
+    """The recorded steps, each phase's intervals added up (each interval's waits at most its own time)."""
     with open(path) as f:
         intervals = json.load(f)
-    left: dict[str, dict[str, float]] = {name: collections.defaultdict(float) for name in ("wall", *ESTIMATES)}
-    for phase, seconds, waits in intervals:
-        if seconds > 0.3 or (busy and len(waits) < 2):
+    steps: list[Step] = []
+    step: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0.0, 0.0])
+    read_all, closing = True, False
+    for phase, seconds, waits_ns in intervals:
+        if phase == "END":
+            closing = True
             continue
-        left["wall"][phase] += seconds
-        for name in ESTIMATES:
-            left[name][phase] += seconds - lost(name, seconds, waits)
+        waits = [ns * 1e-9 for ns in waits_ns]
+        read_all = read_all and (len(waits) >= 2 or not busy)
+        summed = min(sum(waits), seconds)
+        part = step[phase]
+        part[0] += seconds
+        part[1] += summed
+        part[2] += min(max(waits, default=0.0), summed)
+        if closing:
+            if read_all and sum(p[0] for p in step.values()) < 0.5:
+                steps.append({name: (p[0], p[1], p[2]) for name, p in step.items()})
+            step, read_all, closing = collections.defaultdict(lambda: [0.0, 0.0, 0.0]), True, False
+    return steps
+
+
+def phases_left(steps: list[Step]) -> dict[str, dict[str, float]]:
+    """Per estimate (and `wall`): each phase's milliseconds a step less what the estimate says the steps lost."""
+    left: dict[str, dict[str, float]] = {name: collections.defaultdict(float) for name in ("wall", *ESTIMATES)}
+    for phase in {p for s in steps for p in s}:
+        parts = [s.get(phase, (0.0, 0.0, 0.0)) for s in steps]
+        wall = sum(p[0] for p in parts)
+        found = phase_wait(parts)
+        per_step = 1e3 / len(steps)
+        left["wall"][phase] = wall * per_step
+        left["sum"][phase] = sum(p[0] - p[1] for p in parts) * per_step
+        left["longest"][phase] = sum(p[0] - p[2] for p in parts) * per_step
+        left["bounds"][phase] = wall * (1.0 - found.part) * per_step if found is not None else 0.0
     return left
 
 
@@ -120,7 +139,7 @@ def main() -> None:
     parser.add_argument("--only", default=",".join(EXAMPLES))
     args = parser.parse_args()
     print(measured_on(detect_hardware(), "cpu"))
-    print("\n| example | phase | alone s (share) | busy wall s | " + " | ".join(f"busy less `{e}` s (share)"
+    print("\n| example | phase | alone ms (share) | busy wall ms | " + " | ".join(f"busy less `{e}` ms (share)"
                                                                        for e in ESTIMATES) + " |")
     print("|---|---|---:|---:|" + "---:|" * len(ESTIMATES))
     with tempfile.TemporaryDirectory() as tmp:
@@ -128,8 +147,8 @@ def main() -> None:
             alone_path, busy_path = os.path.join(tmp, f"{name}-alone.json"), os.path.join(tmp, f"{name}-busy.json")
             run(EXAMPLES[name], alone_path, 0)
             run(EXAMPLES[name], busy_path, args.busy)
-            alone = phases_left(alone_path, busy=False)["wall"]
-            busy = phases_left(busy_path, busy=True)
+            alone = phases_left(steps_of(alone_path, busy=False))["wall"]
+            busy = phases_left(steps_of(busy_path, busy=True))
             alone_share = shares(alone)
             est_share = {e: shares(busy[e]) for e in ESTIMATES}
             for phase in sorted(alone, key=lambda p: -alone[p]):

@@ -48,7 +48,7 @@ def test_beside_two_busy_processes_the_script_keeps_its_first_verdict() -> None:
     script = [v.id for v in found if v.id != "thread_oversubscription"]
     assert script[0] == "checkpoint_heavy"
     load = next(v for v in found if v.id == "thread_oversubscription")
-    assert "waited 243.01 ms a step for a core (70% of the step: optimizer 98.48, backward 67.95, forward 44.77" in \
+    assert "lost 243.01 ms a step waiting for a core (70% of the step: optimizer 98.48, backward 67.95, forward 44.77" in \
         load.evidence
     # judged on the wall time the save is 20% of the step, its wait for a core spread over the step's phases
     saves = next(v for v in found if v.id == "checkpoint_heavy")

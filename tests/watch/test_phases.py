@@ -158,3 +158,36 @@ def test_waits_for_a_core_go_to_the_phase_that_ran_on_detailed_steps_only() -> N
     c.exit("forward")
     c.end_step()
     assert c.step_waits is None
+
+
+def test_each_reading_s_longest_one_thread_wait_goes_to_the_phase_too() -> None:
+    """With a reader of the longest one thread's wait, each phase also sums those (the low bound of what it lost:
+    `wait_bounds`), at most the reading's summed wait; without one, the summed wait stands for it."""
+    t, waited, longest = [0.0], [0.0], [0.0]
+
+    def read() -> float:
+        since, waited[0] = waited[0], 0.0
+        return since
+
+    c = PhaseClock(now=lambda: t[0])
+    c.watch_waits(read, lambda: longest[0])
+    c.enter("forward")
+    t[0] += 0.010
+    waited[0], longest[0] = 0.006, 0.004  # two threads, 4 and 2 ms
+    c.exit("forward")
+    c.enter("backward")
+    t[0] += 0.002
+    waited[0], longest[0] = 0.005, 0.005  # one thread, past the phase's own 2 ms
+    c.exit("backward")
+    c.end_step()
+    assert c.step_waits is not None and c.step_longest is not None
+    assert c.step_waits["forward"] == pytest.approx(0.006) and c.step_longest["forward"] == pytest.approx(0.004)
+    assert c.step_waits["backward"] == pytest.approx(0.002) and c.step_longest["backward"] == pytest.approx(0.002)
+    plain = PhaseClock(now=lambda: t[0])
+    plain.watch_waits(read)
+    plain.enter("forward")
+    t[0] += 0.010
+    waited[0] = 0.003
+    plain.exit("forward")
+    plain.end_step()
+    assert plain.step_longest is not None and plain.step_longest["forward"] == pytest.approx(0.003)

@@ -6,6 +6,7 @@ import os
 import sys
 import tempfile
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -56,3 +57,25 @@ def test_a_thread_that_ended_takes_its_part_away_without_an_error() -> None:
     finally:
         os.close(fd)
         os.unlink(f.name)
+
+
+def test_a_reading_gives_the_threads_summed_wait_and_the_longest_one_s(tmp_path: Path) -> None:
+    """Two threads' schedstat (on-CPU, waiting, slices, in ns): the reading sums what each waited since the last one,
+    and keeps the longest one thread's wait (`ThreadWait.longest`)."""
+    paths = [os.path.join(tmp_path, name) for name in ("main", "intra")]
+    for path, waited in zip(paths, (1_000_000, 5_000_000), strict=True):
+        with open(path, "w") as f:
+            f.write(f"7 {waited} 3\n")
+    fds = [os.open(path, os.O_RDONLY) for path in paths]
+    try:
+        reader = ThreadWait(fds[0])
+        reader.fds.append(fds[1])
+        reader.last.append(5_000_000)
+        for path, waited in zip(paths, (4_000_000, 6_000_000), strict=True):  # 3 ms and 1 ms more
+            with open(path, "w") as f:
+                f.write(f"7 {waited} 3\n")
+        assert reader() == pytest.approx(0.004) and reader.longest == pytest.approx(0.003)
+        assert reader() == 0.0 and reader.longest == 0.0
+    finally:
+        for fd in fds:
+            os.close(fd)

@@ -252,9 +252,10 @@ def doctor_view(report: DoctorReport) -> Group:
             table.add_row(name, f"{stat.host_ms:.3f}", dev, f"{stat.share:.1%}", *wait, "#" * round(stat.share * 20))
         parts.append(table)
         if waits:
-            parts.append(Text(f"waited: the part of the phase's time spent waiting for a core (the training "
+            parts.append(Text(f"waited: the part of the phase's time lost waiting for a core (the training "
                               f"thread's and, on a busy machine, torch's intra-op threads'; Linux's run-queue "
-                              f"counts): {waited_ms(w):.2f} ms of the {w.steps.mean_ms or w.steps.median_ms:.2f} ms mean step", style="dim"))
+                              f"counts, between their longest and their sum each step): {waited_ms(w):.2f} ms of the "
+                              f"{w.steps.mean_ms or w.steps.median_ms:.2f} ms mean step", style="dim"))
         if w.model.device == "cuda":
             parts.append(Text("device ms: the stream's time from a phase's first edge to its last, idle gaps "
                               "included; the GPU's own work is below", style="dim"))

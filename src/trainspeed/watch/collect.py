@@ -31,6 +31,7 @@ from trainspeed.watch.sampler import Sampler, machinery_of, source_of
 from trainspeed.watch.sawtooth import detect_sawtooth
 from trainspeed.watch.steps import StepTracker
 from trainspeed.watch.trace import Trace
+from trainspeed.watch.wait_bounds import phase_wait
 
 
 def phase_shares(records: list[StepRecord], sums: tuple[dict[str, float], float] | None = None,
@@ -95,17 +96,17 @@ def _device_split(steps: StepTracker, detailed: list[StepRecord]) -> dict[str, f
 
 def _waits_ms(detailed: list[StepRecord], shares: dict[str, float],
               step_ms: float | None) -> dict[str, tuple[float, float, float]] | None:
-    """Each phase's (wait for a core per step, the part of its time that waited, that part in the median step): the
-    part from its detailed steps (`waits`), applied to the phase's share of the mean step (the detailed steps are a
-    sample, and a slice lost now and then falls on few of them); None where no wait was read."""
+    """Each phase's (wait for a core per step, the part of its time it lost to waiting, that part in the median
+    step): the part from its detailed steps' bounds (`wait_bounds`: the threads' waits summed, and each reading's
+    longest), applied to the phase's share of the mean step (the detailed steps are a sample, and a slice lost now
+    and then falls on few of them); None where no wait was read."""
     waited = [r for r in detailed if r.waits is not None]
     if not waited or not step_ms:
         return None
     out = {}
     for p in PHASES:
-        time_s = sum(r.phases[p] for r in waited)
-        part = min(1.0, sum(r.waits[p] for r in waited if r.waits) / time_s) if time_s > 0 else 0.0
-        typical = median([min(1.0, r.waits[p] / r.phases[p]) for r in waited if r.waits and r.phases[p] > 0]) or 0.0
+        found = phase_wait([(r.phases[p], r.waits[p], (r.longest_waits or r.waits)[p]) for r in waited if r.waits])
+        part, typical = (found.part, found.typical) if found is not None else (0.0, 0.0)
         out[p] = (part * shares[p] * step_ms, part, typical)
     return out
 

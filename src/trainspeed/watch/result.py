@@ -20,12 +20,13 @@ class PhaseStat:
     share: float
     """Share of the measured steps' wall time spent in this phase (shares sum to 1)."""
     wait_ms: float | None = None
-    """Milliseconds a step the phase waited for a core: `wait_share` of its share of the mean step (`run_queue`;
-    None where the system does not count it)."""
+    """Milliseconds a step the phase lost waiting for a core: `wait_share` of its share of the mean step (`run_queue`,
+    `wait_bounds`; None where the system does not count it)."""
     wait_share: float | None = None
-    """The part of the phase's time its detailed steps spent waiting for a core."""
+    """The part of the phase's time its detailed steps lost waiting for a core."""
     median_wait_share: float | None = None
-    """The same part in the median detailed step (0 where the waits come in bursts: a slice lost now and then)."""
+    """The same part in the median step that ran the phase (0 where the waits come in bursts: a slice lost now and
+    then)."""
 
 
 @dataclass(frozen=True)
@@ -234,7 +235,11 @@ class StepRecord:
     device_span_s: float | None = None
     """On the device's clock, from the step's first phase edge to its last (CUDA events; detailed CUDA steps)."""
     waits: dict[str, float] | None = None
-    """Seconds the training thread waited for a core in each phase (`run_queue`; detailed steps, Linux)."""
+    """Seconds the training thread and torch's intra-op threads waited for a core in each phase, summed (`run_queue`;
+    detailed steps, Linux)."""
+    longest_waits: dict[str, float] | None = None
+    """The same, each reading's longest one thread's wait: with `waits`, the bounds of what the phase lost
+    (`wait_bounds`)."""
 
 
 @dataclass(frozen=True)

@@ -27,26 +27,30 @@ for the phases' waits to count torch's intra-op threads too (`ThreadWait.add_nat
 
 class ThreadWait:
     """The run-queue wait since the last call, in seconds (calling it), of the opening thread and of the threads
-    `add_native` added, summed: an intra-op parallel op waits for each of its threads that lost its core, in turn
-    (the clock counts at most the interval's own time: threads that wait at once delay it once). Summed, the
-    planted examples beside two busy processes kept their first verdict in 7 of 8 runs, against 6 of 8 with the
-    longest of the threads' waits, which leaves out most of what a parallel op loses (2026-11-28). One positioned
-    read per thread of a file kept open, a microsecond or two each. Open it in the thread to watch
-    (`/proc/thread-self` is the opener's)."""
+    `add_native` added, summed, and the longest one thread's (`longest`): an intra-op parallel op waits for each of
+    its threads that lost its core, in turn or at the same time, so the interval lost between the two (the phases'
+    estimate: `wait_bounds`). One positioned read per thread of a file kept open, a microsecond or two each. Open it
+    in the thread to watch (`/proc/thread-self` is the opener's)."""
 
     def __init__(self, fd: int) -> None:
         self.fds = [fd]
         self.last = [_wait_ns(fd) or 0]
+        self.longest = 0.0
+        """The longest one thread's wait in the last call's (seconds): what the interval lost at least, where the
+        threads waited at the same time (`wait_bounds`)."""
 
     def __call__(self) -> float:
-        total = 0
+        total = longest = 0
         last = self.last
         for i, fd in enumerate(self.fds):
             now = _wait_ns(fd)
             if now is None:  # a thread that ended (torch.set_num_threads)
                 continue
-            total += now - last[i]
+            waited = now - last[i]
+            total += waited
+            longest = max(longest, waited)
             last[i] = now
+        self.longest = longest * 1e-9
         return total * 1e-9
 
     def add_native(self) -> int:

@@ -121,7 +121,8 @@ class Watcher:
         self.sampler.start()
         self._thread_wait = thread_wait()  # this is the training thread: its run-queue wait, per phase
         if self._thread_wait is not None:
-            self.clock.watch_waits(self._thread_wait)
+            reader = self._thread_wait
+            self.clock.watch_waits(reader, lambda: reader.longest)
             self._waits_from = (time.monotonic(), process_wait_s())  # the clock of the machine's marks
         self.clock.end_step()  # the first step starts now
         if self.steps.settled_at == 0:

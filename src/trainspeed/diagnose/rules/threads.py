@@ -188,7 +188,7 @@ def _machine_busy(r: WatchResult, c: Context, workers: int) -> Verdict | None:
 
 
 def _waited(r: WatchResult, judged: bool) -> str | None:
-    """"; its threads waited 152.30 ms a step for a core (44% of the step; ...)" where the phases' waits were read
+    """"; its threads lost 152.30 ms a step waiting for a core (44% of the step; ...)" where the phases' waits were read
     and are JUDGED_APART of the step or more; `judged`: other processes were busy, and the other verdicts are judged
     without the waits (`registry.diagnose`). Else None."""
     share = waits_share(r)
@@ -199,8 +199,8 @@ def _waited(r: WatchResult, judged: bool) -> str | None:
     where = ", ".join(f"{name} {ms:.2f}" for ms, name in by_phase[:3] if ms > 0)
     steal = f"; the VM's steal time {r.machine.steal_share:.1%}" if r.machine.steal_share is not None else ""
     judging = ", and the other verdicts are judged on the phases less their waits" if judged else ""
-    return (f"; the training thread and its intra-op threads waited {wait:.2f} ms a step for a core ({share:.0%} "
-            f"of the step: {where}{steal}; Linux's run-queue counts){judging}")
+    return (f"; the training thread and its intra-op threads lost {wait:.2f} ms a step waiting for a core "
+            f"({share:.0%} of the step: {where}{steal}; Linux's run-queue counts){judging}")
 
 
 def _less(parts: list[str], own: float | None = None) -> str:
