@@ -77,10 +77,36 @@ def test_readings_taken_on_free_cores_are_kept_and_the_others_left_out() -> None
     assert rate == 2 * 8**3 * 5 / 1e9  # the two readings on free cores, 1 s each
 
 
-def test_where_every_reading_waited_each_counts_its_time_less_its_threads_share_of_the_wait() -> None:
+def test_where_every_reading_waited_each_counts_without_its_waits() -> None:
+    """No reading on free cores: each counts between its time less the summed wait and less the longest one
+    thread's (`run_queue.on_free_cores`); a stand-in wait that does not say the longest is taken as shared evenly,
+    the least the longest can be. Three readings alike: their range's middle."""
     for threads, waited in ((1, 0.5), (2, 0.5), (2, 3.0)):  # 3 s summed over two threads in a reading of 1 s
         ticks, waits = iter(range(100)), iter([0.0, waited] * 3)
         with intra_op_threads(threads):
             rate = cpu_matmul_gflops(n=8, repeats=3, inner=5, now=lambda t=ticks: float(next(t)),  # type: ignore[misc]
                                      waited=lambda w=waits: next(w))  # type: ignore[misc]
-        assert rate == pytest.approx(2 * 8**3 * 5 / (1 - min(waited, 1.0) / threads) / 1e9)
+        summed = min(waited, 1.0)
+        assert rate == pytest.approx(2 * 8**3 * 5 / ((1 - summed + 1 - summed / threads) / 2) / 1e9)
+
+
+class _Reader:
+    """A stand-in for `run_queue.ThreadWait`: per call the summed wait, and the longest one thread's."""
+
+    def __init__(self, readings: list[tuple[float, float]]) -> None:
+        self.readings, self.longest = iter(readings), 0.0
+
+    def __call__(self) -> float:
+        summed, self.longest = next(self.readings)
+        return summed
+
+
+def test_a_reading_whose_one_thread_waited_alone_counts_its_whole_wait() -> None:
+    """Two threads, every reading stalled: the first lost 0.8 s to one thread's wait while the other spun at the
+    barrier (summed and longest alike), the others' threads waited at once. Each reading's range pins the work at
+    0.2 s; the threads' share of the wait would have left 0.4 s of the first stall in."""
+    ticks = iter(range(100))
+    reader = _Reader([(0.0, 0.0), (0.8, 0.8), (0.0, 0.0), (1.2, 0.8), (0.0, 0.0), (1.0, 0.8)])
+    with intra_op_threads(2):
+        rate = cpu_matmul_gflops(n=8, repeats=3, inner=5, now=lambda: float(next(ticks)), waited=reader)
+    assert rate == pytest.approx(2 * 8**3 * 5 / 0.2 / 1e9)

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from trainspeed.watch.cells import CellLoop
-from trainspeed.watch.run_queue import on_free_cores, probe_waits
+from trainspeed.watch.run_queue import longest_of, on_free_cores, probe_waits
 
 PROBE_ELEMENTS = 50_000_000
 """Sequences of more elements than this (batch x length x width) are not probed."""
@@ -33,11 +33,12 @@ def _module(loop: CellLoop, kind: str, device: str, **extra: Any) -> nn.Module:
 def _medians_ms(runs: list[Callable[[], None]], repeats: int, device: str,
                 waited: Callable[[], float] | None) -> list[float]:
     """Each run's median milliseconds, the runs taken in turn (a load that comes and goes falls on them alike), of
-    the readings taken on free cores, else of each reading less its threads' share of their wait
+    the readings taken on free cores, else of each reading without its threads' waits
     (`run_queue.on_free_cores`). Beside two busy processes the fused layer read slower than the stepped cell it
     replaces (25.4 ms against 21.3 ms; 2026-11-28)."""
     cuda = device.startswith("cuda")
-    readings: list[list[tuple[float, float]]] = [[] for _ in runs]
+    readings: list[list[tuple[float, float, float]]] = [[] for _ in runs]
+    threads = torch.get_num_threads()
     with probe_waits(None if cuda else waited, native=not cuda) as wait:
         for i in range(repeats + 1):  # the first calls build caches (cuDNN's plan, the allocator's blocks): untimed
             for run, kept in zip(runs, readings):
@@ -51,9 +52,8 @@ def _medians_ms(runs: list[Callable[[], None]], repeats: int, device: str,
                 wall = time.perf_counter() - t0
                 waited_s = 0.0 if cuda else min(wait(), wall)
                 if i:
-                    kept.append((wall, waited_s))
-    threads = torch.get_num_threads()
-    return [statistics.median(on_free_cores(kept, threads)) * 1e3 for kept in readings]
+                    kept.append((wall, waited_s, longest_of(wait, waited_s, threads)))
+    return [statistics.median(on_free_cores(kept)) * 1e3 for kept in readings]
 
 
 def cell_loop_ms(loop: CellLoop, batch: int, length: int, device: str = "cpu", repeats: int = 5,

@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterator
 
 import psutil
 
+from trainspeed.watch.wait_bounds import without_waits
+
 SCHEDSTAT = "/proc/thread-self/schedstat"
 BUSY_WAIT = 0.05
 """The process's threads' summed wait for a core, a share of the wall time, from which the machine is busy enough
@@ -145,15 +147,25 @@ def less_wait(wall: float, waited: float, threads: int = 1) -> float:
     return wall - min(waited, wall) / max(1, threads)
 
 
+def longest_of(wait: Callable[[], float], summed: float, threads: int) -> float:
+    """The longest one thread's wait in the reading `wait` just gave (`ThreadWait.longest`); from a reader that does
+    not say (a test's stand-in), the summed wait shared evenly among the `threads` (the least the longest can be)."""
+    longest = getattr(wait, "longest", None)
+    return float(longest) if longest is not None else summed / max(1, threads)
+
+
 FREE_CORE = 0.05
 """A reading whose threads waited for a core this share of its time or less was taken on free cores."""
 
 
-def on_free_cores(readings: list[tuple[float, float]], threads: int) -> list[float]:
-    """The times of the (wall, wait) readings taken on free cores (waits of FREE_CORE of their time or less); where
-    none was, each reading's time less its threads' share of their wait (`less_wait`)."""
-    free = [wall for wall, waited in readings if waited <= FREE_CORE * wall]
-    return free or [less_wait(wall, waited, threads) for wall, waited in readings]
+def on_free_cores(readings: list[tuple[float, float, float]]) -> list[float]:
+    """The times of the (wall, summed wait, longest one thread's wait) readings of the same work taken on free cores
+    (waits of FREE_CORE of their time or less); where none was, each reading without its waits (`wait_bounds`: the
+    one time nearest every reading's range, between its wall less the summed wait and its wall less the longest).
+    Each reading less its threads' share of the summed wait took them as waiting evenly: a thread that waited while
+    the other spun at the op's barrier waited alone, and the reading kept half of that stall."""
+    free = [wall for wall, waited, _ in readings if waited <= FREE_CORE * wall]
+    return free or without_waits(readings)
 
 
 def process_wait_s() -> float | None:

@@ -39,16 +39,22 @@ def _range(wall: float, summed: float, longest: float) -> tuple[float, float]:
     return wall - min(summed, wall), wall - min(longest, summed, wall)
 
 
+def without_waits(readings: list[tuple[float, float, float]]) -> list[float]:
+    """Each of the readings of the same work, (wall, summed waits, longest one thread's wait) in seconds, without its
+    waits: the time nearest all of their ranges (see the module), where its own range allows; a reading that did
+    more work keeps its own low end."""
+    ranges = [_range(*s) for s in readings]
+    net = median([end for r in ranges for end in r]) or 0.0
+    return [min(max(net, lo), hi) for lo, hi in ranges]
+
+
 def phase_wait(steps: list[tuple[float, float, float]]) -> PhaseWait | None:
     """From each step's (wall, summed waits, longest one thread's wait) in seconds for one phase: what the phase lost
-    (see the module); None where no step ran it. Each step keeps its time without the waits nearest the phase's time
-    without them that its range allows (a step that did more work keeps more)."""
+    (`without_waits` over the steps that ran it); None where no step ran it."""
     ran = [s for s in steps if s[0] > 0.0]
     if not ran:
         return None
-    ranges = [_range(*s) for s in ran]
-    net = median([end for r in ranges for end in r]) or 0.0
-    kept = [min(max(net, lo), hi) for lo, hi in ranges]
+    kept = without_waits(ran)
     wall = sum(s[0] for s in ran)
     part = max(0.0, 1.0 - sum(kept) / wall)
     typical = median([1.0 - k / s[0] for k, s in zip(kept, ran, strict=True)]) or 0.0
