@@ -110,3 +110,13 @@ def test_a_reading_whose_one_thread_waited_alone_counts_its_whole_wait() -> None
     with intra_op_threads(2):
         rate = cpu_matmul_gflops(n=8, repeats=3, inner=5, now=lambda: float(next(ticks)), waited=reader)
     assert rate == pytest.approx(2 * 8**3 * 5 / 0.2 / 1e9)
+
+
+def test_readings_that_waited_all_their_time_keep_their_wall_time() -> None:
+    """One reading, whose one thread waited all of it (a float64 probe's single round beside busy processes): its time
+    without the waits is nothing, which tells nothing of the work; the rate is then its wall time's, not a division
+    by zero in the user's report."""
+    ticks, waits = iter(range(100)), iter([0.0, 1.0])
+    with intra_op_threads(1):
+        rate = cpu_matmul_gflops(n=8, repeats=1, inner=5, now=lambda: float(next(ticks)), waited=lambda: next(waits))
+    assert rate == pytest.approx(2 * 8**3 * 5 / 1.0 / 1e9)

@@ -165,7 +165,8 @@ def on_free_cores(readings: list[tuple[float, float, float]]) -> list[float]:
     Each reading less its threads' share of the summed wait took them as waiting evenly: a thread that waited while
     the other spun at the op's barrier waited alone, and the reading kept half of that stall."""
     free = [wall for wall, waited, _ in readings if waited <= FREE_CORE * wall]
-    return free or without_waits(readings)
+    # a reading that waited all its time tells nothing of the work: none left, their wall times (the most it took)
+    return free or [t for t in without_waits(readings) if t > 0.0] or [wall for wall, *_ in readings]
 
 
 def process_wait_s() -> float | None:
