@@ -37,9 +37,8 @@ from torch.utils.flop_counter import flop_registry
 
 from trainspeed._io import quiet_fd2
 from trainspeed.watch.result import OpTime, Window
-from trainspeed.watch.run_queue import ThreadWait, longest_of, threads_wait
+from trainspeed.watch.run_queue import ThreadWait, threads_wait
 from trainspeed.watch.trace import WindowOp
-from trainspeed.watch.wait_bounds import nearest
 
 OP_TIMES_KEPT = 12
 """The op table keeps the ops with most host time, and every op that carries arithmetic."""
@@ -77,9 +76,7 @@ class OpCounter(TorchDispatchMode):
         self.waited = waited
         """The training thread's and torch's intra-op threads' run-queue wait (seconds since its last call): an op's
         time is its wall time less the time its threads waited for a core (on a machine shared with busy processes
-        an op that lost its core for a scheduler slice took milliseconds, and looked like work), kept as the two
-        bounds of that (`wait_bounds`): less the threads' summed wait, and less the longest one thread's."""
-        self.threads = torch.get_num_threads()
+        an op that lost its core for a scheduler slice took milliseconds, and looked like work)."""
         self.ops = 0
         self.outside = outside
         self.edge = edge
@@ -88,26 +85,23 @@ class OpCounter(TorchDispatchMode):
         self.outside_ops = 0
         self.outside_s = 0.0
         """Host seconds of the ops dispatched outside: below the dispatch mode, so without this mode's
-        own Python, and on CUDA their launch, not the kernel (less their threads' summed waits)."""
-        self.outside_high_s = 0.0
-        """The same, less each op's longest one thread's wait."""
+        own Python, and on CUDA their launch, not the kernel."""
         self.by_op: dict[tuple[Any, torch.dtype | None], list[Any]] | None = {} if by_op else None
-        """This step's ops: (op overload packet, dtype) -> [calls, host seconds less the threads' summed waits, less
-        the longest one thread's]; None when not asked for."""
+        """This step's ops: (op overload packet, dtype) -> [calls, host seconds]; None when not asked for."""
         self.steps_by_op: list[dict[tuple[Any, torch.dtype | None], list[Any]]] = []
         """`by_op` of each step ended (`end_step`), in order."""
-        self.outside_steps: list[tuple[int, float, float]] = []
-        """(ops, host seconds less the summed waits, less the longest) dispatched outside in each step ended."""
-        self._outside_mark = (0, 0.0, 0.0)
+        self.outside_steps: list[tuple[int, float]] = []
+        """(ops, host seconds) dispatched outside in each step ended."""
+        self._outside_mark = (0, 0.0)
 
     def end_step(self) -> None:
         """A step ended: keep its figures apart from the next one's."""
         if self.by_op is not None:
             self.steps_by_op.append(self.by_op)
             self.by_op = {}
-        ops, low, high = self._outside_mark
-        self.outside_steps.append((self.outside_ops - ops, self.outside_s - low, self.outside_high_s - high))
-        self._outside_mark = (self.outside_ops, self.outside_s, self.outside_high_s)
+        ops, seconds = self._outside_mark
+        self.outside_steps.append((self.outside_ops - ops, self.outside_s - seconds))
+        self._outside_mark = (self.outside_ops, self.outside_s)
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
@@ -135,7 +129,7 @@ class OpCounter(TorchDispatchMode):
         return out
 
     def _timed(self, func: Any, args: Any, kwargs: dict[str, Any], outside: bool) -> Any:
-        """Run `func`, its time (less its threads' wait for a core, both bounds) counted outside or by op."""
+        """Run `func`, its time (less its threads' wait for a core) counted outside or by op."""
         waited = self.waited
         if waited is not None:
             waited()  # from here
@@ -143,23 +137,19 @@ class OpCounter(TorchDispatchMode):
         try:
             return func(*args, **kwargs)
         finally:
-            took = high = time.perf_counter() - t0
+            took = time.perf_counter() - t0
             if waited is not None:
-                summed = waited()
-                high = took - min(longest_of(waited, summed, self.threads), summed, took)
-                took = max(0.0, took - summed)
+                took = max(0.0, took - waited())
             if outside:
                 self.outside_s += took
-                self.outside_high_s += high
                 self.outside_ops += 1
             if self.by_op is not None:
                 key = (func.overloadpacket, _dtype_of(args))
                 entry = self.by_op.get(key)
                 if entry is None:
-                    entry = self.by_op[key] = [0, 0.0, 0.0]
+                    entry = self.by_op[key] = [0, 0.0]
                 entry[0] += 1
                 entry[1] += took
-                entry[2] += high
 
     @property
     def total_flops(self) -> int:
@@ -183,11 +173,8 @@ def _decomposes(func: Any) -> bool:
     return known
 
 
-def least_per_call(steps: list[tuple[int, float, float]]) -> float:
-    """The least of the steps' mean seconds per call, given each step's (calls, seconds less the threads' summed
-    waits for a core, seconds less the longest one's); 0 when none. Where the threads waited, each step's time per
-    call without the waits is the one nearest every step's range (`wait_bounds.nearest`): less the summed waits
-    alone took a float64 product's time to nearly nothing beside two busy processes, and the dtype went unprobed.
+def least_per_call(steps: list[tuple[int, float]]) -> float:
+    """The least of the steps' mean seconds per call, given each step's (calls, seconds); 0 when none.
 
     The window's host times are the truth of a few steps only, and a stall adds to them and never
     takes away: the VM losing its core for a scheduler tick (4 ms on the 2-vCPU VM, where a 40 us op
@@ -195,9 +182,11 @@ def least_per_call(steps: list[tuple[int, float, float]]) -> float:
     a step look like 7 ms of work (2026-11-23, the seed loop beside two busy processes), and the demo
     named compute_bound. An op's work does not change from step to step; its least
     per-call time over the window's steps is its time with no stall in it, unless every step stalled.
-    Per call, not per step: an op may run more often in one step than in the next."""
-    ranges = [(low / calls, high / calls) for calls, low, high in steps if calls > 0]
-    return min(nearest(ranges), default=0.0)
+    Per call, not per step: an op may run more often in one step than in the next. Each call's time between the
+    bounds of its threads' waits, as the phases take theirs (`wait_bounds`), was tried and not kept: beside two
+    busy processes the seed's log_softmax backward, stalled in the window's steps, came to 0.36 ms a call against
+    40 us, and the demo was named compute_bound (2026-11-28)."""
+    return min((seconds / calls for calls, seconds in steps if calls > 0), default=0.0)
 
 
 def op_rows(steps_by_op: list[dict[tuple[Any, torch.dtype | None], list[Any]]],
@@ -211,8 +200,8 @@ def op_rows(steps_by_op: list[dict[tuple[Any, torch.dtype | None], list[Any]]],
     n = len(steps_by_op)
     rows = []
     for op, dtype in keys:
-        per_step = [tuple(table.get((op, dtype), (0, 0.0, 0.0))) for table in steps_by_op]
-        calls = sum(c for c, *_ in per_step) / n
+        per_step = [tuple(table.get((op, dtype), (0, 0.0))) for table in steps_by_op]
+        calls = sum(c for c, _ in per_step) / n
         name = str(op)
         arithmetic = name in flops
         rows.append(OpTime(op=name, dtype=str(dtype).removeprefix("torch.") if dtype is not None else None,
