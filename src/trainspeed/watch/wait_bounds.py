@@ -39,17 +39,13 @@ def _range(wall: float, summed: float, longest: float) -> tuple[float, float]:
     return wall - min(summed, wall), wall - min(longest, summed, wall)
 
 
-def nearest(ranges: list[tuple[float, float]]) -> list[float]:
-    """Each (lo, hi) range of times of the same work, moved to the one time nearest all of them (the median of
-    their ends) where the range allows: a range above it (a reading that did more work) keeps its low end."""
-    net = median([end for r in ranges for end in r]) or 0.0
-    return [min(max(net, lo), hi) for lo, hi in ranges]
-
-
 def without_waits(readings: list[tuple[float, float, float]]) -> list[float]:
     """Each of the readings of the same work, (wall, summed waits, longest one thread's wait) in seconds, without its
-    waits: `nearest` over their ranges (see the module)."""
-    return nearest([_range(*s) for s in readings])
+    waits: the one time nearest all of their ranges (the median of their ends, see the module), where its own range
+    allows; a range above it (a reading that did more work) keeps its low end."""
+    ranges = [_range(*s) for s in readings]
+    net = median([end for r in ranges for end in r]) or 0.0
+    return [min(max(net, lo), hi) for lo, hi in ranges]
 
 
 def phase_wait(steps: list[tuple[float, float, float]]) -> PhaseWait | None:
