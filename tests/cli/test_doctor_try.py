@@ -37,9 +37,16 @@ def test_the_count_may_be_left_out_before_the_script() -> None:
                                                                           "--try"]
 
 
+def _with_ctrl_c() -> None:
+    """In the child before it starts: SIGINT as a terminal's foreground job has it. A shell starts a background job
+    (`make test &`) with SIGINT ignored, its children inherit that, and Python then never raises KeyboardInterrupt:
+    the doctor would wait for a tried run that never ends."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _trainspeed(*argv: str, cwd: Path) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-m", "trainspeed", *argv], cwd=cwd, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=_with_ctrl_c)
 
 
 def test_the_tried_table_on_a_planted_example(tmp_path: Path) -> None:

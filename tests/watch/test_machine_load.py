@@ -9,7 +9,16 @@ import time
 
 import pytest
 
-from trainspeed.watch.machine_load import LoadMark, compiled, mark, others_cores, page_faults, siblings, worker_cpu
+from trainspeed.watch.machine_load import (
+    LoadMark,
+    MachineTracker,
+    compiled,
+    mark,
+    others_cores,
+    page_faults,
+    siblings,
+    worker_cpu,
+)
 
 BUSY = "import time\nend = time.time() + {s}\nwhile time.time() < end: pass\n"
 
@@ -20,6 +29,22 @@ def test_others_are_the_machines_busy_seconds_less_ours() -> None:
     assert others_cores(start, LoadMark(12.0, 101.0, 6.5)) == 0.0  # counters tick apart: never below 0
     assert others_cores(start, LoadMark(10.3, 104.0, 6.0)) is None  # too short to tell
     assert others_cores(None, end) is None
+
+
+def test_a_run_of_measured_steps_under_half_a_second_tells_the_load_from_the_watchs_start() -> None:
+    tracker = MachineTracker()
+    tracker.opened = LoadMark(8.0, 90.0, 3.0, steal_s=1.0)
+    tracker.start = LoadMark(11.9, 100.0, 5.0, steps=4, steal_s=1.2)
+    tracker.end = LoadMark(12.0, 100.2, 5.1, steps=84, steal_s=1.2)
+    found = tracker.part()
+    # 4 s from the watch's start: 10.2 busy seconds, 2.1 of them ours
+    assert found.others_cpu_cores == pytest.approx(8.1 / 4)
+    assert found.steal_share is not None and found.steal_share > 0
+    tracker.start = LoadMark(11.0, 98.0, 4.0, steps=4)  # a second of steps: told from them alone
+    assert tracker.part().others_cpu_cores == pytest.approx((2.2 - 1.1) / 1.0)
+    tracker.opened = None  # the counters unread as the watch opened: a short run stays untold
+    tracker.start = LoadMark(11.9, 100.0, 5.0, steps=4)
+    assert tracker.part().others_cpu_cores is None
 
 
 def test_the_workers_cpu_per_batch_is_their_children_seconds_over_the_batches_between_two_marks() -> None:

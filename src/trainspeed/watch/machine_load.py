@@ -103,6 +103,10 @@ def mark(worker_batches: int = 0, steps: int = 0) -> LoadMark | None:
         return None
 
 
+LOAD_WINDOW_S = 0.5
+"""Seconds between two marks below which other processes' load is not told (the system's counters tick at 100 Hz)."""
+
+
 def threads_wait_ms(start: LoadMark | None, end: LoadMark | None) -> float | None:
     """Milliseconds a step the process's threads waited for a core between two marks, summed over threads (None:
     unread, or no step between them)."""
@@ -114,7 +118,7 @@ def threads_wait_ms(start: LoadMark | None, end: LoadMark | None) -> float | Non
 
 def steal_share(start: LoadMark | None, end: LoadMark | None) -> float | None:
     """The VM's steal time between two marks, a share of all its CPUs' time (None: unread, or too short)."""
-    if start is None or end is None or start.steal_s is None or end.steal_s is None or end.at - start.at < 0.5:
+    if start is None or end is None or start.steal_s is None or end.steal_s is None or end.at - start.at < LOAD_WINDOW_S:
         return None
     return max(0.0, end.steal_s - start.steal_s) / ((end.at - start.at) * (psutil.cpu_count() or 1))
 
@@ -122,7 +126,7 @@ def steal_share(start: LoadMark | None, end: LoadMark | None) -> float | None:
 def others_cores(start: LoadMark | None, end: LoadMark | None) -> float | None:
     """Cores other processes kept busy between two marks, on average; None if unknown or too short
     to tell (the system's counters tick at 100 Hz)."""
-    if start is None or end is None or end.at - start.at < 0.5:
+    if start is None or end is None or end.at - start.at < LOAD_WINDOW_S:
         return None
     others = (end.busy_s - start.busy_s) - (end.ours_s - start.ours_s)
     return max(0.0, others / (end.at - start.at))
@@ -173,6 +177,10 @@ class MachineTracker:
     """The machine's counters at the two ends of the measured steps, and the page faults of the warm-up."""
 
     def __init__(self) -> None:
+        self.opened = mark()
+        """The counters as the watch opened, before the script's imports: other processes' load is told from here
+        when the measured steps took under half a second (a run of 80 short steps is over in a tenth of one, and a
+        load that stretched it went unseen)."""
         self.start: LoadMark | None = None
         self.end: LoadMark | None = None
         """The machine's CPU counters as the measured steps started and as the watch stopped."""
@@ -195,6 +203,7 @@ class MachineTracker:
 
     def part(self) -> Machine:
         start, end = self.start, self.end
-        return Machine(others_cores(start, end), worker_cpu(start, end), page_faults(start, end),
+        load_from = start if start is None or end is None or end.at - start.at >= LOAD_WINDOW_S else self.opened
+        return Machine(others_cores(load_from, end), worker_cpu(start, end), page_faults(start, end),
                        early_page_faults(self.early_faults), compiled(start, end), threads_wait_ms(start, end),
-                       steal_share(start, end))
+                       steal_share(load_from, end))

@@ -432,7 +432,8 @@ class Machine:
 
     others_cpu_cores: float | None = None
     """Cores other processes of this machine kept busy while the steps were measured, on average (psutil;
-    `machine_load`); None when not known or the measured steps took under half a second."""
+    `machine_load`); where the measured steps took under half a second, from the watch's start (the script's imports
+    and warm-up too); None when not known or the script itself ran under half a second."""
     loader_workers: WorkerCpu | None = None
     """The worker processes' CPU per batch (None: no loader with workers, or fewer than 8 batches from them)."""
     page_faults_per_step: float | None = None

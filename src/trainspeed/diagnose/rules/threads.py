@@ -20,6 +20,10 @@ from trainspeed.diagnose.without_wait import JUDGED_APART, waited_ms, waits_shar
 from trainspeed.watch.result import WatchResult
 
 THREADS_GAIN = 1.10  # threads_unused: more threads advised only where predicted to make the run this much faster
+TAIL_GAIN = 0.05
+"""A shared machine's verdict from the steps' own tail (no waits read) only where that tail, less what other verdicts
+claim of it, is this share of the steps' own mean (the mean step less those claims): a tail the data waits explain leaves nothing for fewer threads to
+recover (a TensorDataset loader's run beside bursty load: "the mean step falling by 0.00 ms", 2026-11-28)."""
 OTHERS_BUSY = 0.5
 """Cores other processes must keep busy, on average, before the doctor calls the machine shared: a quiet
 machine's daemons use a few hundredths of one (0.01 on the 2-vCPU VM). One busy process beside the seed's
@@ -166,7 +170,7 @@ def _machine_busy(r: WatchResult, c: Context, workers: int) -> Verdict | None:
     # the steps' own tail: the mean step (the clock's exact sums) less what other verdicts claim of it
     steady = steady_mean_ms(r)
     median = r.steps.median_ms or 0.0
-    tail = steady if steady is not None and median and steady[1] > median else None
+    tail = steady if steady is not None and median and steady[1] - median >= TAIL_GAIN * steady[1] else None
     if tail is None and not waited:
         return None  # no tail of the steps' own, no wait read: nothing here says a step waited for a core
     if tail is not None:
