@@ -10,6 +10,7 @@ read once before the rounds (py-cpuinfo's answer is cached per machine: a machin
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -44,19 +45,29 @@ def main() -> None:
     args = parser.parse_args()
     hardware = detect_hardware()  # the CPU's description cached before the first timed doctor
     print(measured_on(hardware, "cpu"))
-    print("\n| script | plain s (each round) | doctor s (each round) | doctor / plain (medians) |")
-    print("|---|---|---|---:|")
+    print("\n| script | plain s (each round) | doctor s (each round) | doctor / plain (medians) | the doctor's after the "
+          "script, s (median) | doctor / plain, round by round (median) |")
+    print("|---|---|---|---:|---:|---:|")
     with tempfile.TemporaryDirectory() as tmp:
         for script, script_args in SCRIPTS.items():
             path = str(REALISTIC / script)
-            plain, doctor = [], []
+            plain, doctor, after = [], [], []
+            report = os.path.join(tmp, "doctor.json")
             for _ in range(args.rounds):
                 plain.append(_timed([sys.executable, path, *script_args]))
-                doctor.append(_timed([sys.executable, "-m", "trainspeed", "doctor", "--json",
-                                      os.path.join(tmp, "doctor.json"), path, *script_args]))
+                doctor.append(_timed([sys.executable, "-m", "trainspeed", "doctor", "--json", report, path,
+                                      *script_args]))
+                # the process's seconds to the script's end, in the report: the rest is the probes, the report
+                # and the interpreter's exit
+                with open(report) as f:
+                    process_s = (json.load(f).get("process") or {}).get("seconds")
+                if process_s is not None:
+                    after.append(doctor[-1] - process_s)
             ratio = statistics.median(doctor) / statistics.median(plain)
+            paired = statistics.median(d / p for d, p in zip(doctor, plain))
+            rest = f"{statistics.median(after):.2f}" if after else "-"
             print(f"| `{script} {' '.join(script_args)}` | {', '.join(f'{s:.2f}' for s in plain)} | "
-                  f"{', '.join(f'{s:.2f}' for s in doctor)} | {ratio:.2f}x |", flush=True)
+                  f"{', '.join(f'{s:.2f}' for s in doctor)} | {ratio:.2f}x | {rest} | {paired:.2f}x |", flush=True)
 
 
 if __name__ == "__main__":
