@@ -20,7 +20,9 @@ strictly, as alone: no skip for the load (tests/diagnose/planted.py).
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -41,21 +43,32 @@ def pytest_configure(config: pytest.Config) -> None:
     planted.BUSY = config.getoption("busy")
 
 
+SPINNER = ("import subprocess, sys\n"
+           "spinner = subprocess.Popen([sys.executable, '-c', 'while True: pass'], start_new_session=True,\n"
+           "                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+           "print(spinner.pid)\n")
+"""Starts one busy process and prints its pid: the launcher exits at once, so the busy process is nobody's child here.
+A child of the test session would be the watched run's own: the doctor counts the CPU of a script's children (its
+DataLoader workers) as the script's, and tests that run a script in this process would see no other process busy."""
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _beside_busy_processes(pytestconfig: pytest.Config) -> Iterator[None]:
-    """--busy N: N processes spinning on this process's cores for the whole session."""
+    """--busy N: N processes spinning on this process's cores for the whole session, strangers to it (a user's other
+    jobs)."""
     n = pytestconfig.getoption("busy")
     cores = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
-    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
-    for p in spinners:
+    spinners = [int(subprocess.run([sys.executable, "-c", SPINNER], check=True, capture_output=True,
+                                   text=True).stdout) for _ in range(n)]
+    for pid in spinners:
         if cores is not None:
-            os.sched_setaffinity(p.pid, cores)
+            os.sched_setaffinity(pid, cores)
     try:
         yield
     finally:
-        for p in spinners:
-            p.kill()
-            p.wait()
+        for pid in spinners:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -37,5 +37,16 @@ def first_planted(data: dict[str, Any], planted: str) -> dict[str, Any]:
     if _loaded(data) and found[:1] != [planted] and not BUSY:
         pytest.skip(f"other processes kept {data['others_cpu_cores']:.1f} cores busy: {planted} was not the run's "
                     f"largest cost then ({found})")
-    assert found[:1] == [planted], found
+    assert found[:1] == [planted], f"{found}\n{_summary(data)}"
     return unloaded_verdicts(data)[0]
+
+
+def _summary(data: dict[str, Any]) -> str:
+    """What a failed planted check shows: the verdicts with their predictions, the load and each phase as measured
+    (share, host ms, the part lost waiting for a core), so that a run judged otherwise can be read from the log."""
+    verdicts = "; ".join(f"{v['id']} {v.get('predicted_speedup')}" for v in data["verdicts"])
+    phases = ", ".join(f"{name} {p['share']:.0%} {p['host_ms']:.2f} ms (waited {p.get('wait_ms') or 0.0:.2f})"
+                       for name, p in data["phases"].items() if p["share"] >= 0.01)
+    steps = data["steps"]
+    return (f"verdicts: {verdicts}\nothers' cores: {data.get('others_cpu_cores')}; median step "
+            f"{steps.get('median_ms')} ms, mean {steps.get('mean_ms')} ms; phases: {phases}")
