@@ -198,3 +198,40 @@ def _peaks_in_each_math(hw: Any) -> None:
     assert _gpu_peak(hw, dataclasses.replace(run, model=dataclasses.replace(run.model, device="cpu")), None) is None
     assert _gpu_peak(hw, run, None) == tf32 and _gpu_peak(
         dataclasses.replace(hw, gpu=GpuScan([], True, True, None)), run, None) is None
+
+
+def test_beside_busy_processes_the_loader_is_probed_where_the_judged_run_waits_on_it(monkeypatch) -> None:
+    # a tokenizing __getitem__ beside two busy processes (hf_trainer.py --tokenize-in-loader, 2026-11-28): its wait on
+    # data 15% of the loaded step, whose forward and backward lost most of their time waiting for a core; 39% of the
+    # step less those waits. input_bound judges the latter, and its advice on workers needs the handover probe
+    import dataclasses as dc
+
+    from recorded_runs import recorded
+
+    import trainspeed.measure as report_module
+    from trainspeed.hardware import detect_hardware
+    from trainspeed.probe.loader import Handover
+    from trainspeed.watch.result import LoaderInfo
+
+    asked: list[int] = []
+    monkeypatch.setattr(report_module, "handover_ms",
+                        lambda item, batch: asked.append(batch) or Handover(wall_ms=1.38, main_ms=0.65))
+    run = recorded(229.6, {"data": 34.4, "forward": 72.5, "backward": 80.5, "optimizer": 1.7}, threads=2,
+                   loaders=[LoaderInfo(0, False, 32, False)])
+    waits = {"forward": 45.0, "backward": 53.0, "optimizer": 1.0, "data": 5.0}
+    run = dc.replace(run, machine=dc.replace(run.machine, others_cpu_cores=1.1), phases={
+        p: dc.replace(s, wait_ms=waits.get(p, 0.0), wait_share=waits.get(p, 0.0) / (s.share * 229.6) if s.share else 0.0)
+        for p, s in run.phases.items()})
+    assert run.phases["data"].share < 0.2
+
+    class Watched:
+        optimizer_spec = None
+        loader_probes = [(torch.zeros(8), 0)]
+
+    hw = detect_hardware()
+    report = report_module.diagnose_run(run, subject=Watched(), hardware=hw, dispatch_us=2.0, matmul_gflops=100.0)
+    assert asked == [32] and report.context.handover == Handover(wall_ms=1.38, main_ms=0.65)
+    alone = dc.replace(run, machine=dc.replace(run.machine, others_cpu_cores=0.0))  # the script's own waits: as measured
+    asked.clear()
+    report_module.diagnose_run(alone, subject=Watched(), hardware=hw, dispatch_us=2.0, matmul_gflops=100.0)
+    assert asked == []

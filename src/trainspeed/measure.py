@@ -147,10 +147,13 @@ def measure_context(result: WatchResult, subject: RunSubject | None = None, hard
 
     devices = [torch.cuda.current_device()] if torch.cuda.is_available() and torch.cuda.is_initialized() else []
     with torch.random.fork_rng(devices=devices):
+        # the probes the verdicts about the script need, asked of the run those verdicts judge: beside busy processes
+        # its phases less their waits (a float64 product that was half the script's own step was a sixth of the
+        # loaded one and went unprobed; a tokenizing __getitem__'s wait, 39% of the judged step and 15% of the loaded
+        # one, went without its handover probe, and workers were advised where they would not help)
+        judged = script_view(result) or result
+        dtypes = slow_dtype_candidates(judged) if dtype_gflops is None else []
         # a first matmul reading, a second away from the last one (the hardware's detection takes about that long)
-        # on the run the rules judge: beside busy processes its phases less their waits (a float64 product that was
-        # half the script's own step was a sixth of the loaded one, and went unprobed)
-        dtypes = slow_dtype_candidates(script_view(result) or result) if dtype_gflops is None else []
         early = cpu_matmul_gflops() if matmul_gflops is None and hardware is None and not dtypes else None
         hw = hardware or detect_hardware()
         dispatch = dispatch_us if dispatch_us is not None else cpu_dispatch_us()
@@ -174,10 +177,10 @@ def measure_context(result: WatchResult, subject: RunSubject | None = None, hard
         if dtype_gflops is None:
             dtype_gflops = {name: cpu_dtype_gflops(name) for name in dtypes}
         if optimizer_ms is None:
-            optimizer_ms = _optimizer_probe(subject, result)
+            optimizer_ms = _optimizer_probe(subject, judged)
         if rebuilt_ms is None:
             rebuilt_ms = _rebuild_probe(subject, result)
-        handover, batched = loader_ms if loader_ms is not None else _loader_probes(subject, result)
+        handover, batched = loader_ms if loader_ms is not None else _loader_probes(subject, judged)
         if fault_us is None and page_faults_candidate(result):
             fault_us = page_fault_us()
         cells = _cell_probe(result)

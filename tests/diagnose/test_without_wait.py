@@ -70,6 +70,18 @@ def test_the_phases_less_their_waits_add_up_to_the_step_less_the_wait() -> None:
     assert net.phases["checkpoint"].host_ms == pytest.approx(67.63 * (1 - 26.39 / (share * 345.25)))
 
 
+def test_the_process_s_cpu_use_is_its_cpu_time_over_the_step_less_the_wait() -> None:
+    # 0.6 of a core busy over the measured 345.25 ms step, its threads waiting for a core the rest of it; a wait is
+    # no CPU time: the same CPU seconds over the step less its 243.01 ms of waits are two cores busy, as alone
+    busy = _checkpointing_step(BUSY_WAITS, 345.25, BUSY_HOST)
+    busy = dataclasses.replace(busy, process=dataclasses.replace(busy.process, cpu_percent=60.0))
+    net = without_wait(busy)
+    assert net is not None and net.process.cpu_percent == pytest.approx(60.0 * 345.25 / (345.25 - 243.01))
+    assert net.process.cpu_percent == pytest.approx(203.0, abs=0.5)
+    unread = without_wait(dataclasses.replace(busy, process=dataclasses.replace(busy.process, cpu_percent=None)))
+    assert unread is not None and unread.process.cpu_percent is None
+
+
 def test_a_quiet_machine_s_few_waits_change_nothing() -> None:
     quiet = _waited(ALONE, {"forward": 0.11, "backward": 0.2, "optimizer": 0.28, "checkpoint": 0.05})
     assert without_wait(quiet) is None and without_wait(ALONE) is None

@@ -32,7 +32,7 @@ def waits_share(r: WatchResult) -> float | None:
 def without_wait(r: WatchResult) -> WatchResult | None:
     """`r` with each phase's time less the part of it that waited for a core (`PhaseStat.wait_share`): its share of
     the mean step, its median, and the median step less what its phases' medians lost (the other step figures in
-    proportion); None where the waits are under JUDGED_APART of the step (or unread)."""
+    proportion), the process's CPU use over that shorter time; None where the waits are under JUDGED_APART of the step (or unread)."""
     share, step = waits_share(r), r.steps.mean_ms or r.steps.median_ms
     if share is None or share < JUDGED_APART or not step:
         return None
@@ -56,7 +56,10 @@ def without_wait(r: WatchResult) -> WatchResult | None:
         return ms * ratio if ms is not None else None
 
     s = r.steps
-    return replace(r, phases=phases, steps=replace(
+    # the process's CPU seconds are the same less the waits (a wait for a core is no CPU time), over less wall time:
+    # the cores its step keeps busy as if they were its own (a loader's workers are judged beside that)
+    cpu = r.process.cpu_percent * step / left if r.process.cpu_percent is not None else None
+    return replace(r, phases=phases, process=replace(r.process, cpu_percent=cpu), steps=replace(
         s, median_ms=median_ms, p90_ms=scaled(s.p90_ms), mean_ms=left if s.mean_ms else None,
         loop_s=s.loop_s * left / step if s.loop_s is not None else None, times_ms=[ms * ratio for ms in s.times_ms]))
 
