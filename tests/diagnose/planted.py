@@ -17,16 +17,18 @@ BUSY = 0
 """Busy processes the session runs beside (pytest --busy N; set by conftest.py)."""
 
 
-def _loaded(data: dict[str, Any]) -> bool:
+def loaded(data: dict[str, Any]) -> bool:
+    """Whether other processes kept cores busy while the run's steps were measured (the doctor then judges the
+    script's verdicts on its phases less their waits for a core)."""
     return (data.get("others_cpu_cores") or 0.0) >= OTHERS_BUSY
 
 
 def unloaded_verdicts(data: dict[str, Any]) -> list[dict[str, Any]]:
     """A report's verdicts less a thread_oversubscription that blames other processes on the machine (its load while
     the test ran, not the script)."""
-    loaded = _loaded(data)
+    busy = loaded(data)
     return [v for v in data["verdicts"]
-            if not (loaded and v["id"] == "thread_oversubscription" and v["evidence"].startswith("other processes"))]
+            if not (busy and v["id"] == "thread_oversubscription" and v["evidence"].startswith("other processes"))]
 
 
 def first_planted(data: dict[str, Any], planted: str) -> dict[str, Any]:
@@ -34,7 +36,7 @@ def first_planted(data: dict[str, Any], planted: str) -> dict[str, Any]:
     cores busy and it was not first, the test skips: under that load the script's largest cost is another (its
     parallel ops waiting for cores), and the report says so."""
     found = [v["id"] for v in unloaded_verdicts(data)]
-    if _loaded(data) and found[:1] != [planted] and not BUSY:
+    if loaded(data) and found[:1] != [planted] and not BUSY:
         pytest.skip(f"other processes kept {data['others_cpu_cores']:.1f} cores busy: {planted} was not the run's "
                     f"largest cost then ({found})")
     assert found[:1] == [planted], f"{found}\n{_summary(data)}"
