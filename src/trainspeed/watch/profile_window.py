@@ -185,7 +185,9 @@ def least_per_call(steps: list[tuple[int, float]]) -> float:
     Per call, not per step: an op may run more often in one step than in the next. Each call's time between the
     bounds of its threads' waits, as the phases take theirs (`wait_bounds`), was tried and not kept: beside two
     busy processes the seed's log_softmax backward, stalled in the window's steps, came to 0.36 ms a call against
-    40 us, and the demo was named compute_bound (2026-11-28)."""
+    40 us, and the demo was named compute_bound (2026-11-28). Nor the longest one thread's wait for the ops with a
+    FLOP formula: `float64_numpy.py`'s float64 products came to 9.8 and 26.9 ms a step against 3.4 alone (the sum
+    gives 1.0 to 1.8, and their dtype goes unprobed in some runs: a planted test that fails beside busy processes)."""
     return min((seconds / calls for calls, seconds in steps if calls > 0), default=0.0)
 
 
