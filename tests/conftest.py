@@ -45,7 +45,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 SPINNER = ("import subprocess, sys\n"
            "spinner = subprocess.Popen([sys.executable, '-c', 'while True: pass'], start_new_session=True,\n"
-           "                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+           "                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,\n"
+           "                           stderr=subprocess.DEVNULL)\n"
            "print(spinner.pid)\n")
 """Starts one busy process and prints its pid: the launcher exits at once, so the busy process is nobody's child here.
 A child of the test session would be the watched run's own: the doctor counts the CPU of a script's children (its

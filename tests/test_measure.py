@@ -220,7 +220,8 @@ def test_beside_busy_processes_the_loader_is_probed_where_the_judged_run_waits_o
                    loaders=[LoaderInfo(0, False, 32, False)])
     waits = {"forward": 45.0, "backward": 53.0, "optimizer": 1.0, "data": 5.0}
     run = dc.replace(run, machine=dc.replace(run.machine, others_cpu_cores=1.1), phases={
-        p: dc.replace(s, wait_ms=waits.get(p, 0.0), wait_share=waits.get(p, 0.0) / (s.share * 229.6) if s.share else 0.0)
+        p: dc.replace(s, wait_ms=waits.get(p, 0.0),
+                      wait_share=waits.get(p, 0.0) / (s.share * 229.6) if s.share else 0.0)
         for p, s in run.phases.items()})
     assert run.phases["data"].share < 0.2
 
@@ -231,7 +232,8 @@ def test_beside_busy_processes_the_loader_is_probed_where_the_judged_run_waits_o
     hw = detect_hardware()
     report = report_module.diagnose_run(run, subject=Watched(), hardware=hw, dispatch_us=2.0, matmul_gflops=100.0)
     assert asked == [32] and report.context.handover == Handover(wall_ms=1.38, main_ms=0.65)
-    alone = dc.replace(run, machine=dc.replace(run.machine, others_cpu_cores=0.0))  # the script's own waits: as measured
+    # no other process busy: the waits are the script's own threads', judged as measured
+    alone = dc.replace(run, machine=dc.replace(run.machine, others_cpu_cores=0.0))
     asked.clear()
     report_module.diagnose_run(alone, subject=Watched(), hardware=hw, dispatch_us=2.0, matmul_gflops=100.0)
     assert asked == []

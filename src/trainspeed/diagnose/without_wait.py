@@ -32,7 +32,8 @@ def waits_share(r: WatchResult) -> float | None:
 def without_wait(r: WatchResult) -> WatchResult | None:
     """`r` with each phase's time less the part of it that waited for a core (`PhaseStat.wait_share`): its share of
     the mean step, its median, and the median step less what its phases' medians lost (the other step figures in
-    proportion), the process's CPU use over that shorter time; None where the waits are under JUDGED_APART of the step (or unread)."""
+    proportion), the process's CPU use over that shorter time; None where the waits are under JUDGED_APART of the step
+    (or unread)."""
     share, step = waits_share(r), r.steps.mean_ms or r.steps.median_ms
     if share is None or share < JUDGED_APART or not step:
         return None

@@ -118,7 +118,8 @@ def threads_wait_ms(start: LoadMark | None, end: LoadMark | None) -> float | Non
 
 def steal_share(start: LoadMark | None, end: LoadMark | None) -> float | None:
     """The VM's steal time between two marks, a share of all its CPUs' time (None: unread, or too short)."""
-    if start is None or end is None or start.steal_s is None or end.steal_s is None or end.at - start.at < LOAD_WINDOW_S:
+    if start is None or end is None or start.steal_s is None or end.steal_s is None or \
+            end.at - start.at < LOAD_WINDOW_S:
         return None
     return max(0.0, end.steal_s - start.steal_s) / ((end.at - start.at) * (psutil.cpu_count() or 1))
 

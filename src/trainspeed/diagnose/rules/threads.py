@@ -22,8 +22,9 @@ from trainspeed.watch.result import WatchResult
 THREADS_GAIN = 1.10  # threads_unused: more threads advised only where predicted to make the run this much faster
 TAIL_GAIN = 0.05
 """A shared machine's verdict from the steps' own tail (no waits read) only where that tail, less what other verdicts
-claim of it, is this share of the steps' own mean (the mean step less those claims): a tail the data waits explain leaves nothing for fewer threads to
-recover (a TensorDataset loader's run beside bursty load: "the mean step falling by 0.00 ms", 2026-11-28)."""
+claim of it, is this share of the steps' own mean (the mean step less those claims): a tail the data waits explain
+leaves nothing for fewer threads to recover (a TensorDataset loader's run beside bursty load: "the mean step falling
+by 0.00 ms", 2026-11-28)."""
 OTHERS_BUSY = 0.5
 """Cores other processes must keep busy, on average, before the doctor calls the machine shared: a quiet
 machine's daemons use a few hundredths of one (0.01 on the 2-vCPU VM). One busy process beside the seed's
