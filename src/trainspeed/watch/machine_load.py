@@ -204,7 +204,8 @@ class MachineTracker:
 
     def part(self) -> Machine:
         start, end = self.start, self.end
-        load_from = start if start is None or end is None or end.at - start.at >= LOAD_WINDOW_S else self.opened
+        short = start is not None and end is not None and end.at - start.at < LOAD_WINDOW_S
+        load_from = self.opened if short else start
         return Machine(others_cores(load_from, end), worker_cpu(start, end), page_faults(start, end),
                        early_page_faults(self.early_faults), compiled(start, end), threads_wait_ms(start, end),
                        steal_share(load_from, end))
