@@ -45,7 +45,7 @@ def test_the_report_probes_only_the_dtypes_a_rule_needs_and_shows_the_slowest_op
     from trainspeed.watch.result import OpTime
 
     probed: list[str] = []
-    monkeypatch.setattr(report_module, "cpu_dtype_gflops", lambda name: probed.append(name) or 1.5)
+    monkeypatch.setattr(report_module, "dtype_ratios", lambda names: probed.extend(names) or {n: 0.015 for n in names})
     r = recorded(40.0, {"forward": 8.0, "backward": 30.0, "optimizer": 1.5}, ops=100, flops=170e6)
     rows = [OpTime("aten.mm", "bfloat16", 5, 30.0, True, 102e6), OpTime("aten.mm", "float64", 1, 2.0, True, 1e6),
             OpTime("aten.gelu", "bfloat16", 2, 0.5, False, None)]
@@ -65,7 +65,7 @@ def test_the_report_probes_only_the_dtypes_a_rule_needs_and_shows_the_slowest_op
     assert "The slowest ops" in page and "1.5 in bfloat16" in page
 
 
-def test_the_float32_rate_beside_a_dtype_probe_is_measured_in_turn_with_it(monkeypatch) -> None:
+def test_a_dtypes_rate_is_the_settled_float32_rate_in_the_dtypes_proportion_to_it(monkeypatch) -> None:
     from recorded_runs import recorded
 
     import trainspeed.measure as report_module
@@ -73,13 +73,14 @@ def test_the_float32_rate_beside_a_dtype_probe_is_measured_in_turn_with_it(monke
     from trainspeed.watch.result import OpTime
 
     asked: list[list[str]] = []
-    monkeypatch.setattr(report_module, "paired_dtype_gflops", lambda names: asked.append(names) or (120.0, {"float64": 50.0}))
-    monkeypatch.setattr(report_module, "cpu_matmul_gflops", lambda: pytest.fail("float32 probed apart"))
+    monkeypatch.setattr(report_module, "dtype_ratios", lambda names: asked.append(names) or {"float64": 0.4})
+    monkeypatch.setattr(report_module, "cpu_matmul_gflops", lambda: 120.0)
     r = recorded(12.0, {"forward": 3.0, "backward": 7.0, "optimizer": 1.0}, ops=40, flops=1e9, threads=1)
     r = dataclasses.replace(r, window=dataclasses.replace(r.window, op_times=[OpTime("aten.mm", "float64", 8, 9.0,
                                                                                      True, 1e9)], op_ms_per_step=10.0))
     report = report_module.diagnose_run(r, hardware=detect_hardware(), dispatch_us=2.0, thread_rates=(1.0, 1.0))
-    assert asked == [["float64"]] and report.context.matmul_gflops == 120.0 and report.context.dtype_gflops == {"float64": 50.0}
+    assert asked == [["float64"]] and report.context.matmul_gflops == 120.0
+    assert report.context.dtype_gflops == {"float64": pytest.approx(48.0)}
     assert report.verdicts[0].id == "slow_dtype"
 
 

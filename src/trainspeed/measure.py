@@ -28,13 +28,7 @@ from trainspeed.hardware.gpu import GpuPeak, math_peak
 from trainspeed.hardware.report import HardwareReport, detect_hardware
 from trainspeed.probe.dispatch import cpu_dispatch_us, cuda_op_us
 from trainspeed.probe.loader import Handover, batched_ms, handover_ms
-from trainspeed.probe.matmul import (
-    cpu_dtype_gflops,
-    cpu_matmul_gflops,
-    paired_dtype_gflops,
-    settled_gflops,
-    thread_gflops,
-)
+from trainspeed.probe.matmul import cpu_matmul_gflops, dtype_ratios, settled_gflops, thread_gflops
 from trainspeed.probe.optimizer import rebuild_ms, step_ms
 from trainspeed.probe.page_faults import page_fault_us
 from trainspeed.probe.rnn import cell_loop_ms
@@ -154,7 +148,7 @@ def measure_context(result: WatchResult, subject: RunSubject | None = None, hard
         judged = script_view(result) or result
         dtypes = slow_dtype_candidates(judged) if dtype_gflops is None else []
         # a first matmul reading, a second away from the last one (the hardware's detection takes about that long)
-        early = cpu_matmul_gflops() if matmul_gflops is None and hardware is None and not dtypes else None
+        early = cpu_matmul_gflops() if matmul_gflops is None and hardware is None else None
         hw = hardware or detect_hardware()
         dispatch = dispatch_us if dispatch_us is not None else cpu_dispatch_us()
         usable = usable_cores() if result.model.device == "cpu" else None
@@ -163,10 +157,8 @@ def measure_context(result: WatchResult, subject: RunSubject | None = None, hard
             gflops = matmul_gflops
         else:  # what the CPU can do: with more threads than cores, the rate at the threads advised
             with intra_op_threads(keep):
-                if dtypes:  # float32 and the other dtypes measured in turn: slow_dtype compares them
-                    gflops, dtype_gflops = paired_dtype_gflops(dtypes)
-                else:
-                    gflops = cpu_matmul_gflops()
+                gflops = cpu_matmul_gflops()
+        ratios = dtype_ratios(dtypes) if dtypes else {}  # each dtype against float32, on one thread's CPU time
         side = matmul_side(result)
         if thread_rates is None and keep is not None:
             thread_rates = thread_gflops(side, (result.process.torch_threads, keep))
@@ -174,8 +166,6 @@ def measure_context(result: WatchResult, subject: RunSubject | None = None, hard
             thread_steps = thread_step_ms(side, (result.process.torch_threads, keep))
         if launch_us is None and result.model.device == "cuda":
             launch_us = cuda_op_us()
-        if dtype_gflops is None:
-            dtype_gflops = {name: cpu_dtype_gflops(name) for name in dtypes}
         if optimizer_ms is None:
             optimizer_ms = _optimizer_probe(subject, judged)
         if rebuilt_ms is None:
@@ -184,10 +174,12 @@ def measure_context(result: WatchResult, subject: RunSubject | None = None, hard
         if fault_us is None and page_faults_candidate(result):
             fault_us = page_fault_us()
         cells = _cell_probe(result)
-        if matmul_gflops is None and not dtypes:  # read again after the other probes: a moment of a shared machine
+        if matmul_gflops is None:  # read again after the other probes: a moment of a shared machine
             earlier = [gflops] + ([early] if early is not None and keep in (None, torch.get_num_threads()) else [])
-            with intra_op_threads(keep):  # is not what its CPU can do (paired rates stay as compared)
+            with intra_op_threads(keep):  # is not what its CPU can do
                 gflops = settled_gflops(earlier, cpu_matmul_gflops)
+        if dtype_gflops is None:  # the float32 rate at the run's threads, in each dtype's proportion to it
+            dtype_gflops = {name: gflops * ratio for name, ratio in ratios.items()}
         largest = None
         if result.process.peak_memory_bytes and result.process.memory_capacity_bytes and \
                 result.process.peak_memory_bytes / result.process.memory_capacity_bytes >= MEMORY_SHARE:

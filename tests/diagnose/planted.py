@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from trainspeed.diagnose.rules.threads import OTHERS_BUSY
+from trainspeed.diagnose.without_wait import OTHERS_BUSY
 
 BUSY = 0
 """Busy processes the session runs beside (pytest --busy N; set by conftest.py)."""

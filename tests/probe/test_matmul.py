@@ -23,17 +23,34 @@ def test_thread_rates_run_at_each_count_and_put_the_threads_back() -> None:
     assert torch.get_num_threads() == before
 
 
-def test_float32_and_another_dtype_are_measured_in_turn(monkeypatch) -> None:
+def test_each_dtype_is_compared_with_float32_in_turn_on_one_threads_cpu_time(monkeypatch) -> None:
+    import time
+
     import trainspeed.probe.matmul as matmul
 
-    calls: list[torch.dtype] = []
-    monkeypatch.setattr(matmul, "cpu_matmul_gflops", lambda dtype=torch.float32, **kw: calls.append(dtype) or
-                        (100.0 if dtype == torch.float32 else 40.0) + len(calls))
+    calls: list[tuple[torch.dtype, int, object]] = []
+
+    def fake(dtype=torch.float32, now=None, waited=None, **kw):
+        calls.append((dtype, torch.get_num_threads(), now))
+        assert waited is not None and waited() == 0.0  # a thread's CPU time holds no wait to take off
+        return (100.0 if dtype == torch.float32 else 40.0) + len(calls)
+
+    monkeypatch.setattr(matmul, "cpu_matmul_gflops", fake)
+    before = torch.get_num_threads()
     pauses: list[float] = []
-    reference, rates = matmul.paired_dtype_gflops(["float64"], rounds=3, pause=pauses.append)
-    assert calls == [torch.float32, torch.float64] * 3  # in turn, not one then the other
-    assert reference == 100.0 + 5 and rates == {"float64": 40.0 + 6}  # each one's fastest
+    ratios = matmul.dtype_ratios(["float64"], rounds=3, pause=pauses.append)
+    assert [dtype for dtype, _, _ in calls] == [torch.float32, torch.float64] * 3  # in turn, not one then the other
+    assert {threads for _, threads, _ in calls} == {1} and {now for *_, now in calls} == {time.thread_time}
+    assert ratios == {"float64": pytest.approx((40.0 + 6) / (100.0 + 5))}  # each one's fastest
     assert pauses == [0.15, 0.15]  # rounds apart
+    assert torch.get_num_threads() == before
+
+
+def test_float64_against_float32_on_this_cpu_is_a_real_ratio() -> None:
+    from trainspeed.probe.matmul import dtype_ratios
+
+    ratio = dtype_ratios(["float64"], rounds=1)["float64"]
+    assert 0.05 < ratio < 1.5  # float64 multiplies at most about as fast as float32 on any CPU
 
 
 def test_a_reading_taken_while_a_core_was_held_gives_way_to_the_next_that_agrees() -> None:

@@ -16,6 +16,16 @@ from trainspeed.watch.result import WatchResult
 JUDGED_APART = 0.05
 """The waits' share of the step from which the script's verdicts are judged without them."""
 
+OTHERS_BUSY = 0.5
+"""Cores other processes must keep busy, on average, before the doctor calls the machine shared: a quiet
+machine's daemons use a few hundredths of one (0.01 on the 2-vCPU VM). One busy process beside the seed's
+2 intra-op threads there measured 0.64 (the threads' spinning takes the rest)."""
+
+
+def others_busy(r: WatchResult) -> bool:
+    """Whether other processes kept OTHERS_BUSY cores busy over the run (the machine was shared)."""
+    return (r.machine.others_cpu_cores or 0.0) >= OTHERS_BUSY
+
 
 def waited_ms(r: WatchResult) -> float:
     """Milliseconds a step the phases waited for a core (0.0 where unread)."""

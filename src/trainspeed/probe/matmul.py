@@ -63,15 +63,8 @@ def settled_gflops(earlier: list[float], measure: Callable[[], float] = cpu_matm
     return max(rates)
 
 
-def cpu_dtype_gflops(dtype: str) -> float:
-    """The same probe in another dtype ("bfloat16"), kept short: a CPU without native bfloat16 or float16 arithmetic
-    multiplies those matrices about a hundred times slower than float32 (1.3 GFLOP/s against 113 on a
-    Zen 3 core pair: 25 ms per 256 x 256 product), so 3 x 2 products after 3 to warm up."""
-    return cpu_matmul_gflops(repeats=3, inner=2, dtype=getattr(torch, dtype))
-
-
 ROUND_PAUSE_S = 0.15
-"""The pause between rounds of the probes that compare two rates (`paired_dtype_gflops`, `thread_gflops`): a shared
+"""The pause between rounds of the probes that compare two rates (`dtype_ratios`, `thread_gflops`): a shared
 machine slows a core for tens to hundreds of milliseconds at a time, and rounds spread over a third of a second,
 each rate's fastest kept, keep one slow stretch from reading as the hardware's."""
 
@@ -84,21 +77,28 @@ def _rounds_apart(rounds: int, pause: Callable[[float], None], pause_s: float) -
         yield i
 
 
-def paired_dtype_gflops(dtypes: list[str], rounds: int = 3, pause: Callable[[float], None] = time.sleep,
-                        pause_s: float = ROUND_PAUSE_S) -> tuple[float, dict[str, float]]:
-    """The float32 rate and each dtype's (as `cpu_dtype_gflops`), measured in turn, `rounds` times `pause_s` apart;
-    each one's fastest. A rule that compares the two then compares moments alike: measured apart, a slow moment of a
-    shared machine during the float32 probe alone (83 GFLOP/s against 152-156 in the runs before and after it,
-    2026-11-23) brought float64 to 0.54 of float32, near the 0.6 that slow_dtype asks for, and once past it; and
-    rounds back to back, each one's median, still let a slow stretch over most of them hide slow_dtype (a fresh-clone
-    run of 2026-11-26, where float64 reads 80 GFLOP/s against 192)."""
+def dtype_ratios(dtypes: list[str], rounds: int = 3, pause: Callable[[float], None] = time.sleep,
+                 pause_s: float = ROUND_PAUSE_S) -> dict[str, float]:
+    """Each dtype's matmul rate ("bfloat16") over float32's on this CPU, both on one thread timed by that thread's CPU
+    time, measured in turn `rounds` times `pause_s` apart, each one's fastest. One thread's CPU time is its work
+    whether or not other processes hold the cores: beside two busy processes on the 2-vCPU VM float64 over float32
+    read 0.44 to 0.46 this way (0.46 to 0.51 alone), where the two rates at two threads by wall time less the
+    threads' waits read 0.48 to 0.87 (2026-11-28; a thread spinning at a product's barrier is on a core, and its
+    partner's wait is not the product's). Rounds apart, not back to back: a slow stretch of a shared machine falls on
+    one round. A CPU without native bfloat16 or float16 arithmetic multiplies those matrices about a hundred times
+    slower than float32 (1.3 GFLOP/s against 113 on a Zen 3 core pair: 25 ms per 256 x 256 product), so the others
+    take 3 x 2 products a reading."""
+    def rate(dtype: torch.dtype, inner: int) -> float:
+        return cpu_matmul_gflops(repeats=3, inner=inner, dtype=dtype, now=time.thread_time, waited=lambda: 0.0)
+
     reference: list[float] = []
     rates: dict[str, list[float]] = {name: [] for name in dtypes}
-    for _ in _rounds_apart(rounds, pause, pause_s):
-        reference.append(cpu_matmul_gflops())
-        for name, into in rates.items():
-            into.append(cpu_matmul_gflops(repeats=1, inner=2, dtype=getattr(torch, name)))
-    return max(reference), {name: max(into) for name, into in rates.items()}
+    with intra_op_threads(1):
+        for _ in _rounds_apart(rounds, pause, pause_s):
+            reference.append(rate(torch.float32, 4))
+            for name, into in rates.items():
+                into.append(rate(getattr(torch, name), 2))
+    return {name: max(into) / max(reference) for name, into in rates.items()}
 
 
 def thread_gflops(n: int, threads: tuple[int, int], rounds: int = 3, pause: Callable[[float], None] = time.sleep,

@@ -106,6 +106,35 @@ def test_slow_dtype_candidates_are_the_dtypes_worth_a_probe() -> None:
     assert slow_dtype_candidates(_dtype_run("float64", 36.0, dev="cuda")) == []
 
 
+def _beside_busy_processes(r: WatchResult) -> WatchResult:
+    return dataclasses.replace(r, machine=dataclasses.replace(r.machine, others_cpu_cores=1.0))
+
+
+def test_beside_busy_processes_a_dtypes_products_are_their_flops_at_its_rate() -> None:
+    from trainspeed.diagnose.rules import slow_dtype_candidates
+
+    # the window's float64 products, less their threads' waits for a core, came to 4 ms of a 40 ms step: under
+    # the bar alone, and no measure of them beside busy processes, where their 170 MFLOP at the dtype's 15 GFLOP/s
+    # take 11.33 ms
+    alone = _dtype_run("float64", 4.0)
+    loaded = _beside_busy_processes(alone)
+    assert slow_dtype_candidates(alone) == [] and slow_dtype_candidates(loaded) == ["float64"]
+    ctx = dataclasses.replace(CTX, dtype_gflops={"float64": 15.0})
+    assert "slow_dtype" not in ids(alone, ctx)
+    v = next(v for v in diagnose(loaded, ctx) if v.id == "slow_dtype")
+    took = 170e6 / 15e9 * 1e3
+    assert f"{took:.2f} ms of the 40.00 ms step" in v.evidence
+    assert "0.17 GFLOP at the float64 rate below" in v.evidence and "4.00 ms, are no measure of them" in v.evidence
+    assert v.predicted_speedup == pytest.approx(40 / (40 - took * (1 - 15 / 100)), abs=0.01)
+    # where the window's own time is the larger, it stands
+    slow = next(v for v in diagnose(_beside_busy_processes(_dtype_run("float64", 30.0)), ctx) if v.id == "slow_dtype")
+    assert "30.00 ms of the 40.00 ms step" in slow.evidence and "no measure" not in slow.evidence
+    # products without a FLOP count are not nominated on the load alone
+    rows = [dataclasses.replace(row, flops=None) for row in loaded.window.op_times]
+    assert slow_dtype_candidates(dataclasses.replace(loaded, window=dataclasses.replace(loaded.window,
+                                                                                       op_times=rows))) == []
+
+
 def _autocast_cnn(autocast: str | None = "bfloat16", compiled: bool = False) -> WatchResult:
     """The digits CNN of 2026-11-26 under bfloat16 autocast on a Zen 4 pair: its convolutions ran at about 140
     GFLOP/s where the bfloat16 matmul probe read 347 and the float32 one 193."""

@@ -21,6 +21,7 @@ from trainspeed.diagnose.rules.common import (
     flop_rate,
 )
 from trainspeed.diagnose.verdict import Lever, Verdict
+from trainspeed.diagnose.without_wait import others_busy
 from trainspeed.watch.result import OpTime, WatchResult
 
 ARITHMETIC_HIGH = 0.50  # arithmetic over half of them: the step is doing real work
@@ -49,11 +50,25 @@ def _dtype_arithmetic(r: WatchResult) -> dict[str, list[OpTime]]:
 
 def slow_dtype_candidates(r: WatchResult) -> list[str]:
     """The dtypes whose matrix arithmetic took SLOW_DTYPE_SHARE of the step or more: the ones whose matmul
-    rate `slow_dtype` needs probed."""
+    rate `slow_dtype` needs probed. Where other processes held the cores (`others_busy`), every such dtype whose
+    products have a FLOP count: the window's op times less their threads' waits are no measure of them there
+    (`_loaded_ms`)."""
     if not r.steps.median_ms:
         return []
     return [dtype for dtype, rows in _dtype_arithmetic(r).items()
-            if sum(row.ms for row in rows) >= SLOW_DTYPE_SHARE * r.steps.median_ms]
+            if sum(row.ms for row in rows) >= SLOW_DTYPE_SHARE * r.steps.median_ms
+            or (others_busy(r) and all(row.flops for row in rows))]
+
+
+def _loaded_ms(r: WatchResult, rows: list[OpTime], rate: float) -> float | None:
+    """Where other processes held the cores (`others_busy`), the milliseconds a step `rows` take at `rate` GFLOP/s
+    (their FLOPs over it), where all have a FLOP count; else None. Beside two busy processes on the 2-vCPU VM the
+    window's float64 products, each less its threads' summed wait for a core, came to 0.9 to 2.6 ms a step against
+    3.5 alone, and 2.9 at the dtype's rate (2026-11-28): an op's threads wait for a core at once, and one spins at
+    the product's barrier while the other waits, so a product's time is not its wall time less either."""
+    if not others_busy(r) or not rows or not all(row.flops for row in rows) or rate <= 0:
+        return None
+    return sum(row.flops or 0.0 for row in rows) / (rate * 1e6)
 
 
 def slow_dtype(r: WatchResult, c: Context) -> Verdict | None:
@@ -67,18 +82,25 @@ def slow_dtype(r: WatchResult, c: Context) -> Verdict | None:
     found: list[tuple[float, Verdict]] = []
     for dtype, rows in _dtype_arithmetic(r).items():
         rate = c.dtype_gflops.get(dtype)
+        if rate is None:
+            continue
         window_ms = sum(row.ms for row in rows)
-        took = min(window_ms * scale, room)
-        if rate is None or took < SLOW_DTYPE_SHARE * step or rate > SLOW_DTYPE_RATE * c.matmul_gflops:
+        loaded = _loaded_ms(r, rows, rate)
+        took = min(max(window_ms * scale, loaded or 0.0), room)
+        if took < SLOW_DTYPE_SHARE * step or rate > SLOW_DTYPE_RATE * c.matmul_gflops:
             continue
         gain = took * (1 - rate / c.matmul_gflops)  # those ops at the float32 rate
         ops = _names(rows)
         flops = sum(row.flops or 0.0 for row in rows)
-        ran = (f", {flops / (window_ms * 1e6):.1f} GFLOP/s"
-               if all(row.flops for row in rows) else "")
+        if loaded is not None and loaded > window_ms * scale:
+            ran = (f", {flops / 1e9:.2f} GFLOP at the {dtype} rate below: beside busy processes the profiler "
+                   f"window's times less their waits for a core, {window_ms:.2f} ms, are no measure of them")
+        else:
+            ran = f", {flops / (window_ms * 1e6):.1f} GFLOP/s" if all(row.flops for row in rows) else ""
         evidence = (f"{took:.2f} ms of the {step:.2f} ms step ({took / step:.0%}) is matrix arithmetic in {dtype} "
                     f"({ops} per step{ran}); this CPU multiplies {dtype} matrices at {rate:.1f} GFLOP/s against "
-                    f"{c.matmul_gflops:.0f} GFLOP/s in float32 (both measured after the run)")
+                    f"{c.matmul_gflops:.0f} GFLOP/s in float32 (measured after the run, the two dtypes compared on "
+                    "one thread)")
         if dtype == "float64":
             action = ("train in float32: model.float() and inputs .float(); numpy's float64 passes into "
                       "torch.from_numpy / torch.tensor unchanged, so convert the data once as it is loaded "

@@ -64,7 +64,8 @@ class Context:
     cuda_op_us: float | None = None
     """Measured cost of one tiny CUDA op (probe.cuda_op_us): dispatch plus a kernel launch. None without CUDA."""
     dtype_gflops: dict[str, float] = field(default_factory=dict)
-    """Measured CPU matmul rate in the dtypes `slow_dtype_candidates` names ("bfloat16": 1.3)."""
+    """CPU matmul rate in the dtypes `slow_dtype_candidates` names ("bfloat16": 1.3): `matmul_gflops` times the
+    dtype's rate over float32's, both measured after the run on one thread's CPU time (`probe.matmul.dtype_ratios`)."""
     optimizer_ms: tuple[float, float] | None = None
     """One step of the run's optimizer over its parameters' shapes, measured after the run: (as configured,
     with fused=True) milliseconds; None when not probed (`optimizer_candidate`) or it has no fused kernel."""

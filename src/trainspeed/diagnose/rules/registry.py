@@ -23,9 +23,9 @@ from trainspeed.diagnose.rules.launch import cpu_faster, launch_bound, small_bat
 from trainspeed.diagnose.rules.memory import memory_pressure, page_faults, recompute_heavy
 from trainspeed.diagnose.rules.optimizer import optimizer_heavy, optimizer_rebuilt
 from trainspeed.diagnose.rules.periodic import checkpoint_heavy, evaluation_heavy
-from trainspeed.diagnose.rules.threads import OTHERS_BUSY, thread_oversubscription, threads_unused
+from trainspeed.diagnose.rules.threads import thread_oversubscription, threads_unused
 from trainspeed.diagnose.verdict import Verdict
-from trainspeed.diagnose.without_wait import without_wait
+from trainspeed.diagnose.without_wait import others_busy, without_wait
 from trainspeed.watch.result import WatchResult
 
 Rule = Callable[..., "Verdict | None"]
@@ -51,7 +51,7 @@ def script_view(r: WatchResult) -> WatchResult | None:
     """The run the script's verdicts are judged on where other processes held the cores: its phases less their
     waits for a core (`without_wait`); None where they were not busy (a script's own threads and workers waiting
     for each other are its own cost, judged as it is alone)."""
-    return without_wait(r) if (r.machine.others_cpu_cores or 0.0) >= OTHERS_BUSY else None
+    return without_wait(r) if others_busy(r) else None
 
 
 def diagnose(r: WatchResult, c: Context) -> list[Verdict]:

@@ -16,7 +16,7 @@ from trainspeed.diagnose.rules.common import (
     steady_mean_ms,
 )
 from trainspeed.diagnose.verdict import Lever, Verdict
-from trainspeed.diagnose.without_wait import JUDGED_APART, waited_ms, waits_share
+from trainspeed.diagnose.without_wait import JUDGED_APART, OTHERS_BUSY, others_busy, waited_ms, waits_share
 from trainspeed.watch.result import WatchResult
 
 THREADS_GAIN = 1.10  # threads_unused: more threads advised only where predicted to make the run this much faster
@@ -25,10 +25,6 @@ TAIL_GAIN = 0.05
 claim of it, is this share of the steps' own mean (the mean step less those claims): a tail the data waits explain
 leaves nothing for fewer threads to recover (a TensorDataset loader's run beside bursty load: "the mean step falling
 by 0.00 ms", 2026-11-28)."""
-OTHERS_BUSY = 0.5
-"""Cores other processes must keep busy, on average, before the doctor calls the machine shared: a quiet
-machine's daemons use a few hundredths of one (0.01 on the 2-vCPU VM). One busy process beside the seed's
-2 intra-op threads there measured 0.64 (the threads' spinning takes the rest)."""
 
 
 def _cores(physical_cores: int, usable: int | None) -> int:
@@ -45,7 +41,7 @@ def threads_candidate(r: WatchResult, physical_cores: int, usable: int | None = 
     if r.model.device != "cpu" or any(ld.num_workers for ld in r.loaders.each):
         return None
     target = max(1, _cores(physical_cores, usable))
-    if r.process.torch_threads > target or (r.process.torch_threads < target and (r.machine.others_cpu_cores or 0.0) < OTHERS_BUSY):
+    if r.process.torch_threads > target or (r.process.torch_threads < target and not others_busy(r)):
         return target
     return None
 
@@ -72,7 +68,7 @@ def thread_oversubscription(r: WatchResult, c: Context) -> Verdict | None:
         evidence = (f"torch uses {r.process.torch_threads} intra-op threads beside {workers} DataLoader worker process"
                     f"{'es' if workers != 1 else ''}{' (the most any of its loaders has: they take turns)' if several else ''}"
                     f" on {c.physical_cores} cores / {c.logical_threads} hardware threads{held}")
-        evidence += _waited(r, judged=(r.machine.others_cpu_cores or 0.0) >= OTHERS_BUSY) or ""
+        evidence += _waited(r, judged=others_busy(r)) or ""
         keep = max(1, cores - workers)
         action = _set_threads(keep, "")
         predicted = None
