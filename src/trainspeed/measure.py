@@ -23,6 +23,7 @@ from trainspeed.diagnose.rules import (
     threads_candidate,
 )
 from trainspeed.diagnose.rules.registry import script_view
+from trainspeed.diagnose.without_wait import others_busy
 from trainspeed.hardware.cpu import usable_cores
 from trainspeed.hardware.gpu import GpuPeak, math_peak
 from trainspeed.hardware.report import HardwareReport, detect_hardware
@@ -117,12 +118,14 @@ def _gpu_peak(hw: HardwareReport, result: WatchResult, subject: RunSubject | Non
 
 
 def _cell_probe(result: WatchResult) -> tuple[float, float] | None:
-    """The run's cell loop against the fused layer on its shapes (`probe.rnn`), where the run has one and a batch."""
+    """The run's cell loop against the fused layer on its shapes (`probe.rnn`), where the run has one and a batch;
+    on one thread's CPU time where other processes held the cores."""
     if result.model.cell_loop is None or not result.model.batch_size:
         return None
     device = "cuda" if result.model.device == "cuda" else "cpu"
     loop = result.model.cell_loop
-    return cell_loop_ms(loop, result.model.batch_size, loop.length(result.steps.model_calls_per_step), device)
+    return cell_loop_ms(loop, result.model.batch_size, loop.length(result.steps.model_calls_per_step), device,
+                        loaded=others_busy(result))
 
 
 def measure_context(result: WatchResult, subject: RunSubject | None = None, hardware: HardwareReport | None = None,

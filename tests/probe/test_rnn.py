@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from trainspeed.probe.rnn import PROBE_ELEMENTS, cell_loop_ms
@@ -46,3 +47,25 @@ def test_a_reading_that_waited_for_a_core_counts_less_its_wait() -> None:
     # each fused reading less three quarters of a span a little longer than it: under a quarter of the span
     assert 0.0 < timed[1] <= 0.25 * sorted(spans[1:])[1] * 1e3
     assert calls[0] == 4 * 4  # every reading of both, the untimed first round too
+
+
+def test_beside_busy_processes_both_are_timed_on_one_threads_cpu_time(monkeypatch) -> None:
+    """Where other processes held the cores, the readings are this thread's CPU time on one intra-op thread: a
+    thread's CPU time is its work, which no wait for a core stretches (a stand-in clock here: a second a reading)."""
+    import time
+
+    import trainspeed.probe.rnn as rnn
+
+    before = torch.get_num_threads()
+    seen: list[int] = []
+    ticks = iter(range(1000))
+
+    def cpu_clock() -> float:
+        seen.append(torch.get_num_threads())
+        return float(next(ticks))
+
+    monkeypatch.setattr(rnn.time, "thread_time", cpu_clock)
+    monkeypatch.setattr(rnn.time, "perf_counter", lambda: pytest.fail("wall time read"))
+    timed = cell_loop_ms(CellLoop("GRUCell", 8, 16, True, None), batch=4, length=6, repeats=3, loaded=True)
+    assert timed == (1000.0, 1000.0) and set(seen) == {1}
+    assert torch.get_num_threads() == before
