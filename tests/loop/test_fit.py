@@ -157,7 +157,11 @@ def test_adam_reads_its_step_on_the_host_so_the_capture_is_refused(iris) -> None
     assert opt.state[next(model.parameters())]["step"].item() == 600  # the refused capture was undone
 
 
-def test_fused_adam_keeps_its_step_on_the_device_so_it_replays(iris) -> None:
+def test_fused_adam_keeps_its_step_on_the_device_so_it_replays(iris, monkeypatch) -> None:
+    # what is tested is that the step can be captured and replayed to the same losses, not whether the replay beats
+    # the eager step on this machine's clock: beside two busy processes the replay's timing read 38.8 ms a step at two
+    # threads and the eager step was kept (2026-11-28)
+    monkeypatch.setattr(plan, "decide_replay", lambda replay_s, eager_s: plan.Decision(True, "replay kept (test)"))
     model, ref = seed_job()[0], seed_job()[0]
     opt = torch.optim.Adam(model.parameters(), lr=0.01, fused=True)
     ref_opt = torch.optim.Adam(ref.parameters(), lr=0.01, fused=True)

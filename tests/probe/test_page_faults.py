@@ -26,11 +26,19 @@ def test_a_mapping_that_never_faults_gives_no_reading(monkeypatch: pytest.Monkey
     assert probe.page_fault_us(size=2**20, repeats=1) is None
 
 
-def test_a_fills_wait_for_a_core_is_not_the_faults_cost() -> None:
-    """One thread that waited through the whole faulting fill (the wait read after it): nothing is left to the faults;
-    without a wait, the fill's wall time less the plain rewrite's."""
-    with intra_op_threads(1):
+def test_a_fill_that_waited_for_a_core_gives_way_to_one_threads_cpu_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reading whose faulting fill waited for a core is not used; where every reading waited, the CPU time one fault
+    costs its thread, over torch's threads, is the reading (a stand-in for it here); a reading on free cores is the
+    fill's wall time less the plain rewrite's."""
+    monkeypatch.setattr(probe, "_one_thread_us", lambda size, repeats: 3.0)
+    with intra_op_threads(2):
         waits = iter([0.0, 100.0, 0.0] * 5)  # per reading: before the fills, after the faulting one, after the rewrite
-        assert probe.page_fault_us(size=2**20, waited=lambda: next(waits)) == 0.0
+        assert probe.page_fault_us(size=2**20, waited=lambda: next(waits)) == 1.5
         quiet = probe.page_fault_us(size=2**20, waited=lambda: 0.0)
-    assert quiet is None or quiet >= 0.0
+    assert quiet is None or (quiet >= 0.0 and quiet != 1.5)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="the faults are read with the standard library's resource")
+def test_one_threads_cpu_time_per_fault_is_a_real_cost() -> None:
+    us = probe._one_thread_us(size=8 * 2**20, repeats=2)
+    assert us is not None and 0.0 < us < 1000.0

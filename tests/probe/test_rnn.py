@@ -52,8 +52,6 @@ def test_a_reading_that_waited_for_a_core_counts_less_its_wait() -> None:
 def test_beside_busy_processes_both_are_timed_on_one_threads_cpu_time(monkeypatch) -> None:
     """Where other processes held the cores, the readings are this thread's CPU time on one intra-op thread: a
     thread's CPU time is its work, which no wait for a core stretches (a stand-in clock here: a second a reading)."""
-    import time
-
     import trainspeed.probe.rnn as rnn
 
     before = torch.get_num_threads()
