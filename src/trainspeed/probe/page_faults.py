@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import mmap
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import torch
 
@@ -31,25 +31,35 @@ def minor_faults() -> int | None:
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_minflt)
 
 
+def _fills(size: int, repeats: int, now: Callable[[], float],
+           wait: Callable[[], float]) -> Iterator[tuple[int, float, float, float, float]]:
+    """`repeats` readings of a fresh mapping of `size` bytes filled by torch (its pages' first writes faulting), then
+    filled again (no faults): (faults, the faulting fill's seconds and its wait for a core, the rewrite's seconds and
+    its wait), by `now`'s clock, for the readings in which the system counted faults."""
+    for _ in range(repeats):
+        with mmap.mmap(-1, size) as m:
+            t = torch.frombuffer(m, dtype=torch.uint8)
+            wait()
+            f0, t0 = minor_faults() or 0, now()
+            t.fill_(1)
+            t1, f1 = now(), minor_faults() or 0
+            w1 = wait()
+            t.fill_(2)
+            t2 = now()
+            w2 = wait()
+            del t  # the mapping closes only without views of it
+        if f1 > f0:
+            yield f1 - f0, t1 - t0, w1, t2 - t1, w2
+
+
 def _one_thread_us(size: int, repeats: int) -> float | None:
     """CPU microseconds one minor page fault costs the thread that takes it: the same fills on one intra-op thread,
     timed by its CPU time (the system's work on a fault is charged to the faulting thread), which no wait for a core
     stretches; the least of `repeats`. None where no fill faulted."""
-    best: float | None = None
     with intra_op_threads(1):
-        for _ in range(repeats):
-            with mmap.mmap(-1, size) as m:
-                t = torch.frombuffer(m, dtype=torch.uint8)
-                f0, c0 = minor_faults() or 0, time.thread_time()
-                t.fill_(1)
-                c1, f1 = time.thread_time(), minor_faults() or 0
-                t.fill_(2)
-                c2 = time.thread_time()
-                del t
-            if f1 > f0:
-                us = max(0.0, (c1 - c0) - (c2 - c1)) * 1e6 / (f1 - f0)
-                best = us if best is None else min(best, us)
-    return best
+        return min((max(0.0, faulting - writing) * 1e6 / faults
+                    for faults, faulting, _, writing, _ in _fills(size, repeats, time.thread_time, lambda: 0.0)),
+                   default=None)
 
 
 def page_fault_us(size: int = SIZE, repeats: int = 5, waited: Callable[[], float] | None = None) -> float | None:
@@ -65,28 +75,11 @@ def page_fault_us(size: int = SIZE, repeats: int = 5, waited: Callable[[], float
     `page_faults` outranked the script's own problem."""
     if minor_faults() is None:
         return None
-    threads = torch.get_num_threads()
-    best: float | None = None
-    faulted = False
     with probe_waits(waited) as wait:
-        for _ in range(repeats):
-            with mmap.mmap(-1, size) as m:
-                t = torch.frombuffer(m, dtype=torch.uint8)
-                wait()
-                f0, t0 = minor_faults() or 0, time.perf_counter()
-                t.fill_(1)
-                t1, f1 = time.perf_counter(), minor_faults() or 0
-                w1 = wait()
-                t.fill_(2)
-                t2 = time.perf_counter()
-                w2 = wait()
-                del t  # the mapping closes only without views of it
-            if f1 > f0:
-                faulted = True
-                if w1 <= FREE_CORE * (t1 - t0) and w2 <= FREE_CORE * (t2 - t1):  # on free cores
-                    us = max(0.0, (t1 - t0) - (t2 - t1)) * 1e6 / (f1 - f0)
-                    best = us if best is None else min(best, us)
-    if best is None and faulted:
-        cpu = _one_thread_us(size, repeats)
-        best = cpu / max(1, threads) if cpu is not None else None
-    return best
+        readings = list(_fills(size, repeats, time.perf_counter, wait))
+    free = [max(0.0, faulting - writing) * 1e6 / faults for faults, faulting, w1, writing, w2 in readings
+            if w1 <= FREE_CORE * faulting and w2 <= FREE_CORE * writing]  # on free cores
+    if free or not readings:
+        return min(free, default=None)
+    cpu = _one_thread_us(size, repeats)
+    return cpu / max(1, torch.get_num_threads()) if cpu is not None else None

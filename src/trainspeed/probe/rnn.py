@@ -100,7 +100,7 @@ def cell_loop_ms(loop: CellLoop, batch: int, length: int, device: str = "cpu", r
         out, _ = fused(x)
         out.sum().backward()
 
-    if loaded and not device.startswith("cuda") and waited is None:
+    if loaded and not device.startswith("cuda"):
         cell_ms, fused_ms = _one_thread_ms([stepped, whole], repeats)
     else:
         cell_ms, fused_ms = _medians_ms([stepped, whole], repeats, device, waited)

@@ -187,7 +187,7 @@ def least_per_call(steps: list[tuple[int, float]]) -> float:
     busy processes the seed's log_softmax backward, stalled in the window's steps, came to 0.36 ms a call against
     40 us, and the demo was named compute_bound (2026-11-28). Nor the longest one thread's wait for the ops with a
     FLOP formula: `float64_numpy.py`'s float64 products came to 9.8 and 26.9 ms a step against 3.4 alone (the sum
-    gives 1.0 to 1.8, and their dtype goes unprobed in some runs: a planted test that fails beside busy processes)."""
+    gives 1.0 to 1.8; beside busy processes `slow_dtype` takes such products at their FLOPs over the dtype's rate)."""
     return min((seconds / calls for calls, seconds in steps if calls > 0), default=0.0)
 
 
