@@ -32,7 +32,7 @@ from trainspeed.probe.loader import Handover, batched_ms, handover_ms
 from trainspeed.probe.matmul import cpu_matmul_gflops, dtype_ratios, settled_gflops, thread_gflops
 from trainspeed.probe.optimizer import rebuild_ms, step_ms
 from trainspeed.probe.page_faults import page_fault_us
-from trainspeed.probe.rnn import cell_loop_ms
+from trainspeed.probe.rnn import cell_call_ops, cell_loop_ms
 from trainspeed.probe.thread_step import thread_step_ms
 from trainspeed.threads import intra_op_threads
 from trainspeed.watch.result import WatchResult
@@ -117,15 +117,17 @@ def _gpu_peak(hw: HardwareReport, result: WatchResult, subject: RunSubject | Non
     return math_peak(gpu, half, torch.backends.cuda.matmul.allow_tf32)
 
 
-def _cell_probe(result: WatchResult) -> tuple[float, float] | None:
-    """The run's cell loop against the fused layer on its shapes (`probe.rnn`), where the run has one and a batch;
-    on one thread's CPU time where other processes held the cores."""
+def _cell_probe(result: WatchResult) -> tuple[tuple[float, float] | None, int | None]:
+    """The run's cell loop against the fused layer on its shapes, and the ops one call of its cell adds to a step
+    (`probe.rnn`), where the run has one and a batch; timed on one thread's CPU time where other processes held the
+    cores."""
     if result.model.cell_loop is None or not result.model.batch_size:
-        return None
+        return None, None
     device = "cuda" if result.model.device == "cuda" else "cpu"
     loop = result.model.cell_loop
-    return cell_loop_ms(loop, result.model.batch_size, loop.length(result.steps.model_calls_per_step), device,
-                        loaded=others_busy(result))
+    timed = cell_loop_ms(loop, result.model.batch_size, loop.length(result.steps.model_calls_per_step), device,
+                         loaded=others_busy(result))
+    return timed, cell_call_ops(loop, device) if timed is not None else None
 
 
 def measure_context(result: WatchResult, subject: RunSubject | None = None, hardware: HardwareReport | None = None,
@@ -176,7 +178,7 @@ def measure_context(result: WatchResult, subject: RunSubject | None = None, hard
         handover, batched = loader_ms if loader_ms is not None else _loader_probes(subject, judged)
         if fault_us is None and page_faults_candidate(result):
             fault_us = page_fault_us()
-        cells = _cell_probe(result)
+        cells, cell_ops = _cell_probe(result)
         if matmul_gflops is None:  # read again after the other probes: a moment of a shared machine
             earlier = [gflops] + ([early] if early is not None and keep in (None, torch.get_num_threads()) else [])
             with intra_op_threads(keep):  # is not what its CPU can do
@@ -191,7 +193,7 @@ def measure_context(result: WatchResult, subject: RunSubject | None = None, hard
                       logical_threads=hw.cpu.logical_threads or 1, largest_batch=largest, cuda_op_us=launch_us,
                       dtype_gflops=dtype_gflops, optimizer_ms=optimizer_ms, rebuild_ms=rebuilt_ms, handover=handover,
                       batched_ms=batched, thread_gflops=thread_rates, thread_step_ms=thread_steps, usable_cores=usable, page_fault_us=fault_us,
-                      gpu_peak=_gpu_peak(hw, result, subject), cell_ms=cells)
+                      gpu_peak=_gpu_peak(hw, result, subject), cell_ms=cells, cell_ops=cell_ops)
     return hw, ctx
 
 

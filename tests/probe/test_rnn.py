@@ -67,3 +67,25 @@ def test_beside_busy_processes_both_are_timed_on_one_threads_cpu_time(monkeypatc
     timed = cell_loop_ms(CellLoop("GRUCell", 8, 16, True, None), batch=4, length=6, repeats=3, loaded=True)
     assert timed == (1000.0, 1000.0) and set(seen) == {1}
     assert torch.get_num_threads() == before
+
+
+def test_a_cells_call_adds_the_same_ops_at_every_time_step() -> None:
+    """The ops one call of the cell adds, forward and backward: a loop over five time steps runs three calls' more
+    than one over two, whatever the batch (counted here on the run's own kind of loop, as the rule's share takes it)."""
+    from torch import nn
+
+    from trainspeed.probe.rnn import _step_through, cell_call_ops
+    from trainspeed.watch.profile_window import OpCounter
+
+    for loop in (CellLoop("LSTMCell", 8, 16, True, None), CellLoop("GRUCell", 8, 16, False, None),
+                 CellLoop("RNNCell", 8, 16, True, "relu")):
+        per_call = cell_call_ops(loop)
+        assert per_call is not None and per_call > 0
+        cell = getattr(nn, loop.kind)(loop.input_size, loop.hidden_size, bias=loop.bias)
+        counts = []
+        for batch, length in ((7, 2), (5, 5)):
+            counter = OpCounter()
+            with counter:
+                _step_through(cell, loop, torch.randn(batch, length, loop.input_size))
+            counts.append(counter.ops)
+        assert counts[1] - counts[0] == 3 * per_call

@@ -18,6 +18,7 @@ from torch import nn
 
 from trainspeed.threads import intra_op_threads
 from trainspeed.watch.cells import CellLoop
+from trainspeed.watch.profile_window import OpCounter
 from trainspeed.watch.run_queue import longest_of, on_free_cores, probe_waits
 
 PROBE_ELEMENTS = 50_000_000
@@ -29,6 +30,18 @@ def _module(loop: CellLoop, kind: str, device: str, **extra: Any) -> nn.Module:
     if loop.nonlinearity:
         extra["nonlinearity"] = loop.nonlinearity
     return getattr(nn, kind)(loop.input_size, loop.hidden_size, bias=loop.bias, **extra).to(device)
+
+
+def _step_through(cell: nn.Module, loop: CellLoop, x: torch.Tensor) -> None:
+    """The cell called once per time step of `x` (batch, time, features) from a zero state, forward and backward."""
+    h = torch.zeros(x.shape[0], loop.hidden_size, device=x.device)
+    lstm = loop.kind == "LSTMCell"
+    state: Any = (h, torch.zeros_like(h)) if lstm else h
+    outs = []
+    for t in range(x.shape[1]):
+        state = cell(x[:, t], state)
+        outs.append(state[0] if lstm else state)
+    torch.stack(outs, 1).sum().backward()
 
 
 def _one_thread_ms(runs: list[Callable[[], None]], repeats: int) -> list[float]:
@@ -85,16 +98,9 @@ def cell_loop_ms(loop: CellLoop, batch: int, length: int, device: str = "cpu", r
         return None
     cell, fused = _module(loop, loop.kind, device), _module(loop, loop.fused, device, batch_first=True)
     x = torch.randn(batch, length, loop.input_size, device=device)
-    lstm = loop.kind == "LSTMCell"
 
     def stepped() -> None:
-        h = torch.zeros(batch, loop.hidden_size, device=device)
-        state = (h, torch.zeros_like(h)) if lstm else h
-        outs = []
-        for t in range(length):
-            state = cell(x[:, t], state)
-            outs.append(state[0] if lstm else state)
-        torch.stack(outs, 1).sum().backward()
+        _step_through(cell, loop, x)
 
     def whole() -> None:
         out, _ = fused(x)
@@ -105,3 +111,21 @@ def cell_loop_ms(loop: CellLoop, batch: int, length: int, device: str = "cpu", r
     else:
         cell_ms, fused_ms = _medians_ms([stepped, whole], repeats, device, waited)
     return cell_ms, fused_ms
+
+
+def cell_call_ops(loop: CellLoop, device: str = "cpu") -> int | None:
+    """The aten ops one call of the cell adds to a training step, forward and backward: the ops of the stepped loop
+    over three time steps less those over two (what the sequence's set-up and its loss add is in both), counted on a
+    batch of two (an op's count does not depend on its size). With the run's cell calls a step it is the loop's share
+    of the step's ops, which a load that stretches every op alike leaves as it is (`rules.launch`). None where the
+    count came out at nothing (a cell whose calls run no aten op)."""
+    cell = _module(loop, loop.kind, device)
+    counts = []
+    for length in (2, 3):
+        x = torch.randn(2, length, loop.input_size, device=device)
+        counter = OpCounter()
+        with counter:
+            _step_through(cell, loop, x)
+        counts.append(counter.ops)
+    per_call = counts[1] - counts[0]
+    return per_call if per_call > 0 else None

@@ -241,7 +241,8 @@ def doctor_dict(report: DoctorReport) -> dict[str, Any]:
                   "threads_step_ms": ({"as_run": c.thread_step_ms[0], "advised": c.thread_step_ms[1]}
                                       if c.thread_step_ms else None),
                   "page_fault_us": c.page_fault_us,
-                  "cell_loop_ms": {"stepped": c.cell_ms[0], "fused": c.cell_ms[1]} if c.cell_ms else None},
+                  "cell_loop_ms": {"stepped": c.cell_ms[0], "fused": c.cell_ms[1]} if c.cell_ms else None,
+                  "cell_call_ops": c.cell_ops},
         "cell_loop": _clean(w.model.cell_loop) if w.model.cell_loop is not None else None,
         "flop_rate": _flop_rate(report),
         "notes": w.notes + report.notes,

@@ -304,6 +304,23 @@ def test_a_recurrent_cell_stepped_in_python_is_told_its_fused_layer_with_a_measu
     small = diagnose(cells, dataclasses.replace(CTX, cell_ms=(1.60, 1.50)))[0]
     assert small.predicted_speedup == plain.predicted_speedup and small.action.startswith("run the sequence")
     assert "upper bound" in small.evidence
+    # beside busy processes: the probe on one thread's CPU time (the same readings), the phases less their waits left
+    # ten times alone's (a heavy load's spinning threads, 2026-11-28): the loop's part of the run is its share of
+    # the ops (59 a call, 24 calls: 1416 of 1430), and the prediction stays near alone's, where the probe's 4.43 ms
+    # against a 48.6 ms step said 1.06x
+    loaded = recorded(48.6, {"forward": 19.0, "backward": 23.0, "optimizer": 4.0}, ops=1430, flops=8.7e7, batch=32)
+    loaded = dataclasses.replace(loaded, model=dataclasses.replace(loaded.model, cell_loop=loop),
+                                 steps=dataclasses.replace(loaded.steps, model_calls_per_step=1.0),
+                                 machine=dataclasses.replace(loaded.machine, others_cpu_cores=1.0))
+    busy = next(x for x in diagnose(loaded, dataclasses.replace(CTX, cell_ms=(4.43, 1.50), cell_ops=59))
+                if x.id == "launch_bound")
+    in_run = 46.0 * 1416 / 1430
+    assert busy.predicted_speedup == pytest.approx(48.6 / (48.6 - in_run * (1 - 1.50 / 4.43)), abs=0.01)
+    assert busy.predicted_speedup == pytest.approx(v.predicted_speedup, rel=0.2)
+    assert f"1416 of the 1430 in forward, backward and the optimizer, {in_run:.2f} ms of their 46.00 ms" in \
+        busy.evidence
+    # alone the op count changes nothing
+    assert diagnose(cells, dataclasses.replace(CTX, cell_ms=(4.43, 1.50), cell_ops=59))[0] == v
     # a GRUCell with relu-free defaults and an RNNCell with relu are told their own layers
     rnn = CellLoop("RNNCell", 8, 32, False, "relu", calls_per_step=10.0)
     assert rnn.layer() == "nn.RNN(8, 32, batch_first=True, bias=False, nonlinearity='relu')"

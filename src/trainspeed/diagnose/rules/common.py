@@ -94,6 +94,9 @@ class Context:
     cell_ms: tuple[float, float] | None = None
     """The run's recurrent cell stepped over its sequence and the fused layer over the same sequence, forward and
     backward on the run's batch, ms, measured after the run (`probe.rnn`); None: no cell loop, or not probed."""
+    cell_ops: int | None = None
+    """The aten ops one call of the run's cell adds to a step, forward and backward (`probe.rnn.cell_call_ops`);
+    None: no cell loop, or not counted."""
 
 
 def _ms(r: WatchResult, phase: str) -> float:

@@ -21,6 +21,7 @@ from trainspeed.diagnose.rules.common import (
     _window_scale,
 )
 from trainspeed.diagnose.verdict import Verdict
+from trainspeed.diagnose.without_wait import others_busy
 from trainspeed.watch.result import WatchResult
 
 SYNC_SHARE = 0.10
@@ -102,12 +103,14 @@ def launch_bound(r: WatchResult, c: Context) -> Verdict | None:
         if big_calls:
             evidence += (f"; the {big_calls:.0f} with real arithmetic (matrix products, convolutions) took "
                          f"{big_ms * 1e3:.0f} us in the profiler window, their rate on these shapes")
-    fused = _fused_cells(r, c)
+    fused = _fused_cells(r, c, ops, compute)
     if fused is not None:  # a cell stepped in Python: the fused layer removes more than the per-op overhead
-        saved, words, advice = fused
+        saved, words, advice, shared = fused
         evidence += words
         action = advice + "; " + action
-        if saved > overhead:
+        # beside busy processes the per-op bound sets the judged phases against the dispatch probe's one thread, two
+        # clocks the load sets apart; the loop's share of the ops is on one of them
+        if saved > overhead or shared:
             return Verdict("launch_bound", evidence + " (predicted speed-up: the cell loop's measured time replaced "
                            "by the fused layer's)", action, _step_speedup(r, step, step - min(saved, compute)))
     if overhead < LAUNCH_GAIN * step:
@@ -117,11 +120,14 @@ def launch_bound(r: WatchResult, c: Context) -> Verdict | None:
                    _step_speedup(r, step, step - overhead))
 
 
-def _fused_cells(r: WatchResult, c: Context) -> tuple[float, str, str] | None:
+def _fused_cells(r: WatchResult, c: Context, ops: float,
+                 compute: float) -> tuple[float, str, str, bool] | None:
     """A recurrent cell stepped over the sequence in Python, where its fused layer was measured on the run's shapes
-    (`Context.cell_ms`): (ms a step saved, the evidence's words, the advice). The per-op model's bound does not
+    (`Context.cell_ms`): (ms a step saved, the evidence's words, the advice, whether the loop's time in the run is
+    its share of the ops, beside busy processes). The per-op model's bound does not
     see it: a fused layer does the sequence's arithmetic in one op (an LSTMCell loop ran 3.61x slower than nn.LSTM
-    on training time where the per-op bound said 1.88x)."""
+    on training time where the per-op bound said 1.88x). `ops`, `compute`: forward, backward and the optimizer's
+    ops and milliseconds in the median step."""
     loop = r.model.cell_loop
     if loop is None or c.cell_ms is None:
         return None
@@ -130,14 +136,23 @@ def _fused_cells(r: WatchResult, c: Context) -> tuple[float, str, str] | None:
     # the probe gives the ratio, the run the time: the loop took at most the run's forward and backward (a probe
     # on a machine busier than during the run read the loop slower, and a prediction of 3.70x where 2.26x was had)
     in_run = min(stepped * calls, _ms(r, "forward") + _ms(r, "backward"))
+    judged = ""
+    if others_busy(r) and c.cell_ops and ops > 0:
+        # beside busy processes the probe reads one thread's CPU time and the phases are judged less their waits, two
+        # clocks a heavy load sets apart (the phases several times alone's, 2026-11-28): the loop's part of the run
+        # is its share of the ops there, which a load that stretches every op alike leaves as it is
+        loop_ops = min(c.cell_ops * loop.calls_per_step, ops)
+        in_run = compute * loop_ops / ops
+        judged = (f"; beside busy processes its time in the run is its share of the ops: {loop_ops:.0f} of the "
+                  f"{ops:.0f} in forward, backward and the optimizer, {in_run:.2f} ms of their {compute:.2f} ms")
     saved = max(0.0, in_run * (1 - whole / stepped)) if stepped > 0 else 0.0
     words = (f"; an nn.{loop.kind}({loop.input_size}, {loop.hidden_size}) runs {loop.calls_per_step:.0f} times a step "
              f"in a Python loop: over {loop.length(r.steps.model_calls_per_step)} time steps on a batch of {r.model.batch_size}, forward and backward, that "
              f"loop took {stepped:.2f} ms and {loop.layer()} over the same sequence {whole:.2f} ms (measured after "
-             "the run)")
+             "the run)" + judged)
     advice = (f"run the sequence through {loop.layer()} in one call instead of the nn.{loop.kind} loop (one fused "
               "op; cuDNN's on a GPU): out, state = layer(x) with x of shape (batch, time, features)")
-    return saved, words, advice
+    return saved, words, advice, bool(judged)
 
 
 def small_batch(r: WatchResult, c: Context, launch: Verdict | None) -> Verdict | None:
