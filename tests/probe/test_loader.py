@@ -44,3 +44,47 @@ def test_no_worker_is_started_where_it_could_not_be_forked(monkeypatch) -> None:
     # spawn and forkserver import the main module again: a watched script without a __main__ guard would rerun
     monkeypatch.setattr("sys.platform", "darwin")
     assert handover_ms((torch.zeros(16),), 32, batches=2) is None
+
+
+def test_a_run_of_batches_that_waited_for_a_core_counts_less_its_wait() -> None:
+    """Beside busy processes a batch's time holds the waits for a core of the training thread and of the worker
+    that makes it: each run of batches is taken less its wait (here a stand-in: every run waited three quarters of
+    its time), as the other probes take theirs."""
+    import time
+
+    calls, started, spans = [0], [0.0], []
+
+    def waited() -> float:  # a call before each run of batches, one after it (its wait)
+        calls[0] += 1
+        if calls[0] % 2 == 1:
+            started[0] = time.perf_counter()
+            return 0.0
+        spans.append(time.perf_counter() - started[0])
+        return 0.75 * spans[-1]
+
+    item = (torch.zeros(64), torch.zeros((), dtype=torch.int64))
+    ms = batched_ms(item, 64, rows=20000, batches=6, waited=waited)
+    assert calls[0] == 2 * 3  # three runs of two batches
+    assert ms is not None and 0.0 < ms <= 0.25 * max(spans) / 2 * 1e3
+
+
+def test_the_handover_counts_the_workers_wait_for_a_core_too(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import os
+
+    import pytest
+
+    from trainspeed.watch import run_queue
+
+    if run_queue.thread_wait() is None:
+        pytest.skip("this system does not count a thread's wait for a core")
+    added: list[int] = []
+    original = run_queue.ThreadWait.add_process
+
+    def add_process(self: run_queue.ThreadWait, pid: int) -> bool:
+        added.append(pid)
+        return original(self, pid)
+
+    monkeypatch.setattr(run_queue.ThreadWait, "add_process", add_process)
+    got = handover_ms((torch.zeros(16), torch.zeros((), dtype=torch.int64)), 32, batches=6)
+    assert got is not None and 0 < got.main_ms <= got.wall_ms
+    assert len(added) == 1 and added[0] != os.getpid()  # the one worker process

@@ -12,17 +12,24 @@ zeros shaped like the user's rows (fewer of them: the probe keeps none of the us
 
 from __future__ import annotations
 
+import statistics
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler, TensorDataset
 
+from trainspeed.watch.run_queue import ThreadWait, longest_of, on_free_cores, probe_waits
+
 PROBE_BATCHES = 24
 """Batches timed per probe, after the first few (the worker's start, its first prefetched batches)."""
 _SETTLE = 4
+CHUNKS = 3
+"""Runs of batches each probe times apart (a prefetching worker hands some batches over at once: one batch alone
+is no measure of the rate)."""
 PROBE_BYTES = 256 << 20
 """A batch larger than this is not probed (the probe keeps an item of it, and the worker a batch or two)."""
 
@@ -79,22 +86,45 @@ class _Same(Dataset):
         return self.item
 
 
-def _per_batch(loader: DataLoader, batches: int) -> tuple[float, float]:
-    """(wall ms, this thread's CPU ms) per batch over `batches` batches after the first few."""
+def _per_batch(loader: DataLoader, batches: int, waited: Callable[[], float] | None = None) -> tuple[float, float]:
+    """(wall ms, this thread's CPU ms) per batch over `batches` batches after the first few. The wall time is read
+    in CHUNKS runs of batches, each with the run-queue wait of this thread and of the loader's worker processes
+    (`waited`: a test's stand-in), and taken from the runs on free cores, else from each less its waits
+    (`run_queue.on_free_cores`): beside busy processes a worker that waits for a core delays every batch, and a
+    handover read so made workers look too costly to advise (the Lightning and frame-rows examples, 2026-11-28)."""
     it = iter(loader)
     try:
         for _ in range(_SETTLE):
             next(it)
-        t0, c0 = time.perf_counter(), time.thread_time()
-        for _ in range(batches):
-            next(it)
-        wall, cpu = time.perf_counter() - t0, time.thread_time() - c0
+        with probe_waits(waited, native=False) as wait:
+            workers = getattr(it, "_workers", [])
+            if waited is None and isinstance(wait, ThreadWait):
+                for worker in workers:
+                    wait.add_process(worker.pid)
+            readings = []
+            c0 = time.thread_time()
+            for run in _chunks(batches):
+                wait()
+                t0 = time.perf_counter()
+                for _ in range(run):
+                    next(it)
+                wall = time.perf_counter() - t0
+                lost = min(wait(), wall)
+                readings.append((wall / run, lost / run, longest_of(wait, lost, 1 + len(workers)) / run))
+            cpu = time.thread_time() - c0
     finally:
         del it  # stops the worker
-    return wall / batches * 1e3, cpu / batches * 1e3
+    return statistics.median(on_free_cores(readings)) * 1e3, cpu / batches * 1e3
 
 
-def handover_ms(item: Any, batch_size: int, batches: int = PROBE_BATCHES) -> Handover | None:
+def _chunks(batches: int) -> list[int]:
+    """`batches` split into at most CHUNKS runs, as even as they go."""
+    n = max(1, min(CHUNKS, batches))
+    return [batches // n + (i < batches % n) for i in range(n)]
+
+
+def handover_ms(item: Any, batch_size: int, batches: int = PROBE_BATCHES,
+                waited: Callable[[], float] | None = None) -> Handover | None:
     """Per batch of `batch_size` items like `item` (see `item_like`), one worker process; None when the
     batch is too large to probe, the worker could not start, or this is not Linux. The worker is forked:
     a worker started any other way imports the main module again, which, in a script that calls
@@ -106,13 +136,14 @@ def handover_ms(item: Any, batch_size: int, batches: int = PROBE_BATCHES) -> Han
     loader = DataLoader(_Same(item, batch_size * (batches + _SETTLE)), batch_size=batch_size, num_workers=1,
                         multiprocessing_context="fork")
     try:
-        wall, main = _per_batch(loader, batches)
+        wall, main = _per_batch(loader, batches, waited)
     except Exception:  # no worker processes here (a sandbox, a frozen app): the verdict goes on without
         return None
     return Handover(round(wall, 4), round(min(main, wall), 4))
 
 
-def batched_ms(item: Any, batch_size: int, rows: int, batches: int = PROBE_BATCHES) -> float | None:
+def batched_ms(item: Any, batch_size: int, rows: int, batches: int = PROBE_BATCHES,
+               waited: Callable[[], float] | None = None) -> float | None:
     """Milliseconds per batch of `batch_size` rows taken whole from a TensorDataset of tensors shaped like
     `item`'s (a tuple of row tensors, `item_like`): a DataLoader with `batch_size=None` and a BatchSampler
     over a RandomSampler as its sampler, in this process. The probe's dataset has at most `rows` rows, and
@@ -127,4 +158,4 @@ def batched_ms(item: Any, batch_size: int, rows: int, batches: int = PROBE_BATCH
         return None
     data = TensorDataset(*(torch.zeros((rows, *t.shape), dtype=t.dtype) for t in item))
     loader = DataLoader(data, batch_size=None, sampler=BatchSampler(RandomSampler(data), batch_size, drop_last=False))
-    return round(_per_batch(loader, n)[0], 4)
+    return round(_per_batch(loader, n, waited)[0], 4)

@@ -72,6 +72,17 @@ class ThreadWait:
             added += 1
         return added
 
+    def add_process(self, pid: int) -> bool:
+        """Also count another process's main thread (a DataLoader worker's: the batch it makes is the probe's
+        wait). Returns whether it could be read."""
+        try:
+            fd = os.open(f"/proc/{pid}/schedstat", os.O_RDONLY)
+        except OSError:
+            return False
+        self.fds.append(fd)
+        self.last.append(_wait_ns(fd) or 0)
+        return True
+
     def close(self) -> None:
         for fd in self.fds:
             try:
