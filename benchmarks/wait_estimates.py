@@ -1,6 +1,6 @@
 """How much of a phase's time a busy machine took: estimates of the waits for a core against the phases alone.
 
-    python benchmarks/wait_estimates.py [--busy 2] [--only log_every_step,pil_augment]
+    python benchmarks/wait_estimates.py [--busy 2] [--only log_every_step,pil_augment] [--same-session]
 
 Each example runs under `trainspeed doctor` alone, then beside `--busy` processes spinning on the same cores. On the
 detailed steps the phase clock reads the training thread's and torch's intra-op threads' run-queue waits at every
@@ -8,7 +8,8 @@ phase edge (`watch/run_queue.py`); this records each interval's phase, wall time
 nanoseconds, step by step, and gives every phase's time left by three estimates of what its steps lost:
 - `sum`: the threads' waits summed (the high bound: they waited one after another);
 - `longest`: the longest one thread's wait of each interval (the low bound: they waited at once);
-- `bounds`: the doctor's (`watch/wait_bounds.py`): the one time without the waits nearest every step's range.
+- `bounds`: the doctor's (`watch/wait_bounds.py`): each step's point where its threads waited independently of each
+  other, the median of those points clipped into every step's range.
 The truth to meet is the phase's time alone (the same steps, on a quiet machine). Only steps under 0.5 s count, and
 busy, only those with the intra-op threads read at every edge (the script's set-up is not a step's).
 """
@@ -27,6 +28,7 @@ from pathlib import Path
 from bench_common import measured_on
 
 from trainspeed.hardware import detect_hardware
+from trainspeed.watch.run_queue import joint_wait
 from trainspeed.watch.wait_bounds import phase_wait
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,6 +39,7 @@ EXAMPLES = {
     "image_classifier": ["examples/realistic/image_classifier.py", "--epochs", "2"],
     "wide_mlp": ["examples/wide_mlp.py", "--steps", "25"],
     "float64_numpy": ["examples/float64_numpy.py", "--steps", "150"],
+    "sequence_cells": ["examples/realistic/sequence_cells.py", "--steps", "300", "--length", "24", "--batch-size", "32"],
 }
 
 RECORD = """
@@ -68,8 +71,8 @@ finally:
 """
 
 ESTIMATES = ("sum", "longest", "bounds")
-Step = dict[str, tuple[float, float, float]]
-"""A step's phases: (wall, summed waits, longest one thread's waits), seconds."""
+Step = dict[str, tuple[float, float, float, float]]
+"""A step's phases: (wall, summed waits, longest one thread's waits, joint waits), seconds."""
 
 
 def steps_of(path: str, busy: bool) -> list[Step]:
@@ -77,7 +80,7 @@ def steps_of(path: str, busy: bool) -> list[Step]:
     with open(path) as f:
         intervals = json.load(f)
     steps: list[Step] = []
-    step: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0.0, 0.0])
+    step: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0.0, 0.0, 0.0])
     read_all, closing = True, False
     for phase, seconds, waits_ns in intervals:
         if phase == "END":
@@ -90,10 +93,11 @@ def steps_of(path: str, busy: bool) -> list[Step]:
         part[0] += seconds
         part[1] += summed
         part[2] += min(max(waits, default=0.0), summed)
+        part[3] += min(joint_wait(waits, seconds), summed)
         if closing:
             if read_all and sum(p[0] for p in step.values()) < 0.5:
-                steps.append({name: (p[0], p[1], p[2]) for name, p in step.items()})
-            step, read_all, closing = collections.defaultdict(lambda: [0.0, 0.0, 0.0]), True, False
+                steps.append({name: (p[0], p[1], p[2], p[3]) for name, p in step.items()})
+            step, read_all, closing = collections.defaultdict(lambda: [0.0, 0.0, 0.0, 0.0]), True, False
     return steps
 
 
@@ -101,7 +105,7 @@ def phases_left(steps: list[Step]) -> dict[str, dict[str, float]]:
     """Per estimate (and `wall`): each phase's milliseconds a step less what the estimate says the steps lost."""
     left: dict[str, dict[str, float]] = {name: collections.defaultdict(float) for name in ("wall", *ESTIMATES)}
     for phase in {p for s in steps for p in s}:
-        parts = [s.get(phase, (0.0, 0.0, 0.0)) for s in steps]
+        parts = [s.get(phase, (0.0, 0.0, 0.0, 0.0)) for s in steps]
         wall = sum(p[0] for p in parts)
         found = phase_wait(parts)
         per_step = 1e3 / len(steps)
@@ -112,9 +116,13 @@ def phases_left(steps: list[Step]) -> dict[str, dict[str, float]]:
     return left
 
 
-def run(example: list[str], out: str, busy: int) -> None:
+def run(example: list[str], out: str, busy: int, own_sessions: bool = True) -> None:
+    """The example under the recording doctor beside `busy` spinning processes, each in a session of its own (as a
+    user's other jobs, and the test suite's `--busy` ones: Linux's autogroup shares the cores between sessions first)
+    or, with `own_sessions` False, in this one's (shared between threads)."""
     cores = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
-    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(busy)]
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=own_sessions)
+                for _ in range(busy)]
     try:
         for p in spinners:
             if cores is not None:
@@ -137,6 +145,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--busy", type=int, default=2)
     parser.add_argument("--only", default=",".join(EXAMPLES))
+    parser.add_argument("--same-session", action="store_true",
+                        help="the busy processes in this session (the cores shared between threads, not sessions)")
     args = parser.parse_args()
     print(measured_on(detect_hardware(), "cpu"))
     print("\n| example | phase | alone ms (share) | busy wall ms | " + " | ".join(f"busy less `{e}` ms (share)"
@@ -146,7 +156,7 @@ def main() -> None:
         for name in args.only.split(","):
             alone_path, busy_path = os.path.join(tmp, f"{name}-alone.json"), os.path.join(tmp, f"{name}-busy.json")
             run(EXAMPLES[name], alone_path, 0)
-            run(EXAMPLES[name], busy_path, args.busy)
+            run(EXAMPLES[name], busy_path, args.busy, own_sessions=not args.same_session)
             alone = phases_left(steps_of(alone_path, busy=False))["wall"]
             busy = phases_left(steps_of(busy_path, busy=True))
             alone_share = shares(alone)

@@ -105,7 +105,8 @@ def _waits_ms(detailed: list[StepRecord], shares: dict[str, float],
         return None
     out = {}
     for p in PHASES:
-        found = phase_wait([(r.phases[p], r.waits[p], (r.longest_waits or r.waits)[p]) for r in waited if r.waits])
+        found = phase_wait([(r.phases[p], r.waits[p], (r.longest_waits or r.waits)[p],
+                             r.joint_waits[p] if r.joint_waits is not None else None) for r in waited if r.waits])
         part, typical = (found.part, found.typical) if found is not None else (0.0, 0.0)
         out[p] = (part * shares[p] * step_ms, part, typical)
     return out

@@ -52,13 +52,18 @@ class PhaseClock:
         self._waiting = False
         """Whether the edges also read the thread's run-queue wait (`watch_waits`, on detailed steps)."""
         self._longest: Callable[[], float] | None = None
+        self._joint: Callable[[float], float] | None = None
         self.waits = _ZERO.copy()
         self.longest = _ZERO.copy()
+        self.joint = _ZERO.copy()
         self.step_waits: dict[str, float] | None = None
         """Seconds each phase of the step closed last waited for a core, its threads' waits summed (None: not read on
         that step)."""
         self.step_longest: dict[str, float] | None = None
         """The same, the longest one thread's wait of each reading (`run_queue.ThreadWait.longest`), summed."""
+        self.step_joint: dict[str, float] | None = None
+        """The same, each reading's time that at least one thread waited, had they waited independently of each
+        other (`run_queue.ThreadWait.joint`), summed."""
 
     def start_sums(self) -> None:
         """Sum SUMMED over every step closed from now on (the one that starts now is the first), and
@@ -100,11 +105,14 @@ class PhaseClock:
             return None
         return dict(calls)
 
-    def watch_waits(self, waited: Callable[[], float], longest: Callable[[], float] | None = None) -> None:
+    def watch_waits(self, waited: Callable[[], float], longest: Callable[[], float] | None = None,
+                    joint: Callable[[float], float] | None = None) -> None:
         """Charge the thread's run-queue wait (seconds since the last call: `run_queue.ThreadWait`) to the phases as
         their time is charged, on detailed steps: each step's part is `step_waits` once it closes. `longest` reads
-        the longest one thread's wait in the last reading (`step_longest`); without it, the reading's whole wait."""
-        self._waited, self._longest = waited, longest
+        the longest one thread's wait in the last reading (`step_longest`), `joint` what the last reading's interval
+        of the given seconds lost had its threads waited independently (`step_joint`); without them, the reading's
+        whole wait."""
+        self._waited, self._longest, self._joint = waited, longest, joint
         self.set_detailed(self.detailed)
 
     def _wait_to(self, phase: str, seconds: float) -> None:
@@ -113,6 +121,7 @@ class PhaseClock:
         waited = min(self._waited(), seconds)
         self.waits[phase] += waited
         self.longest[phase] += min(self._longest(), waited) if self._longest is not None else waited
+        self.joint[phase] += min(self._joint(seconds), waited) if self._joint is not None else waited
 
     def enter(self, phase: str) -> None:
         t = self.now()
@@ -182,6 +191,7 @@ class PhaseClock:
         self._waited()
         self.waits.update(_ZERO)
         self.longest.update(_ZERO)
+        self.joint.update(_ZERO)
 
     def move_summed(self, phase: str, seconds: float) -> None:
         """`seconds` of the detailed step just closed were not `phase`'s after all (a DDP all-reduce the step
@@ -236,8 +246,9 @@ class PhaseClock:
             self._wait_to(self.stack[-1] if self.stack else "other", t - self._since)
             self.step_waits, self.waits = self.waits, _ZERO.copy()
             self.step_longest, self.longest = self.longest, _ZERO.copy()
+            self.step_joint, self.joint = self.joint, _ZERO.copy()
         else:
-            self.step_waits = self.step_longest = None
+            self.step_waits = self.step_longest = self.step_joint = None
         totals[self.stack[-1] if self.stack else "other"] += t - self._since
         self._since = t
         wall = t - self.step_started

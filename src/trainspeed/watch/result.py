@@ -240,6 +240,9 @@ class StepRecord:
     longest_waits: dict[str, float] | None = None
     """The same, each reading's longest one thread's wait: with `waits`, the bounds of what the phase lost
     (`wait_bounds`)."""
+    joint_waits: dict[str, float] | None = None
+    """The same, each reading's time that at least one thread waited, had they waited independently of each other:
+    the point between the bounds (`wait_bounds`)."""
 
 
 @dataclass(frozen=True)

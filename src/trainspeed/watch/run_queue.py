@@ -40,10 +40,13 @@ class ThreadWait:
         self.longest = 0.0
         """The longest one thread's wait in the last call's (seconds): what the interval lost at least, where the
         threads waited at the same time (`wait_bounds`)."""
+        self.each: list[int] = []
+        """Each thread's wait in the last call's, nanoseconds (`joint`)."""
 
     def __call__(self) -> float:
         total = longest = 0
         last = self.last
+        each = self.each = []
         for i, fd in enumerate(self.fds):
             now = _wait_ns(fd)
             if now is None:  # a thread that ended (torch.set_num_threads)
@@ -51,9 +54,16 @@ class ThreadWait:
             waited = now - last[i]
             total += waited
             longest = max(longest, waited)
+            each.append(waited)
             last[i] = now
         self.longest = longest * 1e-9
         return total * 1e-9
+
+    def joint(self, seconds: float) -> float:
+        """What an interval of `seconds` that the last call read lost where its threads waited independently of each
+        other: the time at least one of them waited, `seconds` times one less the product of each one's share of
+        the interval on a core (`wait_bounds`)."""
+        return joint_wait([ns * 1e-9 for ns in self.each], seconds)
 
     def add_native(self) -> int:
         """Also count the process's threads that Python did not start (torch's intra-op threads among them; a CUDA
@@ -90,6 +100,18 @@ class ThreadWait:
             except OSError:
                 pass
         self.fds = []
+
+
+def joint_wait(waits: list[float], seconds: float) -> float:
+    """The part of an interval of `seconds` during which at least one of the threads waited for a core, each having
+    waited `waits` (seconds) in it at moments independent of the others': `seconds` * (1 - prod(1 - w / seconds)).
+    Between the longest one wait (they waited at once) and their sum (one after another)."""
+    if seconds <= 0.0:
+        return 0.0
+    on_core = 1.0
+    for waited in waits:
+        on_core *= 1.0 - min(waited, seconds) / seconds
+    return seconds * (1.0 - on_core)
 
 
 def _tids() -> list[str]:

@@ -269,7 +269,7 @@ class StepTracker:
                 micro_batches=c.micro_batches() if detailed else None,
                 model_calls=(c.model_calls, c.chained, c.after_read, c.cells) if detailed else None,
                 anomaly_s=c.anomaly_s, recompute_s=c.recompute_s, host_reads=c.host_reads, waits=self.clock.step_waits,
-                longest_waits=self.clock.step_longest,
+                longest_waits=self.clock.step_longest, joint_waits=self.clock.step_joint,
                 optimizer_steps=(1 + c.other_steps if self.by_optimizer else 0) if detailed else None))
         self._clocked = index  # the last step whose end the clock holds (a quiet step's is not read)
         if not index:

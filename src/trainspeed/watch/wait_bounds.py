@@ -4,21 +4,29 @@ A step's phase ran `wall` seconds while the training thread and torch's intra-op
 a core in all (each thread's run-queue wait added up: `run_queue.ThreadWait`), the longest of them `longest`. What
 the phase lost lies between the two: at least the longest one thread's wait (the others waited at the same time),
 at most the summed waits (they waited one after another: a parallel op waits for each of its threads in turn). So
-its time without the waits lies in [wall - summed, wall - longest]. Which end holds depends on the ops: a small op's
-threads wait in turn, the sum's end (an MLP logging every step); a convolution's threads lose their cores at
-random, near the other end. Schedstat cannot tell which, step by step.
+its time without the waits lies in [wall - summed, wall - longest]. Which end holds depends on the ops and the load:
+a small op's threads wait in turn, the sum's end (an MLP logging every step); a convolution's threads lose their
+cores at random, and where the busy processes take most of the cores every thread waits most of the time, their
+waits overlapping. Schedstat cannot tell which, step by step.
 
-The phase does the same work each step, and the waits fall differently each time: the one time nearest all of the
-steps' ranges (the least summed distance to them) is its time without the waits. That time is the median of all the
-ranges' ends together: the distance from t to a range [lo, hi] is (|t - lo| + |t - hi| - (hi - lo)) / 2.
-Beside two busy processes on the 2-vCPU VM (`benchmarks/wait_estimates.py`, 2026-11-28) it came near the phases
-alone where the summed waits took a convolution's forward and backward to nearly nothing: the image classifier's
-data, forward and backward 8.80, 6.29 and 5.16 ms a step against 10.89, 8.90 and 6.03 alone (less the summed
-waits: 6.64, 0.85 and 1.41), and kept the sum's figures on an MLP's small ops (BENCHMARKS, "A busy machine").
+The point taken in each reading's range is `joint`: the time at least one thread waited had they waited at moments
+independent of each other (`run_queue.joint_wait`: the interval times one less the product of each thread's share
+of it on a core), read at every phase edge and summed over the step's readings of the phase. The phase does the
+same work each step and the waits fall differently each time: its time without the waits is the median of those
+points, clipped into each step's range (a range above it, a step that did more work, keeps its low end). Readings
+without a point (a test's, a caller's own) take the one time nearest all of the ranges instead: the median of their
+ends (the distance from t to [lo, hi] is (|t - lo| + |t - hi| - (hi - lo)) / 2).
+
+Beside two busy processes, each in a session of its own as a user's other jobs are (Linux's autogroup then gives
+the run two thirds of the 2-vCPU VM's cores), `benchmarks/wait_estimates.py` on Zen 4, 2026-11-28: the median of
+the ranges' ends took the image classifier's forward, backward and data wait to nothing (every thread waited about
+80% of each phase: the ranges' low ends were all 0) and the PIL example's forward to 18% of the phases (alone 35%);
+the joint point gave 42%, 33% and 15% (alone 40%, 30%, 27%) and 32% (BENCHMARKS, "A busy machine").
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from trainspeed.stats import median
@@ -34,23 +42,33 @@ class PhaseWait:
     """The same part in the median step that ran the phase (0 where the waits come in bursts)."""
 
 
+Reading = tuple[float, float, float] | tuple[float, float, float, float | None]
+"""(wall, summed waits, longest one thread's wait[, joint wait]) in seconds: one step's phase, or a probe's run."""
+
+
 def _range(wall: float, summed: float, longest: float) -> tuple[float, float]:
     """A step's phase time without its waits: at least `wall - summed`, at most `wall - longest` (both in [0, wall])."""
     return wall - min(summed, wall), wall - min(longest, summed, wall)
 
 
-def without_waits(readings: list[tuple[float, float, float]]) -> list[float]:
-    """Each of the readings of the same work, (wall, summed waits, longest one thread's wait) in seconds, without its
-    waits: the one time nearest all of their ranges (the median of their ends, see the module), where its own range
-    allows; a range above it (a reading that did more work) keeps its low end."""
-    ranges = [_range(*s) for s in readings]
-    net = median([end for r in ranges for end in r]) or 0.0
+def without_waits(readings: Sequence[Reading]) -> list[float]:
+    """Each of the readings of the same work without its waits: the median of their joint points (each reading's
+    wall less its joint wait, in its range) where every reading has one, else the one time nearest all of their
+    ranges (the median of their ends, see the module), each clipped into its own range; a range above it (a reading
+    that did more work) keeps its low end."""
+    ranges = [_range(*r[:3]) for r in readings]
+    joints = [r[3] if len(r) > 3 else None for r in readings]
+    if joints and all(j is not None for j in joints):
+        net = median([min(max(r[0] - j, lo), hi)  # type: ignore[operator]
+                      for r, j, (lo, hi) in zip(readings, joints, ranges, strict=True)]) or 0.0
+    else:
+        net = median([end for r in ranges for end in r]) or 0.0
     return [min(max(net, lo), hi) for lo, hi in ranges]
 
 
-def phase_wait(steps: list[tuple[float, float, float]]) -> PhaseWait | None:
-    """From each step's (wall, summed waits, longest one thread's wait) in seconds for one phase: what the phase lost
-    (`without_waits` over the steps that ran it); None where no step ran it."""
+def phase_wait(steps: Sequence[Reading]) -> PhaseWait | None:
+    """From each step's (wall, summed waits, longest one thread's wait[, joint wait]) in seconds for one phase: what
+    the phase lost (`without_waits` over the steps that ran it); None where no step ran it."""
     ran = [s for s in steps if s[0] > 0.0]
     if not ran:
         return None
