@@ -90,8 +90,8 @@ def _per_batch(loader: DataLoader, batches: int, waited: Callable[[], float] | N
     """(wall ms, this thread's CPU ms) per batch over `batches` batches after the first few. The wall time is read
     in CHUNKS runs of batches, each with the run-queue wait of this thread and of the loader's worker processes
     (`waited`: a test's stand-in), and taken from the runs on free cores, else from each less its waits
-    (`run_queue.on_free_cores`): beside busy processes a worker that waits for a core delays every batch, and a
-    handover read so made workers look too costly to advise (the Lightning and frame-rows examples, 2026-11-28)."""
+    (`run_queue.on_free_cores`), as the other probes take theirs: beside busy processes a worker that waits for a
+    core delays every batch, a wait that is the machine's, not the handover's."""
     it = iter(loader)
     try:
         for _ in range(_SETTLE):

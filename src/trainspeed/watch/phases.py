@@ -120,6 +120,8 @@ class PhaseClock:
         assert self._waited is not None
         waited = min(self._waited(), seconds)
         self.waits[phase] += waited
+        if not waited:  # alone, nearly every reading: nothing lost (the joint wait is at most the summed)
+            return
         self.longest[phase] += min(self._longest(), waited) if self._longest is not None else waited
         self.joint[phase] += min(self._joint(seconds), waited) if self._joint is not None else waited
 

@@ -41,28 +41,36 @@ class ThreadWait:
         """The longest one thread's wait in the last call's (seconds): what the interval lost at least, where the
         threads waited at the same time (`wait_bounds`)."""
         self.each: list[int] = []
-        """Each thread's wait in the last call's, nanoseconds (`joint`)."""
+        """The waits of the threads that waited in the last call's, nanoseconds (`joint`; only where two or more
+        did: one thread's wait is its own joint wait)."""
 
     def __call__(self) -> float:
         total = longest = 0
         last = self.last
-        each = self.each = []
+        each: list[int] | None = None
         for i, fd in enumerate(self.fds):
             now = _wait_ns(fd)
             if now is None:  # a thread that ended (torch.set_num_threads)
                 continue
             waited = now - last[i]
-            total += waited
-            longest = max(longest, waited)
-            each.append(waited)
+            if waited:
+                if total:  # a second thread that waited: the joint wait needs each one's (the first's is the total)
+                    if each is None:
+                        each = [total]
+                    each.append(waited)
+                total += waited
+                longest = max(longest, waited)
             last[i] = now
+        self.each = each or []
         self.longest = longest * 1e-9
         return total * 1e-9
 
     def joint(self, seconds: float) -> float:
         """What an interval of `seconds` that the last call read lost where its threads waited independently of each
         other: the time at least one of them waited, `seconds` times one less the product of each one's share of
-        the interval on a core (`wait_bounds`)."""
+        the interval on a core (`wait_bounds`). Where one thread waited at most, its wait."""
+        if not self.each:
+            return min(self.longest, seconds)
         return joint_wait([ns * 1e-9 for ns in self.each], seconds)
 
     def add_native(self) -> int:

@@ -17,11 +17,13 @@ points, clipped into each step's range (a range above it, a step that did more w
 without a point (a test's, a caller's own) take the one time nearest all of the ranges instead: the median of their
 ends (the distance from t to [lo, hi] is (|t - lo| + |t - hi| - (hi - lo)) / 2).
 
-Beside two busy processes, each in a session of its own as a user's other jobs are (Linux's autogroup then gives
-the run two thirds of the 2-vCPU VM's cores), `benchmarks/wait_estimates.py` on Zen 4, 2026-11-28: the median of
-the ranges' ends took the image classifier's forward, backward and data wait to nothing (every thread waited about
-80% of each phase: the ranges' low ends were all 0) and the PIL example's forward to 18% of the phases (alone 35%);
-the joint point gave 42%, 33% and 15% (alone 40%, 30%, 27%) and 32% (BENCHMARKS, "A busy machine").
+Beside two busy processes, each in a session of its own as a user's other jobs are (Linux's autogroup shares the
+cores between sessions first: the steps stretched several times further than beside busy processes of the run's own
+session), on Zen 4, 2026-11-28: the median of the ranges' ends took the image
+classifier's forward, backward and data wait to nothing (every thread waited about 80% of each phase: the ranges'
+low ends were all 0) and the PIL example's forward to 18% of the phases (alone 35%), in a recording of the wait
+estimates' benchmark; the joint point gave 34%, 29% and 25% of the phases (alone 37%, 23%, 34%) and 29%
+(`benchmarks/wait_estimates.py`; BENCHMARKS, "A busy machine").
 """
 
 from __future__ import annotations
