@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 import psutil
 
@@ -40,7 +40,7 @@ class ThreadWait:
         self.longest = 0.0
         """The longest one thread's wait in the last call's (seconds): what the interval lost at least, where the
         threads waited at the same time (`wait_bounds`)."""
-        self.each: list[int] = []
+        self.each: Sequence[int] = ()
         """The waits of the threads that waited in the last call's, nanoseconds (`joint`; only where two or more
         did: one thread's wait is its own joint wait)."""
 
@@ -61,7 +61,7 @@ class ThreadWait:
                 total += waited
                 longest = max(longest, waited)
             last[i] = now
-        self.each = each or []
+        self.each = each or ()  # no list where at most one thread waited (every detailed step's edge reads this)
         self.longest = longest * 1e-9
         return total * 1e-9
 

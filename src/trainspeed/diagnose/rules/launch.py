@@ -109,7 +109,7 @@ def launch_bound(r: WatchResult, c: Context) -> Verdict | None:
         evidence += words
         action = advice + "; " + action
         # beside busy processes the per-op bound sets the judged phases against the dispatch probe's one thread, two
-        # clocks the load sets apart; the loop's share of the ops is on one of them
+        # clocks the load sets apart; the loop's share of the ops (`shared`) is on the phases' own
         if saved > overhead or shared:
             return Verdict("launch_bound", evidence + " (predicted speed-up: the cell loop's measured time replaced "
                            "by the fused layer's)", action, _step_speedup(r, step, step - min(saved, compute)))
@@ -137,11 +137,12 @@ def _fused_cells(r: WatchResult, c: Context, ops: float,
     # on a machine busier than during the run read the loop slower, and a prediction of 3.70x where 2.26x was had)
     in_run = min(stepped * calls, _ms(r, "forward") + _ms(r, "backward"))
     judged = ""
-    if others_busy(r) and c.cell_ops and ops > 0:
+    shared = bool(others_busy(r) and c.cell_ops and ops > 0)
+    if shared:
         # beside busy processes the probe reads one thread's CPU time and the phases are judged less their waits, two
         # clocks a heavy load sets apart (the phases several times alone's, 2026-11-28): the loop's part of the run
         # is its share of the ops there, which a load that stretches every op alike leaves as it is
-        loop_ops = min(c.cell_ops * loop.calls_per_step, ops)
+        loop_ops = min((c.cell_ops or 0) * loop.calls_per_step, ops)
         in_run = compute * loop_ops / ops
         judged = (f"; beside busy processes its time in the run is its share of the ops: {loop_ops:.0f} of the "
                   f"{ops:.0f} in forward, backward and the optimizer, {in_run:.2f} ms of their {compute:.2f} ms")
@@ -152,7 +153,7 @@ def _fused_cells(r: WatchResult, c: Context, ops: float,
              "the run)" + judged)
     advice = (f"run the sequence through {loop.layer()} in one call instead of the nn.{loop.kind} loop (one fused "
               "op; cuDNN's on a GPU): out, state = layer(x) with x of shape (batch, time, features)")
-    return saved, words, advice, bool(judged)
+    return saved, words, advice, shared
 
 
 def small_batch(r: WatchResult, c: Context, launch: Verdict | None) -> Verdict | None:
