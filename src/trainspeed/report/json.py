@@ -91,7 +91,8 @@ def demo_dict(result: DemoResult, hardware: HardwareReport | None = None,
     if doctor:
         out["doctor"] = {
             device: {"steps": {"seen": rep.watch.steps.seen, "median_ms": rep.watch.steps.median_ms},
-                     "phases": _clean(rep.watch.phases), "verdicts": _clean(rep.verdicts)}
+                     "phases": _clean(rep.watch.phases), "verdicts": _clean(rep.verdicts),
+                     "others_cpu_cores": rep.watch.machine.others_cpu_cores}
             for device, rep in doctor.items()
         }
     if files:
