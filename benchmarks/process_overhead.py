@@ -3,6 +3,8 @@ exit (the doctor's probes after the script and its report included), alternated 
 
     python benchmarks/process_overhead.py [--rounds 3]
 
+Each round runs the script plain and under the doctor, in an order that turns from round to round.
+
 The scripts are the realistic examples at lengths of about ten seconds on a 2-core CPU. The CPU's description is
 read once before the rounds (py-cpuinfo's answer is cached per machine: a machine's first doctor run pays for it),
 and trainspeed's modules are compiled to bytecode first, as pip compiles an installed package's: where
@@ -58,10 +60,14 @@ def main() -> None:
             path = str(REALISTIC / script)
             plain, doctor, after = [], [], []
             report = os.path.join(tmp, "doctor.json")
-            for _ in range(args.rounds):
-                plain.append(_timed([sys.executable, path, *script_args]))
-                doctor.append(_timed([sys.executable, "-m", "trainspeed", "doctor", "--json", report, path,
-                                      *script_args]))
+            for i in range(args.rounds):
+                # the order turns each round (plain first, then the doctor first): a slow stretch of a shared VM,
+                # minutes long, falls on each side in turn
+                arms = [plain, doctor] if i % 2 == 0 else [doctor, plain]
+                for arm in arms:
+                    arm.append(_timed([sys.executable, path, *script_args] if arm is plain else
+                                      [sys.executable, "-m", "trainspeed", "doctor", "--json", report, path,
+                                       *script_args]))
                 # the process's seconds to the script's end, in the report: the rest is the probes, the report
                 # and the interpreter's exit
                 with open(report) as f:
