@@ -60,14 +60,13 @@ def main() -> None:
             path = str(REALISTIC / script)
             plain, doctor, after = [], [], []
             report = os.path.join(tmp, "doctor.json")
+            arms = [(plain, [sys.executable, path, *script_args]),
+                    (doctor, [sys.executable, "-m", "trainspeed", "doctor", "--json", report, path, *script_args])]
             for i in range(args.rounds):
                 # the order turns each round (plain first, then the doctor first): a slow stretch of a shared VM,
                 # minutes long, falls on each side in turn
-                arms = [plain, doctor] if i % 2 == 0 else [doctor, plain]
-                for arm in arms:
-                    arm.append(_timed([sys.executable, path, *script_args] if arm is plain else
-                                      [sys.executable, "-m", "trainspeed", "doctor", "--json", report, path,
-                                       *script_args]))
+                for times, argv in arms if i % 2 == 0 else arms[::-1]:
+                    times.append(_timed(argv))
                 # the process's seconds to the script's end, in the report: the rest is the probes, the report
                 # and the interpreter's exit
                 with open(report) as f:
