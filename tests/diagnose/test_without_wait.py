@@ -121,3 +121,40 @@ def test_a_script_s_own_threads_waiting_for_each_other_are_judged_as_they_are() 
     own = _checkpointing_step(BUSY_WAITS, 345.25, BUSY_HOST)  # others_cpu_cores: None
     saves = next(v for v in diagnose(own, TWO_CORES) if v.id == "checkpoint_heavy")
     assert "67.63 ms of a 345.25 ms step" in saves.evidence and "judged on the phases" not in saves.evidence
+
+
+def _float64_step_beside_busy_processes() -> WatchResult:
+    """examples/float64_numpy.py --steps 150 beside two busy processes (Zen 4, 2026-11-29), as the watcher read it: a
+    median step of 83.81 ms whose phases' medians come to 61.37 ms, each phase's time swinging with its waits from
+    step to step. Alone the same script's step took 7.6 to 10.5 ms."""
+    from trainspeed.watch.result import OpTime
+
+    r = recorded(83.81, {}, ops=69, flops=4.44e8, batch=256, threads=2)
+    measured = {"forward": PhaseStat(15.59, None, 0.3242, 27.00, 0.9172, 0.8665),
+                "backward": PhaseStat(44.61, None, 0.5910, 48.85, 0.9104, 0.9052),
+                "optimizer": PhaseStat(0.87, None, 0.0759, 5.93, 0.8596, 0.0),
+                "other": PhaseStat(0.30, None, 0.0089, 0.46, 0.5704, 0.0)}
+    rows = [OpTime("aten.mm", "float64", 5, 0.83, True, 2.905e8), OpTime("aten.addmm", "float64", 3, 0.43, True, 1.536e8),
+            OpTime("aten.t", "float64", 14, 0.13, False, None)]
+    return dataclasses.replace(
+        r, phases={p: measured.get(p, PhaseStat(0.0, None, 0.0)) for p in r.phases},
+        steps=dataclasses.replace(r.steps, mean_ms=90.79, p90_ms=141.49),
+        window=dataclasses.replace(r.window, op_times=rows, op_ms_per_step=1.87),
+        machine=dataclasses.replace(r.machine, others_cpu_cores=1.38))
+
+
+def test_the_median_step_keeps_what_its_phases_medians_kept() -> None:
+    """The median step less its waits in the proportion its phases' medians kept (7.48 of 61.37 ms), not less what
+    they lost: the 22.4 ms by which the median step outgrows its phases' medians waited as they did. Less only what
+    they lost the step came to 29.92 ms, where the float64 products at their rate (5.00 ms) fell under a fifth of it
+    and `slow_dtype` went unsaid."""
+    r = _float64_step_beside_busy_processes()
+    net = without_wait(r)
+    kept = 15.59 * (1 - 0.8665) + 44.61 * (1 - 0.9052) + 0.87 + 0.30
+    assert net is not None and net.steps.median_ms == pytest.approx(83.81 * kept / 61.37)
+    assert 7.6 <= net.steps.median_ms <= 10.5  # the step alone
+    ctx = dataclasses.replace(TWO_CORES, matmul_gflops=191.46, dtype_gflops={"float64": 88.88}, dispatch_us=1.15)
+    found = [v.id for v in diagnose(r, ctx)]
+    assert found[:2] == ["thread_oversubscription", "slow_dtype"]
+    slow = next(v for v in diagnose(r, ctx) if v.id == "slow_dtype")
+    assert f"5.00 ms of the {net.steps.median_ms:.2f} ms step" in slow.evidence
