@@ -49,7 +49,8 @@ def without_wait(r: WatchResult) -> WatchResult | None:
     the sum of its phases' medians, since each phase's time swings with its waits from step to step, and that excess
     waited as the phases did. `examples/float64_numpy.py` beside two busy processes (Zen 4, 2026-11-29): a median step
     of 83.8 ms against phases' medians of 61.4 ms; less what those lost, 29.9 ms, where alone the step took 7.6 to
-    10.5 ms; in their proportion, 10.2 ms (four runs: 8.1 to 10.6 ms, against 10.6 to 29.9)."""
+    10.5 ms; in their proportion, 10.2 ms (four such runs, each judged both ways: 8.1 to 10.6 ms, against 10.6 to
+    29.9)."""
     share, step = waits_share(r), r.steps.mean_ms or r.steps.median_ms
     if share is None or share < JUDGED_APART or not step:
         return None
