@@ -41,17 +41,22 @@ def test_the_report_probes_only_the_dtypes_a_rule_needs_and_shows_the_slowest_op
 
     import trainspeed.measure as report_module
     from trainspeed.hardware import detect_hardware
+    from trainspeed.hardware.cpu import usable_cores
     from trainspeed.report.json import doctor_dict
     from trainspeed.watch.result import OpTime
 
     probed: list[str] = []
     monkeypatch.setattr(report_module, "dtype_ratios", lambda names: probed.extend(names) or {n: 0.015 for n in names})
-    r = recorded(40.0, {"forward": 8.0, "backward": 30.0, "optimizer": 1.5}, ops=100, flops=170e6)
+    hardware = detect_hardware()
+    # torch's threads as many as the cores this process may use: no thread verdict, whose probes would run live (beside
+    # busy processes 8 threads on 2 cores measured a step many times slower than 2, and that verdict came first)
+    threads = min(hardware.cpu.physical_cores or 1, usable_cores() or hardware.cpu.physical_cores or 1)
+    r = recorded(40.0, {"forward": 8.0, "backward": 30.0, "optimizer": 1.5}, ops=100, flops=170e6, threads=threads)
     rows = [OpTime("aten.mm", "bfloat16", 5, 30.0, True, 102e6), OpTime("aten.mm", "float64", 1, 2.0, True, 1e6),
             OpTime("aten.gelu", "bfloat16", 2, 0.5, False, None)]
     r = dataclasses.replace(r, window=dataclasses.replace(r.window, op_times=rows, op_ms_per_step=33.0),
                             model=dataclasses.replace(r.model, autocast="bfloat16"))
-    report = report_module.diagnose_run(r, hardware=detect_hardware(), dispatch_us=2.0, matmul_gflops=100.0)
+    report = report_module.diagnose_run(r, hardware=hardware, dispatch_us=2.0, matmul_gflops=100.0)
     assert probed == ["bfloat16"]  # float64's 2 ms are not worth a probe
     assert report.verdicts[0].id == "slow_dtype" and report.context.dtype_gflops == {"bfloat16": 1.5}
     data = doctor_dict(report)
