@@ -119,7 +119,7 @@ def test_the_report_probes_the_optimizer_only_where_its_phase_is_worth_it(monkey
     assert doctor_dict(dataclasses.replace(small))["probe"]["optimizer_step_ms"] is None
 
 
-def test_the_report_probes_the_threads_only_where_torch_has_more_than_the_cores(monkeypatch) -> None:
+def test_the_report_probes_the_threads_only_where_torch_has_more_than_the_cores_or_than_others_left(monkeypatch) -> None:
     from recorded_runs import recorded
 
     import trainspeed.measure as report_module
@@ -142,6 +142,16 @@ def test_the_report_probes_the_threads_only_where_torch_has_more_than_the_cores(
     assert doctor_dict(report)["probe"]["threads_matmul_gflops"] == {"as_run": 50.0, "advised": 100.0}
     assert doctor_dict(report)["probe"]["threads_step_ms"] == {"as_run": 6.0, "advised": 3.0}
     assert report.verdicts[0].id == "thread_oversubscription"
+    # as many threads as cores, beside processes that kept every hardware thread busy: mean steps at one thread and
+    # at the run's beside them
+    stepped.clear()
+    monkeypatch.setattr(report_module, "loaded_step_ms", lambda n, threads: stepped.append((n, threads)) or (6.0, 3.0))
+    logical = hw.cpu.logical_threads or 1
+    busy = dataclasses.replace(r, machine=dataclasses.replace(r.machine, others_cpu_cores=float(logical)),
+                               process=dataclasses.replace(r.process, torch_threads=2))
+    report = report_module.diagnose_run(busy, hardware=hw, dispatch_us=2.0, matmul_gflops=100.0)
+    assert stepped == [(256, (2, 1))]
+    assert doctor_dict(report)["probe"]["threads_step_ms"] == {"as_run": 6.0, "advised": 3.0}
 
 
 def test_the_matmul_rate_is_read_again_after_the_other_probes(monkeypatch) -> None:

@@ -14,6 +14,7 @@ from trainspeed.diagnose.rules import (
     MEMORY_SHARE,
     Context,
     busiest_loader,
+    busy_keep,
     loader_candidate,
     matmul_side,
     optimizer_candidate,
@@ -33,7 +34,7 @@ from trainspeed.probe.matmul import cpu_matmul_gflops, dtype_ratios, settled_gfl
 from trainspeed.probe.optimizer import rebuild_ms, step_ms
 from trainspeed.probe.page_faults import page_fault_us
 from trainspeed.probe.rnn import cell_call_ops, cell_loop_ms
-from trainspeed.probe.thread_step import thread_step_ms
+from trainspeed.probe.thread_step import loaded_step_ms, thread_step_ms
 from trainspeed.threads import intra_op_threads
 from trainspeed.watch.result import WatchResult
 from trainspeed.watch.subject import RunSubject
@@ -167,8 +168,12 @@ def measure_context(result: WatchResult, subject: RunSubject | None = None, hard
         side = matmul_side(result)
         if thread_rates is None and keep is not None:
             thread_rates = thread_gflops(side, (result.process.torch_threads, keep))
-        if thread_steps is None and keep is not None and result.process.torch_threads > keep:  # more threads than cores
-            thread_steps = thread_step_ms(side, (result.process.torch_threads, keep))
+        # a step at the advised count: with more threads than cores, or than the cores other processes left
+        fewer = keep if keep is not None and result.process.torch_threads > keep else \
+            busy_keep(result, hw.cpu.logical_threads or 1) if result.model.device == "cpu" else None
+        if thread_steps is None and fewer is not None:  # beside busy processes, mean steps: their slices lost too
+            probe = loaded_step_ms if others_busy(result) else thread_step_ms
+            thread_steps = probe(side, (result.process.torch_threads, fewer))
         if launch_us is None and result.model.device == "cuda":
             launch_us = cuda_op_us()
         if optimizer_ms is None:

@@ -191,3 +191,29 @@ def test_each_reading_s_longest_one_thread_wait_goes_to_the_phase_too() -> None:
     plain.exit("forward")
     plain.end_step()
     assert plain.step_longest is not None and plain.step_longest["forward"] == pytest.approx(0.003)
+
+
+def test_a_save_is_charged_the_training_thread_s_own_wait_only() -> None:
+    """A save runs on the training thread alone: torch's intra-op threads, spinning after the last parallel op, may
+    wait for a core meanwhile and delay nothing, so the checkpoint phase is charged that thread's own wait (all three
+    sums); a parallel phase keeps every thread's."""
+    t, waited, longest, own = [0.0], [0.0], [0.0], [0.0]
+
+    def read() -> float:
+        return waited[0]
+
+    c = PhaseClock(now=lambda: t[0])
+    c.watch_waits(read, lambda: longest[0], lambda seconds: min(waited[0], seconds), lambda: own[0])
+    c.enter("optimizer")
+    t[0] += 0.010
+    waited[0], longest[0], own[0] = 0.008, 0.005, 0.003  # the training thread 3 ms, an intra-op thread 5
+    c.exit("optimizer")
+    c.enter("checkpoint")
+    t[0] += 0.020
+    waited[0], longest[0], own[0] = 0.009, 0.008, 0.001  # the intra-op thread's 8 ms came while it spun
+    c.exit("checkpoint")
+    c.end_step()
+    assert c.step_waits is not None and c.step_longest is not None and c.step_joint is not None
+    assert c.step_waits["optimizer"] == pytest.approx(0.008) and c.step_longest["optimizer"] == pytest.approx(0.005)
+    for sums in (c.step_waits, c.step_longest, c.step_joint):
+        assert sums["checkpoint"] == pytest.approx(0.001)

@@ -43,9 +43,12 @@ class ThreadWait:
         self.each: Sequence[int] = ()
         """The waits of the threads that waited in the last call's, nanoseconds (`joint`; only where two or more
         did: one thread's wait is its own joint wait)."""
+        self.own = 0.0
+        """The opening thread's own wait in the last call's (seconds): all that a phase that thread runs alone lost
+        (a save: torch's intra-op threads, spinning after the last parallel op, wait then and delay nothing)."""
 
     def __call__(self) -> float:
-        total = longest = 0
+        total = longest = own = 0
         last = self.last
         each: list[int] | None = None
         for i, fd in enumerate(self.fds):
@@ -53,6 +56,8 @@ class ThreadWait:
             if now is None:  # a thread that ended (torch.set_num_threads)
                 continue
             waited = now - last[i]
+            if not i:
+                own = waited
             if waited:
                 if total:  # a second thread that waited: the joint wait needs each one's (the first's is the total)
                     if each is None:
@@ -63,6 +68,7 @@ class ThreadWait:
             last[i] = now
         self.each = each or ()  # no list where at most one thread waited (every detailed step's edge reads this)
         self.longest = longest * 1e-9
+        self.own = own * 1e-9
         return total * 1e-9
 
     def joint(self, seconds: float) -> float:

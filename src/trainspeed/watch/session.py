@@ -122,7 +122,7 @@ class Watcher:
         self._thread_wait = thread_wait()  # this is the training thread: its run-queue wait, per phase
         if self._thread_wait is not None:
             reader = self._thread_wait
-            self.clock.watch_waits(reader, lambda: reader.longest, reader.joint)
+            self.clock.watch_waits(reader, lambda: reader.longest, reader.joint, lambda: reader.own)
             self._waits_from = (time.monotonic(), process_wait_s())  # the clock of the machine's marks
         self.clock.end_step()  # the first step starts now
         if self.steps.settled_at == 0:

@@ -164,3 +164,25 @@ def test_other_processes_on_the_cores_torchs_threads_need_are_thread_oversubscri
                   dataclasses.replace(busy, process=dataclasses.replace(busy.process, torch_threads=1))):
         assert "thread_oversubscription" not in ids(quiet, ctx)
     assert "thread_oversubscription" not in ids(dataclasses.replace(busy, machine=dataclasses.replace(busy.machine, others_cpu_cores=4.0)), CTX)  # 8 of 16
+
+
+def test_beside_busy_processes_the_load_verdict_predicts_from_a_step_at_the_advised_count() -> None:
+    """With the step probe at the advised thread count beside the same processes (`Context.thread_step_ms`), the load
+    verdict's prediction is that probe's: forward, backward and the optimizer of the mean step at its ratio, the rest
+    of the step as it was; not the step without its waits (which no thread count gives)."""
+    base = recorded(40.0, {"forward": 10.0, "backward": 14.0, "optimizer": 6.0}, ops=None, threads=2)
+    busy = dataclasses.replace(base, machine=dataclasses.replace(base.machine, others_cpu_cores=2.0))
+    probed = Context(2.0, 100.0, physical_cores=2, logical_threads=2, thread_step_ms=(9.0, 3.0))
+    v = next(v for v in diagnose(busy, probed) if v.id == "thread_oversubscription")
+    step = busy.steps.mean_ms or busy.steps.median_ms
+    assert step is not None
+    work = sum(busy.phases[p].share for p in ("forward", "backward", "optimizer")) * step
+    assert v.predicted_speedup == round(step / (step - work * (1 - 3.0 / 9.0)), 2)
+    assert "took 9.00 ms with 2 threads and 3.00 with 1, beside the same processes" in v.evidence
+    assert "torch.set_num_threads(1)" in v.action
+    # no faster step at one thread, no tail and no wait read: nothing says the run waited for a core
+    slower = Context(2.0, 100.0, physical_cores=2, logical_threads=2, thread_step_ms=(3.0, 4.0))
+    assert "thread_oversubscription" not in ids(busy, slower)
+    tailed = dataclasses.replace(busy, steps=dataclasses.replace(busy.steps, mean_ms=60.0))  # a tail: said, unpredicted
+    v = next(v for v in diagnose(tailed, slower) if v.id == "thread_oversubscription")
+    assert v.predicted_speedup is None and "took 3.00 ms with 2 threads and 4.00 with 1" in v.evidence

@@ -23,10 +23,10 @@ from trainspeed.diagnose.rules.input import busiest_loader, loader_candidate
 from trainspeed.diagnose.rules.memory import MEMORY_SHARE, page_faults_candidate
 from trainspeed.diagnose.rules.optimizer import optimizer_candidate, rebuilt_candidate
 from trainspeed.diagnose.rules.registry import ORDER, diagnose
-from trainspeed.diagnose.rules.threads import matmul_side, threads_candidate
+from trainspeed.diagnose.rules.threads import busy_keep, matmul_side, threads_candidate
 
 __all__ = [
-    "MAX_PREDICTED", "MEMORY_SHARE", "ORDER", "Context", "busiest_loader", "diagnose", "loader_candidate",
+    "MAX_PREDICTED", "MEMORY_SHARE", "ORDER", "Context", "busiest_loader", "busy_keep", "diagnose", "loader_candidate",
     "matmul_side", "optimizer_candidate", "page_faults_candidate", "predicted_label", "rebuilt_candidate", "slow_dtype_candidates",
     "threads_candidate",
 ]

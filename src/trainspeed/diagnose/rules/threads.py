@@ -148,17 +148,28 @@ def _set_threads(keep: int, when: str) -> str:
             "the best value")
 
 
+def busy_keep(r: WatchResult, logical_threads: int) -> int | None:
+    """The intra-op threads to advise where other processes held the cores torch's threads count on: the hardware
+    threads they left, less the busiest loader's DataLoader workers, at least one; None where the machine was not
+    shared, or every thread had room, or that is no fewer than the run's."""
+    others = r.machine.others_cpu_cores
+    workers = max((ld.num_workers for ld in r.loaders.each), default=0)
+    if others is None or others < OTHERS_BUSY or r.process.torch_threads < 2 or \
+            r.process.torch_threads + workers + others <= logical_threads:
+        return None
+    keep = max(1, math.floor(logical_threads - others - workers))
+    return keep if keep < r.process.torch_threads else None
+
+
 def _machine_busy(r: WatchResult, c: Context, workers: int) -> Verdict | None:
     """Other processes held the cores torch's threads count on (`machine_load`): an intra-op parallel region
     then waits a scheduler slice for its thread that lost its core, now and then, so the run's mean step
-    outgrows its median."""
-    others = r.machine.others_cpu_cores
-    if others is None or others < OTHERS_BUSY or r.process.torch_threads < 2 or \
-            r.process.torch_threads + workers + others <= c.logical_threads:
+    outgrows its median. With the step probe at the advised count under the same load (`Context.thread_step_ms`),
+    the prediction is that probe's."""
+    keep = busy_keep(r, c.logical_threads)
+    if keep is None:
         return None
-    keep = max(1, math.floor(c.logical_threads - others - workers))
-    if keep >= r.process.torch_threads:
-        return None
+    others = r.machine.others_cpu_cores or 0.0
     evidence = (f"other processes kept {others:.1f} of this machine's {c.logical_threads} hardware threads busy while "
                 f"the steps were measured, beside torch's {r.process.torch_threads} intra-op threads and {workers} DataLoader "
                 f"workers: a parallel op waits for each of its threads to get a core")
@@ -168,12 +179,15 @@ def _machine_busy(r: WatchResult, c: Context, workers: int) -> Verdict | None:
     steady = steady_mean_ms(r)
     median = r.steps.median_ms or 0.0
     tail = steady if steady is not None and median and steady[1] - median >= TAIL_GAIN * steady[1] else None
-    if tail is None and not waited:
-        return None  # no tail of the steps' own, no wait read: nothing here says a step waited for a core
+    probe = c.thread_step_ms
+    if tail is None and not waited and (probe is None or probe[1] >= probe[0]):
+        return None  # no tail of the steps' own, no wait read, no faster step measured: nothing says it waited
     if tail is not None:
         mean, own, parts = tail
         evidence += (f"; the mean step is {mean:.2f} ms against a median of {median:.2f} ms (p90 "
                      f"{r.steps.p90_ms or 0.0:.2f} ms){_less(parts, own)}")
+    if probe is not None:  # measured at the advised count beside the same processes
+        return _busy_probed(r, c, keep, evidence + (waited or ""), action)
     if waited:  # the waits were read: they, not the tail, are what the other processes cost
         step, wait = r.steps.mean_ms or median, waited_ms(r)
         evidence += (f"{waited} (predicted speed-up: the step without that wait, as if the cores were the run's "
@@ -186,6 +200,25 @@ def _machine_busy(r: WatchResult, c: Context, workers: int) -> Verdict | None:
                  "the other processes hold)")
     return Verdict("thread_oversubscription", evidence, action, _speedup(mean, mean - (own - median)),
                    threads_lever(keep))
+
+
+def _busy_probed(r: WatchResult, c: Context, keep: int, evidence: str, action: str) -> Verdict:
+    """The load verdict beside busy processes, predicted from the step probe at `keep` threads beside them
+    (`Context.thread_step_ms`, measured in turn after the run): forward, backward and the optimizer of the mean step
+    (their waits and slow steps included, as the probe's steps had theirs) speed up by the probe's ratio, the rest of
+    the step as it was (a save or a data wait waits for a core at any thread count)."""
+    now, fixed = c.thread_step_ms or (0.0, 0.0)
+    evidence += (f"; a training step of the run's matrix size ({matmul_side(r)} wide) took {now:.2f} ms with "
+                 f"{r.process.torch_threads} threads and {fixed:.2f} with {keep}, beside the same processes (measured "
+                 "in turn after the run)")
+    step = _run_step_ms(r)
+    predicted = None
+    if 0 < fixed < now and step:
+        work = sum(r.phases[name].share for name in ("forward", "backward", "optimizer")) * step
+        predicted = _speedup(step, step - work * (1 - fixed / now))
+        evidence += (f" (predicted speed-up: forward, backward and the optimizer, {work:.2f} ms of the mean step, at "
+                     "that ratio)")
+    return Verdict("thread_oversubscription", evidence, action, predicted, threads_lever(keep))
 
 
 def _waited(r: WatchResult, judged: bool) -> str | None:
