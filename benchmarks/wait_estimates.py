@@ -9,7 +9,8 @@ nanoseconds, step by step, and gives every phase's time left by three estimates 
 - `sum`: the threads' waits summed (the high bound: they waited one after another);
 - `longest`: the longest one thread's wait of each interval (the low bound: they waited at once);
 - `bounds`: the doctor's (`watch/wait_bounds.py`): each step's point where its threads waited independently of each
-  other, the median of those points clipped into every step's range.
+  other, the median of those points clipped into every step's range; for the phases the training thread runs alone
+  (`phases.SERIAL_PHASES`: data, checkpoint), that thread's own wait.
 The truth to meet is the phase's time alone (the same steps, on a quiet machine). Only steps under 0.5 s count, and
 busy, only those with the intra-op threads read at every edge (the script's set-up is not a step's).
 """
@@ -28,6 +29,7 @@ from pathlib import Path
 from bench_common import measured_on
 
 from trainspeed.hardware import detect_hardware
+from trainspeed.watch.phases import SERIAL_PHASES
 from trainspeed.watch.run_queue import joint_wait
 from trainspeed.watch.wait_bounds import phase_wait
 
@@ -71,8 +73,9 @@ finally:
 """
 
 ESTIMATES = ("sum", "longest", "bounds")
-Step = dict[str, tuple[float, float, float, float]]
-"""A step's phases: (wall, summed waits, longest one thread's waits, joint waits), seconds."""
+Step = dict[str, tuple[float, float, float, float, float]]
+"""A step's phases: (wall, summed waits, longest one thread's waits, joint waits, the training thread's own waits),
+seconds."""
 
 
 def steps_of(path: str, busy: bool) -> list[Step]:
@@ -80,7 +83,7 @@ def steps_of(path: str, busy: bool) -> list[Step]:
     with open(path) as f:
         intervals = json.load(f)
     steps: list[Step] = []
-    step: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0.0, 0.0, 0.0])
+    step: dict[str, list[float]] = collections.defaultdict(lambda: [0.0] * 5)
     read_all, closing = True, False
     for phase, seconds, waits_ns in intervals:
         if phase == "END":
@@ -94,10 +97,11 @@ def steps_of(path: str, busy: bool) -> list[Step]:
         part[1] += summed
         part[2] += min(max(waits, default=0.0), summed)
         part[3] += min(joint_wait(waits, seconds), summed)
+        part[4] += min(waits[0] if waits else 0.0, summed)  # the clock's reader opens with the training thread
         if closing:
             if read_all and sum(p[0] for p in step.values()) < 0.5:
-                steps.append({name: (p[0], p[1], p[2], p[3]) for name, p in step.items()})
-            step, read_all, closing = collections.defaultdict(lambda: [0.0, 0.0, 0.0, 0.0]), True, False
+                steps.append({name: (p[0], p[1], p[2], p[3], p[4]) for name, p in step.items()})
+            step, read_all, closing = collections.defaultdict(lambda: [0.0] * 5), True, False
     return steps
 
 
@@ -105,9 +109,10 @@ def phases_left(steps: list[Step]) -> dict[str, dict[str, float]]:
     """Per estimate (and `wall`): each phase's milliseconds a step less what the estimate says the steps lost."""
     left: dict[str, dict[str, float]] = {name: collections.defaultdict(float) for name in ("wall", *ESTIMATES)}
     for phase in {p for s in steps for p in s}:
-        parts = [s.get(phase, (0.0, 0.0, 0.0, 0.0)) for s in steps]
+        parts = [s.get(phase, (0.0,) * 5) for s in steps]
         wall = sum(p[0] for p in parts)
-        found = phase_wait(parts)
+        # the doctor's reading of a phase the training thread runs alone: its own wait, every bound the same
+        found = phase_wait([(p[0], p[4], p[4], p[4]) if phase in SERIAL_PHASES else p[:4] for p in parts])
         per_step = 1e3 / len(steps)
         left["wall"][phase] = wall * per_step
         left["sum"][phase] = sum(p[0] - p[1] for p in parts) * per_step

@@ -193,10 +193,10 @@ def test_each_reading_s_longest_one_thread_wait_goes_to_the_phase_too() -> None:
     assert plain.step_longest is not None and plain.step_longest["forward"] == pytest.approx(0.003)
 
 
-def test_a_save_is_charged_the_training_thread_s_own_wait_only() -> None:
-    """A save runs on the training thread alone: torch's intra-op threads, spinning after the last parallel op, may
-    wait for a core meanwhile and delay nothing, so the checkpoint phase is charged that thread's own wait (all three
-    sums); a parallel phase keeps every thread's."""
+def test_a_save_and_a_data_wait_are_charged_the_training_thread_s_own_wait_only() -> None:
+    """A save and a data wait run on the training thread alone: torch's intra-op threads, spinning after the last
+    parallel op, may wait for a core meanwhile and delay nothing, so those phases are charged that thread's own wait
+    (all three sums); a parallel phase keeps every thread's."""
     t, waited, longest, own = [0.0], [0.0], [0.0], [0.0]
 
     def read() -> float:
@@ -212,8 +212,12 @@ def test_a_save_is_charged_the_training_thread_s_own_wait_only() -> None:
     t[0] += 0.020
     waited[0], longest[0], own[0] = 0.009, 0.008, 0.001  # the intra-op thread's 8 ms came while it spun
     c.exit("checkpoint")
+    c.enter("data")
+    t[0] += 0.005
+    waited[0], longest[0], own[0] = 0.004, 0.003, 0.002  # the next batch: the training thread woke and waited 2 ms
+    c.exit("data")
     c.end_step()
     assert c.step_waits is not None and c.step_longest is not None and c.step_joint is not None
     assert c.step_waits["optimizer"] == pytest.approx(0.008) and c.step_longest["optimizer"] == pytest.approx(0.005)
     for sums in (c.step_waits, c.step_longest, c.step_joint):
-        assert sums["checkpoint"] == pytest.approx(0.001)
+        assert sums["checkpoint"] == pytest.approx(0.001) and sums["data"] == pytest.approx(0.002)

@@ -21,12 +21,17 @@ EDGE_PHASES = ("data", "h2d", "sync", "checkpoint", "comm")
 """Phases timed on every step: their hooks run a few times per step at most (and catch rare events
 such as a checkpoint every 1000 steps)."""
 
-SERIAL_PHASES = ("checkpoint",)
-"""Phases the training thread runs alone (a save serialises tensors and writes a file on the calling thread): charged
-only that thread's own wait for a core. torch's intra-op threads spin for a while after a parallel op (libgomp's
-spin count: about 9 ms of a core after each optimizer step on the 2-vCPU VM, Zen 4, 2026-11-29) and may wait for a
-core while the save runs, which delays nothing: beside two busy processes that shared one core between the two intra-op
-threads, their waits took a save of 18.9 ms wall, no slower than alone, to 9.4 ms."""
+SERIAL_PHASES = ("data", "checkpoint")
+"""Phases the training thread runs alone, charged only that thread's own wait for a core: a save serialises tensors
+and writes a file on it; a data wait is that thread blocked on a DataLoader's queue, or making the batch itself (a
+Dataset's `__getitem__`, the collate; where a transform there runs a parallel torch op, its threads' waits go
+uncounted and the phase keeps them). torch's intra-op threads spin for a while after a parallel op (libgomp's spin
+count: about 9 ms of a core after each optimizer step of `examples/checkpoint_every_step.py`, Zen 4, 2026-11-29) and
+may wait for a core meanwhile, which delays nothing: beside two busy processes that left the two intra-op threads one
+core, their waits took a save of 18.9 ms wall, no slower than alone, to 9.4 ms; a DataLoader's wait in
+`examples/realistic/frame_rows.py` read 43% to 57% waited by every thread's wait in three runs beside two busy
+processes, and 16% to 35% by the training thread's own in three runs alternated with them; `input_bound` came first
+in 2 of 3 and in 3 of 3."""
 
 CALL_PHASES = ("forward", "backward", "optimizer", "other")
 """Phases split out only on detailed steps (their hooks run on every module call); on the other
