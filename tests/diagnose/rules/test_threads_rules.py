@@ -186,3 +186,18 @@ def test_beside_busy_processes_the_load_verdict_predicts_from_a_step_at_the_advi
     tailed = dataclasses.replace(busy, steps=dataclasses.replace(busy.steps, mean_ms=60.0))  # a tail: said, unpredicted
     v = next(v for v in diagnose(tailed, slower) if v.id == "thread_oversubscription")
     assert v.predicted_speedup is None and "took 3.00 ms with 2 threads and 4.00 with 1" in v.evidence
+    assert "no speed-up predicted: the advised count ran no faster beside these processes" in v.evidence
+
+
+def test_more_threads_than_cores_beside_busy_processes_predicts_from_the_probe_beside_them() -> None:
+    """More threads than cores and other processes on them: the step probe's mean steps were measured beside those
+    processes, and the prediction is theirs as in `_busy_probed` (no tail gone on top: the mean steps hold it)."""
+    base = recorded(40.0, {"forward": 10.0, "backward": 14.0, "optimizer": 6.0}, ops=None, threads=4)
+    busy = dataclasses.replace(base, machine=dataclasses.replace(base.machine, others_cpu_cores=1.0),
+                               steps=dataclasses.replace(base.steps, mean_ms=60.0))
+    probed = Context(2.0, 100.0, physical_cores=2, logical_threads=2, thread_step_ms=(8.0, 4.0))
+    v = next(v for v in diagnose(busy, probed) if v.id == "thread_oversubscription")
+    work = sum(busy.phases[p].share for p in ("forward", "backward", "optimizer")) * 60.0
+    assert v.predicted_speedup == round(60.0 / (60.0 - work * 0.5), 2)
+    assert "took 8.00 ms with 4 threads and 4.00 with 2, beside the same processes" in v.evidence
+    assert "own tail" not in v.evidence and "torch.set_num_threads(2)" in v.action

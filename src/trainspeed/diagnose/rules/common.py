@@ -85,8 +85,9 @@ class Context:
     (`threads_candidate`), measured in turn after the run; None when not probed."""
     thread_step_ms: tuple[float, float] | None = None
     """Milliseconds of a small MLP's training step with the run's matrix size at torch's threads as the run had them
-    and as advised, measured in turn after the run (`probe.thread_step`), where the run had more threads than cores;
-    None when not probed."""
+    and as advised, measured in turn after the run (`probe.thread_step`), where the run had more threads than cores
+    or than the cores other processes left (then each count's mean step beside them: `loaded_step_ms`); None when not
+    probed."""
     page_fault_us: float | None = None
     """Microseconds one minor page fault took, measured after the run (`page_faults_candidate`); None: not probed."""
     gpu_peak: GpuPeak | None = None

@@ -71,6 +71,9 @@ def thread_oversubscription(r: WatchResult, c: Context) -> Verdict | None:
         evidence += _waited(r, judged=others_busy(r)) or ""
         keep = max(1, cores - workers)
         action = _set_threads(keep, "")
+        if others_busy(r) and c.thread_step_ms is not None and threads_candidate(r, c.physical_cores,
+                                                                                 c.usable_cores) == keep:
+            return _busy_probed(r, c, keep, evidence, action)  # its mean steps measured beside the same processes
         predicted = None
         probed = c.thread_step_ms is not None or c.thread_gflops is not None
         if probed and threads_candidate(r, c.physical_cores, c.usable_cores) == keep:
@@ -218,6 +221,8 @@ def _busy_probed(r: WatchResult, c: Context, keep: int, evidence: str, action: s
         predicted = _speedup(step, step - work * (1 - fixed / now))
         evidence += (f" (predicted speed-up: forward, backward and the optimizer, {work:.2f} ms of the mean step, at "
                      "that ratio)")
+    elif fixed >= now:  # more threads took more of the shared cores from the other processes
+        evidence += " (no speed-up predicted: the advised count ran no faster beside these processes)"
     return Verdict("thread_oversubscription", evidence, action, predicted, threads_lever(keep))
 
 
