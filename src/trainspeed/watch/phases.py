@@ -133,15 +133,17 @@ class PhaseClock:
         """The wait since the last reading goes to `phase`, up to the `seconds` it just ran."""
         assert self._waited is not None
         waited = min(self._waited(), seconds)
-        if waited and self._own is not None and phase in SERIAL_PHASES:  # the training thread's wait alone
-            waited = min(self._own(), waited)
-            self.longest[phase] += waited
-            self.joint[phase] += waited
-        self.waits[phase] += waited
-        if not waited or phase in SERIAL_PHASES:  # alone, nearly every reading: nothing lost (joint <= summed)
+        if not waited:  # alone, nearly every reading: nothing lost (the longest and joint waits are at most this)
             return
-        self.longest[phase] += min(self._longest(), waited) if self._longest is not None else waited
-        self.joint[phase] += min(self._joint(seconds), waited) if self._joint is not None else waited
+        if self._own is not None and phase in SERIAL_PHASES:  # the training thread's wait alone, every bound the same
+            waited = min(self._own(), waited)
+            longest = joint = waited
+        else:
+            longest = min(self._longest(), waited) if self._longest is not None else waited
+            joint = min(self._joint(seconds), waited) if self._joint is not None else waited
+        self.waits[phase] += waited
+        self.longest[phase] += longest
+        self.joint[phase] += joint
 
     def enter(self, phase: str) -> None:
         t = self.now()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 from trainspeed.diagnose.rules.common import (
+    _COMPUTE,
     Context,
     _compute_ms,
     _op_work,
@@ -71,12 +72,12 @@ def thread_oversubscription(r: WatchResult, c: Context) -> Verdict | None:
         evidence += _waited(r, judged=others_busy(r)) or ""
         keep = max(1, cores - workers)
         action = _set_threads(keep, "")
-        if others_busy(r) and c.thread_step_ms is not None and threads_candidate(r, c.physical_cores,
-                                                                                 c.usable_cores) == keep:
+        advised = threads_candidate(r, c.physical_cores, c.usable_cores) == keep  # what the probes measured
+        if advised and others_busy(r) and c.thread_step_ms is not None:
             return _busy_probed(r, c, keep, evidence, action)  # its mean steps measured beside the same processes
         predicted = None
         probed = c.thread_step_ms is not None or c.thread_gflops is not None
-        if probed and threads_candidate(r, c.physical_cores, c.usable_cores) == keep:
+        if probed and advised:
             more, gain = _thread_gain(r, c, keep)
             evidence += more
             predicted = gain
@@ -217,7 +218,7 @@ def _busy_probed(r: WatchResult, c: Context, keep: int, evidence: str, action: s
     step = _run_step_ms(r)
     predicted = None
     if 0 < fixed < now and step:
-        work = sum(r.phases[name].share for name in ("forward", "backward", "optimizer")) * step
+        work = sum(r.phases[name].share for name in _COMPUTE) * step
         predicted = _speedup(step, step - work * (1 - fixed / now))
         evidence += (f" (predicted speed-up: forward, backward and the optimizer, {work:.2f} ms of the mean step, at "
                      "that ratio)")
