@@ -36,7 +36,7 @@ def _watch(**kw: object) -> Callable[[Loop], None]:
 def _window_only(loop: Loop) -> None:
     from torch.utils.flop_counter import FlopCounterMode
 
-    from trainspeed.watch.profile_window import OpCounter
+    from trainspeed.watch.op_counter import OpCounter
 
     loop(10)
     modes = (OpCounter(), FlopCounterMode(display=False))

@@ -5,14 +5,20 @@
 Each example runs under `trainspeed doctor` alone, then beside `--busy` processes spinning on the same cores. On the
 detailed steps the phase clock reads the training thread's and torch's intra-op threads' run-queue waits at every
 phase edge (`watch/run_queue.py`); this records each interval's phase, wall time and each thread's waited
-nanoseconds, step by step, and gives every phase's time left by three estimates of what its steps lost:
+nanoseconds and time slices, step by step, and gives every phase's time left by four estimates of what its steps
+lost:
 - `sum`: the threads' waits summed (the high bound: they waited one after another);
 - `longest`: the longest one thread's wait of each interval (the low bound: they waited at once);
-- `bounds`: the doctor's (`watch/wait_bounds.py`): each step's point where its threads waited independently of each
-  other, the median of those points clipped into every step's range; for the phases the training thread runs alone
-  (`phases.SERIAL_PHASES`: data, checkpoint), that thread's own wait.
-The truth to meet is the phase's time alone (the same steps, on a quiet machine). Only steps under 0.5 s count, and
-busy, only those with the intra-op threads read at every edge (the script's set-up is not a step's).
+- `joint`: each step's point where its threads waited independently of each other, the median of those points
+  clipped into every step's range (`watch/wait_bounds.py`);
+- `bounds`: the doctor's: the same, each interval's point moved towards the longest one thread's wait as far as the
+  phase's ops outlast one wait for a core (`watch/op_lengths.py`, the phase's ops from the doctor's profiler
+  window).
+For the phases the training thread runs alone (`phases.SERIAL_PHASES`: data, checkpoint), `joint` and `bounds` take
+that thread's own wait. The truth to meet is the phase's time alone (the same steps, on a quiet machine). Only steps
+under 0.5 s count, and busy, only those with the intra-op threads read at every edge (the script's set-up is not a
+step's). The last line: each estimate's error over the examples' forward, backward and optimizer phases, the
+geometric mean of its ratio to alone or of alone's to it, whichever is above 1.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import math
 import os
 import subprocess
 import sys
@@ -29,6 +36,7 @@ from pathlib import Path
 from bench_common import measured_on
 
 from trainspeed.hardware import detect_hardware
+from trainspeed.watch.op_lengths import long_op_share
 from trainspeed.watch.phases import SERIAL_PHASES
 from trainspeed.watch.run_queue import joint_wait
 from trainspeed.watch.wait_bounds import phase_wait
@@ -47,21 +55,24 @@ EXAMPLES = {
 RECORD = """
 import json, os, sys
 import trainspeed.watch.phases as phases
-intervals, last = [], {}
+intervals, last, lengths = [], {}, {}
 original, end_step = phases.PhaseClock._wait_to, phases.PhaseClock.end_step
 def _wait_to(self, phase, seconds):
     per = []
     for fd in self._waited.fds:  # the clock's reader: run_queue.ThreadWait
         try:
-            waited = int(os.pread(fd, 64, 0).split()[1])
+            fields = os.pread(fd, 64, 0).split()
+            waited, slices = int(fields[1]), int(fields[2])
         except (OSError, ValueError, IndexError):
             continue
-        per.append(waited - last.get(fd, waited))
-        last[fd] = waited
+        was = last.get(fd, (waited, slices))
+        per.append((waited - was[0], slices - was[1]))
+        last[fd] = (waited, slices)
     intervals.append((phase, seconds, per))
     return original(self, phase, seconds)
 def _end_step(self):
     intervals.append(("END", 0.0, []))  # the step's last interval comes next
+    lengths.update(self.op_lengths)  # each phase's ops, from the profiler window
     return end_step(self)
 phases.PhaseClock._wait_to, phases.PhaseClock.end_step = _wait_to, _end_step
 from trainspeed.cli import main
@@ -69,39 +80,50 @@ try:
     main(["doctor", "--json", os.devnull, *sys.argv[2:]])
 finally:
     with open(sys.argv[1], "w") as f:
-        json.dump(intervals, f)
+        json.dump({"intervals": intervals, "op_lengths": lengths}, f)
 """
 
-ESTIMATES = ("sum", "longest", "bounds")
-Step = dict[str, tuple[float, float, float, float, float]]
-"""A step's phases: (wall, summed waits, longest one thread's waits, joint waits, the training thread's own waits),
+ESTIMATES = ("sum", "longest", "joint", "bounds")
+PARALLEL = ("forward", "backward", "optimizer")
+"""The phases torch's intra-op threads run in: where the estimates differ."""
+Step = dict[str, tuple[float, float, float, float, float, float]]
+"""A step's phases: (wall, summed waits, longest one thread's waits, the doctor's points, the training thread's own
+waits, the joint waits alone),
 seconds."""
 
 
 def steps_of(path: str, busy: bool) -> list[Step]:
     """The recorded steps, each phase's intervals added up (each interval's waits at most its own time)."""
     with open(path) as f:
-        intervals = json.load(f)
+        recorded = json.load(f)
+    lengths = recorded["op_lengths"]
     steps: list[Step] = []
-    step: dict[str, list[float]] = collections.defaultdict(lambda: [0.0] * 5)
+    step: dict[str, list[float]] = collections.defaultdict(lambda: [0.0] * 6)
     read_all, closing = True, False
-    for phase, seconds, waits_ns in intervals:
+    for phase, seconds, per in recorded["intervals"]:
         if phase == "END":
             closing = True
             continue
-        waits = [ns * 1e-9 for ns in waits_ns]
+        waits = [ns * 1e-9 for ns, _ in per]
         read_all = read_all and (len(waits) >= 2 or not busy)
         summed = min(sum(waits), seconds)
+        longest = min(max(waits, default=0.0), summed)
         part = step[phase]
         part[0] += seconds
         part[1] += summed
-        part[2] += min(max(waits, default=0.0), summed)
-        part[3] += min(joint_wait(waits, seconds), summed)
+        part[2] += longest
+        # the doctor's point (run_queue.ThreadWait.joint): the joint wait, towards the longest as the phase's ops
+        # outlast one wait for a core (the waits over the time slices run after them)
+        joint = min(joint_wait(waits, seconds), summed)
+        slices = sum(n for ns, n in per if ns)
+        one_wait = sum(waits) / slices if slices else sum(waits)
+        part[3] += joint - long_op_share(lengths.get(phase, ()), one_wait) * max(0.0, joint - longest)
         part[4] += min(waits[0] if waits else 0.0, summed)  # the clock's reader opens with the training thread
+        part[5] += joint
         if closing:
             if read_all and sum(p[0] for p in step.values()) < 0.5:
-                steps.append({name: (p[0], p[1], p[2], p[3], p[4]) for name, p in step.items()})
-            step, read_all, closing = collections.defaultdict(lambda: [0.0] * 5), True, False
+                steps.append({name: (p[0], p[1], p[2], p[3], p[4], p[5]) for name, p in step.items()})
+            step, read_all, closing = collections.defaultdict(lambda: [0.0] * 6), True, False
     return steps
 
 
@@ -109,15 +131,17 @@ def phases_left(steps: list[Step]) -> dict[str, dict[str, float]]:
     """Per estimate (and `wall`): each phase's milliseconds a step less what the estimate says the steps lost."""
     left: dict[str, dict[str, float]] = {name: collections.defaultdict(float) for name in ("wall", *ESTIMATES)}
     for phase in {p for s in steps for p in s}:
-        parts = [s.get(phase, (0.0,) * 5) for s in steps]
+        parts = [s.get(phase, (0.0,) * 6) for s in steps]
         wall = sum(p[0] for p in parts)
         # the doctor's reading of a phase the training thread runs alone: its own wait, every bound the same
         found = phase_wait([(p[0], p[4], p[4], p[4]) if phase in SERIAL_PHASES else p[:4] for p in parts])
+        joint = phase_wait([(p[0], p[4], p[4], p[4]) if phase in SERIAL_PHASES else (*p[:3], p[5]) for p in parts])
         per_step = 1e3 / len(steps)
         left["wall"][phase] = wall * per_step
         left["sum"][phase] = sum(p[0] - p[1] for p in parts) * per_step
         left["longest"][phase] = sum(p[0] - p[2] for p in parts) * per_step
         left["bounds"][phase] = wall * (1.0 - found.part) * per_step if found is not None else 0.0
+        left["joint"][phase] = wall * (1.0 - joint.part) * per_step if joint is not None else 0.0
     return left
 
 
@@ -157,6 +181,7 @@ def main() -> None:
     print("\n| example | phase | alone ms (share) | busy wall ms | " + " | ".join(f"busy less `{e}` ms (share)"
                                                                        for e in ESTIMATES) + " |")
     print("|---|---|---:|---:|" + "---:|" * len(ESTIMATES))
+    errors: dict[str, list[float]] = {e: [] for e in ESTIMATES}
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.only.split(","):
             alone_path, busy_path = os.path.join(tmp, f"{name}-alone.json"), os.path.join(tmp, f"{name}-busy.json")
@@ -170,8 +195,13 @@ def main() -> None:
                 if alone[phase] < 0.01 * sum(alone.values()):
                     continue
                 cells = " | ".join(f"{busy[e][phase]:.2f} ({est_share[e].get(phase, 0.0):.0%})" for e in ESTIMATES)
+                if phase in PARALLEL:
+                    for e in ESTIMATES:
+                        errors[e].append(abs(math.log(max(busy[e][phase], 1e-6) / alone[phase])))
                 print(f"| {name} | {phase} | {alone[phase]:.2f} ({alone_share[phase]:.0%}) | "
                       f"{busy['wall'][phase]:.2f} | {cells} |", flush=True)
+    print("| forward, backward, optimizer | error (geometric mean) | | | " + " | ".join(
+        f"{math.exp(sum(errors[e]) / len(errors[e])):.2f}x" if errors[e] else "" for e in ESTIMATES) + " |")
 
 
 if __name__ == "__main__":

@@ -75,7 +75,7 @@ def test_a_cells_call_adds_the_same_ops_at_every_time_step() -> None:
     from torch import nn
 
     from trainspeed.probe.rnn import _step_through, cell_call_ops
-    from trainspeed.watch.profile_window import OpCounter
+    from trainspeed.watch.op_counter import OpCounter
 
     for loop in (CellLoop("LSTMCell", 8, 16, True, None), CellLoop("GRUCell", 8, 16, False, None),
                  CellLoop("RNNCell", 8, 16, True, "relu")):

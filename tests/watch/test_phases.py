@@ -203,7 +203,7 @@ def test_a_save_and_a_data_wait_are_charged_the_training_thread_s_own_wait_only(
         return waited[0]
 
     c = PhaseClock(now=lambda: t[0])
-    c.watch_waits(read, lambda: longest[0], lambda seconds: min(waited[0], seconds), lambda: own[0])
+    c.watch_waits(read, lambda: longest[0], lambda seconds, lengths: min(waited[0], seconds), lambda: own[0])
     c.enter("optimizer")
     t[0] += 0.010
     waited[0], longest[0], own[0] = 0.008, 0.005, 0.003  # the training thread 3 ms, an intra-op thread 5
@@ -221,3 +221,27 @@ def test_a_save_and_a_data_wait_are_charged_the_training_thread_s_own_wait_only(
     assert c.step_waits["optimizer"] == pytest.approx(0.008) and c.step_longest["optimizer"] == pytest.approx(0.005)
     for sums in (c.step_waits, c.step_longest, c.step_joint):
         assert sums["checkpoint"] == pytest.approx(0.001) and sums["data"] == pytest.approx(0.002)
+
+
+def test_each_phase_s_readings_are_joined_given_its_own_ops() -> None:
+    """The clock hands each reading's joining the ops of the phase it charges (`op_lengths`, from the profiler
+    window): a phase of long products and one of small ops join the same waits differently."""
+    t, asked = [0.0], []
+
+    def joint(seconds: float, lengths: object) -> float:
+        asked.append(lengths)
+        return 0.002 if lengths else 0.004
+
+    c = PhaseClock(now=lambda: t[0])
+    c.op_lengths = {"forward": ((1.0, 0.011),)}
+    c.watch_waits(lambda: 0.005, lambda: 0.002, joint)
+    c.enter("forward")
+    t[0] += 0.010
+    c.exit("forward")
+    c.enter("optimizer")
+    t[0] += 0.010
+    c.exit("optimizer")
+    c.end_step()
+    assert asked[:2] == [((1.0, 0.011),), ()]
+    assert c.step_joint is not None
+    assert c.step_joint["forward"] == pytest.approx(0.002) and c.step_joint["optimizer"] == pytest.approx(0.004)

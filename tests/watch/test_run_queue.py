@@ -69,8 +69,7 @@ def test_a_reading_gives_the_threads_summed_wait_and_the_longest_one_s(tmp_path:
     fds = [os.open(path, os.O_RDONLY) for path in paths]
     try:
         reader = ThreadWait(fds[0])
-        reader.fds.append(fds[1])
-        reader.last.append(5_000_000)
+        reader.follow(fds[1])
         for path, waited in zip(paths, (4_000_000, 6_000_000), strict=True):  # 3 ms and 1 ms more
             with open(path, "w") as f:
                 f.write(f"7 {waited} 3\n")
@@ -79,6 +78,36 @@ def test_a_reading_gives_the_threads_summed_wait_and_the_longest_one_s(tmp_path:
         # over an interval of 6 ms: at least one of them waited 6 * (1 - (3/6) * (5/6)) ms, had they waited apart
         assert reader.joint(0.006) == pytest.approx(0.006 * (1 - 0.5 * 5 / 6))
         assert reader() == 0.0 and reader.longest == 0.0 and reader.joint(0.006) == 0.0 and reader.own == 0.0
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def test_a_reading_of_long_ops_loses_about_its_longest_wait_and_of_short_ops_its_joint_wait(tmp_path: Path) -> None:
+    """One wait's mean length is the threads' summed wait over the time slices they ran after waiting; where the
+    interval's ops run far longer than that, each thread's part went on while the other waited and the interval
+    lost about the longest one thread's wait (`op_lengths`); short ops keep the joint wait."""
+    paths = [os.path.join(tmp_path, name) for name in ("main", "intra")]
+
+    def write(waits: tuple[int, int], slices: tuple[int, int]) -> None:
+        for path, waited, n in zip(paths, waits, slices, strict=True):
+            with open(path, "w") as f:
+                f.write(f"7 {waited} {n}\n")
+
+    write((0, 0), (10, 10))
+    fds = [os.open(path, os.O_RDONLY) for path in paths]
+    try:
+        reader = ThreadWait(fds[0])
+        reader.follow(fds[1])
+        write((120_000_000, 110_000_000), (25, 24))  # over 170 ms: 120 and 110 ms waited, in 15 and 14 waits
+        assert reader() == pytest.approx(0.230)
+        assert reader.one_wait == pytest.approx(0.230 / 29)
+        joint, longest = 0.170 * (1 - (50 / 170) * (60 / 170)), 0.120
+        assert reader.joint(0.170) == pytest.approx(joint)
+        assert reader.joint(0.170, [(1.0, 1e-5)]) == pytest.approx(joint, rel=0.01)  # 10 us ops
+        f = 0.011 / (0.011 + 0.230 / 29)  # 11 ms products
+        assert reader.joint(0.170, [(1.0, 0.011)]) == pytest.approx(joint - f * (joint - longest))
+        assert longest < reader.joint(0.170, [(1.0, 0.011)]) < joint
     finally:
         for fd in fds:
             os.close(fd)

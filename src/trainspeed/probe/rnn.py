@@ -18,7 +18,7 @@ from torch import nn
 
 from trainspeed.threads import intra_op_threads
 from trainspeed.watch.cells import CellLoop
-from trainspeed.watch.profile_window import OpCounter
+from trainspeed.watch.op_counter import OpCounter
 from trainspeed.watch.run_queue import longest_of, on_free_cores, probe_waits
 
 PROBE_ELEMENTS = 50_000_000

@@ -279,7 +279,7 @@ class Arm:
         return seconds, extras
 
     def _count(self) -> tuple[int, int]:
-        from trainspeed.watch.profile_window import OpCounter
+        from trainspeed.watch.op_counter import OpCounter
 
         counter = OpCounter(flops=True)
         with counter:

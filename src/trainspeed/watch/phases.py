@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from trainspeed.watch.op_lengths import OpLengths
+
 PHASES = ("data", "h2d", "forward", "backward", "optimizer", "sync", "checkpoint", "comm", "other")
 """`comm`: DDP's gradient all-reduce where backward could not hide it (see watch/comm.py); the
 phase clock itself never opens it: the watcher moves that time out of backward (or other) per step."""
@@ -64,7 +66,10 @@ class PhaseClock:
         self._waiting = False
         """Whether the edges also read the thread's run-queue wait (`watch_waits`, on detailed steps)."""
         self._longest: Callable[[], float] | None = None
-        self._joint: Callable[[float], float] | None = None
+        self._joint: Callable[[float, OpLengths], float] | None = None
+        self.op_lengths: dict[str, OpLengths] = {}
+        """Each phase's ops and how long they run (`op_lengths`, from the profiler window): how the readings' waits
+        in it are joined (`joint`)."""
         self._own: Callable[[], float] | None = None
         self.waits = _ZERO.copy()
         self.longest = _ZERO.copy()
@@ -75,8 +80,9 @@ class PhaseClock:
         self.step_longest: dict[str, float] | None = None
         """The same, the longest one thread's wait of each reading (`run_queue.ThreadWait.longest`), summed."""
         self.step_joint: dict[str, float] | None = None
-        """The same, each reading's time that at least one thread waited, had they waited independently of each
-        other (`run_queue.ThreadWait.joint`), summed."""
+        """The same, what each reading lost by its threads' waits and its phase's ops (`run_queue.ThreadWait.joint`:
+        short ops, the time at least one thread waited, had they waited independently of each other; long ones,
+        towards the longest one thread's wait), summed."""
 
     def start_sums(self) -> None:
         """Sum SUMMED over every step closed from now on (the one that starts now is the first), and
@@ -119,11 +125,12 @@ class PhaseClock:
         return dict(calls)
 
     def watch_waits(self, waited: Callable[[], float], longest: Callable[[], float] | None = None,
-                    joint: Callable[[float], float] | None = None, own: Callable[[], float] | None = None) -> None:
+                    joint: Callable[[float, OpLengths], float] | None = None,
+                    own: Callable[[], float] | None = None) -> None:
         """Charge the thread's run-queue wait (seconds since the last call: `run_queue.ThreadWait`) to the phases as
         their time is charged, on detailed steps: each step's part is `step_waits` once it closes. `longest` reads
         the longest one thread's wait in the last reading (`step_longest`), `joint` what the last reading's interval
-        of the given seconds lost had its threads waited independently (`step_joint`); without them, the reading's
+        of the given seconds lost, given its phase's ops (`op_lengths`; `step_joint`); without them, the reading's
         whole wait. `own` reads the training thread's own wait in the last reading: all that SERIAL_PHASES are
         charged."""
         self._waited, self._longest, self._joint, self._own = waited, longest, joint, own
@@ -140,7 +147,8 @@ class PhaseClock:
             longest = joint = waited
         else:
             longest = min(self._longest(), waited) if self._longest is not None else waited
-            joint = min(self._joint(seconds), waited) if self._joint is not None else waited
+            joint = min(self._joint(seconds, self.op_lengths.get(phase, ())), waited) if self._joint is not None \
+                else waited
         self.waits[phase] += waited
         self.longest[phase] += longest
         self.joint[phase] += joint

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 import psutil
 
+from trainspeed.watch.op_lengths import OpLengths, long_op_share
 from trainspeed.watch.wait_bounds import without_waits
 
 SCHEDSTAT = "/proc/thread-self/schedstat"
@@ -35,8 +36,11 @@ class ThreadWait:
     in the thread to watch (`/proc/thread-self` is the opener's)."""
 
     def __init__(self, fd: int) -> None:
-        self.fds = [fd]
-        self.last = [_wait_ns(fd) or 0]
+        self.fds: list[int] = []
+        self.last: list[int] = []
+        self.slices: list[int] = []
+        """Each thread's time slices on a CPU so far (schedstat's third field): it waited before each, if at all."""
+        self.follow(fd)
         self.longest = 0.0
         """The longest one thread's wait in the last call's (seconds): what the interval lost at least, where the
         threads waited at the same time (`wait_bounds`)."""
@@ -46,16 +50,27 @@ class ThreadWait:
         self.own = 0.0
         """The opening thread's own wait in the last call's (seconds): all that a phase that thread runs alone lost
         (a save: torch's intra-op threads, spinning after the last parallel op, wait then and delay nothing)."""
+        self.one_wait = 0.0
+        """The mean length of one wait for a core in the last call's (seconds): the threads' summed wait over the
+        time slices they ran after it (a slice that came without a wait, a thread woken onto a free core, makes it
+        shorter, and the reading nearer its joint wait: `joint`)."""
+
+    def follow(self, fd: int) -> None:
+        """Also count the thread whose schedstat `fd` reads (open), from now on."""
+        wait, slices = _read(fd) or (0, 0)
+        self.fds.append(fd)
+        self.last.append(wait)
+        self.slices.append(slices)
 
     def __call__(self) -> float:
-        total = longest = own = 0
-        last = self.last
+        total = longest = own = sliced = 0
+        last, last_slices = self.last, self.slices
         each: list[int] | None = None
         for i, fd in enumerate(self.fds):
-            now = _wait_ns(fd)
+            now = _read(fd)
             if now is None:  # a thread that ended (torch.set_num_threads)
                 continue
-            waited = now - last[i]
+            waited = now[0] - last[i]
             if not i:
                 own = waited
             if waited:
@@ -65,19 +80,27 @@ class ThreadWait:
                     each.append(waited)
                 total += waited
                 longest = max(longest, waited)
-            last[i] = now
+                sliced += now[1] - last_slices[i]
+            last[i], last_slices[i] = now
         self.each = each or ()  # no list where at most one thread waited (every detailed step's edge reads this)
         self.longest = longest * 1e-9
         self.own = own * 1e-9
+        self.one_wait = total / sliced * 1e-9 if sliced > 0 else total * 1e-9
         return total * 1e-9
 
-    def joint(self, seconds: float) -> float:
-        """What an interval of `seconds` that the last call read lost where its threads waited independently of each
-        other: the time at least one of them waited, `seconds` times one less the product of each one's share of
-        the interval on a core (`wait_bounds`). Where one thread waited at most, its wait."""
+    def joint(self, seconds: float, lengths: OpLengths = ()) -> float:
+        """What an interval of `seconds` that the last call read lost. Where its ops are short against a wait for a
+        core (or unknown), the time at least one of its threads waited, had they waited independently of each
+        other: `seconds` times one less the product of each one's share of the interval on a core (`wait_bounds`);
+        where they are long (`lengths`: its phase's ops, `op_lengths`), towards the longest one thread's wait, by
+        `op_lengths.long_op_share`. Where one thread waited at most, its wait."""
+        longest = min(self.longest, seconds)
         if not self.each:
-            return min(self.longest, seconds)
-        return joint_wait([ns * 1e-9 for ns in self.each], seconds)
+            return longest
+        joint = joint_wait([ns * 1e-9 for ns in self.each], seconds)
+        if lengths:
+            joint -= long_op_share(lengths, self.one_wait) * max(0.0, joint - longest)
+        return joint
 
     def add_native(self) -> int:
         """Also count the process's threads that Python did not start (torch's intra-op threads among them; a CUDA
@@ -91,8 +114,7 @@ class ThreadWait:
             fd = _open_task(tid)
             if fd is None:  # it ended between the listing and the open
                 continue
-            self.fds.append(fd)
-            self.last.append(_wait_ns(fd) or 0)
+            self.follow(fd)
             added += 1
         return added
 
@@ -103,8 +125,7 @@ class ThreadWait:
             fd = os.open(f"/proc/{pid}/schedstat", os.O_RDONLY)
         except OSError:
             return False
-        self.fds.append(fd)
-        self.last.append(_wait_ns(fd) or 0)
+        self.follow(fd)
         return True
 
     def close(self) -> None:
@@ -144,8 +165,15 @@ def _open_task(tid: int | str) -> int | None:
 
 
 def _wait_ns(fd: int) -> int | None:
+    read = _read(fd)
+    return read[0] if read is not None else None
+
+
+def _read(fd: int) -> tuple[int, int] | None:
+    """(nanoseconds waited on a run queue, time slices run) so far, from a schedstat file; None where unreadable."""
     try:
-        return int(os.pread(fd, 64, 0).split()[1])
+        fields = os.pread(fd, 64, 0).split()
+        return int(fields[1]), int(fields[2])
     except (OSError, ValueError, IndexError):
         return None
 

@@ -111,7 +111,7 @@ class StepTracker:
             self.traced = {}
             clock.recording = True
         self.window = ProfileWindow(profile_steps, outside=self._outside, edge=self._in_edge,
-                                    keep_ops=self.traced is not None)
+                                    keep_ops=self.traced is not None, phase=lambda: clock.active)
         self.settled_at = self.window.settled_from(self.warmup)
         self.steps_seen = 0
         self.first_end: float | None = None
@@ -389,6 +389,7 @@ class StepTracker:
                 # the window opened or closed just now, between two steps: torch.profiler's start, or its
                 # stop and the reading of its trace (a second or more on CUDA) is no step's time
                 self.clock.restart()
+                self.clock.op_lengths = self.window.op_lengths  # how long each phase's ops run: its waits' joining
             if profiled:
                 return  # steps under the profiler are left out of every statistic
         if index < self.warmup:
