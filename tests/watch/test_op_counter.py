@@ -90,13 +90,16 @@ def test_an_op_s_calls_are_counted_by_their_work_at_its_least_time_per_unit_of_w
             big @ big
         small @ big
         big.relu()
+        torch._foreach_add_([small, small], 1.0)  # in place, giving nothing: the elements it changed
     counter.end_step()
     mm = torch.ops.aten.mm.default.overloadpacket
     relu = torch.ops.aten.relu.default.overloadpacket
+    foreach_add = torch.ops.aten._foreach_add_.Scalar.overloadpacket
     assert counter.steps_by_op[0][mm, torch.float32] == [4, 0.0]
     flops_big, flops_small = 2 * 256**3, 2 * 4 * 256 * 256
     assert counter.phase_calls == {"forward": {(mm, torch.float32, flops_big): 3, (mm, torch.float32, flops_small): 1,
-                                               (relu, torch.float32, 256 * 256): 1}}
+                                               (relu, torch.float32, 256 * 256): 1,
+                                               (foreach_add, torch.float32, 2 * 4 * 256): 1}}
     assert counter.least_per_work[mm, torch.float32] > 0.0 and counter.least_per_work[relu, torch.float32] > 0.0
 
 

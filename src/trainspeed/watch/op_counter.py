@@ -119,7 +119,8 @@ class OpCounter(TorchDispatchMode):
             flops = formula(*args, **kwargs, out_val=out)
             counts[func.overloadpacket] += flops
         if self.phase is not None and self.by_op is not None:
-            self._count_call((func.overloadpacket, _dtype_of(args)), flops or _elements(out), self._wall)
+            work = flops or _elements(out) or (_elements(args[0]) if args else 0)  # in place: the tensors it changed
+            self._count_call((func.overloadpacket, _dtype_of(args)), work, self._wall)
         return out
 
     def _count_call(self, key: OpKey, work: int, wall: float) -> None:
