@@ -36,7 +36,7 @@ from pathlib import Path
 from bench_common import measured_on
 
 from trainspeed.hardware import detect_hardware
-from trainspeed.watch.op_lengths import long_op_share
+from trainspeed.watch.op_lengths import joined
 from trainspeed.watch.phases import SERIAL_PHASES
 from trainspeed.watch.run_queue import joint_wait
 from trainspeed.watch.wait_bounds import phase_wait
@@ -117,7 +117,7 @@ def steps_of(path: str, busy: bool) -> list[Step]:
         joint = min(joint_wait(waits, seconds), summed)
         slices = sum(n for ns, n in per if ns)
         one_wait = sum(waits) / slices if slices else sum(waits)
-        part[3] += joint - long_op_share(lengths.get(phase, ()), one_wait) * max(0.0, joint - longest)
+        part[3] += joined(joint, longest, lengths.get(phase, ()), one_wait)
         part[4] += min(waits[0] if waits else 0.0, summed)  # the clock's reader opens with the training thread
         part[5] += joint
         if closing:

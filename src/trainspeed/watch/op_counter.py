@@ -57,7 +57,6 @@ class OpCounter(TorchDispatchMode):
         self.least_per_work: dict[OpKey, float] = {}
         """Each op's (by dtype) least wall seconds of one call over its work: how long a call runs (`op_lengths`), a
         wait for a core only adding to it."""
-        self._wall = 0.0
         self.flop_counts: dict[Any, int] | None = Counter() if flops else None
         """With `flops`: FLOPs by op (overload packet), by torch's own formulas (torch.utils.flop_counter's
         registry), counted as FlopCounterMode counts them, an op with a composite form run as its parts. One mode
@@ -110,17 +109,19 @@ class OpCounter(TorchDispatchMode):
         outside = self.outside is not None and self.outside()
         if not outside and self.edge is not None and self.edge():
             self.edge_ops += 1
-        if not outside and self.by_op is None:
+        key = (func.overloadpacket, _dtype_of(args)) if self.by_op is not None else None
+        wall = 0.0
+        if not outside and key is None:
             out = func(*args, **kwargs)
         else:
-            out = self._timed(func, args, kwargs, outside)
+            out, wall = self._timed(func, args, kwargs, outside, key)
         flops = 0
         if counts is not None and (formula := flop_registry.get(func.overloadpacket)) is not None:
             flops = formula(*args, **kwargs, out_val=out)
             counts[func.overloadpacket] += flops
-        if self.phase is not None and self.by_op is not None:
+        if self.phase is not None and key is not None:
             work = flops or _elements(out) or (_elements(args[0]) if args else 0)  # in place: the tensors it changed
-            self._count_call((func.overloadpacket, _dtype_of(args)), work, self._wall)
+            self._count_call(key, work, wall)
         return out
 
     def _count_call(self, key: OpKey, work: int, wall: float) -> None:
@@ -136,28 +137,30 @@ class OpCounter(TorchDispatchMode):
         if least is None or per_work < least:
             self.least_per_work[key] = per_work
 
-    def _timed(self, func: Any, args: Any, kwargs: dict[str, Any], outside: bool) -> Any:
-        """Run `func`, its time (less its threads' wait for a core) counted outside or by op."""
+    def _timed(self, func: Any, args: Any, kwargs: dict[str, Any], outside: bool,
+               key: OpKey | None) -> tuple[Any, float]:
+        """Run `func`, its time (less its threads' wait for a core) counted outside and under `key` (by op; None:
+        not); (its result, its wall seconds: how long it runs, `_count_call`)."""
         waited = self.waited
         if waited is not None:
             waited()  # from here
         t0 = time.perf_counter()
         try:
-            return func(*args, **kwargs)
+            out = func(*args, **kwargs)
         finally:
-            took = self._wall = time.perf_counter() - t0  # the call's wall time: how long it runs (`_count_call`)
+            took = wall = time.perf_counter() - t0
             if waited is not None:
                 took = max(0.0, took - waited())
             if outside:
                 self.outside_s += took
                 self.outside_ops += 1
-            if self.by_op is not None:
-                key = (func.overloadpacket, _dtype_of(args))
+            if key is not None and self.by_op is not None:
                 entry = self.by_op.get(key)
                 if entry is None:
                     entry = self.by_op[key] = [0, 0.0]
                 entry[0] += 1
                 entry[1] += took
+        return out, wall
 
     @property
     def total_flops(self) -> int:

@@ -43,8 +43,13 @@ def long_op_share(lengths: OpLengths, wait: float) -> float:
     return min(1.0, sum(share * length / (length + wait) for share, length in lengths if length > 0.0))
 
 
+def joined(joint: float, longest: float, lengths: OpLengths, wait: float) -> float:
+    """What a reading lost: its joint wait moved towards its longest one thread's wait by `long_op_share`."""
+    return joint - long_op_share(lengths, wait) * max(0.0, joint - longest)
+
+
 def phase_op_lengths(least_per_work: Mapping[OpKey, float],
-                     phase_calls: Mapping[str, Counter[SizedOp]]) -> dict[str, tuple[tuple[float, float], ...]]:
+                     phase_calls: Mapping[str, Counter[SizedOp]]) -> dict[str, OpLengths]:
     """Each phase's op lengths from the window's ops: a call's work (FLOPs, or elements given) at its op's least
     wall seconds per unit of work over the window's calls, weighted by the op's calls in the phase times that.
 
@@ -57,7 +62,7 @@ def phase_op_lengths(least_per_work: Mapping[OpKey, float],
     shares a product's work among the threads that run (`examples/wide_mlp.py`'s 11 ms products came to 0.16 ms a
     call less the summed waits, 0.46 ms of the calling thread's CPU time, 2026-11-29); such an op, stretched in
     every call, errs towards the longest wait, as the op does."""
-    out = {}
+    out: dict[str, OpLengths] = {}
     for phase, calls in phase_calls.items():
         times = {op: n * op[2] * least_per_work[op[:2]] for op, n in calls.items() if op[:2] in least_per_work}
         total = sum(times.values())

@@ -282,7 +282,7 @@ class ProfileWindow:
                 rows = op_rows(counter.steps_by_op, counter.flop_counts or {})
                 self.op_times = op_table(rows)
                 self.op_ms_per_step = sum(row.ms for row in rows)
-                self.op_lengths = dict(phase_op_lengths(counter.least_per_work, counter.phase_calls))
+                self.op_lengths = phase_op_lengths(counter.least_per_work, counter.phase_calls)
             return
         self._take_counter(steps)
         try:

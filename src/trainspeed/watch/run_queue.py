@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 import psutil
 
-from trainspeed.watch.op_lengths import OpLengths, long_op_share
+from trainspeed.watch.op_lengths import OpLengths, joined
 from trainspeed.watch.wait_bounds import without_waits
 
 SCHEDSTAT = "/proc/thread-self/schedstat"
@@ -98,9 +98,7 @@ class ThreadWait:
         if not self.each:
             return longest
         joint = joint_wait([ns * 1e-9 for ns in self.each], seconds)
-        if lengths:
-            joint -= long_op_share(lengths, self.one_wait) * max(0.0, joint - longest)
-        return joint
+        return joined(joint, longest, lengths, self.one_wait) if lengths else joint
 
     def add_native(self) -> int:
         """Also count the process's threads that Python did not start (torch's intra-op threads among them; a CUDA
