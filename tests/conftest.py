@@ -76,9 +76,9 @@ def _beside_busy_processes(pytestconfig: pytest.Config) -> Iterator[None]:
 
 BUSY_RERUNS = 1
 """Runs more a planted test gets under `--busy` after a PlantedMiss. Each miss seen beside two busy processes came in
-a run the load stretched several times more than most, a different example each time: 3 of 234 example runs, the
-suite run at six commits of 2026-11-29 (BENCHMARKS.md, "A busy machine"). Two in a row on one test, were they
-independent, about one suite run in 150."""
+a run the load stretched several times more than most, a different example each time: 3 of 273 example runs (seven
+suite runs of 2026-11-29, BENCHMARKS.md "A busy machine"). Two in a row on one test, were they independent: about
+one suite run in 200."""
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
