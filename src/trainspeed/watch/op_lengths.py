@@ -64,8 +64,8 @@ def phase_op_lengths(least_per_work: Mapping[OpKey, float],
     every call, errs towards the longest wait, as the op does."""
     out: dict[str, OpLengths] = {}
     for phase, calls in phase_calls.items():
-        times = {op: n * op[2] * least_per_work[op[:2]] for op, n in calls.items() if op[:2] in least_per_work}
-        total = sum(times.values())
+        lengths = {op: op[2] * least_per_work[op[:2]] for op in calls if op[:2] in least_per_work}
+        total = sum(calls[op] * length for op, length in lengths.items())
         if total > 0.0:
-            out[phase] = tuple((t / total, op[2] * least_per_work[op[:2]]) for op, t in times.items() if t > 0.0)
+            out[phase] = tuple((calls[op] * length / total, length) for op, length in lengths.items() if length > 0.0)
     return out
