@@ -29,7 +29,9 @@ test: venv
 	$(PY) -m pytest
 
 # The planted examples' tests beside two busy processes on the same cores, each planted verdict held first as alone
-# (a miss is measured once more and listed at the end: tests/conftest.py); .ci/run runs it after `make test`.
+# where the busy processes are scheduling groups apart from the session (measured and said at the start and the end:
+# tests/diagnose/busy_processes.py); a miss is measured once more and listed at the end (tests/conftest.py).
+# .ci/run runs it after `make test`.
 test-busy: venv
 	$(PY) -m pytest -m planted --busy 2 tests
 

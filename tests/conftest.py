@@ -14,21 +14,20 @@ them: a script a test runs in-process under the doctor (examples/too_many_thread
 rest of its process, as it would in its own.
 
 `pytest --busy N` runs the session beside N busy processes (`python -c "while True: pass"`, on this process's
-cores): the machine a user shares. The planted examples' tests (marker `planted`) then hold their first verdict
-strictly, as alone: no skip for the load (tests/diagnose/planted.py). A test whose planted verdict was missed
-(`planted.PlantedMiss`, no other failure) is measured once more (pytest-rerunfailures), and each such miss is
-listed with its run's verdicts, load and phases at the session's end: a test fails on two misses in a row.
+cores, under SCHED_OTHER): the machine a user shares (tests/diagnose/busy_processes.py). Where the scheduler shares
+the cores with them as groups apart from the session (measured as they start), the planted examples' tests (marker
+`planted`) hold their first verdict strictly, as alone: no skip for the load (tests/diagnose/planted.py); where they
+share the session's group, a regime the doctor does not yet hold, the tests check as without --busy. The session's
+header and summary say which. A test whose planted verdict was missed (`planted.PlantedMiss`, no other failure) is
+measured once more (pytest-rerunfailures), and each such miss is listed with its run's verdicts, load and phases at
+the session's end: a test fails on two misses in a row.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 
+import busy_processes
 import planted
 import pytest
 import torch
@@ -41,42 +40,35 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      help="run beside N busy processes on this process's cores; planted verdicts held strictly")
 
 
+BUSY: busy_processes.Busy | None = None
+"""`--busy N`: the session's busy processes, from its start to its end."""
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    planted.BUSY = config.getoption("busy")
+    """`--busy N`: N busy processes on this process's cores for the whole session, strangers to it (a user's other
+    jobs); the planted verdicts held strictly where the scheduler shares the cores with them as groups apart
+    (tests/diagnose/busy_processes.py)."""
+    global BUSY
+    n = config.getoption("busy")
+    if n and BUSY is None:
+        BUSY = busy_processes.start(n)
+        planted.BUSY = n if BUSY.apart else 0
 
 
-SPINNER = ("import subprocess, sys\n"
-           "spinner = subprocess.Popen([sys.executable, '-c', 'while True: pass'], start_new_session=True,\n"
-           "                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,\n"
-           "                           stderr=subprocess.DEVNULL)\n"
-           "print(spinner.pid)\n")
-"""Starts one busy process and prints its pid: the launcher exits at once, so the busy process is nobody's child here.
-A child of the test session would be the watched run's own: the doctor counts the CPU of a script's children (its
-DataLoader workers) as the script's, and tests that run a script in this process would see no other process busy."""
+def pytest_unconfigure(config: pytest.Config) -> None:
+    global BUSY
+    if BUSY is not None:
+        BUSY.stop()
+        BUSY = None
 
 
-@pytest.fixture(autouse=True, scope="session")
-def _beside_busy_processes(pytestconfig: pytest.Config) -> Iterator[None]:
-    """--busy N: N processes spinning on this process's cores for the whole session, strangers to it (a user's other
-    jobs)."""
-    n = pytestconfig.getoption("busy")
-    cores = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
-    spinners = [int(subprocess.run([sys.executable, "-c", SPINNER], check=True, capture_output=True,
-                                   text=True).stdout) for _ in range(n)]
-    for pid in spinners:
-        if cores is not None:
-            os.sched_setaffinity(pid, cores)
-    try:
-        yield
-    finally:
-        for pid in spinners:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+def pytest_report_header(config: pytest.Config) -> str | None:
+    return f"--busy: {BUSY.words()}" if BUSY is not None else None
 
 
 BUSY_RERUNS = 1
-"""Runs more a planted test gets under `--busy` after a PlantedMiss. Each miss seen beside two busy processes came in
-a run the load stretched several times more than most, a different example each time: 3 of 273 example runs (seven
+"""Runs more a planted test gets under `--busy` after a PlantedMiss. Each miss seen beside two busy processes in
+groups apart from the session came in a run the load stretched several times more than most, a different example each time: 3 of 273 example runs (seven
 suite runs of 2026-11-29, BENCHMARKS.md "A busy machine"). Two in a row on one test, were they independent: about
 one suite run in 200."""
 
@@ -106,6 +98,9 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if BUSY is not None:
+        terminalreporter.write_sep("=", "beside busy processes", yellow=not BUSY.apart)
+        terminalreporter.write_line(BUSY.words())
     if not MISSES:
         return
     terminalreporter.write_sep("=", f"planted verdicts missed beside busy processes, measured again: {len(MISSES)}",

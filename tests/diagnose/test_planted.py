@@ -42,3 +42,20 @@ def test_a_quiet_run_that_named_another_first_fails_as_an_assertion(monkeypatch:
         planted.first_planted(_report(["input_bound", "launch_bound"], others=0.01), "launch_bound")
     with pytest.raises(AssertionError, match="the fused layer's prediction"):
         planted.planted_detail(_report(["launch_bound"], others=0.01), False, "the fused layer's prediction")
+
+
+def test_under_busy_mode_a_miss_the_load_verdict_explains_by_turns_on_one_core_skips(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run whose load verdict says its threads took turns on one core (the doctor's own caveat on the verdicts
+    about the script) skips under `--busy`, saying so; the same miss without it is a PlantedMiss."""
+    monkeypatch.setattr(planted, "BUSY", 2)
+    data = _report(["thread_oversubscription", "optimizer_heavy", "checkpoint_heavy"], others=1.0)
+    data["verdicts"][0]["evidence"] += "; in 87% of the samples ...: they took turns on one core (...)"
+    data["threads_one_cpu_share"] = 0.87
+    with pytest.raises(pytest.skip.Exception, match="took turns on one core \\(87% of the samples"):
+        planted.first_planted(data, "checkpoint_heavy")
+    with pytest.raises(pytest.skip.Exception, match="lacked the save's line"):
+        planted.planted_detail(data, False, "the save's line")
+    data["verdicts"][0]["evidence"] = "other processes kept 1.0 cores busy"
+    with pytest.raises(planted.PlantedMiss):
+        planted.first_planted(data, "checkpoint_heavy")

@@ -225,6 +225,7 @@ def doctor_dict(report: DoctorReport) -> dict[str, Any]:
         "others_cpu_cores": w.machine.others_cpu_cores,
         "threads_wait_ms": w.machine.threads_wait_ms_per_step,
         "steal_share": w.machine.steal_share,
+        "threads_one_cpu_share": w.machine.threads_one_cpu_share,
         "h2d_bytes_by_kind": w.model.h2d_bytes_by_kind,
         "peak_memory_bytes": w.process.peak_memory_bytes,
         "memory_capacity_bytes": w.process.memory_capacity_bytes,

@@ -20,6 +20,7 @@ from trainspeed.watch.result import (
     DataSite,
     FrameworkSite,
     GpuUtil,
+    Machine,
     OtherSite,
     PhaseStat,
     Process,
@@ -259,6 +260,11 @@ def process(s: Sampler | None, device: str, index: int) -> Process:
                    cpu_percent=(sum(s.cpu_percent) / len(s.cpu_percent)) if s and s.cpu_percent else None,
                    threads=max(s.threads) if s and s.threads else None,
                    peak_memory_bytes=peak_memory(device, index), memory_capacity_bytes=capacity(device, index))
+
+
+def machine(part: Machine, s: Sampler | None) -> Machine:
+    """The machine tracker's part with the sampler's: whether the run's threads took turns on one CPU."""
+    return replace(part, threads_one_cpu_share=s.cores.share() if s is not None else None)
 
 
 def peak_memory(device: str, index: int) -> int | None:

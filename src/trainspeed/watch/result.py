@@ -451,6 +451,10 @@ class Machine:
     """Milliseconds a step every thread of the process waited for a core, summed over threads (`run_queue`)."""
     steal_share: float | None = None
     """The VM's steal time over the measured steps, a share of its CPUs' time (None: not said here)."""
+    threads_one_cpu_share: float | None = None
+    """Of the sampler's samples in the measured steps with two or more of the training thread and torch's intra-op
+    threads runnable, the share with two of them on one CPU: taking turns on one core (`core_sharing`; None: fewer
+    than 20 such samples, or not read here)."""
 
 
 @dataclass(frozen=True)

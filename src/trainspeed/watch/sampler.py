@@ -26,6 +26,7 @@ import psutil
 import torch
 
 from trainspeed.watch import worker_sampler
+from trainspeed.watch.core_sharing import CoreSharing
 from trainspeed.watch.lines import line_of
 from trainspeed.watch.result import WORKER_WAIT
 from trainspeed.watch.syncs import READ_CODES
@@ -264,6 +265,8 @@ class Sampler(threading.Thread):
         self.worker_samples: collections.Counter[str] = collections.Counter()
         """What the DataLoader's worker processes ran while making batches, by `data_site` (worker_sampler.py)."""
         self.worker_inside: collections.Counter[tuple[str, str]] = collections.Counter()
+        self.cores = CoreSharing()
+        """Whether the training thread and torch's intra-op threads took turns on one CPU (`core_sharing`)."""
 
     def want_gpu(self, device_index: int) -> None:
         """Start sampling the GPU the run uses (NVML); says why not when it cannot."""
@@ -320,9 +323,14 @@ class Sampler(threading.Thread):
         look_at = last_cpu + LOOK_S[0]
         busy = True  # until the first look says otherwise
         looked = set(self._others())
+        follow_at = last_cpu
         while not self.halt.wait(self.period):
             tick += 1
             now = time.perf_counter()
+            if now >= follow_at:  # torch's intra-op threads start at the first parallel op
+                self.cores.follow_threads()
+                follow_at = now + LOOK_S[1]
+            self.cores.sample()
             if self.in_other():
                 # no reference to the main thread's frames outlives this line: a frame object that does
                 # keeps its locals when the frame returns, and a thread holding them between samples made
@@ -397,6 +405,7 @@ class Sampler(threading.Thread):
         self.worker_samples, self.worker_inside = worker_sampler.stop(self.worker_folder)
         if self.is_alive():
             self.join(timeout=2.0)
+        self.cores.close()
         sys.setswitchinterval(self.switch_s)
         if self.nvml is not None:
             try:

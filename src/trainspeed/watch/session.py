@@ -138,6 +138,7 @@ class Watcher:
         self._count_native_waits()
         if self.sampler is not None:
             self.sampler.learn_loop(loop_codes(sys._getframe(1)))
+            self.sampler.cores.reset()
 
     def _count_native_waits(self) -> None:
         """Where the process's threads waited for a core during the warm-up (BUSY_WAIT of its time or more), the
@@ -350,7 +351,7 @@ class Watcher:
             window=steps.window.part(), reads=self.reads.part(), sites=collect.sites(s),
             optimizers=self.optimizers.part(), checkpoints=self.checkpoints.part(),
             loaders=self.loaders.part(summed[1] if summed is not None and summed[1] > 0 else None),
-            machine=self.machine.part(), evaluation=self.evaluation.part(summed, fig.steps.measured),
+            machine=collect.machine(self.machine.part(), s), evaluation=self.evaluation.part(summed, fig.steps.measured),
             framework=framework, notes=notes, trace=collect.trace_of(steps, model.device))
         if gathering:
             return result

@@ -201,3 +201,30 @@ def test_more_threads_than_cores_beside_busy_processes_predicts_from_the_probe_b
     assert v.predicted_speedup == round(60.0 / (60.0 - work * 0.5), 2)
     assert "took 8.00 ms with 4 threads and 4.00 with 2, beside the same processes" in v.evidence
     assert "own tail" not in v.evidence and "torch.set_num_threads(2)" in v.action
+
+
+def test_threads_taking_turns_on_one_cpu_beside_busy_processes_are_said_in_the_load_verdict() -> None:
+    """Where the run's threads were runnable on one CPU in most samples (`Machine.threads_one_cpu_share`), the load
+    verdict says they took turns on one core and that the script's verdicts may hold the spin at each parallel op's
+    end; not below TURNS_SHARE, nor unread."""
+    from trainspeed.diagnose.rules.threads import TURNS_SHARE
+
+    base = recorded(40.0, {"forward": 10.0, "backward": 14.0, "optimizer": 6.0}, ops=None, threads=2)
+    step = base.steps.mean_ms or base.steps.median_ms or 0.0
+    waits = {"forward": 6.0, "backward": 9.0, "optimizer": 3.0}
+    phases = {p: dataclasses.replace(s, wait_ms=waits.get(p, 0.0),
+                                     wait_share=min(1.0, waits.get(p, 0.0) / (s.share * step)) if s.share else 0.0)
+              for p, s in base.phases.items()}
+    ctx = Context(2.0, 100.0, physical_cores=2, logical_threads=2)
+
+    def evidence(share: float | None) -> str:
+        r = dataclasses.replace(base, phases=phases, machine=dataclasses.replace(
+            base.machine, others_cpu_cores=1.0, threads_one_cpu_share=share))
+        return next(v for v in diagnose(r, ctx) if v.id == "thread_oversubscription").evidence
+
+    said = evidence(0.89)
+    assert "lost 18.00 ms a step waiting for a core" in said
+    assert "in 89% of the samples with two of its threads runnable, two were on one CPU: they took turns" in said
+    assert "spins at the op's end on the core the other needs" in said
+    for quiet in (TURNS_SHARE - 0.01, None):
+        assert "took turns" not in evidence(quiet)

@@ -20,6 +20,12 @@ from trainspeed.diagnose.verdict import Lever, Verdict
 from trainspeed.diagnose.without_wait import JUDGED_APART, OTHERS_BUSY, others_busy, waited_ms, waits_share
 from trainspeed.watch.result import WatchResult
 
+TURNS_SHARE = 0.6
+"""The share of the samples with two of the run's threads runnable that had two of them on one CPU from which the
+load verdict says they took turns on one core (`core_sharing`). `examples/checkpoint_every_step.py` on the 2-vCPU
+Zen 4 VM (2026-11-29): 0.87 beside two busy processes of its own session (a median step of 256 ms against 24 alone,
+`optimizer_heavy` named before its planted `checkpoint_heavy`), 0.03 beside two in sessions of their own, 0.006
+alone; `examples/realistic/vae.py` beside two of its own session, 0.0, its step 1.24 ms against 1.08 alone."""
 THREADS_GAIN = 1.10  # threads_unused: more threads advised only where predicted to make the run this much faster
 TAIL_GAIN = 0.05
 """A shared machine's verdict from the steps' own tail (no waits read) only where that tail, less what other verdicts
@@ -240,7 +246,22 @@ def _waited(r: WatchResult, judged: bool) -> str | None:
     steal = f"; the VM's steal time {r.machine.steal_share:.1%}" if r.machine.steal_share is not None else ""
     judging = ", and the other verdicts are judged on the phases less their waits" if judged else ""
     return (f"; the training thread and its intra-op threads lost {wait:.2f} ms a step waiting for a core "
-            f"({share:.0%} of the step: {where}{steal}; Linux's run-queue counts){judging}")
+            f"({share:.0%} of the step: {where}{steal}; Linux's run-queue counts){judging}"
+            + (_turns(r) if judged else ""))
+
+
+def _turns(r: WatchResult) -> str:
+    """"; in 89% of the samples ... both were on one CPU ..." where the run's threads took turns on one core
+    (`Machine.threads_one_cpu_share` at TURNS_SHARE or more), else ""."""
+    share = r.machine.threads_one_cpu_share
+    if share is None or share < TURNS_SHARE:
+        return ""
+    return (f"; in {share:.0%} of the samples with two of its threads runnable, two were on one CPU: they took turns "
+            "on one core (as where the other processes share this process's scheduling group: one container or CPU "
+            "cgroup, or one session with autogroup off), and a thread that finished its part of a parallel op spins "
+            "at the op's end on the core the other needs, time on a core that the phases less their waits keep: the "
+            "verdicts about the script may hold it (the doctor run again at one intra-op thread, or with the other "
+            "processes in a session or container of their own, judges them without it)")
 
 
 def _less(parts: list[str], own: float | None = None) -> str:
