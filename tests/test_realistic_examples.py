@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from planted import first_planted, loaded, planted_detail, unloaded_verdicts
+from planted import first_planted, loaded, unloaded_verdicts
 
 from trainspeed.cli import main
 
@@ -234,8 +234,8 @@ def test_skipgram(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_sequence_cells(capsys: pytest.CaptureFixture[str]) -> None:
     """An nn.LSTMCell stepped over 24 time steps in the model's forward: launch_bound names nn.LSTM, with the loop
-    and the fused layer measured on the run's shapes, and predicts from that measurement, not the per-op bound
-    (which said 1.88x where nn.LSTM ran 3.61x faster, on a script of this shape)."""
+    and the fused layer measured on the run's shapes, and predicts from that measurement where it saves more than
+    the per-op bound (which said 1.88x where nn.LSTM ran 3.61x faster, on a script of this shape)."""
     steps, length, batch = 60, 24, 32
     data, _ = _doctor("sequence_cells.py", ["--steps", str(steps), "--length", str(length), "--batch-size",
                                             str(batch)], capsys)
@@ -248,8 +248,12 @@ def test_sequence_cells(capsys: pytest.CaptureFixture[str]) -> None:
     verdict = first_planted(data, "launch_bound")
     assert verdict["action"].startswith("run the sequence through nn.LSTM(16, 64, batch_first=True) in one call")
     assert f"runs {length} times a step in a Python loop" in verdict["evidence"]
-    planted_detail(data, "the cell loop's measured time replaced by the fused layer's" in verdict["evidence"],
-                   "the prediction from the fused layer's measured saving")
+    # the prediction: the fused layer's measured saving, or the per-op bound where that is larger (the rule's own
+    # test holds the choice); on this example the two come near each other (quiet runs on the 2-vCPU Zen 4 VM,
+    # 2026-11-29: 1.91x to 2.24x from the saving, and once the bound's 2.17x in a run whose median step was 10.4 ms
+    # against 6.1 to 8.3), so either may be given
+    assert ("the cell loop's measured time replaced by the fused layer's" in verdict["evidence"]
+            or "(predicted speed-up is an upper bound)" in verdict["evidence"])
 
 
 def test_pil_augment(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
