@@ -68,9 +68,9 @@ def pytest_report_header(config: pytest.Config) -> str | None:
 
 BUSY_RERUNS = 1
 """Runs more a planted test gets under `--busy` after a PlantedMiss. Each miss seen beside two busy processes in
-groups apart from the session came in a run the load stretched several times more than most, a different example each time: 3 of 273 example runs (seven
-suite runs of 2026-11-29, BENCHMARKS.md "A busy machine"). Two in a row on one test, were they independent: about
-one suite run in 200."""
+groups apart from the session came in a run the load stretched several times more than most, a different example
+each time: 3 of 273 example runs (seven suite runs of 2026-11-29, BENCHMARKS.md "A busy machine"). Two in a row on
+one test, were they independent: about one suite run in 200."""
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -58,9 +58,6 @@ class Busy:
     """The busy processes of a session, and how the scheduler shares the cores with them."""
 
     pids: list[int]
-    apart: bool
-    """Whether the busy processes took the cores as groups apart from the session (the strict mode's regime):
-    measured, `held` against APART_CORES."""
     held: float
     """Cores the busy processes held while the session's intra-op threads ran matrix products for a second."""
     line: float
@@ -69,6 +66,12 @@ class Busy:
     """The session's scheduling group and the busy processes', in words."""
     policy: str
     """The session's scheduling policy, in words (and what it was, where it was changed)."""
+
+    @property
+    def apart(self) -> bool:
+        """Whether the busy processes took the cores as groups apart from the session (the strict mode's regime):
+        what they held, at the line or above."""
+        return self.held >= self.line
 
     def stop(self) -> None:
         for pid in self.pids:
@@ -98,7 +101,7 @@ def start(n: int) -> Busy:
     groups = f"the session's scheduling group: {mine or 'none (threads share alike)'}; theirs: " + \
         ", ".join(g or "none" for g in theirs)
     held, line = held_cores(pids), apart_line(n, len(cores) if cores else os.cpu_count() or 1, torch.get_num_threads())
-    return Busy(pids, held >= line, held, line, groups, policy)
+    return Busy(pids, held, line, groups, policy)
 
 
 def apart_line(n: int, cores: int, threads: int) -> float:
@@ -119,10 +122,10 @@ def held_cores(pids: list[int], seconds: float = 1.0) -> float:
         return sum(sum(p.cpu_times()[:2]) for p in procs)
 
     a = torch.randn(384, 384)
-    before, start = cpu_s(), time.perf_counter()
-    while time.perf_counter() - start < seconds:
+    before, t0 = cpu_s(), time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
         a @ a
-    return (cpu_s() - before) / (time.perf_counter() - start)
+    return (cpu_s() - before) / (time.perf_counter() - t0)
 
 
 def _normal_policy() -> str:

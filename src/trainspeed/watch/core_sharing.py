@@ -21,6 +21,8 @@ from __future__ import annotations
 import os
 import threading
 
+from trainspeed.watch.run_queue import native_tids
+
 MIN_SAMPLES = 20
 """Samples with two threads runnable below which no share is given (under half a second of them at 50 Hz)."""
 
@@ -44,13 +46,8 @@ class CoreSharing:
     def follow_threads(self) -> None:
         """Also read the process's native threads started since (Python's own threads aside, the main one kept): an
         intra-op pool starts at the first parallel op; ended threads are dropped as their reads fail."""
-        python = {t.native_id for t in threading.enumerate() if t is not threading.main_thread()}
-        try:
-            tids = [int(tid) for tid in os.listdir("/proc/self/task")]
-        except OSError:
-            return
-        for tid in tids:
-            if tid not in python and tid not in self.fds and len(self.fds) < MAX_THREADS:
+        for tid in native_tids():
+            if tid not in self.fds and len(self.fds) < MAX_THREADS:
                 self._follow(tid)
 
     def _follow(self, tid: int | None) -> None:

@@ -104,11 +104,8 @@ class ThreadWait:
         """Also count the process's threads that Python did not start (torch's intra-op threads among them; a CUDA
         driver's, which sleep): an intra-op parallel op waits for each of its threads, so a worker's wait for a core
         is the training thread's too. Returns how many were added."""
-        python = {t.native_id for t in threading.enumerate()}
         added = 0
-        for tid in _tids():
-            if int(tid) in python or int(tid) == os.getpid():
-                continue
+        for tid in native_tids():
             fd = _open_task(tid)
             if fd is None:  # it ended between the listing and the open
                 continue
@@ -145,6 +142,13 @@ def joint_wait(waits: list[float], seconds: float) -> float:
     for waited in waits:
         on_core *= 1.0 - min(waited, seconds) / seconds
     return seconds * (1.0 - on_core)
+
+
+def native_tids() -> list[int]:
+    """This process's threads that Python did not start, the main thread aside: torch's intra-op threads among them
+    (a CUDA driver's too, which sleep)."""
+    python = {t.native_id for t in threading.enumerate()}
+    return [tid for tid in map(int, _tids()) if tid not in python and tid != os.getpid()]
 
 
 def _tids() -> list[str]:
