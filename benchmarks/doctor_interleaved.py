@@ -48,8 +48,8 @@ from doctor_overhead import iris_stepper  # noqa: E402
 from trainspeed.hardware import detect_hardware  # noqa: E402
 from trainspeed.watch import Watcher, patching  # noqa: E402
 from trainspeed.watch.result import StepRecord  # noqa: E402
-from trainspeed.watch.stats import Reservoir  # noqa: E402
-from trainspeed.watch.steps import DETAILED_FIRST  # noqa: E402
+from trainspeed.watch.samples import Reservoir  # noqa: E402
+from trainspeed.watch.schedule import DETAILED_FIRST  # noqa: E402
 
 
 def advance(sample: Reservoir[StepRecord], measured: int) -> None:

@@ -25,8 +25,7 @@ from bench_common import measured_on
 
 from trainspeed.diagnose.rules.sharded import keep_gathered, larger_units
 from trainspeed.hardware import detect_hardware
-from trainspeed.watch.comm_probe import GROUP
-from trainspeed.watch.dist_result import CallProbe, CollectiveStat, DistRun, FsdpLayout
+from trainspeed.watch.dist_result import GROUP, CallProbe, CollectiveStat, DistRun, FsdpLayout
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = str(ROOT / "examples" / "fsdp_train.py")

@@ -3,18 +3,18 @@
     python benchmarks/wait_estimates.py [--busy 2] [--only log_every_step,pil_augment] [--same-session]
 
 Each example runs under `trainspeed doctor` alone, then beside `--busy` processes spinning on the same cores. On the
-detailed steps the phase clock reads the training thread's and torch's intra-op threads' run-queue waits at every
-phase edge (`watch/run_queue.py`); this records each interval's phase, wall time and each thread's waited
+detailed steps the load's wait meter reads the training thread's and torch's intra-op threads' run-queue waits at
+every phase edge (`load/waits.py`, `load/waits.py`); this records each interval's phase, wall time and each thread's waited
 nanoseconds and time slices, step by step, and gives every phase's time left by four estimates of what its steps
 lost:
 - `sum`: the threads' waits summed (the high bound: they waited one after another);
 - `longest`: the longest one thread's wait of each interval (the low bound: they waited at once);
 - `joint`: each step's point where its threads waited independently of each other, the median of those points
-  clipped into every step's range (`watch/wait_bounds.py`);
+  clipped into every step's range (`load/wait_bounds.py`);
 - `bounds`: the doctor's: the same, each interval's point moved towards the longest one thread's wait as far as the
-  phase's ops outlast one wait for a core (`watch/op_lengths.py`, the phase's ops from the doctor's profiler
+  phase's ops outlast one wait for a core (`load/op_lengths.py`, the phase's ops from the doctor's profiler
   window).
-For the phases the training thread runs alone (`phases.SERIAL_PHASES`: data, checkpoint), `joint` and `bounds` take
+For the phases the training thread runs alone (`load.waits.SERIAL_PHASES`: data, checkpoint), `joint` and `bounds` take
 that thread's own wait. The truth to meet is the phase's time alone (the same steps, on a quiet machine). Only steps
 under 0.5 s count, and busy, only those with the intra-op threads read at every edge (the script's set-up is not a
 step's). The last line: each estimate's error over the examples' forward, backward and optimizer phases, the
@@ -36,10 +36,8 @@ from pathlib import Path
 from bench_common import measured_on
 
 from trainspeed.hardware import detect_hardware
-from trainspeed.watch.op_lengths import joined
-from trainspeed.watch.phases import SERIAL_PHASES
-from trainspeed.watch.run_queue import joint_wait
-from trainspeed.watch.wait_bounds import phase_wait
+from trainspeed.load.wait_bounds import phase_wait
+from trainspeed.load.waits import SERIAL_PHASES, joined, joint_wait
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = {
@@ -54,12 +52,12 @@ EXAMPLES = {
 
 RECORD = """
 import json, os, sys
-import trainspeed.watch.phases as phases
+import trainspeed.load.waits as meter
 intervals, last, lengths = [], {}, {}
-original, end_step = phases.PhaseClock._wait_to, phases.PhaseClock.end_step
-def _wait_to(self, phase, seconds):
+charged, closed, forget = meter.WaitMeter.charged, meter.WaitMeter.closed, meter.WaitMeter.forget
+def _charged(self, phase, seconds):
     per = []
-    for fd in self._waited.fds:  # the clock's reader: run_queue.ThreadWait
+    for fd in self.reader.fds:  # the meter's reader: load.counters.ThreadWait
         try:
             fields = os.pread(fd, 64, 0).split()
             waited, slices = int(fields[1]), int(fields[2])
@@ -69,12 +67,15 @@ def _wait_to(self, phase, seconds):
         per.append((waited - was[0], slices - was[1]))
         last[fd] = (waited, slices)
     intervals.append((phase, seconds, per))
-    return original(self, phase, seconds)
-def _end_step(self):
-    intervals.append(("END", 0.0, []))  # the step's last interval comes next
+    return charged(self, phase, seconds)
+def _closed(self):
+    intervals.append(("END", 0.0, []))  # the step's last interval came just before
     lengths.update(self.op_lengths)  # each phase's ops, from the profiler window
-    return end_step(self)
-phases.PhaseClock._wait_to, phases.PhaseClock.end_step = _wait_to, _end_step
+    return closed(self)
+def _forget(self):
+    intervals.append(("FORGET", 0.0, []))  # what came before is no step's
+    return forget(self)
+meter.WaitMeter.charged, meter.WaitMeter.closed, meter.WaitMeter.forget = _charged, _closed, _forget
 from trainspeed.cli import main
 try:
     main(["doctor", "--json", os.devnull, *sys.argv[2:]])
@@ -99,10 +100,15 @@ def steps_of(path: str, busy: bool) -> list[Step]:
     lengths = recorded["op_lengths"]
     steps: list[Step] = []
     step: dict[str, list[float]] = collections.defaultdict(lambda: [0.0] * 6)
-    read_all, closing = True, False
+    read_all = True
     for phase, seconds, per in recorded["intervals"]:
         if phase == "END":
-            closing = True
+            if read_all and sum(p[0] for p in step.values()) < 0.5:
+                steps.append({name: (p[0], p[1], p[2], p[3], p[4], p[5]) for name, p in step.items()})
+            step, read_all = collections.defaultdict(lambda: [0.0] * 6), True
+            continue
+        if phase == "FORGET":
+            step, read_all = collections.defaultdict(lambda: [0.0] * 6), True
             continue
         waits = [ns * 1e-9 for ns, _ in per]
         read_all = read_all and (len(waits) >= 2 or not busy)
@@ -112,7 +118,7 @@ def steps_of(path: str, busy: bool) -> list[Step]:
         part[0] += seconds
         part[1] += summed
         part[2] += longest
-        # the doctor's point (run_queue.ThreadWait.joint): the joint wait, towards the longest as the phase's ops
+        # the doctor's point (load.counters.ThreadWait.joint): the joint wait, towards the longest as the phase's ops
         # outlast one wait for a core (the waits over the time slices run after them)
         joint = min(joint_wait(waits, seconds), summed)
         slices = sum(n for ns, n in per if ns)
@@ -120,10 +126,6 @@ def steps_of(path: str, busy: bool) -> list[Step]:
         part[3] += joined(joint, longest, lengths.get(phase, ()), one_wait)
         part[4] += min(waits[0] if waits else 0.0, summed)  # the clock's reader opens with the training thread
         part[5] += joint
-        if closing:
-            if read_all and sum(p[0] for p in step.values()) < 0.5:
-                steps.append({name: (p[0], p[1], p[2], p[3], p[4], p[5]) for name, p in step.items()})
-            step, read_all, closing = collections.defaultdict(lambda: [0.0] * 6), True, False
     return steps
 
 

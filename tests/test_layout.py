@@ -8,6 +8,7 @@ let verdicts leak into measuring, so it is checked here, with the line counts an
 from __future__ import annotations
 
 import ast
+import os
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -120,3 +121,94 @@ def test_the_checks_find_a_circle_and_a_leak() -> None:
         assert _bound_from_outside(scratch) == ["step"]
     finally:
         scratch.unlink()
+
+
+def _flat(target: ast.expr) -> list[ast.expr]:
+    if isinstance(target, ast.Tuple | ast.List):
+        return [e for t in target.elts for e in _flat(t)]
+    return [target.value] if isinstance(target, ast.Starred) else [target]
+
+
+def _written(node: ast.AST) -> list[ast.expr]:
+    if isinstance(node, ast.Assign):
+        return [e for t in node.targets for e in _flat(t)]
+    if isinstance(node, ast.AugAssign | ast.AnnAssign):
+        return _flat(node.target)
+    if isinstance(node, ast.Delete):
+        return [e for t in node.targets for e in _flat(t)]
+    return []
+
+
+def _root(node: ast.expr) -> ast.expr:
+    while isinstance(node, ast.Attribute | ast.Subscript | ast.Call):
+        node = node.func if isinstance(node, ast.Call) else node.value
+    return node
+
+
+def _writes_elsewhere(path: Path) -> list[str]:
+    """Attribute writes into an object the writing code does not own: through another object held by `self`
+    (`self.counts.syncs += 1`), on a parameter (`record.device_ms = ...`), or on a local bound to either
+    (`counts = self.counts; counts.syncs = 0`). A class's own attributes (`self.x = ...`) and the attributes of an
+    object the function itself just made are its own; Python's dunder attributes (a module's `__class__`) are the
+    language's. A patch of a library goes through `setattr`, its original kept to put back."""
+    found = []
+    for fn in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        args = fn.args
+        params = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs} - {"self", "cls"}
+        owners = {"self", "cls"}
+        held: set[str] = set()
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Assign) and not isinstance(node.value, ast.Name):
+                root = _root(node.value)
+                if isinstance(node.value, ast.Attribute) or (
+                        isinstance(root, ast.Name) and (root.id in owners or root.id in params)):
+                    held.update(n.id for t in node.targets for n in _flat(t) if isinstance(n, ast.Name))
+            for target in _written(node):
+                if not isinstance(target, ast.Attribute) or target.attr.startswith("__"):
+                    continue
+                base = target.value
+                if isinstance(base, ast.Name):
+                    bad = base.id in params or base.id in held
+                else:
+                    root = _root(base)
+                    bad = isinstance(root, ast.Name) and (root.id in owners or root.id in params or root.id in held)
+                if bad:
+                    found.append(f"{path.relative_to(SRC.parent)}:{target.lineno}: {ast.unparse(target)}")
+    return sorted(set(found))
+
+
+def test_no_object_writes_another_objects_attributes() -> None:
+    writes = [w for p in SRC.rglob("*.py") for w in _writes_elsewhere(p)]
+    assert not writes, writes
+
+
+def test_the_write_check_finds_writes_into_another_object() -> None:
+    scratch = SRC.parent / "tests" / "_writes_scratch.py"
+    try:
+        scratch.write_text("class A:\n    def f(self, record, n):\n        self.counts.syncs += 1\n"
+                           "        record.device_ms = n\n        counts = self.counts\n        counts.cells = 0\n"
+                           "        self.mine = n\n        made = dict()\n        made.x = 1\n"
+                           "        setattr(record, 'patched', n)\n")
+        found = [w.split(": ", 1)[1] for w in _writes_elsewhere(scratch)]
+        assert found == ["self.counts.syncs", "record.device_ms", "counts.cells"]  # by line
+    finally:
+        scratch.unlink()
+
+
+def test_the_rules_import_no_torch() -> None:
+    """diagnose/ is pure: measurements in, verdicts out. Imported in a fresh interpreter, it and the load's view of
+    a run (each of their modules) leave torch unimported."""
+    import subprocess
+    import sys
+
+    code = ("import importlib, pkgutil, sys\n"
+            "import trainspeed.diagnose, trainspeed.load\n"
+            "for package in (trainspeed.diagnose, trainspeed.load):\n"
+            "    for info in pkgutil.walk_packages(package.__path__, package.__name__ + '.'):\n"
+            "        importlib.import_module(info.name)\n"
+            "print('torch' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": str(SRC)})
+    assert out.stdout.strip() == "False"

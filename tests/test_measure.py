@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 import torch
-from recorded_runs import rendered
+from recorded_runs import rendered, with_load
 from torch import nn
 
 from trainspeed.measure import _largest_batch
@@ -147,7 +147,7 @@ def test_the_report_probes_the_threads_only_where_torch_has_more_than_the_cores_
     stepped.clear()
     monkeypatch.setattr(report_module, "loaded_step_ms", lambda n, threads: stepped.append((n, threads)) or (6.0, 3.0))
     logical = hw.cpu.logical_threads or 1
-    busy = dataclasses.replace(r, machine=dataclasses.replace(r.machine, others_cpu_cores=float(logical)),
+    busy = dataclasses.replace(with_load(r, others_cpu_cores=float(logical)),
                                process=dataclasses.replace(r.process, torch_threads=2))
     report = report_module.diagnose_run(busy, hardware=hw, dispatch_us=2.0, matmul_gflops=100.0)
     assert stepped == [(256, (2, 1))]
@@ -220,7 +220,6 @@ def test_beside_busy_processes_the_loader_is_probed_where_the_judged_run_waits_o
     # a tokenizing __getitem__ beside two busy processes (hf_trainer.py --tokenize-in-loader, 2026-11-28): its wait on
     # data 15% of the loaded step, whose forward and backward lost most of their time waiting for a core; 39% of the
     # step less those waits. input_bound judges the latter, and its advice on workers needs the handover probe
-    import dataclasses as dc
 
     from recorded_runs import recorded
 
@@ -235,10 +234,7 @@ def test_beside_busy_processes_the_loader_is_probed_where_the_judged_run_waits_o
     run = recorded(229.6, {"data": 34.4, "forward": 72.5, "backward": 80.5, "optimizer": 1.7}, threads=2,
                    loaders=[LoaderInfo(0, False, 32, False)])
     waits = {"forward": 45.0, "backward": 53.0, "optimizer": 1.0, "data": 5.0}
-    run = dc.replace(run, machine=dc.replace(run.machine, others_cpu_cores=1.1), phases={
-        p: dc.replace(s, wait_ms=waits.get(p, 0.0),
-                      wait_share=waits.get(p, 0.0) / (s.share * 229.6) if s.share else 0.0)
-        for p, s in run.phases.items()})
+    run = with_load(run, waits, others_cpu_cores=1.1)
     assert run.phases["data"].share < 0.2
 
     class Watched:
@@ -249,7 +245,30 @@ def test_beside_busy_processes_the_loader_is_probed_where_the_judged_run_waits_o
     report = report_module.diagnose_run(run, subject=Watched(), hardware=hw, dispatch_us=2.0, matmul_gflops=100.0)
     assert asked == [32] and report.context.handover == Handover(wall_ms=1.38, main_ms=0.65)
     # no other process busy: the waits are the script's own threads', judged as measured
-    alone = dc.replace(run, machine=dc.replace(run.machine, others_cpu_cores=0.0))
+    alone = with_load(run, others_cpu_cores=0.0)
     asked.clear()
     report_module.diagnose_run(alone, subject=Watched(), hardware=hw, dispatch_us=2.0, matmul_gflops=100.0)
     assert asked == []
+
+
+def test_a_declared_probe_runs_where_the_run_wants_it_and_its_reading_reaches_the_rules(monkeypatch) -> None:
+    """A rule's probe (`rules.probes.Probe`) is taken where the run wants it, by its "module:function", and its reading
+    is the rules' by name (`Context.probed`) and the JSON report's; one the run does not want is not taken, and one
+    given is not taken again."""
+    from recorded_runs import recorded
+
+    import trainspeed.measure as measure
+    from trainspeed.diagnose.rules.probes import Probe
+    from trainspeed.hardware import detect_hardware
+    from trainspeed.report.json import doctor_dict
+
+    wanted = Probe("seen_steps", lambda r: r.steps.seen > 10, "builtins:repr")
+    unwanted = Probe("never", lambda r: False, "builtins:eval")
+    monkeypatch.setattr(measure, "declared", lambda: [wanted, unwanted])
+    run = recorded(5.0, {"forward": 2.0})
+    report = measure.diagnose_run(run, hardware=detect_hardware(), dispatch_us=2.0, matmul_gflops=100.0)
+    assert set(report.context.probed) == {"seen_steps"} and report.context.probed["seen_steps"].startswith("ProbeRun(")
+    assert doctor_dict(report)["probe"]["seen_steps"] == report.context.probed["seen_steps"]
+    given = measure.diagnose_run(run, hardware=detect_hardware(), dispatch_us=2.0, matmul_gflops=100.0,
+                                 probed={"seen_steps": 3})
+    assert given.context.probed == {"seen_steps": 3}

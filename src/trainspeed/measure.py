@@ -6,6 +6,7 @@ those the run's measurements ask for), then judges (`diagnose/`, pure). `diagnos
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from typing import Any
 
@@ -18,21 +19,20 @@ from trainspeed.diagnose.rules import (
     loader_candidate,
     matmul_side,
     optimizer_candidate,
-    page_faults_candidate,
     rebuilt_candidate,
     slow_dtype_candidates,
     threads_candidate,
 )
-from trainspeed.diagnose.rules.registry import script_view
-from trainspeed.diagnose.without_wait import others_busy
+from trainspeed.diagnose.rules.registry import declared, script_view
 from trainspeed.hardware.cpu import usable_cores
 from trainspeed.hardware.gpu import GpuPeak, math_peak
 from trainspeed.hardware.report import HardwareReport, detect_hardware
+from trainspeed.load.view import others_busy
 from trainspeed.probe.dispatch import cpu_dispatch_us, cuda_op_us
 from trainspeed.probe.loader import Handover, batched_ms, handover_ms
 from trainspeed.probe.matmul import cpu_matmul_gflops, dtype_ratios, settled_gflops, thread_gflops
 from trainspeed.probe.optimizer import rebuild_ms, step_ms
-from trainspeed.probe.page_faults import page_fault_us
+from trainspeed.probe.readings import ProbeRun
 from trainspeed.probe.rnn import cell_call_ops, cell_loop_ms
 from trainspeed.probe.thread_step import loaded_step_ms, thread_step_ms
 from trainspeed.threads import intra_op_threads
@@ -118,7 +118,7 @@ def _gpu_peak(hw: HardwareReport, result: WatchResult, subject: RunSubject | Non
     return math_peak(gpu, half, torch.backends.cuda.matmul.allow_tf32)
 
 
-def _cell_probe(result: WatchResult) -> tuple[tuple[float, float] | None, int | None]:
+def _cell_probe(result: WatchResult, busy: bool) -> tuple[tuple[float, float] | None, int | None]:
     """The run's cell loop against the fused layer on its shapes, and the ops one call of its cell adds to a step
     (`probe.rnn`), where the run has one and a batch; timed on one thread's CPU time where other processes held the
     cores."""
@@ -127,8 +127,18 @@ def _cell_probe(result: WatchResult) -> tuple[tuple[float, float] | None, int | 
     device = "cuda" if result.model.device == "cuda" else "cpu"
     loop = result.model.cell_loop
     timed = cell_loop_ms(loop, result.model.batch_size, loop.length(result.steps.model_calls_per_step), device,
-                         loaded=others_busy(result))
+                         loaded=busy)
     return timed, cell_call_ops(loop, device) if timed is not None else None
+
+
+def _declared_probes(run: ProbeRun, given: dict[str, Any] | None) -> dict[str, Any]:
+    """The readings of the probes the rules declare (`rules.probes`) that the run wants (`given` ones as they are)."""
+    probed = dict(given or {})
+    for probe in declared():
+        if probe.name not in probed and probe.wanted(run.judged if probe.judged else run.result):
+            module, _, function = probe.measure.partition(":")
+            probed[probe.name] = getattr(importlib.import_module(module), function)(run)
+    return probed
 
 
 def measure_context(result: WatchResult, subject: RunSubject | None = None, hardware: HardwareReport | None = None,
@@ -138,7 +148,7 @@ def measure_context(result: WatchResult, subject: RunSubject | None = None, hard
                  rebuilt_ms: tuple[float, float] | None = None,
                  loader_ms: tuple[Handover | None, float | None] | None = None,
                  thread_rates: tuple[float, float] | None = None,
-                 fault_us: float | None = None,
+                 probed: dict[str, Any] | None = None,
                  thread_steps: tuple[float, float] | None = None) -> tuple[HardwareReport, Context]:
     """Measure the machine constants the rules need for `result` (those not given). The probes draw random numbers
     (fresh tensors, a DataLoader's shuffle and seeds): torch's random state is put back after them, so that a
@@ -152,6 +162,7 @@ def measure_context(result: WatchResult, subject: RunSubject | None = None, hard
         # loaded one and went unprobed; a tokenizing __getitem__'s wait, 39% of the judged step and 15% of the loaded
         # one, went without its handover probe, and workers were advised where they would not help)
         judged = script_view(result) or result
+        busy = others_busy(result)  # other processes held the cores: the probes read one thread's time, or beside them
         dtypes = slow_dtype_candidates(judged) if dtype_gflops is None else []
         # a first matmul reading, a second away from the last one (the hardware's detection takes about that long)
         early = cpu_matmul_gflops() if matmul_gflops is None and hardware is None else None
@@ -172,7 +183,7 @@ def measure_context(result: WatchResult, subject: RunSubject | None = None, hard
         fewer = keep if keep is not None and result.process.torch_threads > keep else \
             busy_keep(result, hw.cpu.logical_threads or 1) if result.model.device == "cpu" else None
         if thread_steps is None and fewer is not None:  # beside busy processes, mean steps: their slices lost too
-            probe = loaded_step_ms if others_busy(result) else thread_step_ms
+            probe = loaded_step_ms if busy else thread_step_ms
             thread_steps = probe(side, (result.process.torch_threads, fewer))
         if launch_us is None and result.model.device == "cuda":
             launch_us = cuda_op_us()
@@ -181,9 +192,8 @@ def measure_context(result: WatchResult, subject: RunSubject | None = None, hard
         if rebuilt_ms is None:
             rebuilt_ms = _rebuild_probe(subject, result)
         handover, batched = loader_ms if loader_ms is not None else _loader_probes(subject, judged)
-        if fault_us is None and page_faults_candidate(result):
-            fault_us = page_fault_us()
-        cells, cell_ops = _cell_probe(result)
+        probed = _declared_probes(ProbeRun(result, judged, subject, busy), probed)
+        cells, cell_ops = _cell_probe(result, busy)
         if matmul_gflops is None:  # read again after the other probes: a moment of a shared machine
             earlier = [gflops] + ([early] if early is not None and keep in (None, torch.get_num_threads()) else [])
             with intra_op_threads(keep):  # is not what its CPU can do
@@ -197,7 +207,7 @@ def measure_context(result: WatchResult, subject: RunSubject | None = None, hard
         ctx = Context(dispatch_us=dispatch, matmul_gflops=gflops, physical_cores=hw.cpu.physical_cores or 1,
                       logical_threads=hw.cpu.logical_threads or 1, largest_batch=largest, cuda_op_us=launch_us,
                       dtype_gflops=dtype_gflops, optimizer_ms=optimizer_ms, rebuild_ms=rebuilt_ms, handover=handover,
-                      batched_ms=batched, thread_gflops=thread_rates, thread_step_ms=thread_steps, usable_cores=usable, page_fault_us=fault_us,
+                      batched_ms=batched, thread_gflops=thread_rates, thread_step_ms=thread_steps, usable_cores=usable, probed=probed,
                       gpu_peak=_gpu_peak(hw, result, subject), cell_ms=cells, cell_ops=cell_ops)
     return hw, ctx
 

@@ -13,7 +13,7 @@ session: 39 of 39 planted tests in each of eight suite runs on the 2-vCPU Zen 4 
 machine"). Where they share the session's group, each of the four threads (the run's two intra-op threads, the two
 busy processes) gets half a core; the run's two threads may take turns on one core, and a thread that finished its
 part of a parallel op spins at the op's end on the core the other needs: time on a core that the doctor does not
-take out of the script's phases, and says so (`watch/core_sharing.py`; `planted.took_turns` skips such a run).
+take out of the script's phases, and says so (`load/core_sharing.py`; `planted.took_turns` skips such a run).
 There the same suite missed 3 planted verdicts in 39 tests and failed one (two misses in a row,
 `slow_dataloader.py`; the session and its busy processes in one autogroup, b3b3cbb), and a CI run 5 and failed 3,
 at median steps 20 to 260 times alone's, the other processes read at 1.00 cores each time; with the turns said and

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from trainspeed.diagnose.without_wait import OTHERS_BUSY
+from trainspeed.load.result import OTHERS_BUSY
 
 BUSY = 0
 """Busy processes the session runs beside (pytest --busy N; set by conftest.py)."""

@@ -8,6 +8,7 @@ from rich.console import Console
 
 from trainspeed.diagnose.report import DoctorReport
 from trainspeed.diagnose.rules import Context, diagnose
+from trainspeed.load.result import Load, PhaseLoad
 from trainspeed.report.text import doctor_view
 from trainspeed.watch.phases import PHASES
 from trainspeed.watch.result import (
@@ -17,12 +18,11 @@ from trainspeed.watch.result import (
     ModelFacts,
     PhaseStat,
     Process,
-    Reads,
     Steps,
-    SyncSite,
     WatchResult,
     Window,
 )
+from trainspeed.watch.sites import Reads, SyncSite
 
 CTX = Context(dispatch_us=2.0, matmul_gflops=100.0, physical_cores=8, logical_threads=16)
 
@@ -54,6 +54,22 @@ def recorded(step_ms: float, host: dict[str, float], device: dict[str, float] | 
         reads=Reads(sync_sites=[SyncSite("train.py:42", "item", 94, syncs * step_ms)] if syncs else []),
         loaders=Loaders(each=loaders or []),
     )
+
+
+def with_load(r: WatchResult, waits: dict[str, float] | None = None, **figures: float | None) -> WatchResult:
+    """`r` with these figures of the machine's load (`Load`: `others_cpu_cores=1.0`, `threads_one_cpu_share=...`), and
+    with `waits` (phase -> milliseconds a step it waited for a core), each phase's part of its share of the mean step
+    (at most all of it), the median step's the same."""
+    load = dataclasses.replace(r.load or Load(), **figures)
+    if waits is not None:
+        step = r.steps.mean_ms or r.steps.median_ms or 0.0
+
+        def part(p: str) -> float:
+            share = r.phases[p].share
+            return min(1.0, waits.get(p, 0.0) / (share * step)) if share and step else 0.0
+
+        load = dataclasses.replace(load, phases={p: PhaseLoad(waits.get(p, 0.0), part(p), part(p)) for p in r.phases})
+    return dataclasses.replace(r, load=load)
 
 
 def rendered(report: DoctorReport) -> str:

@@ -5,12 +5,13 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from recorded_runs import CTX, recorded
+from recorded_runs import CTX, recorded, with_load
 
 from trainspeed.diagnose.invariants import InconsistentReport, checked, inconsistencies
 from trainspeed.diagnose.rules import diagnose
 from trainspeed.diagnose.verdict import Verdict
-from trainspeed.watch.result import Evaluation, PhaseStat, SyncSite
+from trainspeed.watch.result import Evaluation, PhaseStat
+from trainspeed.watch.sites import SyncSite
 
 
 def test_a_recorded_run_and_its_verdicts_add_up() -> None:
@@ -57,18 +58,15 @@ def test_each_invariant_is_checked() -> None:
     # beside busy processes the script's verdicts are judged on its run less the waits for a core: their parts are
     # of that shorter run (an image classifier beside two busy processes, 2026-11-28: the waits 83% of the step, the
     # data 30% of the rest)
-    waits = {p: dataclasses.replace(s, wait_ms=8.3 * s.share, wait_share=0.83, median_wait_share=0.83)
-             for p, s in r.phases.items()}
-    busy = dataclasses.replace(r, phases=waits, steps=dataclasses.replace(r.steps, mean_ms=10.0),
-                               machine=dataclasses.replace(r.machine, others_cpu_cores=1.5))
+    busy = with_load(dataclasses.replace(r, steps=dataclasses.replace(r.steps, mean_ms=10.0)),
+                     {p: 8.3 * s.share for p, s in r.phases.items()}, others_cpu_cores=1.5)
     load, data = Verdict("thread_oversubscription", "", "", 1 / 0.17), Verdict("input_bound", "", "", 1 / 0.7)
     assert inconsistencies(busy, [load, data]) == []  # 83% + 30% of the other 17%
-    quiet = dataclasses.replace(busy, machine=dataclasses.replace(r.machine, others_cpu_cores=0.0))
+    quiet = with_load(busy, others_cpu_cores=0.0)
     assert "predict to save (83% + 30%)" in inconsistencies(quiet, [load, data])[0]
     # unless the waits for a core were read (a Lightning run beside busy processes, 2026-11-28: mean 115 ms, median
     # 180 ms): the verdict then rests on them, and the mean and median say nothing about it
-    waited = {p: dataclasses.replace(s, wait_ms=1.0 if p == "forward" else 0.0) for p, s in under.phases.items()}
-    assert inconsistencies(dataclasses.replace(under, phases=waited), [load]) == []
+    assert inconsistencies(with_load(under, {"forward": 1.0}), [load]) == []
     assert inconsistencies(dataclasses.replace(r, steps=dataclasses.replace(r.steps, mean_ms=12.0)), [load]) == []
 
 

@@ -76,7 +76,8 @@ def test_the_summary_lists_what_the_dataloader_ran_only_where_the_wait_is_worth_
 
     from trainspeed.hardware import detect_hardware
     from trainspeed.measure import diagnose_run
-    from trainspeed.watch.result import DataSite, LoaderInfo
+    from trainspeed.watch.result import LoaderInfo
+    from trainspeed.watch.sites import DataSite
 
     sites = [DataSite("train.py:12", "image = resize(image)", 30, 0.6),
              DataSite("torch/utils/data/_utils/collate.py:collate", "", 20, 0.4,

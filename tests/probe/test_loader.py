@@ -73,7 +73,7 @@ def test_the_handover_counts_the_workers_wait_for_a_core_too(monkeypatch) -> Non
 
     import pytest
 
-    from trainspeed.watch import run_queue
+    from trainspeed.load import waits as run_queue
 
     if run_queue.thread_wait() is None:
         pytest.skip("this system does not count a thread's wait for a core")

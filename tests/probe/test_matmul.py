@@ -96,7 +96,7 @@ def test_readings_taken_on_free_cores_are_kept_and_the_others_left_out() -> None
 
 def test_where_every_reading_waited_each_counts_without_its_waits() -> None:
     """No reading on free cores: each counts between its time less the summed wait and less the longest one
-    thread's (`run_queue.on_free_cores`); a stand-in wait that does not say the longest is taken as shared evenly,
+    thread's (`load.probes.on_free_cores`); a stand-in wait that does not say the longest is taken as shared evenly,
     the least the longest can be. Three readings alike: their range's middle."""
     for threads, waited in ((1, 0.5), (2, 0.5), (2, 3.0)):  # 3 s summed over two threads in a reading of 1 s
         ticks, waits = iter(range(100)), iter([0.0, waited] * 3)
@@ -108,7 +108,7 @@ def test_where_every_reading_waited_each_counts_without_its_waits() -> None:
 
 
 class _Reader:
-    """A stand-in for `run_queue.ThreadWait`: per call the summed wait, and the longest one thread's."""
+    """A stand-in for `load.waits.ThreadWait`: per call the summed wait, and the longest one thread's."""
 
     def __init__(self, readings: list[tuple[float, float]]) -> None:
         self.readings, self.longest = iter(readings), 0.0

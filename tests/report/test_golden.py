@@ -31,17 +31,8 @@ from trainspeed.report.html import doctor_html
 from trainspeed.report.json import doctor_dict, dumps
 from trainspeed.report.text import doctor_view
 from trainspeed.watch.phases import PHASES
-from trainspeed.watch.result import (
-    DataSite,
-    Evaluation,
-    GpuUtil,
-    LoaderInfo,
-    OptimizerInfo,
-    OtherSite,
-    StepRecord,
-    SyncSite,
-    WatchResult,
-)
+from trainspeed.watch.result import Evaluation, GpuUtil, LoaderInfo, OptimizerInfo, StepRecord, WatchResult
+from trainspeed.watch.sites import DataSite, OtherSite, SyncSite
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 

@@ -11,7 +11,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 from watched_loops import hf_tiny_train
 
-from trainspeed.diagnose.without_wait import others_busy
+from trainspeed.load.view import others_busy
 from trainspeed.watch import Watcher
 
 L = pytest.importorskip("lightning", reason="Lightning is not installed (pip install -e .[dev] installs it)")
@@ -83,7 +83,7 @@ def test_a_lightning_fit_is_counted_as_it_runs_and_trains_the_same_weights() -> 
     # parameters is a small part of the step, where the closure's work was 80% of the optimizer phase
     assert r.phases["forward"].host_ms > 0 and r.phases["backward"].host_ms > 0
     if others_busy(r):  # the shares then are the load's as much as the script's
-        pytest.skip(f"other processes kept {r.machine.others_cpu_cores:.1f} cores busy: the optimizer's and Lightning's "
+        pytest.skip(f"other processes kept {r.load.others_cpu_cores if r.load else 0.0:.1f} cores busy: the optimizer's and Lightning's "
                     "shares of the step are theirs too (beside two busy processes 15% and 11% once, alone 17% and 58%)")
     assert r.phases["optimizer"].share < r.phases["other"].share
 

@@ -2,44 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
 
 import torch
 
+from trainspeed.watch.edges import PhaseEdges
+from trainspeed.watch.events import Events
 from trainspeed.watch.hooks import Hooks
+from trainspeed.watch.phases import PhaseClock
 
 
-class _Listener:
-    opening_window = False
-
-    def __init__(self) -> None:
-        self.opened: list[str] = []
-
-    def open_host(self, phase: str) -> int:
-        self.opened.append(phase)
-        return 0
-
-    def close_host(self, depth: int) -> None: ...
-    def enter(self, phase: str) -> None: ...
-    def exit(self, phase: str) -> None: ...
-    def forward_pre(self, module: Any, args: Any, kwargs: Any) -> None: ...
-    def step_ended(self, *args: Any) -> None: ...
-    def backward_done(self) -> None: ...
-    def h2d(self, *args: Any) -> None: ...
-    def loader_seen(self, iterator: Any) -> None: ...
-    def loader_ran_out(self, iterator: Any) -> None: ...
-    def backward_running(self) -> bool:
-        return False
-
-    def recomputed(self, seconds: float) -> None: ...
-    def loader_started(self, seconds: float, stop: bool = False) -> None: ...
-    def host_read(self, *args: Any) -> None: ...
-    def anomaly_stack(self, seconds: float) -> None: ...
-    def optimizer_built(self, seconds: float) -> None: ...
-    def mode_set(self, module: Any, training: bool) -> None: ...
-    def grad_off_entered(self) -> None: ...
-    def grad_off_left(self) -> None: ...
-    def saved(self) -> None: ...
+def _events() -> Events:
+    """Events that nobody hears."""
+    return Events(*([lambda *args, **kwargs: None] * len(dataclasses.fields(Events))))
 
 
 class _PausedSGD(torch.optim.SGD):
@@ -47,8 +22,11 @@ class _PausedSGD(torch.optim.SGD):
 
 
 def test_an_optimizer_class_seen_while_paused_is_wrapped_at_resume_and_put_back_at_uninstall() -> None:
-    listener = _Listener()
-    hooks = Hooks(listener, listener)  # type: ignore[arg-type]
+    clock = PhaseClock()
+    hooks = Hooks(_events(), PhaseEdges(clock.now, trace=False))
+    opened: list[str] = []
+    enter = hooks.edges.clock.enter
+    hooks.edges.clock.enter = lambda phase: (opened.append(phase), enter(phase))[-1]  # type: ignore[method-assign]
     opt = _PausedSGD([torch.nn.Parameter(torch.ones(1))], lr=0.1)
     before = _PausedSGD.__dict__.get("step")  # torch's hooked step, if the first instance put one here
     opt.param_groups[0]["params"][0].grad = torch.ones(1)
@@ -58,10 +36,10 @@ def test_an_optimizer_class_seen_while_paused_is_wrapped_at_resume_and_put_back_
         hooks.watch_optimizer(_PausedSGD)
         assert _PausedSGD.__dict__.get("step") is before  # out while paused: the class is left alone
         opt.step()
-        assert listener.opened == []
+        assert opened == []
         hooks.resume()
         opt.step()
-        assert listener.opened == ["optimizer"]
+        assert opened == ["optimizer"]
     finally:
         hooks.uninstall()
     assert _PausedSGD.__dict__.get("step") is before

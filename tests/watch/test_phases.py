@@ -125,123 +125,38 @@ def test_skipped_time_is_no_steps_and_out_of_the_summed_wall() -> None:
     assert summed_wall == 3.5 and seconds["sync"] == 0.5
 
 
-def test_waits_for_a_core_go_to_the_phase_that_ran_on_detailed_steps_only() -> None:
-    t, waited = [0.0], [0.0]  # the clock, and the thread's run-queue wait not read yet, both in seconds
+def test_a_listener_is_told_each_stretch_on_detailed_steps_only() -> None:
+    """The clock tells its listener (the load's wait meter) each stretch of host time as it charges it, the watcher's
+    own time as skipped, and the step's close; on an edges-only step nothing."""
+    t, told = [0.0], []
 
-    def read() -> float:
-        since, waited[0] = waited[0], 0.0
-        return since
+    class Listener:
+        def charged(self, phase: str, seconds: float) -> None:
+            told.append((phase, round(seconds, 6)))
+
+        def skipped(self) -> None:
+            told.append(("skipped", 0.0))
+
+        def forget(self) -> None:
+            told.append(("forget", 0.0))
+
+        def closed(self) -> None:
+            told.append(("closed", 0.0))
 
     c = PhaseClock(now=lambda: t[0])
-    c.watch_waits(read)
+    c.listen(Listener())
     c.enter("forward")
     t[0] += 0.010
-    waited[0] += 0.004  # 4 of forward's 10 ms waiting for a core
     c.exit("forward")
-    c.enter("optimizer")
-    t[0] += 0.002
-    waited[0] += 0.005  # a reading past the phase's own time: at most the phase's 2 ms
-    c.exit("optimizer")
-    c.skip()  # the watcher's own work: its wait is nobody's
-    waited[0] += 0.003
     c.skip()
     t[0] += 0.001
-    waited[0] += 0.0005
     c.end_step()
-    assert c.step_waits is not None
-    assert c.step_waits["forward"] == pytest.approx(0.004) and c.step_waits["optimizer"] == pytest.approx(0.002)
-    assert c.step_waits["other"] == pytest.approx(0.0005)
-    c.set_detailed(False)  # an edges-only step reads no wait
+    assert told == [("forget", 0.0), ("other", 0.0), ("forward", 0.01), ("skipped", 0.0), ("other", 0.001),
+                    ("closed", 0.0)]
+    told.clear()
+    c.set_detailed(False)  # an edges-only step: nothing told
     c.enter("forward")
-    waited[0] += 0.004
     t[0] += 0.01
     c.exit("forward")
     c.end_step()
-    assert c.step_waits is None
-
-
-def test_each_reading_s_longest_one_thread_wait_goes_to_the_phase_too() -> None:
-    """With a reader of the longest one thread's wait, each phase also sums those (the low bound of what it lost:
-    `wait_bounds`), at most the reading's summed wait; without one, the summed wait stands for it."""
-    t, waited, longest = [0.0], [0.0], [0.0]
-
-    def read() -> float:
-        since, waited[0] = waited[0], 0.0
-        return since
-
-    c = PhaseClock(now=lambda: t[0])
-    c.watch_waits(read, lambda: longest[0])
-    c.enter("forward")
-    t[0] += 0.010
-    waited[0], longest[0] = 0.006, 0.004  # two threads, 4 and 2 ms
-    c.exit("forward")
-    c.enter("backward")
-    t[0] += 0.002
-    waited[0], longest[0] = 0.005, 0.005  # one thread, past the phase's own 2 ms
-    c.exit("backward")
-    c.end_step()
-    assert c.step_waits is not None and c.step_longest is not None
-    assert c.step_waits["forward"] == pytest.approx(0.006) and c.step_longest["forward"] == pytest.approx(0.004)
-    assert c.step_waits["backward"] == pytest.approx(0.002) and c.step_longest["backward"] == pytest.approx(0.002)
-    plain = PhaseClock(now=lambda: t[0])
-    plain.watch_waits(read)
-    plain.enter("forward")
-    t[0] += 0.010
-    waited[0] = 0.003
-    plain.exit("forward")
-    plain.end_step()
-    assert plain.step_longest is not None and plain.step_longest["forward"] == pytest.approx(0.003)
-
-
-def test_a_save_and_a_data_wait_are_charged_the_training_thread_s_own_wait_only() -> None:
-    """A save and a data wait run on the training thread alone: torch's intra-op threads, spinning after the last
-    parallel op, may wait for a core meanwhile and delay nothing, so those phases are charged that thread's own wait
-    (all three sums); a parallel phase keeps every thread's."""
-    t, waited, longest, own = [0.0], [0.0], [0.0], [0.0]
-
-    def read() -> float:
-        return waited[0]
-
-    c = PhaseClock(now=lambda: t[0])
-    c.watch_waits(read, lambda: longest[0], lambda seconds, lengths: min(waited[0], seconds), lambda: own[0])
-    c.enter("optimizer")
-    t[0] += 0.010
-    waited[0], longest[0], own[0] = 0.008, 0.005, 0.003  # the training thread 3 ms, an intra-op thread 5
-    c.exit("optimizer")
-    c.enter("checkpoint")
-    t[0] += 0.020
-    waited[0], longest[0], own[0] = 0.009, 0.008, 0.001  # the intra-op thread's 8 ms came while it spun
-    c.exit("checkpoint")
-    c.enter("data")
-    t[0] += 0.005
-    waited[0], longest[0], own[0] = 0.004, 0.003, 0.002  # the next batch: the training thread woke and waited 2 ms
-    c.exit("data")
-    c.end_step()
-    assert c.step_waits is not None and c.step_longest is not None and c.step_joint is not None
-    assert c.step_waits["optimizer"] == pytest.approx(0.008) and c.step_longest["optimizer"] == pytest.approx(0.005)
-    for sums in (c.step_waits, c.step_longest, c.step_joint):
-        assert sums["checkpoint"] == pytest.approx(0.001) and sums["data"] == pytest.approx(0.002)
-
-
-def test_each_phase_s_readings_are_joined_given_its_own_ops() -> None:
-    """The clock hands each reading's joining the ops of the phase it charges (`op_lengths`, from the profiler
-    window): a phase of long products and one of small ops join the same waits differently."""
-    t, asked = [0.0], []
-
-    def joint(seconds: float, lengths: object) -> float:
-        asked.append(lengths)
-        return 0.002 if lengths else 0.004
-
-    c = PhaseClock(now=lambda: t[0])
-    c.op_lengths = {"forward": ((1.0, 0.011),)}
-    c.watch_waits(lambda: 0.005, lambda: 0.002, joint)
-    c.enter("forward")
-    t[0] += 0.010
-    c.exit("forward")
-    c.enter("optimizer")
-    t[0] += 0.010
-    c.exit("optimizer")
-    c.end_step()
-    assert asked[:2] == [((1.0, 0.011),), ()]
-    assert c.step_joint is not None
-    assert c.step_joint["forward"] == pytest.approx(0.002) and c.step_joint["optimizer"] == pytest.approx(0.004)
+    assert told == []

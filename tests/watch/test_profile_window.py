@@ -14,10 +14,10 @@ def test_cpu_window_counts_per_step_without_the_profiler() -> None:
     profiled = []
     for index in range(5):  # warm-up 1: steps 1 and 2 are counted
         (a @ b).sum()
-        profiled.append(window.on_step_end(index, warmup=1, cuda=False))
+        profiled.append(window.on_step_end(index, opens_at=1, cuda=False))
     assert profiled == [False, True, True, False, False]
-    assert window.ops_per_step == 2 and window.kernels_per_step is None
-    assert window.flops_per_step == 2 * 8 * 16 * 4
+    assert window.part().ops_per_step == 2 and window.part().kernels_per_step is None
+    assert window.part().flops_per_step == 2 * 8 * 16 * 4
 
 
 def test_gpu_busy_time_counts_overlapping_work_once() -> None:
@@ -56,8 +56,8 @@ def test_the_profiler_window_counts_flops_once_with_the_op_counter_inside() -> N
         window = ProfileWindow(steps=2, outside=outside)
         for index in range(4):
             model(x).sum().backward()
-            window.on_step_end(index, warmup=1, cuda=True)
-        figures.append((window.ops_per_step, window.flops_per_step, window.outside_ops_per_step))
+            window.on_step_end(index, opens_at=1, cuda=True)
+        figures.append((window.part().ops_per_step, window.part().flops_per_step, window.part().other_ops_per_step))
     (ops, flops, none), (ops_counted, flops_counted, outside_ops) = figures
     assert flops == flops_counted == 2 * (2 * 64 * 32 * 16)  # forward's addmm, backward's weight-grad mm
     assert ops == ops_counted and none is None and outside_ops and outside_ops >= ops
@@ -70,17 +70,17 @@ def test_cpu_window_times_each_op_by_dtype_with_its_flops() -> None:
     for index in range(4):  # warm-up 1: steps 1 and 2 are counted
         (a @ b).relu()
         (c @ d).relu()
-        window.on_step_end(index, warmup=1, cuda=False)
-    rows = {(row.op, row.dtype): row for row in window.op_times or []}
+        window.on_step_end(index, opens_at=1, cuda=False)
+    rows = {(row.op, row.dtype): row for row in window.part().op_times or []}
     assert set(rows) == {("aten.mm", "float64"), ("aten.mm", "float32"), ("aten.relu", "float64"),
                          ("aten.relu", "float32")}
     assert all(row.calls == 1 and row.ms > 0 for row in rows.values())
     assert rows["aten.mm", "float64"].arithmetic and not rows["aten.relu", "float64"].arithmetic
     # mm ran in two dtypes: FlopCounterMode counts by op, so neither gets a share it cannot prove
     assert rows["aten.mm", "float64"].flops is None and rows["aten.relu", "float32"].flops is None
-    ms = [row.ms for row in window.op_times or []]
+    ms = [row.ms for row in window.part().op_times or []]
     assert ms == sorted(ms, reverse=True)
-    assert window.op_ms_per_step == sum(ms)
+    assert window.part().op_ms_per_step == sum(ms)
 
 
 def test_the_window_keeps_each_steps_ops_apart() -> None:
@@ -91,13 +91,13 @@ def test_the_window_keeps_each_steps_ops_apart() -> None:
         for _ in range(2 if index == 2 else 1):
             a.relu()
         counters.append(window.counter)
-        window.on_step_end(index, warmup=1, cuda=False)
+        window.on_step_end(index, opens_at=1, cuda=False)
     counter = counters[1]
     assert counter is not None and counter.by_op == {}
     assert [sum(calls for calls, _ in table.values()) for table in counter.steps_by_op] == [1, 2, 1]
     assert [ops for ops, _ in counter.outside_steps] == [1, 2, 1]
-    assert window.outside_ops_per_step == pytest.approx(4 / 3)
-    assert window.outside_op_ms_per_step == pytest.approx(4 / 3 * 1e3 * min(s / n for n, s in counter.outside_steps))
+    assert window.part().other_ops_per_step == pytest.approx(4 / 3)
+    assert window.part().other_op_ms_per_step == pytest.approx(4 / 3 * 1e3 * min(s / n for n, s in counter.outside_steps))
 
 
 def test_after_torch_compile_the_window_is_torch_profiler_alone(monkeypatch) -> None:
@@ -123,7 +123,7 @@ def test_after_torch_compile_the_window_is_torch_profiler_alone(monkeypatch) -> 
         torch.mm(torch.randn(8, 8), torch.randn(8, 8))
     finally:
         window._close(1)
-    assert window.ops_per_step is not None and window.ops_per_step >= 1 and window.op_times is None
+    assert window.part().ops_per_step is not None and window.part().ops_per_step >= 1 and window.part().op_times is None
 
 
 def test_the_window_gives_each_phase_its_ops_and_how_long_a_call_of_each_takes() -> None:
@@ -140,7 +140,7 @@ def test_the_window_gives_each_phase_its_ops_and_how_long_a_call_of_each_takes()
         small.add_(1.0)
         phase[0] = None
         small.relu()
-        window.on_step_end(index, warmup=1, cuda=False)
+        window.on_step_end(index, opens_at=1, cuda=False)
     lengths = window.op_lengths
     assert set(lengths) == {"forward", "optimizer", "other"}
     (share, seconds), = lengths["forward"]

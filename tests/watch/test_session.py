@@ -18,6 +18,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from watched_loops import (
     OPTIMIZER,
     TimedSGD,
+    as_if_on_cuda,
     fake_clock_run,
     fake_cuda_events,
     seed_loop,
@@ -114,7 +115,7 @@ def test_edges_only_steps_keep_one_optimizer_hook_the_step_edge_itself() -> None
         step()
         w.hooks.resume()
         step()
-    assert w.steps.steps_seen == 3
+    assert w.schedule.seen == 3
     assert not optimizer_module._global_optimizer_pre_hooks and not optimizer_module._global_optimizer_post_hooks
 
 
@@ -158,20 +159,20 @@ def test_the_profiler_windows_own_synchronize_is_not_the_scripts(monkeypatch) ->
     monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
     model, optimizer, x = tiny_step()
     with Watcher(warmup=1, profile_steps=2) as w:
-        close = w.steps.window.on_step_end
+        close = w.window._close
 
-        def on_step_end(index: int, warmup: int, cuda: bool) -> bool:
+        def closing(steps: int) -> None:
             torch.cuda.synchronize()  # as torch.profiler's stop() does
-            return close(index, warmup, cuda)
+            close(steps)
 
-        w.steps.window.on_step_end = on_step_end  # type: ignore[method-assign]
-        stop = w.steps.window.close
+        w.window._close = closing  # type: ignore[method-assign]
+        stop = w.window._close_early
 
         def close_at_stop() -> None:  # a run that ends inside the window closes it in stop()
             torch.cuda.synchronize()
             stop()
 
-        w.steps.window.close = close_at_stop  # type: ignore[method-assign]
+        w.window._close_early = close_at_stop  # type: ignore[method-assign]
         for _ in range(6):
             model(x).sum().backward()
             optimizer.step()
@@ -187,17 +188,17 @@ def test_cuda_events_are_recorded_on_detailed_steps_only(monkeypatch) -> None:
     made = fake_cuda_events(monkeypatch)
     model, optimizer, x = tiny_step()
     with Watcher(warmup=1, profile_steps=0, detail_every=4) as w:
-        w.steps.on_cuda()  # as if the model's first input had been on a GPU
+        as_if_on_cuda(w)  # as if the model's first input had been on a GPU
         made_by_kind = {True: 0, False: 0}
         for _ in range(2000):
-            detailed, before = w.steps.detailed, len(made)  # a step runs from one optimizer step to the next
+            detailed, before = w.schedule.detailed, len(made)  # a step runs from one optimizer step to the next
             optimizer.zero_grad()
             w.edges.enter("h2d")  # what the hook on Tensor.to does around a copy to the GPU, on every step
             w.edges.exit("h2d")
             model(x).sum().backward()
             optimizer.step()
             made_by_kind[detailed] += len(made) - before
-    records = w.steps.measured.items
+    records = w.samples.measured.items
     assert {r.detailed for r in records} == {True, False}
     assert all((r.device_ms is not None) == r.detailed for r in records)
     assert made_by_kind[True] > 0 and made_by_kind[False] == 0
@@ -218,11 +219,11 @@ def test_an_optimizer_closure_s_kernels_are_not_the_optimizer_s(monkeypatch) -> 
         return loss
 
     with Watcher(warmup=1, profile_steps=0, detail_every=1) as w:
-        w.steps.on_cuda()
+        as_if_on_cuda(w)
         for _ in range(12):
             optimizer.step(closure)
             device_now[0] += 1.0  # between steps: no phase's
-    detailed = [r for r in w.steps.measured.items if r.device_ms is not None]
+    detailed = [r for r in w.samples.measured.items if r.device_ms is not None]
     assert detailed and all(r.device_ms.get("optimizer", 0.0) == 0.0 for r in detailed)
 
 
@@ -232,7 +233,7 @@ def _gpu_bound_run(monkeypatch, steps: int) -> Watcher:
     device_now, clock = stamped_cuda_events(monkeypatch), [0.0]
     w = Watcher(warmup=1, profile_steps=0, detail_every=1, now=lambda: clock[0], sample_hz=5)
     with w:
-        w.steps.on_cuda()
+        as_if_on_cuda(w)
         for _ in range(steps):
             for phase, device_ms in (("forward", 20.0), ("backward", 40.0), ("optimizer", 1.0)):
                 w.edges.enter(phase)
@@ -268,7 +269,7 @@ def test_a_host_that_waits_for_its_gpu_keeps_its_own_step_time(monkeypatch) -> N
     is full), the host's wall is the step: nothing changes."""
     device_now, clock = stamped_cuda_events(monkeypatch), [0.0]
     with Watcher(warmup=1, profile_steps=0, detail_every=1, now=lambda: clock[0], sample_hz=5) as w:
-        w.steps.on_cuda()
+        as_if_on_cuda(w)
         for _ in range(20):
             w.edges.enter("forward")
             clock[0] += 0.003
@@ -295,7 +296,7 @@ def test_making_and_recording_a_cuda_event_is_no_phases_time(monkeypatch) -> Non
     monkeypatch.setattr(torch.cuda.Event, "record", slow_record)
     w = Watcher(warmup=0, profile_steps=0, sample_hz=5, now=lambda: clock[0], detail_every=1)
     with w:
-        w.steps.on_cuda()
+        as_if_on_cuda(w)
         for _ in range(20):
             w.edges.enter("forward")
             clock[0] += 0.5
@@ -304,7 +305,7 @@ def test_making_and_recording_a_cuda_event_is_no_phases_time(monkeypatch) -> Non
             w.step_ended(OPTIMIZER)  # type: ignore[arg-type]
     assert len(made) == 40
     assert all(r.wall_s == pytest.approx(0.75) and r.phases["forward"] == pytest.approx(0.5)
-               and r.phases["other"] == pytest.approx(0.25) for r in w.steps.measured.items)
+               and r.phases["other"] == pytest.approx(0.25) for r in w.samples.measured.items)
 
 
 def _line_of(marker: str) -> int:
@@ -389,19 +390,19 @@ def test_the_profiler_windows_own_time_goes_to_no_step() -> None:
     window's last step and the first measured one: that step, and the sums, must not count it."""
     clock = [0.0]
     w = Watcher(warmup=2, profile_steps=3, sample_hz=5, now=lambda: clock[0], detail_every=10**9)
-    close = w.steps.window._close
+    close = w.window._close
 
     def slow_close(steps: int) -> None:
         close(steps)
         clock[0] += 100.0  # what torch.profiler's stop costs on a GPU, made obvious
 
-    w.steps.window._close = slow_close  # type: ignore[method-assign]
+    w.window._close = slow_close  # type: ignore[method-assign]
     with w:
         fake_clock_run(w, clock, 200)
-    assert w.steps.window.ops_per_step is not None  # the window did close, slowly
+    assert w.window.part().ops_per_step is not None  # the window did close, slowly
     seconds, wall = w.clock.summed() or ({}, 0.0)
-    assert wall == pytest.approx(200 - w.steps.settled_at)  # 1 s steps, every one summed (no quiet tail yet)
-    assert all(r.wall_s == 1.0 for r in w.steps.measured.items)
+    assert wall == pytest.approx(200 - w.schedule.settled_at)  # 1 s steps, every one summed (no quiet tail yet)
+    assert all(r.wall_s == 1.0 for r in w.samples.measured.items)
     assert w.measurements().phases["other"].share == pytest.approx(0.15)
 
 

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from trainspeed.watch.collect import gpu_paced, phase_shares
+from trainspeed.watch.figures import gpu_paced, phase_shares
 from trainspeed.watch.phases import PHASES
 from trainspeed.watch.result import StepRecord
 
@@ -66,17 +66,3 @@ def test_a_host_bound_cuda_run_or_a_full_queue_is_not_paced_by_the_gpu() -> None
     full_queue = [replace(_record(0.070, True, forward=0.069), device_span_s=0.0702) for _ in range(10)]
     assert gpu_paced(host_bound) is None and gpu_paced(full_queue) is None
     assert gpu_paced([_record(1.0, False)]) is None  # no device spans: a CPU run, or edges-only steps
-
-
-def test_a_phase_s_wait_is_the_part_its_detailed_steps_waited_of_its_share_of_the_mean_step() -> None:
-    from trainspeed.watch.collect import _waits_ms
-
-    slow = replace(_record(0.010, True, forward=0.008), waits={**dict.fromkeys(PHASES, 0.0), "forward": 0.006})
-    fast = replace(_record(0.002, True, forward=0.001), waits=dict.fromkeys(PHASES, 0.0))
-    shares = {**dict.fromkeys(PHASES, 0.0), "forward": 0.5, "other": 0.5}
-    waits = _waits_ms([slow, fast], shares, 4.0)
-    assert waits is not None
-    # 6 of forward's 9 ms waited; forward is 2 of the 4 ms mean step
-    assert waits["forward"] == pytest.approx((6 / 9 * 0.5 * 4.0, 6 / 9, (6 / 8 + 0) / 2))  # the median of two steps
-    assert waits["other"] == (0.0, 0.0, 0.0)
-    assert _waits_ms([_record(0.002, True)], shares, 4.0) is None  # not read

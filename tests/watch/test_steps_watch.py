@@ -9,11 +9,11 @@ import pytest
 import torch
 from torch import nn
 from torch.optim import optimizer as optimizer_module
-from watched_loops import OPTIMIZER, TimedSGD, fake_clock_run, fake_cuda_events, seed_loop
+from watched_loops import OPTIMIZER, TimedSGD, as_if_on_cuda, fake_clock_run, fake_cuda_events, seed_loop
 
 from trainspeed.watch import Watcher
-from trainspeed.watch.stats import RESERVOIR_SIZE, Reservoir
-from trainspeed.watch.steps import DETAIL_BLOCK, PLOT_STEPS, SWITCHES_PER_DOUBLING
+from trainspeed.watch.samples import PLOT_STEPS, RESERVOIR_SIZE, Reservoir
+from trainspeed.watch.schedule import DETAIL_BLOCK, SWITCHES_PER_DOUBLING
 
 
 def test_quiet_steps_count_exactly_and_every_kept_step_times_only_itself() -> None:
@@ -22,22 +22,22 @@ def test_quiet_steps_count_exactly_and_every_kept_step_times_only_itself() -> No
     count (steps, reads) stays exact, also when asked mid-run."""
     clock = [0.0]
     w = Watcher(warmup=2, profile_steps=0, sample_hz=5, now=lambda: clock[0], detail_every=4)
-    w.steps.measured = Reservoir(size=32, seed=1)
+    w.samples.measured = Reservoir(size=32, seed=1)
     w.start()
     try:
         quiet = fake_clock_run(w, clock, 3000)
-        assert w.measurements().steps.measured == 3000 - w.steps.settled_at  # mid-run: quiet steps counted
+        assert w.measurements().steps.measured == 3000 - w.schedule.settled_at  # mid-run: quiet steps counted
         quiet += fake_clock_run(w, clock, 2000)
     finally:
         w.stop()
     r = w.measurements()
-    assert quiet > 3000 and r.steps.seen == 5000 and r.steps.measured == 5000 - w.steps.settled_at
+    assert quiet > 3000 and r.steps.seen == 5000 and r.steps.measured == 5000 - w.schedule.settled_at
     same = Reservoir[int](size=32, seed=1)  # the sample's choice, offered every measured step in turn
     for i in range(r.steps.measured):
         same.add(i) if same.wants() else same.skip()
-    assert sorted(rec.index - w.steps.settled_at for rec in w.steps.measured.items) == sorted(same.items)
+    assert sorted(rec.index - w.schedule.settled_at for rec in w.samples.measured.items) == sorted(same.items)
     assert all(rec.wall_s == 1.0 and rec.syncs == 1 and rec.phases["forward"] == 0.75
-               and abs(rec.phases["sync"] - 0.1) < 1e-9 for rec in w.steps.measured.items)
+               and abs(rec.phases["sync"] - 0.1) < 1e-9 for rec in w.samples.measured.items)
     # the loop's time: from the first step's end to the last's, and one median step for the first (its clock ran
     # from the watch's start), quiet steps and all: 5000 steps of 1 s
     assert r.steps.loop_s == 5000.0
@@ -52,17 +52,17 @@ def test_a_cuda_run_goes_quiet_between_detailed_runs_only(monkeypatch) -> None:
     made = fake_cuda_events(monkeypatch)
     clock = [0.0]
     w = Watcher(warmup=2, profile_steps=0, sample_hz=5, now=lambda: clock[0], detail_every=4)
-    w.steps.measured = Reservoir(size=16, seed=1)
+    w.samples.measured = Reservoir(size=16, seed=1)
     quiet = {True: 0, False: 0}
     with w:
-        w.steps.on_cuda()  # as if the model's first input had been on a GPU
+        as_if_on_cuda(w)  # as if the model's first input had been on a GPU
         for _ in range(3000):
-            detailed, before = w.steps.detailed, len(made)
+            detailed, before = w.schedule.detailed, len(made)
             quiet[detailed] += fake_clock_run(w, clock, 1)
             assert detailed or len(made) == before
-    assert quiet[False] > 1000 and quiet[True] == 0 and len(w.steps.plot_steps) == PLOT_STEPS
-    assert not w.edges.events and w.measurements().steps.measured == 3000 - w.steps.settled_at
-    records = w.steps.measured.items
+    assert quiet[False] > 1000 and quiet[True] == 0 and len(w.samples.plots) == PLOT_STEPS
+    assert not w.edges.events and w.measurements().steps.measured == 3000 - w.schedule.settled_at
+    records = w.samples.measured.items
     assert {r.detailed for r in records} == {True, False} and all(r.wall_s == 1.0 for r in records)
     assert all((r.device_ms is not None) == r.detailed for r in records)
 
@@ -72,23 +72,23 @@ def test_the_split_of_forward_backward_and_the_rest_comes_from_every_detailed_st
     handful of detailed ones; the clock's sums over every detailed step give the split exactly."""
     clock = [0.0]
     w = Watcher(warmup=2, profile_steps=0, sample_hz=5, now=lambda: clock[0], detail_every=4)
-    w.steps.measured = Reservoir(size=16, seed=1)
+    w.samples.measured = Reservoir(size=16, seed=1)
     detailed_at: list[bool] = []
     with w:
         for _ in range(5000):
-            long = w.steps.steps_seen % 7 == 0
-            detailed_at.append(w.steps.detailed)
+            long = w.schedule.seen % 7 == 0
+            detailed_at.append(w.schedule.detailed)
             w.edges.enter("forward")
             clock[0] += 0.75 if long else 0.25
             w.edges.exit("forward")
             clock[0] += 0.25 if long else 0.75
             w.step_ended(OPTIMIZER)  # type: ignore[arg-type]
     seconds, wall = w.clock.summed() or ({}, 0.0)
-    summed = range(w.steps.settled_at, w.steps.settled_at + round(wall))  # 1 s steps (a quiet tail is left out)
+    summed = range(w.schedule.settled_at, w.schedule.settled_at + round(wall))  # 1 s steps (a quiet tail is left out)
     detailed = [i for i in summed if detailed_at[i]]
     exact = sum(0.75 if i % 7 == 0 else 0.25 for i in detailed) / len(detailed)
     shares = w.measurements().phases
-    assert len(detailed) > 1000 and sum(r.detailed for r in w.steps.measured.items) < 16
+    assert len(detailed) > 1000 and sum(r.detailed for r in w.samples.measured.items) < 16
     assert shares["forward"].share == pytest.approx(exact, abs=1e-9)
     assert shares["other"].share == pytest.approx(1 - exact, abs=1e-9)
 
@@ -99,29 +99,29 @@ def test_forward_host_time_is_the_median_of_a_sample_of_detailed_steps_alone() -
     would keep, each step timed alone although both samples' passed-over steps run quiet."""
     clock = [0.0]
     w = Watcher(warmup=2, profile_steps=0, sample_hz=5, now=lambda: clock[0], detail_every=4)
-    w.steps.measured = Reservoir(size=16, seed=1)
+    w.samples.measured = Reservoir(size=16, seed=1)
     detailed_at: list[bool] = []
     quiet = 0
     with w:
         for _ in range(8000):
-            quiet += w.steps.steps_seen < w.steps.quiet_until
-            detailed_at.append(w.steps.detailed)
-            forward = (w.steps.steps_seen % 101) / 100  # 0 to 1 s, spread evenly: median 0.5 s
+            quiet += w.schedule.seen < w.schedule.quiet_until
+            detailed_at.append(w.schedule.detailed)
+            forward = (w.schedule.seen % 101) / 100  # 0 to 1 s, spread evenly: median 0.5 s
             w.edges.enter("forward")
             clock[0] += forward
             w.edges.exit("forward")
             clock[0] += 1.0 - forward
             w.step_ended(OPTIMIZER)  # type: ignore[arg-type]
-    assert w.steps.detailed_steps is not None
-    kept = w.steps.detailed_steps.items
+    assert w.samples.detailed is not None
+    kept = w.samples.detailed.items
     same = Reservoir[int](seed=5)  # the detailed sample's choice, offered every measured detailed step in turn
-    for i in range(w.steps.settled_at, 8000):
+    for i in range(w.schedule.settled_at, 8000):
         if detailed_at[i]:
             same.add(i) if same.wants() else same.skip()
     assert sorted(r.index for r in kept) == sorted(same.items) and len(kept) == RESERVOIR_SIZE
     assert all(r.detailed and abs(r.wall_s - 1.0) < 1e-6 and abs(r.phases["forward"] - (r.index % 101) / 100) < 1e-6
                for r in kept)  # each kept step timed alone (the fake clock's sums round in the last bits)
-    assert sum(r.detailed for r in w.steps.measured.items) < 16 and quiet > 4000
+    assert sum(r.detailed for r in w.samples.measured.items) < 16 and quiet > 4000
     assert w.measurements().phases["forward"].host_ms == pytest.approx(500, abs=100)
 
 
@@ -139,26 +139,26 @@ def test_hook_switches_grow_with_the_log_of_the_run_and_stop_at_the_process_budg
         detailed = 0
         with w:
             for _ in range(steps):
-                detailed += w.steps.detailed
+                detailed += w.schedule.detailed
                 fake_clock_run(w, clock, 1)
         return w, patching_module._resumes[0], detailed
 
     w, resumes, detailed = detailed_runs(40_000, 10**6)
     assert SWITCHES_PER_DOUBLING * 2 < resumes < SWITCHES_PER_DOUBLING * 4  # 64-step runs: over 300 of them
-    assert 0.4 < detailed / 40_000 < 0.6 and not w.steps.notes
+    assert 0.4 < detailed / 40_000 < 0.6 and not w.schedule.notes
     w, resumes, detailed = detailed_runs(40_000, 20)
     assert resumes == 21  # the budget's 20, then stop() puts the hooks back in before taking every patch out
-    assert len(w.steps.notes) == 1 and "detailed steps stopped" in w.steps.notes[0]
-    assert not w.steps.detailed and detailed < 20 * DETAIL_BLOCK * 2
+    assert len(w.schedule.notes) == 1 and "detailed steps stopped" in w.schedule.notes[0]
+    assert not w.schedule.detailed and detailed < 20 * DETAIL_BLOCK * 2
 
 
 def test_steps_limit_is_exact_across_quiet_steps() -> None:
     clock = [0.0]
     w = Watcher(warmup=0, profile_steps=0, sample_hz=5, now=lambda: clock[0], steps=2345)
-    w.steps.measured = Reservoir(size=16, seed=1)
+    w.samples.measured = Reservoir(size=16, seed=1)
     with w:
         fake_clock_run(w, clock, 10_000)
-    assert w.steps.steps_seen == 2345 and w.measurements().steps.measured == 2345 - w.steps.settled_at
+    assert w.schedule.seen == 2345 and w.measurements().steps.measured == 2345 - w.schedule.settled_at
 
 
 def test_an_all_reduce_turning_up_in_a_quiet_run_is_not_taken_for_one_steps() -> None:
@@ -166,17 +166,17 @@ def test_an_all_reduce_turning_up_in_a_quiet_run_is_not_taken_for_one_steps() ->
     started with the quiet steps; that step is passed over, and the later steps are timed alone."""
     clock = [0.0]
     w = Watcher(warmup=0, profile_steps=0, sample_hz=5, now=lambda: clock[0], detail_every=10**9)
-    w.steps.measured = Reservoir(size=16, seed=1)
+    w.samples.measured = Reservoir(size=16, seed=1)
     with w:
         fake_clock_run(w, clock, 2000)
-        while w.steps.steps_seen + 1 >= w.steps.quiet_until:  # run on to a step well inside a quiet run
+        while w.schedule.seen + 1 >= w.schedule.quiet_until:  # run on to a step well inside a quiet run
             fake_clock_run(w, clock, 1)
         w.ranks.comm.backend = "gloo"  # what CommTimer notes when a DDP is made
         w.ranks.comm.spans.append((clock[0], clock[0] + 0.2, 1024))
-        kept_before = w.steps.measured.items[:]
+        kept_before = w.samples.measured.items[:]
         fake_clock_run(w, clock, 1000)
-    assert w.steps.quiet_until == 0 and not w.ranks.comm.spans and not w.ranks.comm_steps.items
-    assert all(rec.wall_s == 1.0 for rec in w.steps.measured.items) and w.steps.measured.items != kept_before
+    assert w.schedule.quiet_until == 0 and not w.ranks.comm.spans and not w.ranks.comm_steps.items
+    assert all(rec.wall_s == 1.0 for rec in w.samples.measured.items) and w.samples.measured.items != kept_before
 
 
 def test_a_rare_checkpoint_gets_its_exact_share_whichever_steps_the_sample_keeps() -> None:
@@ -185,15 +185,15 @@ def test_a_rare_checkpoint_gets_its_exact_share_whichever_steps_the_sample_keeps
     step, quiet ones included (those the script ends inside a quiet run aside)."""
     clock = [0.0]
     w = Watcher(warmup=2, profile_steps=0, sample_hz=5, now=lambda: clock[0], detail_every=10**9)
-    w.steps.measured = Reservoir(size=16, seed=1)
+    w.samples.measured = Reservoir(size=16, seed=1)
     with w:
         fake_clock_run(w, clock, 5000, checkpoint_every=100)
     seconds, wall = w.clock.summed() or ({}, 0.0)
     steps = round(seconds["sync"] / 0.1)  # one 0.1 s read per step: how many steps the sums hold
-    checkpoints = sum(1 for i in range(w.steps.settled_at, w.steps.settled_at + steps) if i % 100 == 99)
+    checkpoints = sum(1 for i in range(w.schedule.settled_at, w.schedule.settled_at + steps) if i % 100 == 99)
     assert steps > 4900 and abs(seconds["sync"] - 0.1 * steps) < 1e-6
     assert abs(seconds["checkpoint"] - 5.0 * checkpoints) < 1e-6 and abs(wall - steps - 5.0 * checkpoints) < 1e-6
-    assert sum(rec.phases["checkpoint"] > 0 for rec in w.steps.measured.items) <= 1  # the sample alone would miss it
+    assert sum(rec.phases["checkpoint"] > 0 for rec in w.samples.measured.items) <= 1  # the sample alone would miss it
     r = w.measurements()
     assert abs(r.phases["checkpoint"].share - seconds["checkpoint"] / wall) < 1e-9
     assert abs(r.phases["sync"].share - seconds["sync"] / wall) < 1e-9
@@ -217,13 +217,13 @@ def test_the_optimizer_phase_is_the_whole_step_call_and_the_edges_own_work_no_st
     original_step = TimedSGD.__dict__.get("step")  # its own, or none (then SGD's hooked step serves it)
     head = optimizer_module.register_optimizer_step_pre_hook(tick(0.3))  # before the watcher's pre hook
     w = Watcher(warmup=2, profile_steps=0, sample_hz=5, now=lambda: clock[0], detail_every=1)
-    keep = w.steps._keep_step
+    keep = w._keep
 
     def slow_keep(record: Any) -> None:  # the watcher's bookkeeping, made obvious
         keep(record)
         clock[0] += 7.0
 
-    w.steps._keep_step = slow_keep  # type: ignore[method-assign]
+    w._keep = slow_keep  # type: ignore[method-assign]
     try:
         with w:
             tail = optimizer_module.register_optimizer_step_post_hook(tick(0.2))  # after the watcher's
@@ -239,7 +239,7 @@ def test_the_optimizer_phase_is_the_whole_step_call_and_the_edges_own_work_no_st
     finally:
         head.remove()
     assert TimedSGD.__dict__.get("step") is original_step  # put back
-    later = w.steps.measured.items  # from step 2: the class is patched as the first step ends
+    later = w.samples.measured.items  # from step 2: the class is patched as the first step ends
     assert len(later) == 38 and all(r.wall_s == pytest.approx(1.1) for r in later)  # 0.5 + 0.3 + 0.2 + 0.1, no 7 s
     assert all(r.phases["optimizer"] == pytest.approx(0.5) and r.phases["other"] == pytest.approx(0.1)
                for r in later)
@@ -274,8 +274,8 @@ def test_memory_stays_bounded_over_a_million_steps() -> None:
         w.stop()
     r = w.measurements()
     assert r.steps.seen == 1_000_000
-    assert len(w.steps.measured.items) <= RESERVOIR_SIZE and len(w.steps.plot_steps) <= 400 and len(w.steps.pending) <= 256
-    assert w.steps.detailed_steps is not None and len(w.steps.detailed_steps.items) == RESERVOIR_SIZE
+    assert len(w.samples.measured.items) <= RESERVOIR_SIZE and len(w.samples.plots) <= 400 and len(w.samples.pending) <= 256
+    assert w.samples.detailed is not None and len(w.samples.detailed.items) == RESERVOIR_SIZE
     assert grown < 256 * 1024  # 50 000 steps added under 256 KiB: no per-step growth
 
 
@@ -287,11 +287,11 @@ def test_sampled_detail_watches_some_steps_in_full_and_every_step_at_its_edges()
         assert now is call or getattr(now, "__wrapped__", None) is call
     assert watched == seed_loop(600)
     assert torch.nn.Module.__call__ is call  # back as it was, paused or not when the run ended
-    records = w.steps.measured.items
+    records = w.samples.measured.items
     detailed = [r for r in records if r.detailed]
     light = [r for r in records if not r.detailed]
     assert detailed and light
-    assert len(w.steps.plot_steps) >= 50 + 32  # every detailed step: the first ones, then at least one more run
+    assert len(w.samples.plots) >= 50 + 32  # every detailed step: the first ones, then at least one more run
     assert all(r.phases["forward"] == 0 for r in light) and all(r.phases["forward"] > 0 for r in detailed)
     assert all(r.host_reads == 1 and r.syncs == 0 for r in records)  # reads are counted on every step
     r = w.measurements()

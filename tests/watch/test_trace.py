@@ -8,12 +8,12 @@ from typing import Any
 import pytest
 import torch
 from torch import nn
-from watched_loops import fake_clock_run, fake_cuda_events, seed_loop, tiny_step
+from watched_loops import as_if_on_cuda, fake_clock_run, fake_cuda_events, seed_loop, tiny_step
 
 import trainspeed
 from trainspeed.watch import Watcher, profile_window
 from trainspeed.watch.phases import PHASES
-from trainspeed.watch.steps import PLOT_STEPS
+from trainspeed.watch.samples import PLOT_STEPS
 from trainspeed.watch.trace import TracingClock
 
 
@@ -88,7 +88,7 @@ def test_on_cuda_each_kept_step_gets_its_phases_device_spans(monkeypatch: Any) -
     fake_cuda_events(monkeypatch)
     model, optimizer, x = tiny_step()
     with Watcher(warmup=1, profile_steps=0, trace=True) as w:
-        w.steps.on_cuda()  # as if the model's first input had been on a GPU
+        as_if_on_cuda(w)  # as if the model's first input had been on a GPU
         for _ in range(30):
             optimizer.zero_grad()
             model(x).sum().backward()

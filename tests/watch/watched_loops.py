@@ -79,19 +79,26 @@ def stamped_cuda_events(monkeypatch) -> list[float]:
 OPTIMIZER = object()
 
 
+def as_if_on_cuda(w: Watcher) -> None:
+    """The watcher's steps as on a CUDA run (its detailed steps' phase edges record CUDA events), on a CPU-only machine:
+    what the watcher does when the model's first input turns out to be on a GPU, less NVML and the reads' rule."""
+    w.schedule.on_cuda()
+    w.edges.events_on(w.schedule.detailed)
+
+
 def fake_clock_run(w: Watcher, clock: list[float], steps: int, checkpoint_every: int = 0) -> int:
     """`steps` steps of exactly 1 s on the fake clock `clock`: 0.75 s forward, then a 0.1 s host read
     and 0.15 s of other work, ended by one optimizer's step; returns how many of them ran quiet.
     With `checkpoint_every` N, every step whose index is N-1 modulo N also saves for 5 s."""
     frame, quiet = sys._getframe(), 0
     for _ in range(steps):
-        quiet += w.steps.steps_seen < w.steps.quiet_until
+        quiet += w.schedule.seen < w.schedule.quiet_until
         w.edges.enter("forward")
         clock[0] += 0.75
         w.edges.exit("forward")
-        w.host_read("item", clock[0], clock[0] + 0.1, frame)
+        w.reads.host_read("item", clock[0], clock[0] + 0.1, frame)
         clock[0] += 0.25
-        if checkpoint_every and w.steps.steps_seen % checkpoint_every == checkpoint_every - 1:
+        if checkpoint_every and w.schedule.seen % checkpoint_every == checkpoint_every - 1:
             w.edges.enter("checkpoint")
             clock[0] += 5.0
             w.edges.exit("checkpoint")

@@ -65,16 +65,16 @@ def _target(args: argparse.Namespace) -> tuple[str, list[str], bool]:
         return args.module, script_args, True
     if not args.script:
         raise UsageError("give a SCRIPT to run (or -m MODULE)")
-    script_args = list(args.args)
+    script, script_args = args.script, list(args.args)
     if script_args[:1] == ["--"]:
         script_args = script_args[1:]
-    if args.script == "--":
+    if script == "--":
         if not script_args:
             raise UsageError("give a SCRIPT to run after --")
-        args.script, script_args = script_args[0], script_args[1:]
+        script, script_args = script_args[0], script_args[1:]
     from trainspeed.watch.runner import check_script
 
-    return str(check_script(args.script)), script_args, False
+    return str(check_script(script)), script_args, False
 
 
 def _launch_rank() -> int:

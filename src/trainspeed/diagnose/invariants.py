@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import os
 
-from trainspeed.diagnose.rules.common import MAX_PREDICTED, steady_mean_ms
 from trainspeed.diagnose.rules.registry import LOAD_RULES, script_view
+from trainspeed.diagnose.rules.step_model import MAX_PREDICTED, steady_mean_ms
 from trainspeed.diagnose.verdict import Verdict
-from trainspeed.diagnose.without_wait import JUDGED_APART, waits_share
+from trainspeed.load.view import JUDGED_APART, waits_share
 from trainspeed.watch.result import WatchResult
 
 SHARE_TOLERANCE = 0.005

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from trainspeed.watch.comm import bus_bandwidth_gbs, ring_factor
-from trainspeed.watch.dist_result import ScalePoint
+from trainspeed.watch.dist_result import ScalePoint, bus_bandwidth_gbs, ring_factor
 from trainspeed.watch.result import WatchResult
 
 __all__ = ["WORLD_SIZES", "bus_bandwidth_gbs", "predict", "ring_factor", "with_scaling"]

@@ -9,6 +9,7 @@ batch's mean and summed over ranks once, at the end: one all-reduce for the whol
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import math
 from typing import Any
@@ -86,11 +87,10 @@ class DataParallel:
         if data.loader is None:
             gen = torch.Generator(device=data.device)
             gen.manual_seed(self.seed)
-            data.generator = gen
             if data.batch_size < self.env.world_size:
                 raise FitError(f"batch_size {data.batch_size} is smaller than the {self.env.world_size} ranks: "
                                "every rank needs at least one row of each batch")
-            return data
+            return dataclasses.replace(data, generator=gen)
         loader = data.loader
         world = self.env.world_size
         per_rank = max(1, math.ceil(data.batch_size / world))
@@ -100,8 +100,7 @@ class DataParallel:
         rebuilt = DataLoader(loader.dataset, batch_size=per_rank, sampler=sampler, num_workers=loader.num_workers,
                              collate_fn=loader.collate_fn, pin_memory=loader.pin_memory, drop_last=loader.drop_last,
                              persistent_workers=loader.persistent_workers if loader.num_workers else False)
-        data.loader, data.batch_size, data.sampler = rebuilt, per_rank, sampler
-        return data
+        return dataclasses.replace(data, loader=rebuilt, batch_size=per_rank, sampler=sampler)
 
     def rows(self, inputs: tuple[torch.Tensor, ...], target: torch.Tensor
              ) -> tuple[tuple[torch.Tensor, ...], torch.Tensor, float, float]:

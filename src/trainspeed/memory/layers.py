@@ -24,6 +24,14 @@ class _Call:
     saved: int = 0
     shape: list[int] | None = None
 
+    def returned(self, shape: list[int] | None) -> None:
+        """The call returned, its first tensor of this shape."""
+        self.shape = shape
+
+    def kept(self, nbytes: int) -> None:
+        """It saved a storage of `nbytes` for backward."""
+        self.saved += nbytes
+
 
 class LayerRecorder:
     """Module hooks plus a saved-tensors hook: which call saved what for backward."""
@@ -48,14 +56,14 @@ class LayerRecorder:
     def _post(self, output: Any) -> None:
         call = self.stack.pop()
         first = next((t for t in tree_flatten(output)[0] if isinstance(t, torch.Tensor)), None)
-        call.shape = list(first.shape) if first is not None else None
+        call.returned(list(first.shape) if first is not None else None)
 
     def _pack(self, t: torch.Tensor) -> torch.Tensor:
         key = storage_key(t)
         if key not in self.param_storages and key not in self.seen_storages:
             self.seen_storages.add(key)
             owner = self.stack[-1] if self.stack else self.loss_call
-            owner.saved += t.untyped_storage().nbytes()
+            owner.kept(t.untyped_storage().nbytes())
         return t
 
     @contextmanager

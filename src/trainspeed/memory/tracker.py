@@ -42,6 +42,14 @@ class Block:
     op: str | None = None
     """The op whose output it is (None: adopted, reserved or resized)."""
 
+    def ended(self, at: int) -> None:
+        """The storage died at event `at`."""
+        self.died = at
+
+    def grow(self, nbytes: int) -> None:
+        """The storage turned out `nbytes` larger (a resize)."""
+        self.nbytes += nbytes
+
 
 def round_up(n: int, quantum: int) -> int:
     """`n` rounded up to a multiple of `quantum` (an allocator's granularity)."""
@@ -130,7 +138,7 @@ class LiveBytes(TorchDispatchMode):
         block = self.blocks.pop(key, None)
         if block is not None:
             self.clock += 1
-            block.died = self.clock
+            block.ended(self.clock)
             self.live -= block.nbytes
 
     def _settle(self) -> None:
@@ -184,7 +192,7 @@ class LiveBytes(TorchDispatchMode):
                 return
             self.blocks.pop(key)
             self.clock += 1
-            block.died = self.clock
+            block.ended(self.clock)
             self.live -= block.nbytes
         if storage.nbytes():
             self.clock += 1
@@ -249,7 +257,7 @@ class LiveBytes(TorchDispatchMode):
         """A tracked storage is really `nbytes` (rounded): count what it has beyond its block."""
         grown = round_up(nbytes, self.quantum) - block.nbytes
         if grown > 0:
-            block.nbytes += grown
+            block.grow(grown)
             self.live += grown
             if self.live > self.peak:
                 self.peak, self.peak_at = self.live, self.clock
@@ -261,7 +269,7 @@ class LiveBytes(TorchDispatchMode):
         if self.live + nbytes > self.peak:
             self.peak, self.peak_at = self.live + nbytes, self.clock
         self.clock += 1
-        block.died = self.clock
+        block.ended(self.clock)
 
     def alive_at(self, moment: int) -> list[Block]:
         """The blocks live at event `moment` (born at or before it, not yet dead)."""

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import torch
 
-from trainspeed.watch.run_queue import less_wait, probe_waits
+from trainspeed.load.probes import less_wait, probe_waits
 
 
 def tiny_op_us(device: str = "cpu", repeats: int = 7, ops: int = 2000,

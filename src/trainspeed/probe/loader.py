@@ -16,13 +16,13 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler, TensorDataset
 
-from trainspeed.watch.run_queue import ThreadWait, longest_of, on_free_cores, probe_waits
+from trainspeed.load.probes import on_free_cores, probe_waits
+from trainspeed.probe.readings import Handover
 
 PROBE_BATCHES = 24
 """Batches timed per probe, after the first few (the worker's start, its first prefetched batches)."""
@@ -32,18 +32,6 @@ CHUNKS = 3
 is no measure of the rate)."""
 PROBE_BYTES = 256 << 20
 """A batch larger than this is not probed (the probe keeps an item of it, and the worker a batch or two)."""
-
-
-@dataclass(frozen=True)
-class Handover:
-    """One worker handing batches of the run's shapes over, per batch, measured."""
-
-    wall_ms: float
-    """Milliseconds per batch delivered by one worker whose items cost nothing to make: the handover's own
-    rate (stacking the items, sharing the tensors, sending and rebuilding them)."""
-    main_ms: float
-    """Of that, the training process's own CPU time per batch (receiving and rebuilding it): a cost that more
-    workers cannot take off the step."""
 
 
 def item_like(batch: Any, batch_size: int) -> Any:
@@ -90,7 +78,7 @@ def _per_batch(loader: DataLoader, batches: int, waited: Callable[[], float] | N
     """(wall ms, this thread's CPU ms) per batch over `batches` batches after the first few. The wall time is read
     in CHUNKS runs of batches, each with the run-queue wait of this thread and of the loader's worker processes
     (`waited`: a test's stand-in), and taken from the runs on free cores, else from each less its waits
-    (`run_queue.on_free_cores`), as the other probes take theirs: beside busy processes a worker that waits for a
+    (`load.probes.on_free_cores`), as the other probes take theirs: beside busy processes a worker that waits for a
     core delays every batch, a wait that is the machine's, not the handover's."""
     it = iter(loader)
     try:
@@ -98,9 +86,8 @@ def _per_batch(loader: DataLoader, batches: int, waited: Callable[[], float] | N
             next(it)
         with probe_waits(waited, native=False) as wait:
             workers = getattr(it, "_workers", [])
-            if isinstance(wait, ThreadWait):  # Linux's counts, not a test's stand-in
-                for worker in workers:
-                    wait.add_process(worker.pid)
+            for worker in workers:  # where Linux's counts are the reader (not a test's stand-in)
+                wait.add_process(worker.pid)
             readings = []
             c0 = time.thread_time()
             for run in _chunks(batches):
@@ -110,7 +97,7 @@ def _per_batch(loader: DataLoader, batches: int, waited: Callable[[], float] | N
                     next(it)
                 wall = time.perf_counter() - t0
                 lost = min(wait(), wall)
-                readings.append((wall / run, lost / run, longest_of(wait, lost, 1 + len(workers)) / run))
+                readings.append((wall / run, lost / run, wait.longest(lost, 1 + len(workers)) / run))
             cpu = time.thread_time() - c0
     finally:
         del it  # stops the worker

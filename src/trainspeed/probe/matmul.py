@@ -8,8 +8,8 @@ from collections.abc import Callable, Iterator
 
 import torch
 
+from trainspeed.load.probes import on_free_cores, probe_waits
 from trainspeed.threads import intra_op_threads
-from trainspeed.watch.run_queue import longest_of, on_free_cores, probe_waits
 
 
 def cpu_matmul_gflops(n: int = 256, repeats: int = 5, inner: int = 10,
@@ -18,8 +18,8 @@ def cpu_matmul_gflops(n: int = 256, repeats: int = 5, inner: int = 10,
     """Median GFLOP/s of an n x n matmul in `dtype` (float32 by default) on the CPU with torch's current
     threads, of the readings taken on free cores. `waited` gives the seconds the threads waited for a core since
     it was last called (by default Linux's run-queue counts of this thread and torch's intra-op threads,
-    `watch.run_queue`): where every reading waited more than `run_queue.FREE_CORE` of its time, each counts
-    without its waits (`run_queue.on_free_cores`: between its time less the threads' summed wait and less the
+    `load.waits`): where every reading waited more than `load.probes.FREE_CORE` of its time, each counts
+    without its waits (`load.probes.on_free_cores`: between its time less the threads' summed wait and less the
     longest one's). Beside two busy processes on the 2-vCPU VM the plain rate read 6 GFLOP/s against about 300, and
     every step of the run looked compute-bound (2026-11-23); the whole summed wait taken off took a float64
     product's time to nothing and its rate to 67 million GFLOP/s (2026-11-28)."""
@@ -36,7 +36,7 @@ def cpu_matmul_gflops(n: int = 256, repeats: int = 5, inner: int = 10,
                 torch.mm(a, b)
             wall = now() - t0
             summed = min(wait(), wall)
-            readings.append((wall, summed, longest_of(wait, summed, threads)))
+            readings.append((wall, summed, wait.longest(summed, threads)))
     times = on_free_cores(readings)
     return statistics.median(2 * n**3 * inner / t / 1e9 for t in times)
 

@@ -16,8 +16,9 @@ from collections.abc import Callable, Iterator
 
 import torch
 
+from trainspeed.load.probes import FREE_CORE, probe_waits
+from trainspeed.probe.readings import ProbeRun
 from trainspeed.threads import intra_op_threads
-from trainspeed.watch.run_queue import FREE_CORE, probe_waits
 
 SIZE = 64 * 2**20
 
@@ -83,3 +84,8 @@ def page_fault_us(size: int = SIZE, repeats: int = 5, waited: Callable[[], float
         return min(free, default=None)
     cpu = _one_thread_us(size, repeats)
     return cpu / max(1, torch.get_num_threads()) if cpu is not None else None
+
+
+def for_run(run: ProbeRun) -> float | None:
+    """The `page_faults` rule's probe (`rules.memory.PROBES`): what one minor page fault costs here."""
+    return page_fault_us()

@@ -16,10 +16,10 @@ from typing import Any
 import torch
 from torch import nn
 
+from trainspeed.load.probes import on_free_cores, probe_waits
 from trainspeed.threads import intra_op_threads
 from trainspeed.watch.cells import CellLoop
 from trainspeed.watch.op_counter import OpCounter
-from trainspeed.watch.run_queue import longest_of, on_free_cores, probe_waits
 
 PROBE_ELEMENTS = 50_000_000
 """Sequences of more elements than this (batch x length x width) are not probed."""
@@ -62,7 +62,7 @@ def _medians_ms(runs: list[Callable[[], None]], repeats: int, device: str,
                 waited: Callable[[], float] | None) -> list[float]:
     """Each run's median milliseconds, the runs taken in turn (a load that comes and goes falls on them alike), of
     the readings taken on free cores, else of each reading without its threads' waits
-    (`run_queue.on_free_cores`). Beside two busy processes the fused layer read slower than the stepped cell it
+    (`load.probes.on_free_cores`). Beside two busy processes the fused layer read slower than the stepped cell it
     replaces (25.4 ms against 21.3 ms; 2026-11-28), and with the readings less their waits the stepped cell's
     time fell from 6.1-7.1 ms to 4.4 (the fused layer's 1.8 to 2.0; `cell_loop_ms`'s `loaded`)."""
     cuda = device.startswith("cuda")
@@ -81,7 +81,7 @@ def _medians_ms(runs: list[Callable[[], None]], repeats: int, device: str,
                 wall = time.perf_counter() - t0
                 waited_s = 0.0 if cuda else min(wait(), wall)
                 if i:
-                    kept.append((wall, waited_s, longest_of(wait, waited_s, threads)))
+                    kept.append((wall, waited_s, wait.longest(waited_s, threads)))
     return [statistics.median(on_free_cores(kept)) * 1e3 for kept in readings]
 
 

@@ -12,10 +12,12 @@ from trainspeed.demo.result import DemoResult
 from trainspeed.diagnose.compare import SCHEMA as COMPARISON_SCHEMA
 from trainspeed.diagnose.compare import Comparison
 from trainspeed.diagnose.report import DoctorReport
-from trainspeed.diagnose.rules.common import flop_rate
+from trainspeed.diagnose.rules.step_model import flop_rate
 from trainspeed.hardware.report import HardwareReport
+from trainspeed.load.result import Load
 from trainspeed.report.tried import tried_dict
-from trainspeed.watch.result import Steps, SyncSite, WatchResult
+from trainspeed.watch.result import Steps, WatchResult
+from trainspeed.watch.sites import SyncSite
 
 if TYPE_CHECKING:  # their packages load the estimator and the knobs: 60 ms of every doctor run that needs neither
     from trainspeed.memory.result import MemoryReport
@@ -91,8 +93,8 @@ def demo_dict(result: DemoResult, hardware: HardwareReport | None = None,
     if doctor:
         out["doctor"] = {
             device: {"steps": {"seen": rep.watch.steps.seen, "median_ms": rep.watch.steps.median_ms},
-                     "phases": _clean(rep.watch.phases), "verdicts": _clean(rep.verdicts),
-                     "others_cpu_cores": rep.watch.machine.others_cpu_cores}
+                     "phases": _phases(rep.watch), "verdicts": _clean(rep.verdicts),
+                     "others_cpu_cores": _load(rep.watch).others_cpu_cores}
             for device, rep in doctor.items()
         }
     if files:
@@ -159,6 +161,17 @@ def _flop_rate(report: DoctorReport) -> dict[str, Any] | None:
             "share": rate.share}
 
 
+def _load(w: WatchResult) -> Load:
+    """The run's load part (all None where nothing of it was read)."""
+    return w.load or Load()
+
+
+def _phases(w: WatchResult) -> dict[str, Any]:
+    """docs/json.md's `phases`: each phase's times and share, and its wait for a core (the load's)."""
+    load = _load(w)
+    return {name: {**_clean(stat), **_clean(load.phase(name))} for name, stat in w.phases.items()}
+
+
 def _steps(s: Steps) -> dict[str, Any]:
     return {"seen": s.seen, "measured": s.measured, "median_ms": s.median_ms, "p90_ms": s.p90_ms, "mean_ms": s.mean_ms,
             "host_median_ms": s.host_median_ms}
@@ -192,7 +205,7 @@ def doctor_dict(report: DoctorReport) -> dict[str, Any]:
         "hardware": hardware_dict(report.hardware),
         "device": w.model.device,
         "steps": _steps(w.steps),
-        "phases": _clean(w.phases),
+        "phases": _phases(w),
         "per_step": _per_step(w),
         "sync_sites": _read_rows(w.reads.sync_sites),
         "saves": {"count": w.checkpoints.saves, "every_steps": w.checkpoints.every_steps, "calls": w.checkpoints.calls},
@@ -222,10 +235,10 @@ def doctor_dict(report: DoctorReport) -> dict[str, Any]:
         "torch_threads": w.process.torch_threads,
         "process_cpu_percent": w.process.cpu_percent,
         "process_threads": w.process.threads,
-        "others_cpu_cores": w.machine.others_cpu_cores,
-        "threads_wait_ms": w.machine.threads_wait_ms_per_step,
-        "steal_share": w.machine.steal_share,
-        "threads_one_cpu_share": w.machine.threads_one_cpu_share,
+        "others_cpu_cores": _load(w).others_cpu_cores,
+        "threads_wait_ms": _load(w).threads_wait_ms_per_step,
+        "steal_share": _load(w).steal_share,
+        "threads_one_cpu_share": _load(w).threads_one_cpu_share,
         "h2d_bytes_by_kind": w.model.h2d_bytes_by_kind,
         "peak_memory_bytes": w.process.peak_memory_bytes,
         "memory_capacity_bytes": w.process.memory_capacity_bytes,
@@ -242,9 +255,10 @@ def doctor_dict(report: DoctorReport) -> dict[str, Any]:
                                             if c.thread_gflops else None),
                   "threads_step_ms": ({"as_run": c.thread_step_ms[0], "advised": c.thread_step_ms[1]}
                                       if c.thread_step_ms else None),
-                  "page_fault_us": c.page_fault_us,
+                  "page_fault_us": c.probed.get("page_fault_us"),
                   "cell_loop_ms": {"stepped": c.cell_ms[0], "fused": c.cell_ms[1]} if c.cell_ms else None,
-                  "cell_call_ops": c.cell_ops},
+                  "cell_call_ops": c.cell_ops,
+                  **{name: _clean(value) for name, value in c.probed.items() if name != "page_fault_us"}},
         "cell_loop": _clean(w.model.cell_loop) if w.model.cell_loop is not None else None,
         "flop_rate": _flop_rate(report),
         "notes": w.notes + report.notes,

@@ -14,11 +14,11 @@ from trainspeed.diagnose.compare import Comparison
 from trainspeed.diagnose.report import DoctorReport
 from trainspeed.diagnose.rules import page_faults_candidate, predicted_label
 from trainspeed.diagnose.verdict import Verdict
-from trainspeed.diagnose.without_wait import waited_ms, waits_share
 from trainspeed.hardware.cpu import CpuInfo
 from trainspeed.hardware.cpu_generations import TRAINING_FEATURES, contradicted_by_isa, from_cpuid
 from trainspeed.hardware.gpu import GpuInfo
 from trainspeed.hardware.report import HardwareReport
+from trainspeed.load.view import waited_ms, waits_share
 from trainspeed.memory.result import CATEGORIES, MemoryReport
 from trainspeed.report.distributed import distributed_lines
 from trainspeed.report.tried import tried_view
@@ -248,7 +248,7 @@ def doctor_view(report: DoctorReport) -> Group:
             table.add_column(col, justify="left" if col in ("phase", "") else "right")
         for name, stat in w.phases.items():
             dev = f"{stat.device_ms:.3f}" if stat.device_ms is not None else "-"
-            wait = (f"{stat.wait_share or 0.0:.0%}",) if waits else ()
+            wait = (f"{w.load.phase(name).wait_share or 0.0:.0%}",) if waits and w.load is not None else ()
             table.add_row(name, f"{stat.host_ms:.3f}", dev, f"{stat.share:.1%}", *wait, "#" * round(stat.share * 20))
         parts.append(table)
         if waits:

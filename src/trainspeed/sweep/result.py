@@ -67,3 +67,7 @@ class SweepResult:
     same_as_best: list[str] = field(default_factory=list)
     """Values whose interval overlaps the best point's: no measurable difference from it."""
     best: str | None = None
+
+    def recommend(self, advice: str) -> None:
+        """The knob's advice, from what the sweep measured (`Knob.analyse`)."""
+        self.recommendation = advice

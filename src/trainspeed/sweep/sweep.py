@@ -77,7 +77,7 @@ def execute(k: Knob, ctx: SweepContext, repeats: int = DEFAULT_REPEATS, warmup: 
     specs = k.arms(ctx.values, ctx)
     book = Journal(journal, signature(k, ctx, warmup)) if journal else None
     out = run_arms(specs, ctx.steps, repeats, warmup, book, on_trial)
-    ctx.setups = out.setups
+    ctx.built(out.setups)
     result = SweepResult(k.name, ctx.spec, ctx.device, ctx.steps, repeats,
                          summarise([s.value for s in specs], out.trials))
     if k.ranks:

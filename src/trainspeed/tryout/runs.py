@@ -50,6 +50,12 @@ class _Arm:
     runs: list[dict[str, Any]] = field(default_factory=list)
     failed: str | None = None
 
+    def ran(self, result: dict[str, Any]) -> None:
+        """One run's results, in round order; a failed run (an error, or no timed training) fails the arm."""
+        if result.get("error") or result.get("loop_s") is None:
+            self.failed = result.get("error") or "fewer than two training steps: nothing to time"
+        self.runs.append(result)
+
 
 def candidates(verdicts: list[Verdict], k: int) -> tuple[list[Verdict], list[NotTried]]:
     """The first `k` verdicts with a lever, and the verdicts with a prediction ranked before the last of them that
@@ -98,9 +104,7 @@ def _run(arm: _Arm, round_: int, script: Script, folder: Path, say: Callable[[st
     except (OSError, ValueError):
         tail = (where / f"output-{round_}.txt").read_text(errors="replace").strip().splitlines()
         result = {"exit_code": child.returncode, "error": tail[-1] if tail else f"status {child.returncode}"}
-    if result.get("error") or result.get("loop_s") is None:
-        arm.failed = result.get("error") or "fewer than two training steps: nothing to time"
-    arm.runs.append(result)
+    arm.ran(result)
 
 
 def _stop(child: subprocess.Popen[bytes]) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from trainspeed._lazy import lazy_names
 
-_WHERE = {"StopWatching": "trainspeed.watch.steps", "SyncCounter": "trainspeed.watch.syncs",
+_WHERE = {"StopWatching": "trainspeed.watch.schedule", "SyncCounter": "trainspeed.watch.syncs",
           "WatchResult": "trainspeed.watch.result", "Watcher": "trainspeed.watch.session"}
 
 __all__ = ["StopWatching", "SyncCounter", "WatchResult", "Watcher"]

@@ -49,6 +49,25 @@ class Call:
     waited_s: float
     """Host time blocked in the call and in its wait: the exposed part."""
 
+    def finished(self, at: float) -> None:
+        """The collective completed by `at` (its future's callback, on the backend's thread: float stores)."""
+        self.done = max(self.done, at)
+
+    def waited(self, t0: float, t1: float) -> None:
+        """The host waited on it from t0 to t1 (`Work.wait`)."""
+        self.waited_s += t1 - t0
+        self.done = max(self.done, t1)
+
+
+class _Inside(threading.local):
+    """Whether this thread is inside a timed collective (or an untimed block): the collectives it calls are not
+    timed again."""
+
+    on = False
+
+    def set(self, on: bool) -> None:
+        self.on = on
+
 
 @dataclass(frozen=True)
 class KindStep:
@@ -92,7 +111,7 @@ class CollectiveTimer:
         """The host's waits for collectives so far, in all."""
         self.used = False
         """A collective was timed: the run is sharded, and its steps are never passed over (quiet)."""
-        self._inside = threading.local()
+        self._inside = _Inside()
         self._undo: list[Callable[[], None]] = []
 
     def install(self) -> None:
@@ -110,7 +129,7 @@ class CollectiveTimer:
             self._undo.append(functools.partial(setattr, dist, name, original))
         work_cls = dist.distributed_c10d.Work
         original_wait = work_cls.wait
-        work_cls.wait = self._wrap_wait(original_wait)  # type: ignore[method-assign]
+        setattr(work_cls, "wait", self._wrap_wait(original_wait))  # noqa: B010 (a patch of torch's class, undone below)
         self._undo.append(functools.partial(setattr, work_cls, "wait", original_wait))
 
     def uninstall(self) -> None:
@@ -124,7 +143,7 @@ class CollectiveTimer:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             tensors = [a for a in (*args[:2], kwargs.get("output"), kwargs.get("input"), kwargs.get("output_tensor"),
                                    kwargs.get("input_tensor")) if isinstance(a, torch.Tensor)]
-            if not tensors or getattr(timer._inside, "on", False):
+            if not tensors or timer._inside.on:
                 return original(*args, **kwargs)
             if tensors[0].device.type != "cpu":
                 timer.cuda_untimed += 1
@@ -132,7 +151,7 @@ class CollectiveTimer:
             timer.used = True
             nbytes = max(t.numel() * t.element_size() for t in tensors)
             backward = torch._C._current_graph_task_id() != -1
-            timer._inside.on = True
+            timer._inside.set(True)
             timer.enter("comm")
             issued = timer.now()
             try:
@@ -140,7 +159,7 @@ class CollectiveTimer:
             finally:
                 returned = timer.now()
                 timer.exit("comm")
-                timer._inside.on = False
+                timer._inside.set(False)
             call = Call(kind, backward, nbytes, issued, returned, returned - issued)
             timer.waited_s += returned - issued
             if work is not None and hasattr(work, "get_future"):  # async_op: done when its future is
@@ -156,7 +175,7 @@ class CollectiveTimer:
         return wrapper
 
     def _finished(self, call: Call, future: Any) -> None:
-        call.done = max(call.done, self.now())  # the backend's thread: a float store
+        call.finished(self.now())
 
     def _wrap_wait(self, original: Callable[..., Any]) -> Callable[..., Any]:
         timer = self
@@ -174,9 +193,8 @@ class CollectiveTimer:
             finally:
                 t1 = timer.now()
                 timer.exit("comm")
-                call.waited_s += t1 - t0
+                call.waited(t0, t1)
                 timer.waited_s += t1 - t0
-                call.done = max(call.done, t1)
                 timer.calls.append(call)
 
         return wait
@@ -184,11 +202,11 @@ class CollectiveTimer:
     @contextlib.contextmanager
     def untimed(self) -> Iterator[None]:
         """A block whose collectives are not the run's (the probe's): passed through."""
-        self._inside.on = True
+        self._inside.set(True)
         try:
             yield
         finally:
-            self._inside.on = False
+            self._inside.set(False)
 
     def take(self) -> list[Call]:
         """The calls finished (and waited for) since the last call, oldest first."""

@@ -17,6 +17,7 @@ of ours.
 from __future__ import annotations
 
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -34,18 +35,6 @@ class CommStep:
     """From the last bucket ready to the last all-reduce done: communication backward could not hide."""
     nbytes: int
     buckets: int
-
-
-def ring_factor(world: int) -> float:
-    """Bytes a ring all-reduce moves through each link, per byte reduced: 2(N-1)/N."""
-    return 2 * (world - 1) / world if world > 1 else 0.0
-
-
-def bus_bandwidth_gbs(nbytes: float, comm_s: float, world: int) -> float | None:
-    """Measured bus bandwidth (GB/s) of an all-reduce of `nbytes` that took `comm_s` on `world` ranks."""
-    if world < 2 or comm_s <= 0 or nbytes <= 0:
-        return None
-    return ring_factor(world) * nbytes / comm_s / 1e9
 
 
 def union_s(spans: list[tuple[float, float]]) -> float:
@@ -72,7 +61,7 @@ def _annotated(hook: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
     """DDP checks a comm hook's annotations against the real classes (not this module's strings)."""
     import torch.distributed as dist
 
-    hook.__annotations__ = {"state": object, "bucket": dist.GradBucket, "return": torch.futures.Future[torch.Tensor]}
+    hook.__annotations__.update(state=object, bucket=dist.GradBucket, **{"return": torch.futures.Future[torch.Tensor]})
     return hook
 
 
@@ -88,6 +77,9 @@ class CommTimer:
         self.world_size = 1
         self.backend: str | None = None
         self.grad_bytes = 0
+        self.hooked: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
+        """Each DDP model made while installed -> whether a comm hook is registered on it (the script's, timed, or
+        DDP's own all-reduce, which the first forward registers timed where the script registered none)."""
         self._undo: list[Callable[[], None]] = []
 
     # -- the hook ------------------------------------------------------------------------------
@@ -155,18 +147,18 @@ class CommTimer:
             timer.world_size = dist.get_world_size(ddp.process_group)
             timer.backend = str(dist.get_backend(ddp.process_group))
             timer.grad_bytes = sum(p.numel() * p.element_size() for p in ddp.module.parameters() if p.requires_grad)
-            ddp._trainspeed_hooked = False
+            timer.hooked[ddp] = False
 
             def first_forward(module: Any, args: Any) -> None:
                 handle.remove()
-                if not module._trainspeed_hooked:  # the script registered no hook of its own
-                    module._trainspeed_hooked = True
+                if not timer.hooked.get(module):  # the script registered no hook of its own
+                    timer.hooked[module] = True
                     original_register(module, None, timer.wrap(timer.builtin(module)))
 
             handle = ddp.register_forward_pre_hook(first_forward)
 
         def register(ddp: Any, state: Any, hook: Callable[..., Any]) -> Any:
-            ddp._trainspeed_hooked = True
+            timer.hooked[ddp] = True
             return original_register(ddp, state, timer.wrap(hook))
 
         DDP.__init__ = init  # type: ignore[method-assign, assignment]

@@ -19,10 +19,8 @@ from typing import Any
 import torch
 
 from trainspeed.errors import first_line
-from trainspeed.watch.dist_result import CallProbe
+from trainspeed.watch.dist_result import GROUP, CallProbe
 
-GROUP = 4
-"""Units merged into one in the prediction for larger units."""
 REPS = 41
 
 
@@ -66,12 +64,3 @@ def probe(sizes: dict[str, int], timeout_s: float) -> tuple[list[CallProbe], str
     except Exception as e:  # noqa: BLE001 - a dead peer or a torn-down group: no probe, said so
         return [], f"could not time the collectives at a larger size: {first_line(e, 160)}"
     return out, None
-
-
-def growth(probes: list[CallProbe], kind: str) -> float | None:
-    """How much longer a call of `GROUP` times the bytes takes than one of the run's size (from the probe); at least
-    1 (a larger call of the same collective costs no less: a ratio under 1 is the probe's noise)."""
-    mine = sorted((p for p in probes if p.kind == kind), key=lambda p: p.nbytes)
-    if len(mine) < 2 or mine[0].ms <= 0:
-        return None
-    return max(1.0, mine[-1].ms / mine[0].ms)

@@ -110,3 +110,28 @@ class DistRun:
     """FSDP2's hooks' own host work per step (median), less the collectives they waited for, per hook
     (pre_forward, post_forward, pre_backward, post_backward, root_post_backward_final_callback)."""
     fsdp: FsdpLayout | None = None
+
+
+GROUP = 4
+"""Units merged into one in the prediction for larger units."""
+
+
+def ring_factor(world: int) -> float:
+    """Bytes a ring all-reduce moves through each link, per byte reduced: 2(N-1)/N."""
+    return 2 * (world - 1) / world if world > 1 else 0.0
+
+
+def bus_bandwidth_gbs(nbytes: float, comm_s: float, world: int) -> float | None:
+    """Measured bus bandwidth (GB/s) of an all-reduce of `nbytes` that took `comm_s` on `world` ranks."""
+    if world < 2 or comm_s <= 0 or nbytes <= 0:
+        return None
+    return ring_factor(world) * nbytes / comm_s / 1e9
+
+
+def growth(probes: list[CallProbe], kind: str) -> float | None:
+    """How much longer a call of `GROUP` times the bytes takes than one of the run's size (from the probe); at least
+    1 (a larger call of the same collective costs no less: a ratio under 1 is the probe's noise)."""
+    mine = sorted((p for p in probes if p.kind == kind), key=lambda p: p.nbytes)
+    if len(mine) < 2 or mine[0].ms <= 0:
+        return None
+    return max(1.0, mine[-1].ms / mine[0].ms)

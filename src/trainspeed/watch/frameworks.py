@@ -1,4 +1,5 @@
-"""Which training framework runs the loop: read off the call stack of the run's first backward.
+"""Which training framework runs the loop, read off the call stack of the run's first backward, and what the doctor
+knows of each framework (its settings' oldest releases, its checkpoint calls, its label).
 
 The outermost framework on the stack is the one whose settings the user writes: Hugging Face's Trainer calls
 `accelerate` inside, and that is the Trainer's business. A loop the user wrote around `accelerate` or Lightning
@@ -7,13 +8,10 @@ Fabric has only that library on the stack.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from importlib import metadata
 from types import FrameType
 from typing import Any
-
-from trainspeed.watch.made_at import MadeAt
 
 # (module prefix, framework, distributions to read its version from), innermost libraries last
 KNOWN: tuple[tuple[str, str, tuple[str, ...]], ...] = (
@@ -109,32 +107,3 @@ def unsupported_note(fw: Framework) -> str | None:
         return None
     return (f"{fw.name} {fw.version} is older than the releases whose settings the verdicts name ({fw.name} >= "
             f"{oldest}); the measurements hold, a setting named may be spelled otherwise there")
-
-
-class FrameworkTracker:
-    """The training framework that runs the loop: read off the stack of the first backward (Lightning calls
-    backward inside the optimizer's closure: before the step's end), with the user's lines that set it up."""
-
-    def __init__(self) -> None:
-        self.framework: Framework | None = None
-        self.read = False
-        self.made_at = MadeAt()
-
-    def backward_seen(self, frame: FrameType | None) -> Framework | None:
-        """A backward returned, called from `frame`: the framework, the first time (None after, or for none)."""
-        if self.read:
-            return None
-        self.read = True
-        self.framework = outermost(frame)
-        return self.framework
-
-    def install(self) -> None:
-        self.made_at.install()
-
-    def uninstall(self) -> None:
-        self.made_at.uninstall()
-
-    def part(self) -> Framework | None:
-        fw = self.framework
-        return (dataclasses.replace(fw, made_at=dict(self.made_at.sites), settings=dict(self.made_at.settings))
-                if fw is not None else None)

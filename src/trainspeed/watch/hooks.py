@@ -11,7 +11,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 import torch
 import torch.utils.data.dataloader as dataloader_module
@@ -19,6 +19,7 @@ import torch.utils.data.dataloader as dataloader_module
 from trainspeed.watch import frameworks
 from trainspeed.watch.cells import CELL_TYPES
 from trainspeed.watch.edges import PhaseEdges
+from trainspeed.watch.events import Events
 from trainspeed.watch.patching import Patches
 
 
@@ -30,40 +31,14 @@ def _safetensors() -> Any:
         return None
     return safetensors.torch
 
-class Listener(Protocol):
-    """What the hooks tell the watcher (the phase edges go to `PhaseEdges`)."""
-
-    @property
-    def opening_window(self) -> bool:
-        """True while the watcher's own profiler window opens or closes: its syncs are not the script's."""
-
-    def forward_pre(self, module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None: ...
-    def step_ended(self, optimizer: torch.optim.Optimizer | None = None, *hook_args: Any) -> None: ...
-    def backward_done(self) -> None: ...
-    def h2d(self, nbytes: int, pinned: bool, non_blocking: bool) -> None: ...
-    def saved(self) -> None: ...
-    def loader_seen(self, iterator: Any) -> bool: ...
-    def loader_batch(self, iterator: Any, batch: Any) -> None: ...
-    def loader_ran_out(self, iterator: Any) -> None: ...
-    def loader_started(self, seconds: float, stop: bool = False) -> None: ...
-    def host_read(self, op: str, t0: float, t1: float, frame: Any) -> None: ...
-    def anomaly_stack(self, seconds: float) -> None: ...
-    def backward_running(self) -> bool: ...
-    def recomputed(self, seconds: float) -> None: ...
-    def optimizer_built(self, seconds: float) -> None: ...
-    def mode_set(self, module: torch.nn.Module, training: bool) -> None: ...
-    def grad_off_entered(self) -> None: ...
-    def grad_off_left(self) -> None: ...
-    def evaluating(self) -> bool: ...
-    def cell_called(self, module: torch.nn.Module) -> None: ...
-
 
 class Hooks(Patches):
     """Installs and removes the listening points, all of them or none; one method per site patched."""
 
-    def __init__(self, listener: Listener, edges: PhaseEdges) -> None:
+    def __init__(self, events: Events, edges: PhaseEdges) -> None:
         super().__init__()
-        self.listener = listener
+        self.events = events
+        """Who hears each event (`events.py`)."""
         self.edges = edges
         """Where the phase edges go: its `enter` and `exit` are looked up at each edge (they change with the
         detail mode on CUDA)."""
@@ -75,10 +50,10 @@ class Hooks(Patches):
         """For each DataLoader call in progress, whether it is the data phase's: not during an evaluation, whose
         validation batches are its own time (evaluation_heavy's), not the training steps' wait on data."""
         self.optimizer_classes: set[type] = set()
-        self._home = threading.get_ident()
+        self.home = threading.get_ident()
 
     def _data_entered(self) -> None:  # a DataLoader call starts: the data phase, and `in_data` for module calls
-        timed = not self.listener.evaluating()
+        timed = not self.events.evaluating()
         self._data_timed.append(timed)
         if timed:
             self.edges.enter("data")
@@ -133,6 +108,7 @@ class Hooks(Patches):
         if not callable(getattr(cls, "step", None)):
             return
         E = self.edges
+        clock = E.clock  # the step's optimizer phase on the host clock alone (its CUDA span is the hooks')
 
         def closure_wrap(closure: Callable[[], Any]) -> Callable[[], Any]:
             # a closure the step runs (LBFGS's; Lightning's automatic optimisation runs training_step, backward and
@@ -159,11 +135,12 @@ class Hooks(Patches):
                     kwargs["closure"] = closure_wrap(kwargs["closure"])
                 elif len(args) > 1 and callable(args[1]):
                     args = (args[0], closure_wrap(args[1]), *args[2:])
-                depth = E.open_host("optimizer")
+                depth = len(clock.stack)
+                clock.enter("optimizer")
                 try:
                     return orig(*args, **kwargs)
                 finally:
-                    E.close_host(depth)  # also closes phases an exception left open inside
+                    clock.leave(depth)  # also closes phases an exception left open inside
             return wrapper
 
         self._patch(cls, "step", step_wrap, per_call=True)
@@ -171,7 +148,7 @@ class Hooks(Patches):
     def install(self) -> None:
         """Put in every listening point; the per-call ones stay out while paused (they go in at `resume()`)."""
         self.live = True
-        self._home = threading.get_ident()  # the watched thread: the wrappers that must not listen to others check it
+        self.home = threading.get_ident()  # the watched thread: the wrappers that must not listen to others check it
         self._optimizer_steps()
         self._modes()
         self._grad_off()
@@ -186,11 +163,11 @@ class Hooks(Patches):
 
     def _optimizer_steps(self) -> None:
         """optimizer.step and zero_grad: the step edge, and the optimizer phase on detailed steps."""
-        L = self.listener
+        L = self.events
         E = self.edges
         from torch.optim import optimizer as optim_module
 
-        # optimizer.step: PyTorch's global step hooks. The step edge (the listener's own method, no
+        # optimizer.step: PyTorch's global step hooks. The step edge (its listener's own method, no
         # frame between) is always in; the optimizer phase around it only with the per-call hooks.
         def pre(opt: torch.optim.Optimizer, a: Any, k: Any) -> None:
             E.enter("optimizer")
@@ -221,8 +198,8 @@ class Hooks(Patches):
 
     def _modes(self) -> None:
         """model.eval() / model.train() on the watched thread."""
-        L = self.listener
-        home = self._home
+        L = self.events
+        home = self.home
         # model.eval() / model.train(): a module put in evaluation mode and back, on the watched thread (the
         # span between is evaluation). Module.train sets each child's mode through child.train(): only the
         # outermost call is told
@@ -245,8 +222,8 @@ class Hooks(Patches):
 
     def _grad_off(self) -> None:
         """torch.no_grad() / torch.inference_mode() entered and left on the watched thread."""
-        L = self.listener
-        home = self._home
+        L = self.events
+        home = self.home
         # torch.no_grad() / torch.inference_mode(): the outermost one entered on the watched thread, and left (a
         # validation pass without model.eval() runs under one)
         grad_off = [0]
@@ -280,13 +257,13 @@ class Hooks(Patches):
 
     def _optimizer_builds(self) -> None:
         """torch.optim.Optimizer.__init__, timed."""
-        L = self.listener
+        L = self.events
         # an optimizer built: one built inside the loop starts with no state at every step
         self._patch(torch.optim.Optimizer, "__init__", lambda orig: self._timed(orig, L.optimizer_built))
 
     def _module_calls(self) -> None:
         """The outermost nn.Module call: the forward phase (a per-call hook)."""
-        L = self.listener
+        L = self.events
         E = self.edges
         # forward: the outermost nn.Module call. PyTorch's global module hooks would send every
         # module call down its slow path (measured: +12% on the seed's step), so Module.__call__
@@ -329,7 +306,7 @@ class Hooks(Patches):
 
     def _backward(self) -> None:
         """torch.autograd.backward and grad: the backward phase (per-call hooks)."""
-        L = self.listener
+        L = self.events
         E = self.edges
         # backward: no global hook exists for "backward started/finished", so wrap the entry points.
         # torch.autograd.grad is a backward pass too (a loop that updates its parameters from its results has no
@@ -354,8 +331,8 @@ class Hooks(Patches):
 
     def _loaders(self) -> None:
         """A DataLoader's iterators: started, asked for batches, their workers stopped."""
-        L = self.listener
-        home = self._home
+        L = self.events
+        home = self.home
         # data: waiting on a DataLoader iterator, and starting one (`for x in loader` starts the
         # workers of a loader without persistent_workers anew each epoch); a start is timed with
         # its first batch, the wait for workers that have just started
@@ -393,7 +370,7 @@ class Hooks(Patches):
                 finally:
                     timed = self._data_left()
                     if started is not None and timed:
-                        L.loader_started(started + time.perf_counter() - t0)
+                        L.loader_started(started + time.perf_counter() - t0, False)
                 if new:
                     L.loader_batch(it, batch)
                 return batch
@@ -415,14 +392,14 @@ class Hooks(Patches):
                     return orig(*args, **kwargs)
                 finally:
                     if self._data_left():
-                        L.loader_started(time.perf_counter() - t0, stop=True)
+                        L.loader_started(time.perf_counter() - t0, True)
             return wrapper
 
         self._patch(dataloader_module._MultiProcessingDataLoaderIter, "_shutdown_workers", stop_wrap)
 
     def _anomaly(self) -> None:
         """Autograd's anomaly detection formatting stacks, timed (a per-call hook)."""
-        L = self.listener
+        L = self.events
         # autograd's anomaly detection (torch.autograd.set_detect_anomaly(True), detect_anomaly()): every op
         # that records a gradient formats the Python stack through torch.fx.traceback.format_stack, looked
         # up by name on each call; timed apart, inside its phase
@@ -434,7 +411,7 @@ class Hooks(Patches):
 
     def _copies(self) -> None:
         """Tensor.to and Tensor.cuda to a device: the h2d phase."""
-        L = self.listener
+        L = self.events
         E = self.edges
         # h2d: tensors moved from the host to a device
         def to_wrap(orig: Callable[..., Any], method: str) -> Callable[..., Any]:
@@ -466,7 +443,7 @@ class Hooks(Patches):
 
     def _saves(self) -> None:
         """torch.save and safetensors.torch.save_file: the checkpoint phase."""
-        L = self.listener
+        L = self.events
         # checkpoint: torch.save, each call counted; and safetensors' save_file, which Hugging Face's Trainer writes
         # the model's weights with (seen by a library imported after this: `from safetensors.torch import save_file`)
         self._patch(torch, "save", lambda orig: self._phase("checkpoint", orig, L.saved))
@@ -476,7 +453,7 @@ class Hooks(Patches):
 
     def _syncs(self) -> None:
         """torch.cuda.synchronize: a host read."""
-        L = self.listener
+        L = self.events
         # sync: an explicit device synchronisation, a host read like any other
         def sync_wrap(orig: Callable[..., Any]) -> Callable[..., Any]:
             @functools.wraps(orig)
@@ -485,7 +462,7 @@ class Hooks(Patches):
                 try:
                     return orig(*args, **kwargs)
                 finally:
-                    if not L.opening_window:
+                    if not L.opening_window():
                         L.host_read("torch.cuda.synchronize", t0, time.perf_counter(), sys._getframe(1))
             return wrapper
 

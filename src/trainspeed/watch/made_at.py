@@ -1,5 +1,6 @@
-"""Where the script set up its training framework: the user's line that made the Trainer, the ModelCheckpoint, the
-TrainingArguments or the Accelerator, so that an action can point at the line to change.
+"""The training framework of a watched run (`FrameworkTracker`), and where the script set it up: the user's line that
+made the Trainer, the ModelCheckpoint, the TrainingArguments or the Accelerator, so that an action can point at the
+line to change.
 
 While watching, each of those classes is wrapped as its module loads (`trainspeed._after_import`), or at once where
 the module is loaded already. Only the first object of each class made is
@@ -9,13 +10,15 @@ watching began (a callback attached to a Trainer made earlier) has no line here.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import sys
 from collections.abc import Callable
-from types import ModuleType
+from types import FrameType, ModuleType
 from typing import Any
 
 from trainspeed._after_import import AfterImport
+from trainspeed.watch.frameworks import Framework, outermost
 from trainspeed.watch.lines import frame_site
 from trainspeed.watch.syncs import is_user_code
 
@@ -105,3 +108,32 @@ class MadeAt:
                     pass
             return made
         return wrapper
+
+
+class FrameworkTracker:
+    """The training framework that runs the loop: read off the stack of the first backward (Lightning calls
+    backward inside the optimizer's closure: before the step's end), with the user's lines that set it up."""
+
+    def __init__(self) -> None:
+        self.framework: Framework | None = None
+        self.read = False
+        self.made_at = MadeAt()
+
+    def backward_seen(self, frame: FrameType | None) -> Framework | None:
+        """A backward returned, called from `frame`: the framework, the first time (None after, or for none)."""
+        if self.read:
+            return None
+        self.read = True
+        self.framework = outermost(frame)
+        return self.framework
+
+    def install(self) -> None:
+        self.made_at.install()
+
+    def uninstall(self) -> None:
+        self.made_at.uninstall()
+
+    def part(self) -> Framework | None:
+        fw = self.framework
+        return (dataclasses.replace(fw, made_at=dict(self.made_at.sites), settings=dict(self.made_at.settings))
+                if fw is not None else None)

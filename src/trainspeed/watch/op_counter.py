@@ -17,7 +17,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import flop_registry
 
-from trainspeed.watch.op_lengths import OpKey, SizedOp
+from trainspeed.load.op_lengths import OpKey, SizedOp
 from trainspeed.watch.result import OpTime
 
 OP_TIMES_KEPT = 12

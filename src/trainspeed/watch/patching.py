@@ -17,12 +17,16 @@ RESUME_BUDGET = 200
 attribute of torch.nn.Module, torch.optim.Optimizer and each optimizer class seen stepping, which
 modifies those classes and all their subclasses; from Python 3.13, CPython stops caching a class's
 attribute lookups for good once it has been modified 1 000 times (MAX_VERSIONS_PER_CLASS), and
-every later module call of the process would be slower (measured with 3.13.0: +34% on a small
-module's calls after 600 pause/resume pairs). 200 resumes are 400 modifications, leaving most of
-that budget to the user's code."""
+every later module call of the process would be slower (BENCHMARKS.md, "Doctor overhead"). 200
+resumes are 400 modifications, leaving most of that budget to the user's code."""
 
 _resumes = [0]
 """Resumes made in this process so far, by every Hooks."""
+
+
+def resumes_left() -> int:
+    """How many more times this process may resume the per-call hooks (RESUME_BUDGET)."""
+    return max(0, RESUME_BUDGET - _resumes[0])
 
 
 class Patches:
@@ -62,11 +66,6 @@ class Patches:
         for _, take_out in self._per_call:
             take_out()
         self.paused = True
-
-    @staticmethod
-    def resumes_left() -> int:
-        """How many more times this process may resume the per-call hooks (RESUME_BUDGET)."""
-        return max(0, RESUME_BUDGET - _resumes[0])
 
     def resume(self) -> None:
         if not self.paused:

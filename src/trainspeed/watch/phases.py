@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-
-from trainspeed.watch.op_lengths import OpLengths
+from typing import Protocol
 
 PHASES = ("data", "h2d", "forward", "backward", "optimizer", "sync", "checkpoint", "comm", "other")
 """`comm`: DDP's gradient all-reduce where backward could not hide it (see watch/comm.py); the
@@ -23,21 +22,26 @@ EDGE_PHASES = ("data", "h2d", "sync", "checkpoint", "comm")
 """Phases timed on every step: their hooks run a few times per step at most (and catch rare events
 such as a checkpoint every 1000 steps)."""
 
-SERIAL_PHASES = ("data", "checkpoint")
-"""Phases the training thread runs alone, charged only that thread's own wait for a core: a save serialises tensors
-and writes a file on it; a data wait is that thread blocked on a DataLoader's queue, or making the batch itself (a
-Dataset's `__getitem__`, the collate; where a transform there runs a parallel torch op, its threads' waits go
-uncounted and the phase keeps them). torch's intra-op threads spin for a while after a parallel op (libgomp's spin
-count: about 9 ms of a core after each optimizer step of `examples/checkpoint_every_step.py`, Zen 4, 2026-11-29) and
-may wait for a core meanwhile, which delays nothing: beside two busy processes that left the two intra-op threads one
-core, their waits took a save of 18.9 ms wall, no slower than alone, to 9.4 ms; a DataLoader's wait in
-`examples/realistic/frame_rows.py` read 43% to 57% waited by every thread's wait in three runs beside two busy
-processes, and 16% to 35% by the training thread's own in three runs alternated with them; `input_bound` came first
-in 2 of 3 and in 3 of 3."""
-
 CALL_PHASES = ("forward", "backward", "optimizer", "other")
 """Phases split out only on detailed steps (their hooks run on every module call); on the other
 steps their time all falls into `other`. The clock sums them over the detailed steps only."""
+
+
+class Listener(Protocol):
+    """Told each stretch of host time as the clock charges it, on detailed steps (`PhaseClock.listen`): the load's
+    `WaitMeter`, which charges the threads' waits for a core to the same phases."""
+
+    def charged(self, phase: str, seconds: float) -> None:
+        """`seconds` since the last edge went to `phase`."""
+
+    def skipped(self) -> None:
+        """The time since the last edge was nobody's."""
+
+    def forget(self) -> None:
+        """What came before is no phase's: the step counts from now."""
+
+    def closed(self) -> None:
+        """The step closed (its last stretch told)."""
 
 
 class PhaseClock:
@@ -62,27 +66,9 @@ class PhaseClock:
         """Whether the step now running is detailed (its CALL_PHASES split out): set by the watcher."""
         self.call_sums: dict[str, float] | None = None
         """Seconds in each of CALL_PHASES over the detailed steps closed since `start_sums()`."""
-        self._waited: Callable[[], float] | None = None
-        self._waiting = False
-        """Whether the edges also read the thread's run-queue wait (`watch_waits`, on detailed steps)."""
-        self._longest: Callable[[], float] | None = None
-        self._joint: Callable[[float, OpLengths], float] | None = None
-        self.op_lengths: dict[str, OpLengths] = {}
-        """Each phase's ops and how long they run (`op_lengths`, from the profiler window): how the readings' waits
-        in it are joined (`joint`)."""
-        self._own: Callable[[], float] | None = None
-        self.waits = _ZERO.copy()
-        self.longest = _ZERO.copy()
-        self.joint = _ZERO.copy()
-        self.step_waits: dict[str, float] | None = None
-        """Seconds each phase of the step closed last waited for a core, its threads' waits summed (None: not read on
-        that step)."""
-        self.step_longest: dict[str, float] | None = None
-        """The same, the longest one thread's wait of each reading (`run_queue.ThreadWait.longest`), summed."""
-        self.step_joint: dict[str, float] | None = None
-        """The same, what each reading lost by its threads' waits and its phase's ops (`run_queue.ThreadWait.joint`:
-        short ops, the time at least one thread waited, had they waited independently of each other; long ones,
-        towards the longest one thread's wait), summed."""
+        self._listener: Listener | None = None
+        self.listener: Listener | None = None
+        """Told each stretch as it is charged (`listen`), on detailed steps only; None on the others."""
 
     def start_sums(self) -> None:
         """Sum SUMMED over every step closed from now on (the one that starts now is the first), and
@@ -124,40 +110,16 @@ class PhaseClock:
             return None
         return dict(calls)
 
-    def watch_waits(self, waited: Callable[[], float], longest: Callable[[], float] | None = None,
-                    joint: Callable[[float, OpLengths], float] | None = None,
-                    own: Callable[[], float] | None = None) -> None:
-        """Charge the thread's run-queue wait (seconds since the last call: `run_queue.ThreadWait`) to the phases as
-        their time is charged, on detailed steps: each step's part is `step_waits` once it closes. `longest` reads
-        the longest one thread's wait in the last reading (`step_longest`), `joint` what the last reading's interval
-        of the given seconds lost, given its phase's ops (`op_lengths`; `step_joint`); without them, the reading's
-        whole wait. `own` reads the training thread's own wait in the last reading: all that SERIAL_PHASES are
-        charged."""
-        self._waited, self._longest, self._joint, self._own = waited, longest, joint, own
+    def listen(self, listener: Listener | None) -> None:
+        """Tell `listener` each stretch of host time as it is charged to a phase, on detailed steps, from now on."""
+        self._listener = listener
         self.set_detailed(self.detailed)
-
-    def _wait_to(self, phase: str, seconds: float) -> None:
-        """The wait since the last reading goes to `phase`, up to the `seconds` it just ran."""
-        assert self._waited is not None
-        waited = min(self._waited(), seconds)
-        if not waited:  # alone, nearly every reading: nothing lost (the longest and joint waits are at most this)
-            return
-        if self._own is not None and phase in SERIAL_PHASES:  # the training thread's wait alone, every bound the same
-            waited = min(self._own(), waited)
-            longest = joint = waited
-        else:
-            longest = min(self._longest(), waited) if self._longest is not None else waited
-            joint = min(self._joint(seconds, self.op_lengths.get(phase, ())), waited) if self._joint is not None \
-                else waited
-        self.waits[phase] += waited
-        self.longest[phase] += longest
-        self.joint[phase] += joint
 
     def enter(self, phase: str) -> None:
         t = self.now()
         stack = self.stack
-        if self._waiting:
-            self._wait_to(stack[-1] if stack else "other", t - self._since)
+        if self.listener is not None:
+            self.listener.charged(stack[-1] if stack else "other", t - self._since)
         self.totals[stack[-1] if stack else "other"] += t - self._since
         self._since = t
         stack.append(phase)
@@ -165,8 +127,8 @@ class PhaseClock:
     def exit(self, phase: str) -> None:
         t = self.now()
         stack = self.stack
-        if self._waiting:
-            self._wait_to(stack[-1] if stack else "other", t - self._since)
+        if self.listener is not None:
+            self.listener.charged(stack[-1] if stack else "other", t - self._since)
         self.totals[stack[-1] if stack else "other"] += t - self._since
         self._since = t
         if stack and stack[-1] == phase:
@@ -182,8 +144,8 @@ class PhaseClock:
         depth returns, or unwinds past phases its callee opened and never closed)."""
         t = self.now()
         stack = self.stack
-        if self._waiting:
-            self._wait_to(stack[-1] if stack else "other", t - self._since)
+        if self.listener is not None:
+            self.listener.charged(stack[-1] if stack else "other", t - self._since)
         self.totals[stack[-1] if stack else "other"] += t - self._since
         self._since = t
         del stack[depth:]
@@ -194,8 +156,8 @@ class PhaseClock:
         totals = self.totals
         stack = self.stack
         totals[stack[-1] if stack else "other"] += t0 - self._since
-        if self._waiting:
-            self._wait_to(phase, t1 - self._since)  # the wait since the last edge: most of it in the span
+        if self.listener is not None:
+            self.listener.charged(phase, t1 - self._since)  # the wait since the last edge: most of it in the span
         totals[phase] += t1 - t0
         self._since = t1
 
@@ -211,17 +173,9 @@ class PhaseClock:
     def set_detailed(self, detailed: bool) -> None:
         """The step that starts now is detailed (its CALL_PHASES split out) or edges-only."""
         self.detailed = detailed
-        self._waiting = detailed and self._waited is not None
-        if self._waiting:
-            self._resync_waits()
-
-    def _resync_waits(self) -> None:
-        """The wait so far is no phase's: the step's waits count from now."""
-        assert self._waited is not None
-        self._waited()
-        self.waits.update(_ZERO)
-        self.longest.update(_ZERO)
-        self.joint.update(_ZERO)
+        self.listener = self._listener if detailed else None
+        if self.listener is not None:
+            self.listener.forget()
 
     def move_summed(self, phase: str, seconds: float) -> None:
         """`seconds` of the detailed step just closed were not `phase`'s after all (a DDP all-reduce the step
@@ -241,8 +195,8 @@ class PhaseClock:
         self.skipped += t - self.step_started
         self._since = self.step_started = t
         self.totals.update(_ZERO)
-        if self._waiting:
-            self._resync_waits()
+        if self.listener is not None:
+            self.listener.forget()
 
     def skip(self) -> None:
         """The time since the last edge (or since the last open or close of a phase) was the watcher's
@@ -253,8 +207,8 @@ class PhaseClock:
         self._since = t
         self.step_started += gap
         self.skipped += gap
-        if self._waiting:
-            self._waited()  # type: ignore[misc]
+        if self.listener is not None:
+            self.listener.skipped()
 
     def drop_step(self) -> None:
         """Close the current step without keeping its times (a step nobody will read; they still go
@@ -265,20 +219,16 @@ class PhaseClock:
         self._since = self.step_started = t
         self._fold(totals)
         totals.update(_ZERO)
-        if self._waiting:
-            self._resync_waits()
+        if self.listener is not None:
+            self.listener.forget()
 
     def end_step(self) -> tuple[float, dict[str, float]]:
         """Close the current step: (its wall seconds, seconds per phase); open the next one."""
         t = self.now()
         totals = self.totals
-        if self._waiting:
-            self._wait_to(self.stack[-1] if self.stack else "other", t - self._since)
-            self.step_waits, self.waits = self.waits, _ZERO.copy()
-            self.step_longest, self.longest = self.longest, _ZERO.copy()
-            self.step_joint, self.joint = self.joint, _ZERO.copy()
-        else:
-            self.step_waits = self.step_longest = self.step_joint = None
+        if self.listener is not None:
+            self.listener.charged(self.stack[-1] if self.stack else "other", t - self._since)
+            self.listener.closed()
         totals[self.stack[-1] if self.stack else "other"] += t - self._since
         self._since = t
         wall = t - self.step_started

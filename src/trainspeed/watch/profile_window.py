@@ -28,15 +28,16 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any
 
 import torch
 
 from trainspeed._io import quiet_fd2
+from trainspeed.load.op_lengths import OpLengths, phase_op_lengths
+from trainspeed.load.waits import ThreadWait, threads_wait
 from trainspeed.watch.op_counter import OpCounter, least_per_call, op_rows, op_table
-from trainspeed.watch.op_lengths import OpLengths, phase_op_lengths
-from trainspeed.watch.result import OpTime, Window
-from trainspeed.watch.run_queue import ThreadWait, threads_wait
+from trainspeed.watch.result import Window
 from trainspeed.watch.trace import WindowOp
 
 
@@ -179,55 +180,41 @@ class ProfileWindow:
         """Counts the ops outside the phases (on the CPU, every op as well)."""
         self.cuda = False
         self.first = -1
-        self.ops_per_step: float | None = None
-        self.kernels_per_step: float | None = None
-        self.gpu_busy_ms_per_step: float | None = None
-        """Milliseconds per step during which the GPU ran a kernel, copy or memset (CUDA only)."""
-        self.flops_per_step: float | None = None
-        """Multiply-add FLOPs of the ops PyTorch has formulas for (matmul, conv, ...), per step."""
-        self.outside_ops_per_step: float | None = None
-        """Aten ops dispatched outside every phase the watcher names, per step (None: not counted)."""
-        self.compiled = False
-        """torch.compile had compiled a graph in this process when the window opened (after the warm-up)."""
-        self.edge_ops_per_step: float | None = None
-        """CPU: aten ops dispatched in the edge phases (data, h2d, sync, checkpoint, comm), per step (None: not
-        counted)."""
-        self.outside_op_ms_per_step: float | None = None
-        """Their host milliseconds per step."""
-        self.op_times: list[OpTime] | None = None
-        """CPU: the window's ops by op and dtype (`op_table`); None on CUDA (an op's host time is its launch)."""
-        self.op_ms_per_step: float | None = None
-        """CPU: every op's host milliseconds per step in the window, all together."""
+        self.counted = Window()
+        """What the window counted per step (all None until it closes with counts)."""
         self.op_lengths: dict[str, OpLengths] = {}
         """CPU: each phase's ops and how long one call of each takes (`op_lengths.phase_op_lengths`): how the phases'
-        waits for a core are joined (`phases.PhaseClock.op_lengths`). Empty on CUDA, where an op's host time is its
+        waits for a core are joined (`load.waits.WaitMeter.ops_known`). Empty on CUDA, where an op's host time is its
         launch."""
         self.notes: list[str] = []
+        self.opening = False
+        """True while the window opens or closes (torch.profiler synchronises the device then: no sync of the
+        script's)."""
+        self.open = False
+        """Whether the window is open (its steps run under the profiler)."""
 
-    @staticmethod
-    def opens_at(warmup: int) -> int:
-        """The first step the window profiles: the first after the warm-up (never step 0)."""
-        return max(warmup, 1)
-
-    def settled_from(self, warmup: int) -> int:
-        """The first step that is neither warm-up nor under the window."""
-        return self.opens_at(warmup) + self.steps if self.steps > 0 else warmup
-
-    def on_step_end(self, index: int, warmup: int, cuda: bool) -> bool:
-        """Called as step `index` ends; True if that step ran under the profiler."""
+    def on_step_end(self, index: int, opens_at: int, cuda: bool) -> bool:
+        """Called as step `index` ends (the window opens with step `opens_at`); True if that step ran under the
+        profiler. While it opens or closes, `opening` is True (torch.profiler synchronises the device then)."""
         if self.steps <= 0:
             return False
         profiled = self.prof is not None  # this step ran under the profiler
         if profiled and self.counter is not None:
             self.counter.end_step()
-        if profiled and index >= self.first + self.steps - 1:
-            self._close(self.steps)
-        elif not profiled and self.first < 0 and index == self.opens_at(warmup) - 1:
-            self._open(cuda, index + 1)
+        self.opening = True
+        try:
+            if profiled and index >= self.first + self.steps - 1:
+                self._close(self.steps)
+            elif not profiled and self.first < 0 and index == opens_at - 1:
+                self._open(cuda, index + 1)
+        finally:
+            self.opening = False
+            self.open = self.prof is not None
         return profiled
 
     def _open(self, cuda: bool, first: int) -> None:
-        compiled = self.compiled = compiled_code_seen()
+        compiled = compiled_code_seen()
+        self.counted = replace(self.counted, compiled=compiled)
         if compiled:
             self.notes.append("torch.compile'd code ran before the profiler window: the window used torch.profiler "
                               "alone (a dispatch mode would send compiled code back to eager for its steps, and "
@@ -266,22 +253,21 @@ class ProfileWindow:
         if isinstance(counter.waited, ThreadWait):
             counter.waited.close()
         if counter.outside is not None:
-            self.outside_ops_per_step = counter.outside_ops / steps
-            self.outside_op_ms_per_step = self.outside_ops_per_step * least_per_call(counter.outside_steps) * 1e3
+            outside = counter.outside_ops / steps
+            self.counted = replace(self.counted, other_ops_per_step=outside,
+                                   other_op_ms_per_step=outside * least_per_call(counter.outside_steps) * 1e3)
 
     def _close(self, steps: int) -> None:
         prof, self.prof = self.prof, None
         if isinstance(prof, tuple):  # the CPU's dispatch mode: the op counter, which counts FLOPs too
             (counter,) = prof
             self._take_counter(steps)
-            self.ops_per_step = counter.ops / steps
-            self.edge_ops_per_step = counter.edge_ops / steps if counter.edge is not None else None
-            self.kernels_per_step = None
-            self.flops_per_step = counter.total_flops / steps
+            self.counted = replace(self.counted, ops_per_step=counter.ops / steps, kernels_per_step=None,
+                                   edge_ops_per_step=counter.edge_ops / steps if counter.edge is not None else None,
+                                   flops_per_step=counter.total_flops / steps)
             if counter.steps_by_op:
                 rows = op_rows(counter.steps_by_op, counter.flop_counts or {})
-                self.op_times = op_table(rows)
-                self.op_ms_per_step = sum(row.ms for row in rows)
+                self.counted = replace(self.counted, op_times=op_table(rows), op_ms_per_step=sum(row.ms for row in rows))
                 self.op_lengths = phase_op_lengths(counter.least_per_work, counter.phase_calls)
             return
         self._take_counter(steps)
@@ -289,11 +275,10 @@ class ProfileWindow:
             with quiet_fd2(), cupti_detached():
                 prof.__exit__(None, None, None)
             ops, kernels, busy = count_ops_and_kernels(prof)
-            self.ops_per_step = ops / steps
+            self.counted = replace(self.counted, ops_per_step=ops / steps, flops_per_step=outer_flops(prof.events()) / steps)
             if self.cuda:  # kernels were traced only on CUDA
-                self.kernels_per_step = kernels / steps
-                self.gpu_busy_ms_per_step = busy / steps / 1e6
-            self.flops_per_step = outer_flops(prof.events()) / steps
+                self.counted = replace(self.counted, kernels_per_step=kernels / steps,
+                                       gpu_busy_ms_per_step=busy / steps / 1e6)
             if self.keep_ops:
                 self.trace_ops = window_ops(prof.events(), self.opened_at)
         except Exception as e:
@@ -301,6 +286,14 @@ class ProfileWindow:
 
     def close(self) -> None:
         """End of the run: a window still open is closed without counts (too few steps)."""
+        self.opening = True
+        try:
+            self._close_early()
+        finally:
+            self.opening = False
+            self.open = self.prof is not None
+
+    def _close_early(self) -> None:
         if self.prof is not None:
             prof, self.prof = self.prof, None
             with contextlib.suppress(Exception), quiet_fd2(), cupti_detached():
@@ -313,8 +306,4 @@ class ProfileWindow:
 
     def part(self) -> Window:
         """The window's counts per step (all None where it never closed)."""
-        return Window(ops_per_step=self.ops_per_step, kernels_per_step=self.kernels_per_step,
-                      flops_per_step=self.flops_per_step, gpu_busy_ms_per_step=self.gpu_busy_ms_per_step,
-                      other_ops_per_step=self.outside_ops_per_step, other_op_ms_per_step=self.outside_op_ms_per_step,
-                      edge_ops_per_step=self.edge_ops_per_step, op_ms_per_step=self.op_ms_per_step,
-                      op_times=self.op_times, compiled=self.compiled)
+        return self.counted

@@ -12,20 +12,21 @@ from typing import Any
 
 from trainspeed.stats import median
 from trainspeed.watch.collectives import CollectiveTimer, KindStep, summarise
-from trainspeed.watch.comm import CommStep, CommTimer, bus_bandwidth_gbs
+from trainspeed.watch.comm import CommStep, CommTimer
 from trainspeed.watch.comm_probe import probe
-from trainspeed.watch.dist_result import CallProbe, CollectiveStat, DistRun
+from trainspeed.watch.dist_result import CallProbe, CollectiveStat, DistRun, bus_bandwidth_gbs
+from trainspeed.watch.edges import PhaseEdges
 from trainspeed.watch.fsdp_units import UnitsTracker
 from trainspeed.watch.gather import gather, rank_stat, this_rank
 from trainspeed.watch.result import WatchResult
-from trainspeed.watch.stats import Reservoir
+from trainspeed.watch.samples import Reservoir
 
 
 class RankTracker:
-    def __init__(self, enter: Callable[[str], None], exit_: Callable[[str], None]) -> None:
-        """`enter`, `exit_`: the phase edges (a collective the host waits for is the `comm` phase)."""
+    def __init__(self, edges: PhaseEdges) -> None:
+        """`edges`: the phase edges (a collective the host waits for is the `comm` phase)."""
         self.comm = CommTimer()
-        self.collectives = CollectiveTimer(enter, exit_)
+        self.collectives = CollectiveTimer(lambda phase: edges.enter(phase), lambda phase: edges.exit(phase))
         self.units = UnitsTracker(lambda: self.collectives.waited_s)
         self.probes: list[CallProbe] = []
         self.place: tuple[int, int] | None = None

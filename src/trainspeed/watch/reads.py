@@ -1,15 +1,15 @@
 """Host reads of a watched run: every read of a tensor's value, tallied by the line that made it.
 
 `HostReads` owns the run's `SyncCounter` (watch/syncs.py) and turns its tally into the sites of the result; the
-reads of the step running now are the steps tracker's to count (it is handed each read as `on_read`).
+reads of the step running now are the step's counts' (the watcher is handed each read as `on_read`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from trainspeed.watch.result import Reads, SyncSite
 from trainspeed.watch.sampler import source_of
+from trainspeed.watch.sites import Reads, SyncSite
 from trainspeed.watch.syncs import ReadCallback, SyncCounter
 
 
@@ -20,6 +20,8 @@ class HostReads:
     def __init__(self) -> None:
         self.counter = SyncCounter()
         self._on_read: ReadCallback | None = None
+        self._quiet_from_s = 0.0
+        """The seconds of synchronisation tallied as the quiet run under way started (`wake` takes the difference)."""
 
     def bind(self, on_read: ReadCallback) -> None:
         """Hand each read to `on_read` (before the watch starts)."""
@@ -31,14 +33,13 @@ class HostReads:
         if not self.counter.device_only:
             self.counter.count_device_reads_only()
 
-    def go_quiet(self) -> float:
-        """A quiet run starts: reads go only to their line's tally. Returns the seconds of synchronisation
-        tallied so far (`wake` takes the difference)."""
-        return self.counter.time_reads(None)
+    def go_quiet(self) -> None:
+        """A quiet run starts: reads go only to their line's tally."""
+        self._quiet_from_s = self.counter.time_reads(None)
 
     def wake(self) -> float:
-        """The quiet run ends: each read is handed on again. Returns the seconds tallied so far."""
-        return self.counter.time_reads(self._on_read)
+        """The quiet run ends: each read is handed on again. Returns the seconds its reads took."""
+        return self.counter.time_reads(self._on_read) - self._quiet_from_s
 
     def host_read(self, op: str, t0: float, t1: float, frame: Any) -> None:
         """A host read that the hooks saw (torch.cuda.synchronize) ran from t0 to t1, made by `frame`."""

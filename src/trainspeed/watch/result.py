@@ -5,88 +5,56 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from trainspeed.watch.cells import CellLoop
+from trainspeed.load.result import Load, StepWaits
 from trainspeed.watch.dist_result import DistRun
 from trainspeed.watch.frameworks import Framework
+from trainspeed.watch.sites import Reads, Sites
 from trainspeed.watch.trace import Trace
+
+FUSED = {"LSTMCell": "LSTM", "GRUCell": "GRU", "RNNCell": "RNN"}
+"""Each cell's layer over a whole sequence, in torch.nn."""
+
+
+@dataclass(frozen=True)
+class CellLoop:
+    """A recurrent cell called in a Python loop, and how often."""
+
+    kind: str
+    """The cell's class: "LSTMCell", "GRUCell" or "RNNCell"."""
+    input_size: int
+    hidden_size: int
+    bias: bool
+    nonlinearity: str | None
+    """RNNCell's ("tanh" or "relu"); None for the others."""
+    calls_per_step: float = 0.0
+    """Its calls per training step (with gradients on), the median over the detailed steps."""
+
+    @property
+    def fused(self) -> str:
+        return FUSED[self.kind]
+
+    def length(self, model_calls: float | None) -> int:
+        """Time steps the loop runs per call of the model: its calls per step over the model's (`model_calls`,
+        taken as one where none were counted)."""
+        return max(1, round(self.calls_per_step / max(model_calls or 1.0, 1.0)))
+
+    def layer(self) -> str:
+        """The fused layer's constructor as a user would write it."""
+        extra = "" if self.bias else ", bias=False"
+        if self.nonlinearity not in (None, "tanh"):
+            extra += f", nonlinearity={self.nonlinearity!r}"
+        return f"nn.{self.fused}({self.input_size}, {self.hidden_size}, batch_first=True{extra})"
 
 
 @dataclass(frozen=True)
 class PhaseStat:
-    """One phase of the step: median host and device milliseconds per step, and its share."""
+    """One phase of the step: median host and device milliseconds per step, and its share (its wait for a core, where
+    one was read, is the load's: `WatchResult.load`)."""
 
     host_ms: float
     device_ms: float | None
     share: float
     """Share of the measured steps' wall time spent in this phase (shares sum to 1)."""
-    wait_ms: float | None = None
-    """Milliseconds a step the phase lost waiting for a core: `wait_share` of its share of the mean step (`run_queue`,
-    `wait_bounds`; None where the system does not count it)."""
-    wait_share: float | None = None
-    """The part of the phase's time its detailed steps lost waiting for a core."""
-    median_wait_share: float | None = None
-    """The same part in the median step that ran the phase (0 where the waits come in bursts: a slice lost now and
-    then)."""
-
-
-@dataclass(frozen=True)
-class SyncSite:
-    """A place in the user's code that read tensor values on the host: device tensors (`sync_sites`, each read a
-    synchronisation) or CPU tensors (`host_read_sites`)."""
-
-    where: str
-    op: str
-    count: int
-    total_ms: float
-    code: str = ""
-    """The source text of that line ("" if unavailable)."""
-
-
-@dataclass(frozen=True)
-class OtherSite:
-    """A source line where the step spent time outside every named phase (stack samples)."""
-
-    where: str
-    code: str
-    samples: int
-    share_of_other: float
-    inside: str | None = None
-    """The library most of this line's samples ran in, under the line ("torch.distributions", "numpy"), where
-    at least half of them did; None: the line's own code, or C code it called."""
-
-
-WORKER_WAIT = "waiting on the worker processes' batches"
-"""`DataSite.machinery` of the training process's wait for batches its DataLoader's workers make."""
-
-
-@dataclass(frozen=True)
-class DataSite:
-    """What the DataLoader was running while the script waited on it (stack samples of the training process):
-    a line of the user's code it called (`where` is file:line: a transform, a Dataset's `__getitem__`, a
-    collate_fn), a function of another package ("PIL/Image.py:resize"), or its own code
-    ("torch/utils/data/_utils/collate.py:collate"; `machinery` says what that does)."""
-
-    where: str
-    code: str
-    """The source text of a user's line ("" for a package's function)."""
-    samples: int
-    share_of_data: float
-    """Of the samples taken while waiting on data that name a site."""
-    inside: str | None = None
-    """The library most of this site's samples ran in, where at least half did (None: its own code)."""
-    machinery: str | None = None
-    """For the DataLoader's own code, what it does ("collating samples into a batch", "waiting on the worker
-    processes' batches"); None for the user's code and other packages."""
-
-
-@dataclass(frozen=True)
-class FrameworkSite:
-    """A training framework's function where time outside every named phase went: the innermost frame of the
-    framework in the stack samples ("lightning/pytorch/callbacks/progress/tqdm_progress.py:on_train_batch_end")."""
-
-    function: str
-    samples: int
-    share_of_other: float
 
 
 @dataclass(frozen=True)
@@ -234,15 +202,14 @@ class StepRecord:
     """Reads of CPU tensors' values (no synchronisation; `syncs` counts the reads of device tensors)."""
     device_span_s: float | None = None
     """On the device's clock, from the step's first phase edge to its last (CUDA events; detailed CUDA steps)."""
-    waits: dict[str, float] | None = None
-    """Seconds the training thread and torch's intra-op threads waited for a core in each phase, summed (`run_queue`;
-    detailed steps, Linux)."""
-    longest_waits: dict[str, float] | None = None
-    """The same, each reading's longest one thread's wait: with `waits`, the bounds of what the phase lost
-    (`wait_bounds`)."""
-    joint_waits: dict[str, float] | None = None
-    """The same, each reading's time that at least one thread waited, had they waited independently of each other:
-    the point between the bounds (`wait_bounds`)."""
+    waits: StepWaits | None = None
+    """What the training thread and torch's intra-op threads waited for a core in each phase (`load.waits`; detailed
+    steps, Linux)."""
+
+    def timed_on_device(self, device_ms: dict[str, float], span_s: float) -> None:
+        """The step's CUDA events have completed: each phase's device milliseconds, and the step's device span."""
+        self.device_ms = device_ms
+        self.device_span_s = span_s
 
 
 @dataclass(frozen=True)
@@ -330,37 +297,6 @@ class Window:
 
 
 @dataclass(frozen=True)
-class Reads:
-    """The host-read tracker's part: the places that read tensors' values, the most time first."""
-
-    sync_sites: list[SyncSite] = field(default_factory=list)
-    """Reads of device tensors: each a synchronisation."""
-    host_read_sites: list[SyncSite] = field(default_factory=list)
-    """Reads of CPU tensors: no wait."""
-
-
-@dataclass(frozen=True)
-class Sites:
-    """The stack sampler's part: where the time outside the named phases went, and what the DataLoader ran."""
-
-    other: list[OtherSite] = field(default_factory=list)
-    """Source lines the time in "other" went to, the most first."""
-    loop: list[OtherSite] = field(default_factory=list)
-    """The training loop's own lines (of the user's functions on the stack at a step's end) that the samples in
-    "other" ran under, most first: a line's own time and that of every function it called (a data generator,
-    a metric helper), where `other` splits a called function's time over its lines."""
-    framework: list[FrameworkSite] = field(default_factory=list)
-    """The training framework's own functions the time in "other" went to (its loop, callbacks, logging, progress
-    bar), the most first."""
-    data: list[DataSite] = field(default_factory=list)
-    """What the DataLoader ran while the script waited on it, the most samples first (with workers, the training
-    process mostly waits on them: `machinery` says so)."""
-    workers: list[DataSite] = field(default_factory=list)
-    """What the DataLoader's worker processes ran while they made batches, from their own stack samples (forked
-    workers; `share_of_data` is of those samples)."""
-
-
-@dataclass(frozen=True)
 class ModelFacts:
     """The model tracker's part: where the model ran, on what batch, under which autocast, fed how."""
 
@@ -431,12 +367,9 @@ class Loaders:
 
 @dataclass(frozen=True)
 class Machine:
-    """The machine tracker's part: other processes' load, the workers' CPU, page faults and compiles."""
+    """The machine tracker's part: the workers' CPU, page faults and compiles (other processes' load is
+    `WatchResult.load`)."""
 
-    others_cpu_cores: float | None = None
-    """Cores other processes of this machine kept busy while the steps were measured, on average (psutil;
-    `machine_load`); where the measured steps took under half a second, from the watch's start (the script's imports
-    and warm-up too); None when not known or the script itself ran under half a second."""
     loader_workers: WorkerCpu | None = None
     """The worker processes' CPU per batch (None: no loader with workers, or fewer than 8 batches from them)."""
     page_faults_per_step: float | None = None
@@ -447,14 +380,6 @@ class Machine:
     unwatched, where the doctor's own memory later changed where glibc's heap ends (None: too few such steps)."""
     compiles: Compiles | None = None
     """torch.compile's compilations during the measured steps (None: none)."""
-    threads_wait_ms_per_step: float | None = None
-    """Milliseconds a step every thread of the process waited for a core, summed over threads (`run_queue`)."""
-    steal_share: float | None = None
-    """The VM's steal time over the measured steps, a share of its CPUs' time (None: not said here)."""
-    threads_one_cpu_share: float | None = None
-    """Of the sampler's samples in the measured steps with two or more of the training thread and torch's intra-op
-    threads runnable, the share with two of them on one CPU: taking turns on one core (`core_sharing`; None: fewer
-    than 20 such samples, or not read here)."""
 
 
 @dataclass(frozen=True)
@@ -475,6 +400,8 @@ class WatchResult:
     checkpoints: Checkpoints = field(default_factory=Checkpoints)
     loaders: Loaders = field(default_factory=Loaders)
     machine: Machine = field(default_factory=Machine)
+    load: Load | None = None
+    """The machine's load: other processes' CPU, the threads' waits for a core by phase (None: nothing of it read)."""
     evaluation: Evaluation | None = None
     """Evaluations during the measured steps (None: none seen)."""
     framework: Framework | None = None

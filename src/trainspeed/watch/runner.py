@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trainspeed.errors import UsageError
-from trainspeed.watch.steps import StopWatching
+from trainspeed.watch.schedule import StopWatching
 
 
 @dataclass(frozen=True)

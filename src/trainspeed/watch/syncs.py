@@ -12,6 +12,7 @@ from inside another (`__format__` calls `item()`) counts once.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import sysconfig
@@ -311,9 +312,9 @@ class _Registry:
 
 
 def _named(wrapper: Callable[..., Any], name: str, original: Callable[..., Any]) -> Callable[..., Any]:
-    wrapper.__name__ = getattr(original, "__name__", name)
-    wrapper.__doc__ = getattr(original, "__doc__", None)
-    wrapper.__wrapped__ = original  # type: ignore[attr-defined]
+    """`wrapper` with the original's name (else `name`) and docstring, and `__wrapped__` it (functools' way)."""
+    functools.update_wrapper(wrapper, original, assigned=("__doc__",), updated=())
+    setattr(wrapper, "__name__", getattr(original, "__name__", name))  # noqa: B010 (a wrapper's own name)
     return wrapper
 
 

@@ -13,7 +13,7 @@ torch.profiler (CUDA, or a CPU run with torch.compile'd code), its ops and kerne
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from trainspeed.watch.phases import PhaseClock
 
@@ -33,6 +33,10 @@ class TraceStep:
     """(op, `file:line`, start, end, host) of each host read (`host`: of a CPU tensor, no synchronisation)."""
     device: list[Segment] = field(default_factory=list)
     """CUDA: (phase, start, end) of each phase's device span, seconds from the step's first CUDA event."""
+
+    def placed_on_device(self, spans: list[Segment]) -> None:
+        """The step's CUDA events have completed: its phases' device spans."""
+        self.device = spans
 
 
 @dataclass(frozen=True)
@@ -65,7 +69,7 @@ class TracingClock(PhaseClock):
         self.segments: list[Segment] = []
         self.reads: list[tuple[str, str, float, float, bool]] = []
         self.last_step: TraceStep | None = None
-        """The step `end_step` closed last, with what was noted in it (index -1: the watcher numbers it)."""
+        """The step `end_step` closed last, with what was noted in it (index -1 until `take_step` numbers it)."""
 
     def _note(self, phase: str, t0: float, t1: float) -> None:
         if not self.recording or t1 <= t0:
@@ -96,6 +100,14 @@ class TracingClock(PhaseClock):
         super().span(phase, t0, t1)
         self._note(open_phase, since, t0)
         self._note(phase, t0, t1)
+
+    def take_step(self, index: int) -> TraceStep | None:
+        """The step closed last, numbered `index` (None: none noted)."""
+        return replace(self.last_step, index=index) if self.last_step is not None else None
+
+    def record(self, recording: bool) -> None:
+        """Note the stretches and reads from now on, or not (the kept steps' timelines are full)."""
+        self.recording = recording
 
     def read(self, op: str, site: str, t0: float, t1: float, host: bool = False) -> None:
         """A host read ran from t0 to t1 at `site`: of a device tensor (its time is the sync phase's, noted by

@@ -8,6 +8,7 @@ against what those kernels allocate.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -26,7 +27,7 @@ class EncoderGPT(nn.Module):
         layer = nn.TransformerEncoderLayer(dim, heads, 4 * dim, dropout=0.1, batch_first=True)
         self.blocks = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
         self.head = nn.Linear(dim, vocab, bias=False)
-        self.head.weight = self.emb.weight
+        self.head.register_parameter("weight", cast(nn.Parameter, self.emb.weight))  # weight tying: one tensor
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:  # (B, T) int64
         t = idx.shape[1]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -107,7 +108,7 @@ class TinyGPT(nn.Module):
         self.blocks = nn.ModuleList(Block(dim, heads) for _ in range(layers))
         self.ln_f = nn.LayerNorm(dim)
         self.head = nn.Linear(dim, vocab, bias=False)
-        self.head.weight = self.tok.weight  # weight tying: one tensor, counted once
+        self.head.register_parameter("weight", cast(nn.Parameter, self.tok.weight))  # weight tying: one tensor, counted once
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:  # (B, T) int64
         t = idx.shape[1]

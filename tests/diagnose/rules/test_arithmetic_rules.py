@@ -5,10 +5,10 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from recorded_runs import CTX, ids, recorded
+from recorded_runs import CTX, ids, recorded, with_load
 
 from trainspeed.diagnose.rules import diagnose
-from trainspeed.diagnose.rules.common import flop_rate
+from trainspeed.diagnose.rules.step_model import flop_rate
 from trainspeed.hardware.gpu import GpuPeak
 from trainspeed.watch.result import WatchResult
 
@@ -107,7 +107,7 @@ def test_slow_dtype_candidates_are_the_dtypes_worth_a_probe() -> None:
 
 
 def _beside_busy_processes(r: WatchResult) -> WatchResult:
-    return dataclasses.replace(r, machine=dataclasses.replace(r.machine, others_cpu_cores=1.0))
+    return with_load(r, others_cpu_cores=1.0)
 
 
 def test_beside_busy_processes_a_dtypes_products_are_their_flops_at_its_rate() -> None:
@@ -152,13 +152,13 @@ def _autocast_cnn(autocast: str | None = "bfloat16", compiled: bool = False) -> 
 
 
 def test_arithmetic_in_a_probed_dtype_is_counted_at_its_rate_and_big_ops_at_their_window_time() -> None:
-    from trainspeed.diagnose.rules.common import _arithmetic_ms
+    from trainspeed.diagnose.rules.step_model import arithmetic_ms
 
     ctx = dataclasses.replace(CTX, matmul_gflops=193.0, dtype_gflops={"bfloat16": 347.0})
     r = _autocast_cnn()
-    assert _arithmetic_ms(r, ctx) == pytest.approx(230.8e6 / 347e9 * 1e3)  # every counted FLOP ran in bfloat16
+    assert arithmetic_ms(r, ctx) == pytest.approx(230.8e6 / 347e9 * 1e3)  # every counted FLOP ran in bfloat16
     # the float32 rate where no bfloat16 probe ran
-    assert _arithmetic_ms(r, dataclasses.replace(ctx, dtype_gflops={})) == pytest.approx(230.8e6 / 193e9 * 1e3)
+    assert arithmetic_ms(r, dataclasses.replace(ctx, dtype_gflops={})) == pytest.approx(230.8e6 / 193e9 * 1e3)
     v = diagnose(r, ctx)[0]
     assert v.id == "compute_bound"
     assert "347 GFLOP/s in bfloat16, 193 in float32" in v.evidence

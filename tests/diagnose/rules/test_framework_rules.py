@@ -10,7 +10,8 @@ from recorded_runs import CTX, recorded
 
 from trainspeed.diagnose.rules import diagnose
 from trainspeed.watch.frameworks import Framework, unsupported_note
-from trainspeed.watch.result import Evaluation, FrameworkSite, SyncSite, WatchResult
+from trainspeed.watch.result import Evaluation, WatchResult
+from trainspeed.watch.sites import FrameworkSite, SyncSite
 
 HF = Framework("transformers", "5.24.0")
 PL = Framework("lightning", "2.6.6")

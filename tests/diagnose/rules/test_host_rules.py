@@ -9,7 +9,8 @@ from recorded_runs import CTX, ids, recorded
 
 from trainspeed.diagnose.rules import Context, diagnose
 from trainspeed.diagnose.rules.host import _LOGGING
-from trainspeed.watch.result import OtherSite, PhaseStat, SyncSite, WatchResult
+from trainspeed.watch.result import PhaseStat, WatchResult
+from trainspeed.watch.sites import OtherSite, SyncSite
 
 
 def test_checkpoint_logging_and_h2d() -> None:

@@ -9,7 +9,8 @@ from recorded_runs import CTX, recorded
 
 from trainspeed.diagnose.rules import Context, diagnose
 from trainspeed.probe.loader import Handover
-from trainspeed.watch.result import WORKER_WAIT, DataSite, GpuUtil, LoaderInfo, WatchResult, WorkerCpu
+from trainspeed.watch.result import GpuUtil, LoaderInfo, WatchResult, WorkerCpu
+from trainspeed.watch.sites import WORKER_WAIT, DataSite
 
 
 def test_input_bound_with_sawtooth_evidence() -> None:

@@ -5,10 +5,11 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from recorded_runs import CTX, ids, recorded
+from recorded_runs import CTX, ids, recorded, with_load
 
 from trainspeed.diagnose.rules import Context, diagnose
-from trainspeed.watch.result import GpuUtil, OtherSite, WatchResult
+from trainspeed.watch.result import GpuUtil, WatchResult
+from trainspeed.watch.sites import OtherSite
 
 
 def test_sync_bound_on_gpu_predicts_host_and_device_overlapping() -> None:
@@ -309,9 +310,9 @@ def test_a_recurrent_cell_stepped_in_python_is_told_its_fused_layer_with_a_measu
     # the ops (59 a call, 24 calls: 1416 of 1430), and the prediction stays near alone's, where the probe's 4.43 ms
     # against a 48.6 ms step said 1.06x
     loaded = recorded(48.6, {"forward": 19.0, "backward": 23.0, "optimizer": 4.0}, ops=1430, flops=8.7e7, batch=32)
-    loaded = dataclasses.replace(loaded, model=dataclasses.replace(loaded.model, cell_loop=loop),
-                                 steps=dataclasses.replace(loaded.steps, model_calls_per_step=1.0),
-                                 machine=dataclasses.replace(loaded.machine, others_cpu_cores=1.0))
+    loaded = with_load(dataclasses.replace(loaded, model=dataclasses.replace(loaded.model, cell_loop=loop),
+                                           steps=dataclasses.replace(loaded.steps, model_calls_per_step=1.0)),
+                       others_cpu_cores=1.0)
     busy = next(x for x in diagnose(loaded, dataclasses.replace(CTX, cell_ms=(4.43, 1.50), cell_ops=59))
                 if x.id == "launch_bound")
     in_run = 46.0 * 1416 / 1430

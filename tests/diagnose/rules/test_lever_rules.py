@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from recorded_runs import CTX, adamw_run, recorded
+from recorded_runs import CTX, adamw_run, recorded, with_load
 
 from trainspeed.diagnose.rules import Context, diagnose
 from trainspeed.diagnose.rules.frameworks import in_framework
@@ -24,7 +24,7 @@ def _first(r, ctx=CTX):  # type: ignore[no-untyped-def]
 
 def test_threads_on_a_shared_machine_are_a_lever_of_the_actions_count() -> None:
     base = recorded(0.5, {"forward": 0.15, "backward": 0.2, "optimizer": 0.1}, ops=None, threads=2)
-    busy = dataclasses.replace(base, machine=dataclasses.replace(base.machine, others_cpu_cores=0.64),
+    busy = dataclasses.replace(with_load(base, others_cpu_cores=0.64),
                                steps=dataclasses.replace(base.steps, times_ms=[0.45] * 8 + [4.5, 4.6], p90_ms=4.5))
     v = next(v for v in diagnose(busy, TWO) if v.id == "thread_oversubscription")
     assert v.lever is not None and v.lever.kind == "threads" and v.lever.settings == {"threads": 1}

@@ -48,7 +48,7 @@ def _churning(faults: float | None) -> WatchResult:
 def test_fresh_pages_every_step_are_named_with_their_time_at_the_measured_cost_of_one() -> None:
     from trainspeed.diagnose.rules.memory import page_faults_candidate
 
-    ctx = dataclasses.replace(CTX, page_fault_us=1.57)
+    ctx = dataclasses.replace(CTX, probed={"page_fault_us": 1.57})
     v = next(v for v in diagnose(_churning(7902.0), ctx) if v.id == "page_faults")
     assert "7,902 minor page faults per step: 31 MiB" in v.evidence and "about 12.4 ms at the 1.57 us" in v.evidence
     assert ", of the 35.2 ms step" in v.evidence
@@ -65,7 +65,7 @@ def test_where_the_warm_up_faulted_more_the_unwatched_step_is_judged() -> None:
     """examples/realistic/skipgram.py under the doctor (2026-11-26): the warm-up's steps before the profiler window
     faulted 36 000 pages each, the measured steps 1 400 (the doctor's memory pinned glibc's heap): the step the user
     times is about 36 000 x 1.2 us longer than measured here, and that step is the one the prediction starts from."""
-    ctx = dataclasses.replace(CTX, page_fault_us=1.2)
+    ctx = dataclasses.replace(CTX, probed={"page_fault_us": 1.2})
     r = _churning(1400.0)
     r = dataclasses.replace(r, machine=dataclasses.replace(r.machine, page_faults_early_per_step=36000.0))
     v = next(v for v in diagnose(r, ctx) if v.id == "page_faults")

@@ -48,12 +48,12 @@ def test_a_step_verdicts_prediction_is_the_runs_with_its_evaluations_held() -> N
     # char_gpt-like (2026-11-25, CPU): a training step of overhead-bound ops, and evaluations taking half the run.
     # launch_bound's 2x on the step is 1 / (0.5 + 0.5 / 2) = 1.33x on the run, which is what a user measures, and
     # what evaluation_heavy's prediction (of the run) is ranked against
-    from trainspeed.diagnose.rules.common import _speedup, _step_speedup
+    from trainspeed.diagnose.rules.step_model import speedup, step_speedup
 
     r = recorded(1.0, {"forward": 0.4, "backward": 0.4, "optimizer": 0.1}, ops=300, flops=1e5)  # 300 tiny ops
-    assert _step_speedup(r, 10.0, 5.0) == _speedup(10.0, 5.0) == 2.0  # no evaluation: the step's is the run's
+    assert step_speedup(r, 10.0, 5.0) == speedup(10.0, 5.0) == 2.0  # no evaluation: the step's is the run's
     half = dataclasses.replace(r, evaluation=Evaluation(count=9, mean_ms=100.0, share=0.5, every_steps=10.0, in_run=10))
-    assert _step_speedup(half, 10.0, 5.0) == pytest.approx(1 / (0.5 + 0.5 / 2), abs=0.005)
+    assert step_speedup(half, 10.0, 5.0) == pytest.approx(1 / (0.5 + 0.5 / 2), abs=0.005)
     alone = {v.id: v.predicted_speedup for v in diagnose(r, CTX)}
     held = {v.id: v.predicted_speedup for v in diagnose(half, CTX)}
     assert alone["launch_bound"] == 1.43 and held["launch_bound"] == pytest.approx(1 / (0.5 + 0.5 / 1.43), abs=0.01)

@@ -10,8 +10,7 @@ from recorded_runs import CTX, recorded
 
 from trainspeed.diagnose.rules.distributed import comm_bound
 from trainspeed.diagnose.rules.sharded import keep_gathered, larger_units
-from trainspeed.watch.comm_probe import GROUP, growth
-from trainspeed.watch.dist_result import CallProbe, CollectiveStat, DistRun, FsdpLayout, RankStat
+from trainspeed.watch.dist_result import GROUP, CallProbe, CollectiveStat, DistRun, FsdpLayout, RankStat, growth
 from trainspeed.watch.result import WatchResult
 
 MIB = 2**20

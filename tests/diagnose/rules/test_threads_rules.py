@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from recorded_runs import CTX, ids, recorded
+from recorded_runs import CTX, ids, recorded, with_load
 
 from trainspeed.diagnose.rules import Context, diagnose
 from trainspeed.watch.result import LoaderInfo
@@ -100,7 +100,7 @@ def test_fewer_threads_than_cores_on_matrix_work_is_threads_unused() -> None:
     assert threads_candidate(r, 2) == 2 and threads_candidate(r, 2, usable=1) is None  # a process held to 1 CPU
     assert threads_candidate(dataclasses.replace(r, loaders=dataclasses.replace(r.loaders,
                                                                                 each=[LoaderInfo(1, False, 64, False)])), 2) is None
-    assert threads_candidate(dataclasses.replace(r, machine=dataclasses.replace(r.machine, others_cpu_cores=1.0)),
+    assert threads_candidate(with_load(r, others_cpu_cores=1.0),
                              2) is None
     # little matrix work, or no faster on more threads: nothing to say
     small = dataclasses.replace(r, window=dataclasses.replace(r.window, op_times=[dataclasses.replace(rows[0], ms=0.5)]))
@@ -118,7 +118,7 @@ def test_a_busy_machine_s_tail_is_the_steps_own_not_the_evaluations_or_the_mean_
 
     ctx = Context(2.0, 100.0, physical_cores=2, logical_threads=2)
     base = recorded(48.0, {"forward": 15.0, "backward": 20.0, "optimizer": 5.0}, ops=None, threads=2)
-    busy = dataclasses.replace(base, machine=dataclasses.replace(base.machine, others_cpu_cores=0.9),
+    busy = dataclasses.replace(with_load(base, others_cpu_cores=0.9),
                                steps=dataclasses.replace(base.steps, p90_ms=60.0))
     # 700 ms a step of validations, and 3 ms of the steps' own waits for a core
     validating = dataclasses.replace(busy, evaluation=Evaluation(
@@ -146,7 +146,7 @@ def test_other_processes_on_the_cores_torchs_threads_need_are_thread_oversubscri
     ctx = Context(2.0, 100.0, physical_cores=2, logical_threads=2)
     base = recorded(0.5, {"forward": 0.15, "backward": 0.2, "optimizer": 0.1}, ops=None, threads=2)
     times = [0.45] * 8 + [4.5, 4.6]
-    busy = dataclasses.replace(base, machine=dataclasses.replace(base.machine, others_cpu_cores=0.64),
+    busy = dataclasses.replace(with_load(base, others_cpu_cores=0.64),
                                steps=dataclasses.replace(base.steps, times_ms=times, p90_ms=4.5))
     found = {v.id: v for v in diagnose(busy, ctx)}
     verdict = found["thread_oversubscription"]
@@ -159,11 +159,11 @@ def test_other_processes_on_the_cores_torchs_threads_need_are_thread_oversubscri
     # not called an upper bound: on a loaded machine one thread against two measured 4.3x, past this model's 1.86x
     assert "upper bound" not in exact.evidence and "fewer threads may gain more" in exact.evidence
     # a quiet machine, one intra-op thread, or room for every thread: nothing to say
-    for quiet in (dataclasses.replace(busy, machine=dataclasses.replace(busy.machine, others_cpu_cores=0.3)),
-                  dataclasses.replace(busy, machine=dataclasses.replace(busy.machine, others_cpu_cores=None)),
+    for quiet in (with_load(busy, others_cpu_cores=0.3),
+                  with_load(busy, others_cpu_cores=None),
                   dataclasses.replace(busy, process=dataclasses.replace(busy.process, torch_threads=1))):
         assert "thread_oversubscription" not in ids(quiet, ctx)
-    assert "thread_oversubscription" not in ids(dataclasses.replace(busy, machine=dataclasses.replace(busy.machine, others_cpu_cores=4.0)), CTX)  # 8 of 16
+    assert "thread_oversubscription" not in ids(with_load(busy, others_cpu_cores=4.0), CTX)  # 8 of 16
 
 
 def test_beside_busy_processes_the_load_verdict_predicts_from_a_step_at_the_advised_count() -> None:
@@ -171,7 +171,7 @@ def test_beside_busy_processes_the_load_verdict_predicts_from_a_step_at_the_advi
     verdict's prediction is that probe's: forward, backward and the optimizer of the mean step at its ratio, the rest
     of the step as it was; not the step without its waits (which no thread count gives)."""
     base = recorded(40.0, {"forward": 10.0, "backward": 14.0, "optimizer": 6.0}, ops=None, threads=2)
-    busy = dataclasses.replace(base, machine=dataclasses.replace(base.machine, others_cpu_cores=2.0))
+    busy = with_load(base, others_cpu_cores=2.0)
     probed = Context(2.0, 100.0, physical_cores=2, logical_threads=2, thread_step_ms=(9.0, 3.0))
     v = next(v for v in diagnose(busy, probed) if v.id == "thread_oversubscription")
     step = busy.steps.mean_ms or busy.steps.median_ms
@@ -193,7 +193,7 @@ def test_more_threads_than_cores_beside_busy_processes_predicts_from_the_probe_b
     """More threads than cores and other processes on them: the step probe's mean steps were measured beside those
     processes, and the prediction is theirs as in `_busy_probed` (no tail gone on top: the mean steps hold it)."""
     base = recorded(40.0, {"forward": 10.0, "backward": 14.0, "optimizer": 6.0}, ops=None, threads=4)
-    busy = dataclasses.replace(base, machine=dataclasses.replace(base.machine, others_cpu_cores=1.0),
+    busy = dataclasses.replace(with_load(base, others_cpu_cores=1.0),
                                steps=dataclasses.replace(base.steps, mean_ms=60.0))
     probed = Context(2.0, 100.0, physical_cores=2, logical_threads=2, thread_step_ms=(8.0, 4.0))
     v = next(v for v in diagnose(busy, probed) if v.id == "thread_oversubscription")
@@ -204,22 +204,17 @@ def test_more_threads_than_cores_beside_busy_processes_predicts_from_the_probe_b
 
 
 def test_threads_taking_turns_on_one_cpu_beside_busy_processes_are_said_in_the_load_verdict() -> None:
-    """Where the run's threads were runnable on one CPU in most samples (`Machine.threads_one_cpu_share`), the load
+    """Where the run's threads were runnable on one CPU in most samples (`Load.threads_one_cpu_share`), the load
     verdict says they took turns on one core and that the script's verdicts may hold the spin at each parallel op's
     end; not below TURNS_SHARE, nor unread."""
     from trainspeed.diagnose.rules.threads import TURNS_SHARE
 
     base = recorded(40.0, {"forward": 10.0, "backward": 14.0, "optimizer": 6.0}, ops=None, threads=2)
-    step = base.steps.mean_ms or base.steps.median_ms or 0.0
     waits = {"forward": 6.0, "backward": 9.0, "optimizer": 3.0}
-    phases = {p: dataclasses.replace(s, wait_ms=waits.get(p, 0.0),
-                                     wait_share=min(1.0, waits.get(p, 0.0) / (s.share * step)) if s.share else 0.0)
-              for p, s in base.phases.items()}
     ctx = Context(2.0, 100.0, physical_cores=2, logical_threads=2)
 
     def evidence(share: float | None) -> str:
-        r = dataclasses.replace(base, phases=phases, machine=dataclasses.replace(
-            base.machine, others_cpu_cores=1.0, threads_one_cpu_share=share))
+        r = with_load(base, waits, others_cpu_cores=1.0, threads_one_cpu_share=share)
         return next(v for v in diagnose(r, ctx) if v.id == "thread_oversubscription").evidence
 
     said = evidence(0.89)

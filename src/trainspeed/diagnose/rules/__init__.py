@@ -18,11 +18,12 @@ share of a step worth a user's attention, not tuned to any script. One module pe
 """
 
 from trainspeed.diagnose.rules.arithmetic import slow_dtype_candidates
-from trainspeed.diagnose.rules.common import MAX_PREDICTED, Context, predicted_label
+from trainspeed.diagnose.rules.context import Context
 from trainspeed.diagnose.rules.input import busiest_loader, loader_candidate
 from trainspeed.diagnose.rules.memory import MEMORY_SHARE, page_faults_candidate
 from trainspeed.diagnose.rules.optimizer import optimizer_candidate, rebuilt_candidate
 from trainspeed.diagnose.rules.registry import ORDER, diagnose
+from trainspeed.diagnose.rules.step_model import MAX_PREDICTED, predicted_label
 from trainspeed.diagnose.rules.threads import busy_keep, matmul_side, threads_candidate
 
 __all__ = [

@@ -4,24 +4,24 @@
 
 from __future__ import annotations
 
-from trainspeed.diagnose.rules.common import (
-    Context,
-    _arithmetic_ms,
-    _busy_source,
-    _compute_ms,
-    _gpu_busy_ms,
-    _levers,
-    _names,
-    _op_work,
-    _rates_text,
-    _room,
-    _sized_arithmetic,
-    _step_speedup,
-    _window_scale,
+from trainspeed.diagnose.rules.context import Context
+from trainspeed.diagnose.rules.step_model import (
+    arithmetic_ms,
+    busy_source,
+    compute_ms,
     flop_rate,
+    gpu_busy_ms,
+    next_levers,
+    op_names,
+    op_work,
+    rates_text,
+    room_ms,
+    sized_arithmetic,
+    step_speedup,
+    window_scale,
 )
 from trainspeed.diagnose.verdict import Lever, Verdict
-from trainspeed.diagnose.without_wait import others_busy
+from trainspeed.load.view import others_busy
 from trainspeed.watch.result import OpTime, WatchResult
 
 ARITHMETIC_HIGH = 0.50  # arithmetic over half of them: the step is doing real work
@@ -77,8 +77,8 @@ def slow_dtype(r: WatchResult, c: Context) -> Verdict | None:
     if not r.steps.median_ms or c.matmul_gflops <= 0:
         return None
     step = r.steps.median_ms
-    room = _room(r)
-    scale = _window_scale(r)
+    room = room_ms(r)
+    scale = window_scale(r)
     found: list[tuple[float, Verdict]] = []
     for dtype, rows in _dtype_arithmetic(r).items():
         rate = c.dtype_gflops.get(dtype)
@@ -90,7 +90,7 @@ def slow_dtype(r: WatchResult, c: Context) -> Verdict | None:
         if took < SLOW_DTYPE_SHARE * step or rate > SLOW_DTYPE_RATE * c.matmul_gflops:
             continue
         gain = took * (1 - rate / c.matmul_gflops)  # those ops at the float32 rate
-        ops = _names(rows)
+        ops = op_names(rows)
         flops = sum(row.flops or 0.0 for row in rows)
         if loaded is not None and loaded > window_ms * scale:
             ran = (f", {flops / 1e9:.2f} GFLOP at the {dtype} rate below: beside busy processes the profiler "
@@ -110,21 +110,21 @@ def slow_dtype(r: WatchResult, c: Context) -> Verdict | None:
                       f".to(torch.{dtype}) of the model and inputs; {dtype} pays on CPUs with native matrix units "
                       "(AMX, AVX512-BF16/FP16) and on GPUs, not here")
         found.append((gain, Verdict("slow_dtype", evidence + " (predicted speed-up: those ops at the float32 "
-                                    "rate, the rest of the step as measured)", action, _step_speedup(r, step, step - gain))))
+                                    "rate, the rest of the step as measured)", action, step_speedup(r, step, step - gain))))
     return max(found, key=lambda f: f[0])[1] if found else None
 
 
 def compute_bound(r: WatchResult, c: Context) -> Verdict | None:
-    compute = _compute_ms(r)
+    compute = compute_ms(r)
     if not r.steps.median_ms:
         return None
     if r.model.device == "cuda":
         # the host may wait anywhere (a read, the allocator): what counts is whether the GPU is working
-        busy_ms = _gpu_busy_ms(r)
+        busy_ms = gpu_busy_ms(r)
         if busy_ms is None or busy_ms / r.steps.median_ms < DEVICE_BUSY_HIGH:
             return None
         evidence = (f"the GPU works {busy_ms:.2f} ms of the {r.steps.median_ms:.2f} ms step ({busy_ms / r.steps.median_ms:.0%}, "
-                    f"from {_busy_source(r)})")
+                    f"from {busy_source(r)})")
         rate = flop_rate(r, c)
         if rate is not None:
             evidence += (f"; its {(r.window.flops_per_step or 0.0) / 1e9:.1f} GFLOP per step (torch.profiler's FLOP formulas) "
@@ -133,14 +133,14 @@ def compute_bound(r: WatchResult, c: Context) -> Verdict | None:
     else:
         if compute / r.steps.median_ms < 0.6:
             return None
-        arithmetic = _arithmetic_ms(r, c)
+        arithmetic = arithmetic_ms(r, c)
         if arithmetic is None:
             return None
-        work, heavy = _op_work(r, c)
+        work, heavy = op_work(r, c)
         # matrix products and convolutions with real work took what they took in the profiler window where that
         # is more than their FLOPs at the probe's rate (bfloat16 convolutions of a small CNN ran at 140 GFLOP/s
         # where the bfloat16 matmul probe read 352, 2026-11-26): the same model as launch_bound's
-        big_ms, big_calls, big_at_peak = _sized_arithmetic(r, c)
+        big_ms, big_calls, big_at_peak = sized_arithmetic(r, c)
         kept = max(0.0, arithmetic - big_at_peak) + max(big_ms, big_at_peak)
         done = kept + work
         if done / compute < ARITHMETIC_HIGH:
@@ -148,21 +148,21 @@ def compute_bound(r: WatchResult, c: Context) -> Verdict | None:
         parts = []
         if kept >= 0.05 * compute:
             part = (f"their {(r.window.flops_per_step or 0.0) / 1e9:.2f} GFLOP need {arithmetic:.2f} ms at "
-                    f"{_rates_text(r, c)}")
+                    f"{rates_text(r, c)}")
             if big_ms > big_at_peak:
                 part += (f"; the {big_calls:.0f} with real arithmetic (matrix products, convolutions) took "
                          f"{big_ms:.2f} ms in the profiler window, their rate on these shapes")
             parts.append(part)
         if work >= 0.05 * compute:
-            parts.append(f"{work:.2f} ms goes to work in ops torch has no FLOP formula for ({_names(heavy)} per step)")
+            parts.append(f"{work:.2f} ms goes to work in ops torch has no FLOP formula for ({op_names(heavy)} per step)")
         whole = (f"{done / compute:.0%} of {compute:.2f} ms" if done <= compute else
                  f"more than their {compute:.2f} ms: the run multiplied faster than the probe after it")
         evidence = (f"forward+backward+optimizer are {compute / r.steps.median_ms:.0%} of the step; " + "; ".join(parts)
                     + f" ({whole}): real work")
     tf32 = c.gpu_peak is not None and r.model.device == "cuda" and c.gpu_peak.tf32_tflops is not None
     if tf32 and c.gpu_peak is not None:
-        action = (f"{_levers(r)}; and float32 matrix products on the {c.gpu_peak.gpu}'s TF32 tensor cores "
+        action = (f"{next_levers(r)}; and float32 matrix products on the {c.gpu_peak.gpu}'s TF32 tensor cores "
                   f"({c.gpu_peak.tf32_tflops:g} TFLOP/s against {c.gpu_peak.tflops:g} in plain float32): "
                   "torch.set_float32_matmul_precision(\"high\"), 10 mantissa bits in the products' inputs")
         return Verdict("compute_bound", evidence, action, None, TF32)
-    return Verdict("compute_bound", evidence, _levers(r), None)
+    return Verdict("compute_bound", evidence, next_levers(r), None)

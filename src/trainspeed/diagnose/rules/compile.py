@@ -3,8 +3,9 @@ again, paid inside the training loop."""
 
 from __future__ import annotations
 
-from trainspeed.diagnose.rules.common import Context, _run_step_ms, _speedup
+from trainspeed.diagnose.rules.context import Context
 from trainspeed.diagnose.rules.input import busiest_loader
+from trainspeed.diagnose.rules.step_model import run_step_ms, speedup
 from trainspeed.diagnose.verdict import Lever, Verdict
 from trainspeed.watch.result import WatchResult
 
@@ -19,7 +20,7 @@ as fast per step (3 alternated runs: 2.13x to 2.80x), where the compile time dyn
 def compile_heavy(r: WatchResult, c: Context) -> Verdict | None:
     if r.machine.compiles is None or not r.steps.measured:
         return None
-    run_s = _run_step_ms(r) * r.steps.measured / 1e3
+    run_s = run_step_ms(r) * r.steps.measured / 1e3
     share = min(r.machine.compiles.seconds / run_s, 1.0) if run_s > 0 else 0.0
     if share < COMPILE_SHARE:
         return None
@@ -34,7 +35,7 @@ def compile_heavy(r: WatchResult, c: Context) -> Verdict | None:
               "lengths; or compile shape-generic code once: torch.compile(model, dynamic=True) or "
               "torch._dynamo.mark_dynamic(x, 0) on the batch; TORCH_LOGS=recompiles prints why each one happened. "
               "A run of few steps may not repay compiling at all")
-    return Verdict("compile_heavy", evidence, action, _speedup(1.0, 1.0 - share), _drop_last(r))
+    return Verdict("compile_heavy", evidence, action, speedup(1.0, 1.0 - share), _drop_last(r))
 
 
 def _drop_last(r: WatchResult) -> Lever | None:

@@ -3,8 +3,9 @@ rules/sharded.py) and a slow rank (`straggler`)."""
 
 from __future__ import annotations
 
-from trainspeed.diagnose.rules.common import Context, _step_speedup
+from trainspeed.diagnose.rules.context import Context
 from trainspeed.diagnose.rules.sharded import sharded_comm
+from trainspeed.diagnose.rules.step_model import step_speedup
 from trainspeed.diagnose.verdict import Verdict
 from trainspeed.watch.result import WatchResult
 
@@ -38,7 +39,7 @@ def comm_bound(r: WatchResult, c: Context) -> Verdict | None:
     action = (f"hide or thin out the all-reduce: accumulate gradients over {k} micro-batches with DDP's no_sync() on all "
               "but the last (one all-reduce per optimizer step; the prediction assumes this), or a larger batch per rank "
               "(more compute per byte sent), or a smaller bucket_cap_mb so reductions start earlier in backward")
-    return Verdict("comm_bound", evidence, action, _step_speedup(r, step, step - exposed * (1 - 1 / k)))
+    return Verdict("comm_bound", evidence, action, step_speedup(r, step, step - exposed * (1 - 1 / k)))
 
 
 def straggler(r: WatchResult, c: Context) -> Verdict | None:
@@ -70,4 +71,4 @@ def straggler(r: WatchResult, c: Context) -> Verdict | None:
     action = (f"make rank {slow}'s {worst} as fast as the others': work done on that rank only (logging, evaluation, "
               "checkpoints on rank 0 belong outside the step or in a background thread), an uneven data shard or "
               "DataLoader, or a slower or shared device")
-    return Verdict("straggler", evidence, action, _step_speedup(r, r.steps.median_ms, r.steps.median_ms - excess))
+    return Verdict("straggler", evidence, action, step_speedup(r, r.steps.median_ms, r.steps.median_ms - excess))

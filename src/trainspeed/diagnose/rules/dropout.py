@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from trainspeed.diagnose.rules.common import Context, _step_speedup, _window_scale
+from trainspeed.diagnose.rules.context import Context
+from trainspeed.diagnose.rules.step_model import step_speedup, window_scale
 from trainspeed.diagnose.verdict import Verdict
 from trainspeed.watch.result import WatchResult
 
@@ -24,7 +25,7 @@ def dropout_heavy(r: WatchResult, c: Context) -> Verdict | None:
         return None
     rows = [row for row in r.window.op_times if row.op in MASK_OPS] or \
         [row for row in r.window.op_times if row.op == "aten.native_dropout"]
-    ms = sum(row.ms for row in rows) * _window_scale(r)
+    ms = sum(row.ms for row in rows) * window_scale(r)
     step = r.steps.median_ms
     if ms < MASK_SHARE * step:
         return None
@@ -39,4 +40,4 @@ def dropout_heavy(r: WatchResult, c: Context) -> Verdict | None:
               "the model does not need that regularisation, fewer dropout layers or dropout=0 (nn.Dropout(p=0.0), "
               "nn.TransformerEncoderLayer(..., dropout=0.0)) removes it; compare the validation loss, since dropout "
               "regularises; on a GPU the same masks cost little")
-    return Verdict("dropout_heavy", evidence, action, _step_speedup(r, step, step - ms))
+    return Verdict("dropout_heavy", evidence, action, step_speedup(r, step, step - ms))

@@ -7,9 +7,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from trainspeed.diagnose.rules.common import Context, _anomaly, _ms, _step_speedup, other_share
+from trainspeed.diagnose.rules.context import Context
+from trainspeed.diagnose.rules.step_model import anomaly_costs, other_share, phase_ms, step_speedup
 from trainspeed.diagnose.verdict import Lever, Verdict
-from trainspeed.watch.result import OtherSite, SyncSite, WatchResult
+from trainspeed.watch.result import WatchResult
+from trainspeed.watch.sites import OtherSite, SyncSite
 
 OTHER_SHARE = 0.15
 LOG_SITE_SHARE = 0.30  # the logging line must hold this much of the unexplained time
@@ -73,7 +75,7 @@ def logging_heavy(r: WatchResult, c: Context) -> Verdict | None:
     flush), and, on a CPU, the tensors those lines format (their host reads)."""
     if not r.steps.median_ms:
         return None
-    step, share, other = r.steps.median_ms, other_share(r), _ms(r, "other")
+    step, share, other = r.steps.median_ms, other_share(r), phase_ms(r, "other")
     logs = _logs(r)
     logging_sites = [s for s in r.sites.other if logs(s.code)]
     part = sum(s.share_of_other for s in logging_sites)
@@ -92,7 +94,7 @@ def logging_heavy(r: WatchResult, c: Context) -> Verdict | None:
                      f"({top_read.op}, {per_call:.2f} ms a read, within that time): `{top_read.code}`")
         if any(s.op == "__repr__" for s in read_sites):
             action += "; print numbers (loss.item()), not tensors: a tensor's repr formats every element"
-    return Verdict("logging_heavy", "; ".join(found), action, _step_speedup(r, step, step - other * part),
+    return Verdict("logging_heavy", "; ".join(found), action, step_speedup(r, step, step - other * part),
                    site=top.where)
 
 
@@ -193,7 +195,7 @@ def host_code_heavy(r: WatchResult, c: Context) -> Verdict | None:
               "thread, or make it cheaper (vectorise Python loops; keep metrics as tensors and read them every N "
               "steps); if it prepares data, a DataLoader with workers runs it beside the step" + _library_tip(r))
     return Verdict("host_code_heavy", evidence + " (predicted speed-up: that line's host time out of the step)",
-                   action, _step_speedup(r, step, step - gain), VALIDATE_ARGS_OFF if _in_distributions(r) else None,
+                   action, step_speedup(r, step, step - gain), VALIDATE_ARGS_OFF if _in_distributions(r) else None,
                    site=line.where)
 
 
@@ -233,7 +235,7 @@ def outside_work(r: WatchResult, c: Context, host: Verdict | None) -> Verdict | 
 def anomaly_detection(r: WatchResult, c: Context) -> Verdict | None:
     """Autograd's anomaly detection left on: every op that records a gradient stores a formatted Python stack,
     and backward checks every gradient for NaN. Prediction: the step without both."""
-    stacks, checks, _ = _anomaly(r)
+    stacks, checks, _ = anomaly_costs(r)
     step = r.steps.median_ms
     if not stacks or not step:
         return None
@@ -248,5 +250,5 @@ def anomaly_detection(r: WatchResult, c: Context) -> Verdict | None:
     action = ("turn it off for training: remove torch.autograd.set_detect_anomaly(True) or the "
               "torch.autograd.detect_anomaly() block; switch it on only to find where a NaN or an in-place error "
               "comes from, for a few steps")
-    return Verdict("anomaly_detection", evidence, action, _step_speedup(r, step, step - cost),
+    return Verdict("anomaly_detection", evidence, action, step_speedup(r, step, step - cost),
                    Lever("anomaly_off", {}, "torch.autograd.set_detect_anomaly(False)", same_arithmetic=True))

@@ -4,10 +4,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
-from trainspeed.diagnose.rules.common import Context, _burst_note, _ms, _run_step_ms, _speedup, _step_speedup
+from trainspeed.diagnose.rules.context import Context
+from trainspeed.diagnose.rules.step_model import burst_note, phase_ms, run_step_ms, speedup, step_speedup
 from trainspeed.diagnose.verdict import Lever, Verdict
-from trainspeed.watch.result import WORKER_WAIT, DataSite, LoaderInfo, WatchResult
+from trainspeed.watch.result import LoaderInfo, WatchResult
+from trainspeed.watch.sites import WORKER_WAIT, DataSite
 
 DATA_SHARE = 0.20  # waiting on data for a fifth of the step is worth fixing first
 WORKERS_GAIN = 1.05  # workers are advised only where they are predicted to make the run this much faster
@@ -22,14 +25,48 @@ measured one by one (`benchmarks/data_sites.py`, BENCHMARKS.md)."""
 DATA_SITE_SHARE = 0.10  # a site the evidence names holds at least this share of those samples
 
 
+@dataclass(frozen=True)
+class _DataWait:
+    """What every case of `input_bound` starts from: the run's wait on data and its loaders."""
+
+    share: float
+    """The run's share spent waiting on the DataLoader."""
+    workers: int
+    """The busiest loader's worker processes."""
+    cores: int
+    suggest: int
+    """Worker processes to try (twice the run's, at least the cores up to four, at most the cores)."""
+    evidence: str
+    """The evidence every case says: the wait, the workers, the saw-tooth, what the DataLoader ran."""
+    cheaper: str
+    """The action that makes each batch cheaper to make."""
+    pin: str
+    """", pin_memory=True" on CUDA."""
+    starts: float
+    """The run's share spent starting and stopping DataLoader iterators (at most its wait)."""
+    respawned: list[LoaderInfo]
+    """The loaders with workers started anew at every start (no persistent_workers)."""
+
+
 def input_bound(r: WatchResult, c: Context) -> Verdict | None:
+    """The run waits on its DataLoader for DATA_SHARE of its time or more: the cause, case by case (iterators started
+    every step, workers started anew every epoch, a TensorDataset fetched row by row, no room for more workers, the
+    workers' handover costing what they save), else more workers."""
+    wait = _data_wait(r, c)
+    if wait is None:
+        return None
+    return (_restarted_every_step(r, wait) or _workers_respawned(r, wait) or _taken_row_by_row(r, c, wait)
+            or _no_room_for_workers(r, wait) or _more_workers_or_cheaper(r, c, wait))
+
+
+def _data_wait(r: WatchResult, c: Context) -> _DataWait | None:
     share = r.phases["data"].share
     if share < DATA_SHARE or not r.steps.median_ms:
         return None
     workers = max((ld.num_workers for ld in r.loaders.each), default=0)
     cores = max(1, c.physical_cores)
     suggest = min(max(workers * 2, min(4, cores)), cores)  # worker processes beyond the cores share them
-    evidence = f"waiting on the DataLoader took {_burst_note(r, 'data')}; num_workers={workers}"
+    evidence = f"waiting on the DataLoader took {burst_note(r, 'data')}; num_workers={workers}"
     if r.gpu_util.sawtooth:
         evidence += f"; GPU utilisation is a saw-tooth ({r.gpu_util.why})"
     evidence += _data_sites_note(r, share) + (_worker_sites_note(r) if workers else "")
@@ -45,49 +82,84 @@ def input_bound(r: WatchResult, c: Context) -> Verdict | None:
     pin = ", pin_memory=True" if r.model.device == "cuda" else ""
     starts = min(r.loaders.start_share or 0.0, share)  # a stop inside the run's last step can tip it over
     respawned = [ld for ld in r.loaders.each if ld.num_workers > 0 and not ld.persistent_workers]
-    if r.loaders.starts >= 2 and r.loaders.starts >= STARTS_PER_STEP * r.steps.measured and starts >= START_SHARE * share:
-        evidence += (f"; {starts:.0%} of the run's time is starting and stopping DataLoader iterators: {r.loaders.starts} "
-                     f"starts in {r.steps.measured} steps, {r.loaders.start_ms or 0.0:.1f} ms each with its first batch "
-                     "and its stop"
-                     + (f", each starting its {respawned[0].num_workers} worker processes anew" if respawned else "")
-                     + " (predicted speed-up is an upper bound: the run without those starts)")
-        action = ("make the iterator once, before the loop (`it = iter(loader)`, then `next(it)` each step and a new "
-                  "`iter(loader)` only when it runs out), or loop `for x, y in loader:`; each `iter(loader)` starts a "
-                  "new pass over the data (a new shuffle" + (", new worker processes" if respawned else "")
-                  + (", batches prefetched that one `next()` then drops" if workers else "") + ")")
-        return Verdict("input_bound", evidence, action, _speedup(1.0, 1 - starts))
-    if respawned and r.loaders.starts >= 2 and starts >= START_SHARE * share:
-        evidence += (f"; {starts:.0%} of the run's time is the DataLoader starting and stopping: {r.loaders.starts} starts (one "
-                     f"per epoch), {r.loaders.start_ms or 0.0:.1f} ms each with its first batch and its stop, its "
-                     f"{respawned[0].num_workers} worker processes started anew every time (persistent_workers=False; "
-                     "predicted speed-up is an upper bound: the run without those starts)")
-        action = (f"DataLoader(..., persistent_workers=True{pin}): the workers then live from one epoch to the next; "
-                  "a dataset already in memory as tensors needs no workers at all (num_workers=0)")
-        alive = {"persistent_workers": True, **({"pin_memory": True} if pin else {})}
-        return Verdict("input_bound", evidence, action, _speedup(1.0, 1 - starts),
-                       loader_lever(alive, _match(respawned[0]), f"DataLoader(..., persistent_workers=True{pin})"))
+    return _DataWait(share, workers, cores, suggest, evidence, cheaper, pin, starts, respawned)
+
+
+def _restarted_every_step(r: WatchResult, w: _DataWait) -> Verdict | None:
+    """A DataLoader iterator started every other step or more often (`next(iter(loader))` in the loop), its starts
+    half the wait or more."""
+    if not (r.loaders.starts >= 2 and r.loaders.starts >= STARTS_PER_STEP * r.steps.measured
+            and w.starts >= START_SHARE * w.share):
+        return None
+    evidence = w.evidence + (
+        f"; {w.starts:.0%} of the run's time is starting and stopping DataLoader iterators: {r.loaders.starts} "
+        f"starts in {r.steps.measured} steps, {r.loaders.start_ms or 0.0:.1f} ms each with its first batch and its stop"
+        + (f", each starting its {w.respawned[0].num_workers} worker processes anew" if w.respawned else "")
+        + " (predicted speed-up is an upper bound: the run without those starts)")
+    action = ("make the iterator once, before the loop (`it = iter(loader)`, then `next(it)` each step and a new "
+              "`iter(loader)` only when it runs out), or loop `for x, y in loader:`; each `iter(loader)` starts a "
+              "new pass over the data (a new shuffle" + (", new worker processes" if w.respawned else "")
+              + (", batches prefetched that one `next()` then drops" if w.workers else "") + ")")
+    return Verdict("input_bound", evidence, action, speedup(1.0, 1 - w.starts))
+
+
+def _workers_respawned(r: WatchResult, w: _DataWait) -> Verdict | None:
+    """A loader's worker processes started anew every epoch (persistent_workers=False), its starts half the wait or
+    more."""
+    if not (w.respawned and r.loaders.starts >= 2 and w.starts >= START_SHARE * w.share):
+        return None
+    evidence = w.evidence + (
+        f"; {w.starts:.0%} of the run's time is the DataLoader starting and stopping: {r.loaders.starts} starts (one "
+        f"per epoch), {r.loaders.start_ms or 0.0:.1f} ms each with its first batch and its stop, its "
+        f"{w.respawned[0].num_workers} worker processes started anew every time (persistent_workers=False; "
+        "predicted speed-up is an upper bound: the run without those starts)")
+    action = (f"DataLoader(..., persistent_workers=True{w.pin}): the workers then live from one epoch to the next; "
+              "a dataset already in memory as tensors needs no workers at all (num_workers=0)")
+    alive = {"persistent_workers": True, **({"pin_memory": True} if w.pin else {})}
+    return Verdict("input_bound", evidence, action, speedup(1.0, 1 - w.starts),
+                   loader_lever(alive, _match(w.respawned[0]), f"DataLoader(..., persistent_workers=True{w.pin})"))
+
+
+def _taken_row_by_row(r: WatchResult, c: Context, w: _DataWait) -> Verdict | None:
+    """A TensorDataset fetched row by row where taking each batch whole (one index op per tensor, measured after the
+    run) takes less than the wait."""
     loader = busiest_loader(r)
-    if loader is not None and loader.batchable and c.batched_ms is not None:
-        # a TensorDataset fetched row by row: one index op per tensor per batch instead (measured after the run)
-        step = _run_step_ms(r)
-        wait = share * step
-        if c.batched_ms < wait:
-            evidence += (f"; the DataLoader takes each batch's {loader.batch_size} rows of a TensorDataset one by one and "
-                         f"collates them; taking the batch whole took {c.batched_ms:.2f} ms (measured after the run, "
-                         f"{loader.batch_size} rows by one index per tensor)")
-            whole = {"batched": True, **({"num_workers": 0} if workers else {})}
-            return Verdict("input_bound", evidence, _batched_action(loader, workers),
-                           _speedup(step, step - wait + c.batched_ms),  # of the mean step: the run's already
-                           loader_lever(whole, _match(loader), "DataLoader(dataset, batch_size=None, sampler=BatchSampler("
-                                        f"RandomSampler(dataset), {loader.batch_size}, drop_last=False)"
-                                        f"{', num_workers=0' if workers else ''})"))
-    kept, kept_note = _kept_by_a_cheaper_item(r, share)
-    if suggest <= workers:
-        evidence += (f", {'as many as' if workers == cores else 'more than'} this machine's {cores} physical cores: "
-                     "more workers would share them (predicted speed-up is an upper bound: the run without its wait"
-                     f"{kept_note})")
-        return Verdict("input_bound", evidence, cheaper, _speedup(1.0, 1 - share + kept))
-    new, suggest, why = _with_workers(r, c, share, workers, suggest)
+    if loader is None or not loader.batchable or c.batched_ms is None:
+        return None
+    step = run_step_ms(r)
+    wait = w.share * step
+    if c.batched_ms >= wait:
+        return None
+    evidence = w.evidence + (
+        f"; the DataLoader takes each batch's {loader.batch_size} rows of a TensorDataset one by one and collates "
+        f"them; taking the batch whole took {c.batched_ms:.2f} ms (measured after the run, {loader.batch_size} rows "
+        "by one index per tensor)")
+    whole = {"batched": True, **({"num_workers": 0} if w.workers else {})}
+    return Verdict("input_bound", evidence, _batched_action(loader, w.workers),
+                   speedup(step, step - wait + c.batched_ms),  # of the mean step: the run's already
+                   loader_lever(whole, _match(loader), "DataLoader(dataset, batch_size=None, sampler=BatchSampler("
+                                f"RandomSampler(dataset), {loader.batch_size}, drop_last=False)"
+                                f"{', num_workers=0' if w.workers else ''})"))
+
+
+def _no_room_for_workers(r: WatchResult, w: _DataWait) -> Verdict | None:
+    """As many workers as the physical cores already, or more: more would share them; each batch made cheaper."""
+    if w.suggest > w.workers:
+        return None
+    kept, kept_note = _kept_by_a_cheaper_item(r, w.share)
+    evidence = w.evidence + (
+        f", {'as many as' if w.workers == w.cores else 'more than'} this machine's {w.cores} physical cores: more "
+        f"workers would share them (predicted speed-up is an upper bound: the run without its wait{kept_note})")
+    return Verdict("input_bound", evidence, w.cheaper, speedup(1.0, 1 - w.share + kept))
+
+
+def _more_workers_or_cheaper(r: WatchResult, c: Context, w: _DataWait) -> Verdict:
+    """More workers, where they are predicted to make the run WORKERS_GAIN faster; else, where handing the batches
+    over (or the cores they take) costs what they save, each batch made cheaper."""
+    kept, kept_note = _kept_by_a_cheaper_item(r, w.share)
+    new, suggest, why = _with_workers(r, c, w.share, w.workers, w.suggest)
+    loader = busiest_loader(r)
+    cheaper = w.cheaper
     if why and new >= 1 / WORKERS_GAIN:  # handing the batches over, or the cores they take, cost what they save
         if loader is not None and loader.dataset == "TensorDataset" and not loader.item_by_item:
             size = loader.batch_size or "B"
@@ -100,24 +172,25 @@ def input_bound(r: WatchResult, c: Context) -> Verdict | None:
                         "DataLoader(dataset, batch_size=None, sampler=BatchSampler(RandomSampler(dataset), "
                         f"{loader.batch_size or 'B'}, drop_last=False)) hands __getitem__ the batch's list of indices")
             kept, kept_note = 0.0, ""  # a batch taken whole skips the per-item fetch and the collate
-        evidence += (f"{why}, so workers would not make the run faster on this machine's {cores} physical "
-                     f"cores (predicted speed-up is an upper bound: the run without its wait{kept_note})")
-        return Verdict("input_bound", evidence, cheaper, _speedup(1.0, 1 - share + kept))
+        evidence = w.evidence + (f"{why}, so workers would not make the run faster on this machine's {w.cores} "
+                                 f"physical cores (predicted speed-up is an upper bound: the run without its wait"
+                                 f"{kept_note})")
+        return Verdict("input_bound", evidence, cheaper, speedup(1.0, 1 - w.share + kept))
     threads = ""
     keep = _threads_beside(r, c, suggest)
     if keep < r.process.torch_threads:
-        threads = (f" and torch.set_num_threads({keep}) (torch's {r.process.torch_threads} intra-op threads would take the "
-                   f"cores the workers need)")
-    action = (f"DataLoader(..., num_workers={suggest}, persistent_workers=True{pin}){threads}; if that is not enough, "
-              f"{cheaper}")
-    if why:
-        evidence += why + " (predicted speed-up is an upper bound)"
-    settings: dict[str, object] = {"num_workers": suggest, "persistent_workers": True, **({"pin_memory": True} if pin else {})}
+        threads = (f" and torch.set_num_threads({keep}) (torch's {r.process.torch_threads} intra-op threads would take "
+                   "the cores the workers need)")
+    action = (f"DataLoader(..., num_workers={suggest}, persistent_workers=True{w.pin}){threads}; if that is not "
+              f"enough, {cheaper}")
+    evidence = w.evidence + (why + " (predicted speed-up is an upper bound)" if why else "")
+    settings: dict[str, object] = {"num_workers": suggest, "persistent_workers": True,
+                                   **({"pin_memory": True} if w.pin else {})}
     if keep < r.process.torch_threads:
         settings["threads"] = keep
-    paste = f"DataLoader(..., num_workers={suggest}, persistent_workers=True{pin})" + (
+    paste = f"DataLoader(..., num_workers={suggest}, persistent_workers=True{w.pin})" + (
         f"; torch.set_num_threads({keep})" if keep < r.process.torch_threads else "")
-    return Verdict("input_bound", evidence, action, _speedup(1.0, new),
+    return Verdict("input_bound", evidence, action, speedup(1.0, new),
                    loader_lever(settings, _match(loader), paste) if loader is not None else None)
 
 
@@ -246,7 +319,7 @@ def _with_workers(r: WatchResult, c: Context, share: float, workers: int, sugges
         return _more_workers(r, c, workers, suggest)
     if c.handover is None or not r.steps.median_ms:  # the making spread over `suggest` workers, the handover unknown
         return max(busy, share / suggest), suggest, ""
-    step = _run_step_ms(r)
+    step = run_step_ms(r)
     hand, main = c.handover.wall_ms / step, c.handover.main_ms / step
     cores = max(1, c.physical_cores)
     used = (r.process.cpu_percent or 0.0) / 100
@@ -272,7 +345,7 @@ def _own_share(r: WatchResult) -> float:
     """The training process's own part of the run beside its wait on data, in shares of the run's time: forward,
     backward and the optimizer at their medians where those are less (the mean holds the stalls of intra-op threads
     that waited for a core a worker held), the other phases at their shares (an evaluation every N steps stays)."""
-    step = _run_step_ms(r)
+    step = run_step_ms(r)
     computed = ("forward", "backward", "optimizer")
     return sum(min(r.phases[p].share, r.phases[p].host_ms / step) for p in computed) + \
         sum(stat.share for p, stat in r.phases.items() if p != "data" and p not in computed)
@@ -291,7 +364,7 @@ def _more_workers(r: WatchResult, c: Context, workers: int, suggest: int) -> tup
     speed-up is an upper bound. Unmeasured, the workers are taken as what the step waits for all along: together
     they hand over the batches at the run's pace now, and k of them workers/k as long.
     """
-    step = _run_step_ms(r)
+    step = run_step_ms(r)
     own = _own_share(r)
     main = c.handover.main_ms / step if c.handover is not None else 0.0
     cores = max(1, c.physical_cores)
@@ -314,11 +387,11 @@ def h2d_bound(r: WatchResult, c: Context) -> Verdict | None:
     share = r.phases["h2d"].share
     if share < H2D_SHARE or not r.steps.median_ms:
         return None
-    step, h2d = r.steps.median_ms, _ms(r, "h2d")
+    step, h2d = r.steps.median_ms, phase_ms(r, "h2d")
     mib = r.steps.h2d_bytes_per_step / 2**20
     kinds = ", ".join(f"{k} {v / 2**20:.0f} MiB" for k, v in r.model.h2d_bytes_by_kind.items())
     evidence = (f"host-to-device copies of {mib:.1f} MiB per step take {h2d:.2f} ms of {step:.2f} ms ({share:.0%})"
                 + (f"; in all: {kinds}" if kinds else ""))
     action = ("keep a dataset that fits on the device there once; otherwise DataLoader(pin_memory=True) and "
               ".to(device, non_blocking=True) so copies overlap compute")
-    return Verdict("h2d_bound", evidence, action, _step_speedup(r, step, step - h2d))
+    return Verdict("h2d_bound", evidence, action, step_speedup(r, step, step - h2d))

@@ -4,24 +4,24 @@ wait for the GPU).
 
 from __future__ import annotations
 
-from trainspeed.diagnose.rules.common import (
+from trainspeed.diagnose.rules.context import Context
+from trainspeed.diagnose.rules.step_model import (
     OP_WORK_DISPATCHES,
-    Context,
-    _anomaly,
-    _arithmetic_ms,
-    _busy_source,
-    _compute_ms,
-    _compute_part_ms,
-    _gpu_busy_ms,
-    _ms,
-    _op_work,
-    _rates_text,
-    _sized_arithmetic,
-    _step_speedup,
-    _window_scale,
+    anomaly_costs,
+    arithmetic_ms,
+    busy_source,
+    compute_ms,
+    compute_part_ms,
+    gpu_busy_ms,
+    op_work,
+    phase_ms,
+    rates_text,
+    sized_arithmetic,
+    step_speedup,
+    window_scale,
 )
 from trainspeed.diagnose.verdict import Verdict
-from trainspeed.diagnose.without_wait import others_busy
+from trainspeed.load.view import others_busy
 from trainspeed.watch.result import WatchResult
 
 SYNC_SHARE = 0.10
@@ -36,73 +36,36 @@ def sync_bound(r: WatchResult, c: Context) -> Verdict | None:
     share = r.phases["sync"].share
     if r.model.device != "cuda" or share < SYNC_SHARE or r.steps.syncs_per_step < 1 or not r.steps.median_ms:
         return None
-    step, sync = r.steps.median_ms, _ms(r, "sync")
+    step, sync = r.steps.median_ms, phase_ms(r, "sync")
     top = r.reads.sync_sites[0] if r.reads.sync_sites else None
     where = f"; most at {top.where} ({top.op}, {top.count} times)" if top else ""
     evidence = f"{r.steps.syncs_per_step:.1f} host reads of device data per step take {sync:.2f} ms of {step:.2f} ms ({share:.0%}){where}"
     action = ("keep per-step values on the device (e.g. write the loss into a preallocated tensor) and read "
               "them every N steps; avoid .item()/print(tensor)/float(tensor) inside the step")
     # without the sync the host runs ahead: step time becomes max(host work, device work) instead of their sum
-    new = max(step - sync, _gpu_busy_ms(r) or 0.0)
+    new = max(step - sync, gpu_busy_ms(r) or 0.0)
     if new >= step * (1 - SYNC_GAIN):
         return None  # the reads wait for the GPU's own work: without them the step would wait elsewhere
-    return Verdict("sync_bound", evidence, action, _step_speedup(r, step, new), site=top.where if top else None)
+    return Verdict("sync_bound", evidence, action, step_speedup(r, step, new), site=top.where if top else None)
 
 
 def launch_bound(r: WatchResult, c: Context) -> Verdict | None:
+    """Per-op overhead fills the step: on a GPU, launching kernels costs the host more than the GPU's work on them
+    (`_gpu_launches`); on a CPU, the ops' fixed cost outweighs their arithmetic (`_cpu_dispatches`). A recurrent cell
+    stepped in Python, where its fused layer was measured, is predicted from that layer (`_fused_cells`)."""
     # anomaly detection's stacks and NaN checks are its own verdict's, not the ops' fixed cost
-    stacks, checks, check_ops = _anomaly(r)
-    compute = _compute_ms(r) - stacks - checks
+    stacks, checks, check_ops = anomaly_costs(r)
+    compute = compute_ms(r) - stacks - checks
     ops = (r.window.ops_per_step or 0.0) - check_ops
     if r.model.device == "cpu":  # the ops that ran in forward, backward and the optimizer: a DataLoader's are not
         ops -= (r.window.edge_ops_per_step or 0.0) + (r.window.other_ops_per_step or 0.0)
     if ops <= 0 or compute <= 0 or not r.steps.median_ms:
         return None
     step = r.steps.median_ms
-    per_op = compute * 1e3 / ops
-    if r.model.device == "cuda":
-        # the GPU's work against the host's time in forward+backward+optimizer: waiting on data or
-        # on the disk leaves a GPU idle too, but that is not the launches' fault
-        busy_ms = _gpu_busy_ms(r)
-        if busy_ms is None or busy_ms / compute >= DEVICE_BUSY_LOW:
-            return None
-        kernels = f"{r.window.kernels_per_step:.0f} kernels" if r.window.kernels_per_step else "kernels"
-        evidence = (f"{ops:.0f} ops and {kernels} per step, {per_op:.1f} us of host time each; the GPU "
-                    f"works {busy_ms * 1e3:.0f} us of the {compute:.2f} ms the host spends in forward+backward+optimizer "
-                    f"({busy_ms / compute:.0%}, from {_busy_source(r)}): launching work costs more than doing it")
-        action = ("capture the step as a CUDA graph (trainspeed.fit does it, and measures whether it pays) or "
-                  "torch.compile it (mode='reduce-overhead'); raise the batch size")
-        overhead = compute - busy_ms  # kernels back to back
-    else:
-        arithmetic = _arithmetic_ms(r, c)
-        if arithmetic is None:
-            return None
-        # work the FLOP formulas do not see (an LSTM layer, an embedding bag) is work all the same
-        work = arithmetic + _op_work(r, c)[0]
-        if work / compute >= ARITHMETIC_LOW:
-            return None
-        if work * 1e3 / ops >= OP_WORK_DISPATCHES * c.dispatch_us:
-            return None  # big ops running slow: not their fixed cost (a loaded machine, memory-bound ops)
-        which = " in forward, backward and the optimizer" if r.window.edge_ops_per_step is not None else ""
-        evidence = (f"{ops:.0f} ops per step{which} average {per_op:.1f} us each; their arithmetic "
-                    f"({(r.window.flops_per_step or 0.0) / 1e6:.2f} MFLOP) needs {arithmetic * 1e3:.1f} us at "
-                    f"{_rates_text(r, c)}, {arithmetic / compute:.0%} of the {compute:.2f} ms of "
-                    f"forward+backward+optimizer: per-op overhead fills the step")
-        action = ("do more work per op: a larger batch, or a captured or compiled step (trainspeed.fit replays "
-                  "the step's ops without Python and compiles long jobs); intra-op threads do not help ops this small")
-        if r.window.compiled:
-            action = ("the model is compiled already: what is left per op runs around its graph - the optimizer's "
-                      "updates (fused=True, or the optimizer step compiled too), the loss, the graph's own guards and "
-                      "calls; a larger batch, or trainspeed.fit, which captures the whole step with its optimizer; "
-                      "intra-op threads do not help ops this small")
-        # what is left if each op cost only its bare dispatch plus its work, the ops with real arithmetic at the
-        # time they took in the profiler window
-        big_ms, big_calls, big_at_peak = _sized_arithmetic(r, c)
-        kept = max(0.0, work - big_at_peak) + max(big_ms, big_at_peak)
-        overhead = compute - (kept + (ops - big_calls) * c.dispatch_us / 1e3)
-        if big_calls:
-            evidence += (f"; the {big_calls:.0f} with real arithmetic (matrix products, convolutions) took "
-                         f"{big_ms * 1e3:.0f} us in the profiler window, their rate on these shapes")
+    found = _gpu_launches(r, ops, compute) if r.model.device == "cuda" else _cpu_dispatches(r, c, ops, compute)
+    if found is None:
+        return None
+    evidence, action, overhead = found
     fused = _fused_cells(r, c, ops, compute)
     if fused is not None:  # a cell stepped in Python: the fused layer removes more than the per-op overhead
         saved, words, advice, shared = fused
@@ -112,12 +75,64 @@ def launch_bound(r: WatchResult, c: Context) -> Verdict | None:
         # clocks the load sets apart; the loop's share of the ops (`shared`) is on the phases' own
         if saved > overhead or shared:
             return Verdict("launch_bound", evidence + " (predicted speed-up: the cell loop's measured time replaced "
-                           "by the fused layer's)", action, _step_speedup(r, step, step - min(saved, compute)))
+                           "by the fused layer's)", action, step_speedup(r, step, step - min(saved, compute)))
     if overhead < LAUNCH_GAIN * step:
         return None  # ops already as cheap as a bare dispatch each: nothing per op left to save
     # upper bound: the step without its per-op overhead
     return Verdict("launch_bound", evidence + " (predicted speed-up is an upper bound)", action,
-                   _step_speedup(r, step, step - overhead))
+                   step_speedup(r, step, step - overhead))
+
+
+def _gpu_launches(r: WatchResult, ops: float, compute: float) -> tuple[str, str, float] | None:
+    """CUDA: the GPU's work against the host's time in forward, backward and the optimizer (waiting on data or on the
+    disk leaves a GPU idle too, but that is not the launches' fault): (evidence, action, the overhead: the host's time
+    beyond the kernels back to back) where the GPU works under DEVICE_BUSY_LOW of it."""
+    busy_ms = gpu_busy_ms(r)
+    if busy_ms is None or busy_ms / compute >= DEVICE_BUSY_LOW:
+        return None
+    per_op = compute * 1e3 / ops
+    kernels = f"{r.window.kernels_per_step:.0f} kernels" if r.window.kernels_per_step else "kernels"
+    evidence = (f"{ops:.0f} ops and {kernels} per step, {per_op:.1f} us of host time each; the GPU "
+                f"works {busy_ms * 1e3:.0f} us of the {compute:.2f} ms the host spends in forward+backward+optimizer "
+                f"({busy_ms / compute:.0%}, from {busy_source(r)}): launching work costs more than doing it")
+    action = ("capture the step as a CUDA graph (trainspeed.fit does it, and measures whether it pays) or "
+              "torch.compile it (mode='reduce-overhead'); raise the batch size")
+    return evidence, action, compute - busy_ms
+
+
+def _cpu_dispatches(r: WatchResult, c: Context, ops: float, compute: float) -> tuple[str, str, float] | None:
+    """CPU: the ops' arithmetic (FLOPs at the measured rates, and the work the FLOP formulas do not see) under
+    ARITHMETIC_LOW of forward, backward and the optimizer, and small per op: (evidence, action, the overhead: what
+    is left of the compute if each op cost only its bare dispatch plus its work, the ops with real arithmetic at the
+    time they took in the profiler window)."""
+    arithmetic = arithmetic_ms(r, c)
+    if arithmetic is None:
+        return None
+    # work the FLOP formulas do not see (an LSTM layer, an embedding bag) is work all the same
+    work = arithmetic + op_work(r, c)[0]
+    if work / compute >= ARITHMETIC_LOW:
+        return None
+    if work * 1e3 / ops >= OP_WORK_DISPATCHES * c.dispatch_us:
+        return None  # big ops running slow: not their fixed cost (a loaded machine, memory-bound ops)
+    per_op = compute * 1e3 / ops
+    which = " in forward, backward and the optimizer" if r.window.edge_ops_per_step is not None else ""
+    evidence = (f"{ops:.0f} ops per step{which} average {per_op:.1f} us each; their arithmetic "
+                f"({(r.window.flops_per_step or 0.0) / 1e6:.2f} MFLOP) needs {arithmetic * 1e3:.1f} us at "
+                f"{rates_text(r, c)}, {arithmetic / compute:.0%} of the {compute:.2f} ms of "
+                f"forward+backward+optimizer: per-op overhead fills the step")
+    action = ("do more work per op: a larger batch, or a captured or compiled step (trainspeed.fit replays "
+              "the step's ops without Python and compiles long jobs); intra-op threads do not help ops this small")
+    if r.window.compiled:
+        action = ("the model is compiled already: what is left per op runs around its graph - the optimizer's "
+                  "updates (fused=True, or the optimizer step compiled too), the loss, the graph's own guards and "
+                  "calls; a larger batch, or trainspeed.fit, which captures the whole step with its optimizer; "
+                  "intra-op threads do not help ops this small")
+    big_ms, big_calls, big_at_peak = sized_arithmetic(r, c)
+    kept = max(0.0, work - big_at_peak) + max(big_ms, big_at_peak)
+    if big_calls:
+        evidence += (f"; the {big_calls:.0f} with real arithmetic (matrix products, convolutions) took "
+                     f"{big_ms * 1e3:.0f} us in the profiler window, their rate on these shapes")
+    return evidence, action, compute - (kept + (ops - big_calls) * c.dispatch_us / 1e3)
 
 
 def _fused_cells(r: WatchResult, c: Context, ops: float,
@@ -135,7 +150,7 @@ def _fused_cells(r: WatchResult, c: Context, ops: float,
     calls = max(r.steps.model_calls_per_step or 1.0, 1.0)
     # the probe gives the ratio, the run the time: the loop took at most the run's forward and backward (a probe
     # on a machine busier than during the run read the loop slower, and a prediction of 3.70x where 2.26x was had)
-    in_run = min(stepped * calls, _ms(r, "forward") + _ms(r, "backward"))
+    in_run = min(stepped * calls, phase_ms(r, "forward") + phase_ms(r, "backward"))
     judged = ""
     shared = bool(others_busy(r) and c.cell_ops and ops > 0)
     if shared:
@@ -227,16 +242,16 @@ def _merged_passes(r: WatchResult, c: Context, k: int, evidence: str, action: st
     times; the optimizer and the script's own Python stay. `evidence` is formatted with `passes` and
     `around`, the milliseconds of forward+backward and of those ops."""
     step = r.steps.median_ms
-    if not step or _compute_ms(r) <= 0:
+    if not step or compute_ms(r) <= 0:
         return None
-    passes = _compute_part_ms(r, "forward", "backward")
+    passes = compute_part_ms(r, "forward", "backward")
     if r.model.device == "cuda":
-        work = _gpu_busy_ms(r) or 0.0
+        work = gpu_busy_ms(r) or 0.0
     else:
-        work = (_arithmetic_ms(r, c) or 0.0) + _op_work(r, c)[0]
-    around = min(_ms(r, "other"), (r.window.other_op_ms_per_step or 0.0) * _window_scale(r))
+        work = (arithmetic_ms(r, c) or 0.0) + op_work(r, c)[0]
+    around = min(phase_ms(r, "other"), (r.window.other_op_ms_per_step or 0.0) * window_scale(r))
     saved = (max(0.0, passes - work) + around) * (1 - 1 / k)
-    return Verdict("small_batch", evidence.format(passes=passes, around=around), action, _step_speedup(r, step, step - saved))
+    return Verdict("small_batch", evidence.format(passes=passes, around=around), action, step_speedup(r, step, step - saved))
 
 
 def cpu_faster(r: WatchResult, c: Context, launch: Verdict | None) -> Verdict | None:
@@ -248,13 +263,13 @@ def cpu_faster(r: WatchResult, c: Context, launch: Verdict | None) -> Verdict | 
     step = r.steps.median_ms
     per_launch = max(0.0, c.cuda_op_us - c.dispatch_us)
     launches_ms = r.window.kernels_per_step * per_launch / 1e3
-    cpu_step = step - _ms(r, "sync") - _ms(r, "h2d") - launches_ms + (_arithmetic_ms(r, c) or 0.0)
+    cpu_step = step - phase_ms(r, "sync") - phase_ms(r, "h2d") - launches_ms + (arithmetic_ms(r, c) or 0.0)
     if cpu_step >= step:
         return None
     evidence = (f"predicted CPU step {cpu_step:.2f} ms against {step:.2f} ms measured on the GPU: the GPU step "
-                f"less its reads and copies ({_ms(r, 'sync') + _ms(r, 'h2d'):.2f} ms) and {r.window.kernels_per_step:.0f} "
+                f"less its reads and copies ({phase_ms(r, 'sync') + phase_ms(r, 'h2d'):.2f} ms) and {r.window.kernels_per_step:.0f} "
                 f"launches at {per_launch:.1f} us each (a tiny CUDA op measured {c.cuda_op_us:.1f} us "
                 f"here, a CPU op {c.dispatch_us:.1f} us), plus the arithmetic at this CPU's measured "
                 f"{c.matmul_gflops:.0f} GFLOP/s")
     action = "for a model this small, train on the CPU (or make the GPU step bigger: batch, CUDA graphs)"
-    return Verdict("cpu_faster", evidence, action, _step_speedup(r, step, cpu_step))
+    return Verdict("cpu_faster", evidence, action, step_speedup(r, step, cpu_step))

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import mmap
 
-from trainspeed.diagnose.rules.common import Context, _low_precision, _step_speedup
+from trainspeed.diagnose.rules.context import Context
+from trainspeed.diagnose.rules.probes import Probe
+from trainspeed.diagnose.rules.step_model import low_precision, step_speedup
 from trainspeed.diagnose.verdict import Lever, Verdict
 from trainspeed.watch.result import WatchResult
 
@@ -30,7 +32,7 @@ def memory_pressure(r: WatchResult, c: Context) -> Verdict | None:
                 f"({share:.0%}): the caching allocator has no room left to avoid fragmentation or retries")
     fit = f"the largest batch that fits with a 10% margin is {c.largest_batch}" if c.largest_batch else \
         "`trainspeed memory` gives the largest batch that fits"
-    autocast = "" if _low_precision(r) else "bf16 autocast, "  # not where the run computes in half width already
+    autocast = "" if low_precision(r) else "bf16 autocast, "  # not where the run computes in half width already
     action = f"{fit}; or {autocast}activation checkpointing, or gradient accumulation over smaller batches"
     return Verdict("memory_pressure", evidence, action, None)
 
@@ -50,7 +52,7 @@ def recompute_heavy(r: WatchResult, c: Context) -> Verdict | None:
               "torch.utils.checkpoint.checkpoint(...) (a Hugging Face model: gradient_checkpointing=False, or "
               "model.gradient_checkpointing_disable()); it keeps each segment's activations for backward, so the "
               "peak grows; where that does not fit, gradient accumulation over smaller batches")
-    return Verdict("recompute_heavy", evidence, action, _step_speedup(r, step, step - ms))
+    return Verdict("recompute_heavy", evidence, action, step_speedup(r, step, step - ms))
 
 
 MALLOC_KEEPS = Lever("malloc", {"MALLOC_MMAP_THRESHOLD_": "33554432", "MALLOC_TRIM_THRESHOLD_": "4294967296"},
@@ -71,13 +73,17 @@ def page_faults_candidate(r: WatchResult) -> bool:
     return bool(r.machine.page_faults_per_step and r.machine.page_faults_per_step * mmap.PAGESIZE >= PAGE_FAULT_PROBE_BYTES)
 
 
+PROBES = (Probe("page_fault_us", page_faults_candidate, "trainspeed.probe.page_faults:for_run", judged=False),)
+"""Microseconds one minor page fault takes here (`page_faults`)."""
+
+
 UNWATCHED_MORE = 1.5
 """The warm-up's steps before the profiler window faulted this many times the measured steps' pages or more: the
 doctor's own memory changed how often the allocator hands memory back, and the unwatched run is the one judged."""
 
 
 def page_faults(r: WatchResult, c: Context) -> Verdict | None:
-    watched, early, step, us = r.machine.page_faults_per_step, r.machine.page_faults_early_per_step, r.steps.median_ms, c.page_fault_us
+    watched, early, step, us = r.machine.page_faults_per_step, r.machine.page_faults_early_per_step, r.steps.median_ms, c.probed.get("page_fault_us")
     if not watched or not step or us is None:
         return None
     unwatched = early is not None and early >= UNWATCHED_MORE * watched
@@ -104,4 +110,4 @@ def page_faults(r: WatchResult, c: Context) -> Verdict | None:
               "script, fewer large tensors made anew each step: the optimizer's foreach=True or fused=True (fewer "
               "temporaries), nn.Embedding(sparse=True) with torch.optim.SparseAdam where a step touches few rows of a "
               "large table")
-    return Verdict("page_faults", evidence, action, _step_speedup(r, plain, plain - ms), MALLOC_KEEPS)
+    return Verdict("page_faults", evidence, action, step_speedup(r, plain, plain - ms), MALLOC_KEEPS)

@@ -4,7 +4,8 @@
 
 from __future__ import annotations
 
-from trainspeed.diagnose.rules.common import Context, _compute_part_ms, _step_speedup
+from trainspeed.diagnose.rules.context import Context
+from trainspeed.diagnose.rules.step_model import compute_part_ms, step_speedup
 from trainspeed.diagnose.verdict import Lever, Verdict
 from trainspeed.watch.result import WatchResult
 
@@ -23,7 +24,7 @@ def optimizer_candidate(r: WatchResult) -> bool:
     (not when a new optimizer is built every step: its phase then holds the new one's making of its state)."""
     opt = r.optimizers.info
     return bool(opt is not None and not opt.fused and r.steps.median_ms and not rebuilt_candidate(r) and
-                _compute_part_ms(r, "optimizer") >= OPTIMIZER_SHARE * r.steps.median_ms)
+                compute_part_ms(r, "optimizer") >= OPTIMIZER_SHARE * r.steps.median_ms)
 
 
 def rebuilt_candidate(r: WatchResult) -> bool:
@@ -56,7 +57,7 @@ def optimizer_rebuilt(r: WatchResult, c: Context) -> Verdict | None:
               "step (SGD's momentum buffers, Adam's moment estimates and step count), so the run does not train as the "
               "optimizer means to; change the learning rate through `optimizer.param_groups` or a "
               "torch.optim.lr_scheduler instead")
-    return Verdict("optimizer_rebuilt", evidence, action, _step_speedup(r, step, step - saved))
+    return Verdict("optimizer_rebuilt", evidence, action, step_speedup(r, step, step - saved))
 
 
 def optimizer_heavy(r: WatchResult, c: Context) -> Verdict | None:
@@ -64,7 +65,7 @@ def optimizer_heavy(r: WatchResult, c: Context) -> Verdict | None:
     (one kernel for every tensor), both measured on the run's parameter shapes after the run."""
     if not optimizer_candidate(r) or c.optimizer_ms is None or r.optimizers.info is None:
         return None
-    step, opt = r.steps.median_ms or 0.0, _compute_part_ms(r, "optimizer")
+    step, opt = r.steps.median_ms or 0.0, compute_part_ms(r, "optimizer")
     configured, fused = c.optimizer_ms
     steps = max(1, round(r.steps.optimizer_steps_per_step or 1))  # the phase holds every optimizer's step (a GAN's two)
     if configured > 0 and opt > PROBE_CONTRADICTS * configured * steps:
@@ -90,4 +91,4 @@ def optimizer_heavy(r: WatchResult, c: Context) -> Verdict | None:
               "still)")
     lever = Lever("optimizer", {"fused": True}, f"torch.optim.{o.kind}(..., fused=True)", same_arithmetic=False,
                   match={"kind": o.kind})
-    return Verdict("optimizer_heavy", evidence, action, _step_speedup(r, step, step - saved), lever)
+    return Verdict("optimizer_heavy", evidence, action, step_speedup(r, step, step - saved), lever)

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import math
 
-from trainspeed.diagnose.rules.common import Context, _burst_note, _ms, _speedup
+from trainspeed.diagnose.rules.context import Context
+from trainspeed.diagnose.rules.step_model import burst_note, phase_ms, speedup
 from trainspeed.diagnose.verdict import Verdict
 from trainspeed.watch.result import WatchResult
 
@@ -61,7 +62,7 @@ def checkpoint_heavy(r: WatchResult, c: Context) -> Verdict | None:
     share = r.phases["checkpoint"].share
     if share < CHECKPOINT_SHARE or not r.steps.median_ms:
         return None
-    evidence = f"saving checkpoints took {_burst_note(r, 'checkpoint')}"
+    evidence = f"saving checkpoints took {burst_note(r, 'checkpoint')}"
     if r.checkpoints.saves:
         calls = f" of {r.checkpoints.calls} torch.save calls" if r.checkpoints.calls > r.checkpoints.saves else ""
         evidence += f" ({r.checkpoints.saves} checkpoints{calls} in the run" + (f", one every {r.checkpoints.every_steps:.0f} steps)"
@@ -74,11 +75,11 @@ def checkpoint_heavy(r: WatchResult, c: Context) -> Verdict | None:
         keep = min(1.0, count / r.checkpoints.saves)
         action = (f"save every {every} steps ({counted('checkpoint', count, r.checkpoints.saves, r.steps.seen)}), or hand the "
                   "state_dict copy to a background thread")
-    elif _ms(r, "checkpoint") > 0:  # the median step saves: the script saves every step (or nearly)
+    elif phase_ms(r, "checkpoint") > 0:  # the median step saves: the script saves every step (or nearly)
         action = f"save every {factor} steps instead of every step, or hand the state_dict copy to a background thread"
     else:
         action = f"save {factor} times less often, or hand the state_dict copy to a background thread"
-    return Verdict("checkpoint_heavy", evidence, action, _speedup(1.0, 1 - share * (1 - keep)))
+    return Verdict("checkpoint_heavy", evidence, action, speedup(1.0, 1 - share * (1 - keep)))
 
 
 def evaluation_heavy(r: WatchResult, c: Context) -> Verdict | None:
@@ -105,4 +106,4 @@ def evaluation_heavy(r: WatchResult, c: Context) -> Verdict | None:
     action = (f"evaluate {less}, or on a fixed subset of the validation data; and under torch.inference_mode() with "
               "the largest batch that fits (evaluation keeps no gradients or activations), so the same data costs "
               "fewer, larger ops")
-    return Verdict("evaluation_heavy", evidence, action, _speedup(1.0, 1 - ev.share * (1 - keep)))
+    return Verdict("evaluation_heavy", evidence, action, speedup(1.0, 1 - ev.share * (1 - keep)))

@@ -8,12 +8,13 @@ its rule in the family's module and name it in `ORDER` (and in `diagnose`'s `giv
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import replace
 
 from trainspeed.diagnose.rules.arithmetic import compute_bound, slow_dtype
-from trainspeed.diagnose.rules.common import Context
 from trainspeed.diagnose.rules.compile import compile_heavy
+from trainspeed.diagnose.rules.context import Context
 from trainspeed.diagnose.rules.distributed import comm_bound, straggler
 from trainspeed.diagnose.rules.dropout import dropout_heavy
 from trainspeed.diagnose.rules.frameworks import in_framework
@@ -23,9 +24,10 @@ from trainspeed.diagnose.rules.launch import cpu_faster, launch_bound, small_bat
 from trainspeed.diagnose.rules.memory import memory_pressure, page_faults, recompute_heavy
 from trainspeed.diagnose.rules.optimizer import optimizer_heavy, optimizer_rebuilt
 from trainspeed.diagnose.rules.periodic import checkpoint_heavy, evaluation_heavy
+from trainspeed.diagnose.rules.probes import Probe
 from trainspeed.diagnose.rules.threads import thread_oversubscription, threads_unused
 from trainspeed.diagnose.verdict import Verdict
-from trainspeed.diagnose.without_wait import others_busy, without_wait
+from trainspeed.load.view import others_busy, without_wait
 from trainspeed.watch.result import WatchResult
 
 Rule = Callable[..., "Verdict | None"]
@@ -41,6 +43,12 @@ ORDER: tuple[Rule, ...] = (
 LOAD_RULES: tuple[Rule, ...] = (thread_oversubscription, threads_unused)
 """The rules about the machine's load: they judge the run as measured, the others `script_view` where other
 processes were busy. Each names its verdict after itself."""
+
+def declared() -> list[Probe]:
+    """The probes the rules declare (each family module's `PROBES`), in the rules' order, each once."""
+    families = dict.fromkeys(sys.modules[rule.__module__] for rule in (*ORDER, compute_bound))
+    return list(dict.fromkeys(probe for family in families for probe in getattr(family, "PROBES", ())))
+
 
 HEALTHY_BELOW = 1.2
 """`compute_bound` (healthy) is added only where no verdict about the script (the load verdicts aside) predicts this

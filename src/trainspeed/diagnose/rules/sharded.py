@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import math
 
-from trainspeed.diagnose.rules.common import Context, _step_speedup
+from trainspeed.diagnose.rules.context import Context
+from trainspeed.diagnose.rules.step_model import step_speedup
 from trainspeed.diagnose.verdict import Verdict
-from trainspeed.watch.comm_probe import GROUP, growth
-from trainspeed.watch.dist_result import CollectiveStat, DistRun
+from trainspeed.watch.dist_result import GROUP, CollectiveStat, DistRun, growth
 from trainspeed.watch.result import WatchResult
 
 COMM_SHARE = 0.15
@@ -110,4 +110,4 @@ def sharded_comm(r: WatchResult, c: Context) -> Verdict | None:
                        None)
     saved = min(levers[0][0], exposed + sum(d.fsdp_host_ms.values()))
     action = "; or ".join(words) + " (the prediction assumes the first)"
-    return Verdict("comm_bound", evidence, action, _step_speedup(r, step, step - saved))
+    return Verdict("comm_bound", evidence, action, step_speedup(r, step, step - saved))

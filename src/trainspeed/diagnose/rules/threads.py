@@ -6,18 +6,19 @@ from __future__ import annotations
 
 import math
 
-from trainspeed.diagnose.rules.common import (
-    _COMPUTE,
-    Context,
-    _compute_ms,
-    _op_work,
-    _run_step_ms,
-    _speedup,
-    _window_scale,
+from trainspeed.diagnose.rules.context import Context
+from trainspeed.diagnose.rules.step_model import (
+    COMPUTE,
+    compute_ms,
+    op_work,
+    run_step_ms,
+    speedup,
     steady_mean_ms,
+    window_scale,
 )
 from trainspeed.diagnose.verdict import Lever, Verdict
-from trainspeed.diagnose.without_wait import JUDGED_APART, OTHERS_BUSY, others_busy, waited_ms, waits_share
+from trainspeed.load.result import OTHERS_BUSY
+from trainspeed.load.view import JUDGED_APART, others_busy, waited_ms, waits_share
 from trainspeed.watch.result import WatchResult
 
 TURNS_SHARE = 0.6
@@ -104,7 +105,7 @@ def _thread_gain(r: WatchResult, c: Context, keep: int, tail: bool = True) -> tu
                 f"{r.process.torch_threads} threads and {fixed:.2f} with {keep} (measured in turn after the run)")
         if fixed >= now or not r.steps.median_ms:
             return text, None
-        work = _compute_ms(r)
+        work = compute_ms(r)
         saved = work * (1 - fixed / now)
         text += (f" (predicted speed-up: forward, backward and the optimizer, {work:.2f} ms of the median step, at "
                  "that ratio")
@@ -118,7 +119,7 @@ def _thread_gain(r: WatchResult, c: Context, keep: int, tail: bool = True) -> tu
                 "run)")
         if fixed <= now or not r.steps.median_ms or not r.window.op_times:
             return text, None
-        parallel = sum(row.ms for row in r.window.op_times if row.arithmetic) * _window_scale(r) + _op_work(r, c)[0]
+        parallel = sum(row.ms for row in r.window.op_times if row.arithmetic) * window_scale(r) + op_work(r, c)[0]
         saved = parallel * (1 - now / fixed)
         text += f" (predicted speed-up: {parallel:.2f} ms of matrix and other heavy ops per step at that ratio"
         bound = ""
@@ -126,8 +127,8 @@ def _thread_gain(r: WatchResult, c: Context, keep: int, tail: bool = True) -> tu
     if tail and steady is not None and steady[1] > r.steps.median_ms:
         mean, own, parts = steady
         text += f", and the mean step's own tail, {own - r.steps.median_ms:.2f} ms{_less(parts)}, gone{bound})"
-        return text, _speedup(mean, mean - (own - r.steps.median_ms) - saved)
-    return text + bound + ")", _speedup(_run_step_ms(r), _run_step_ms(r) - saved)
+        return text, speedup(mean, mean - (own - r.steps.median_ms) - saved)
+    return text + bound + ")", speedup(run_step_ms(r), run_step_ms(r) - saved)
 
 
 def threads_unused(r: WatchResult, c: Context) -> Verdict | None:
@@ -162,7 +163,7 @@ def busy_keep(r: WatchResult, logical_threads: int) -> int | None:
     """The intra-op threads to advise where other processes held the cores torch's threads count on: the hardware
     threads they left, less the busiest loader's DataLoader workers, at least one; None where the machine was not
     shared, or every thread had room, or that is no fewer than the run's."""
-    others = r.machine.others_cpu_cores
+    others = r.load.others_cpu_cores if r.load is not None else None
     workers = max((ld.num_workers for ld in r.loaders.each), default=0)
     if others is None or others < OTHERS_BUSY or r.process.torch_threads < 2 or \
             r.process.torch_threads + workers + others <= logical_threads:
@@ -172,14 +173,14 @@ def busy_keep(r: WatchResult, logical_threads: int) -> int | None:
 
 
 def _machine_busy(r: WatchResult, c: Context, workers: int) -> Verdict | None:
-    """Other processes held the cores torch's threads count on (`machine_load`): an intra-op parallel region
+    """Other processes held the cores torch's threads count on (`load.marks`): an intra-op parallel region
     then waits a scheduler slice for its thread that lost its core, now and then, so the run's mean step
     outgrows its median. With the step probe at the advised count under the same load (`Context.thread_step_ms`),
     the prediction is that probe's."""
     keep = busy_keep(r, c.logical_threads)
     if keep is None:
         return None
-    others = r.machine.others_cpu_cores or 0.0
+    others = (r.load.others_cpu_cores if r.load is not None else None) or 0.0
     evidence = (f"other processes kept {others:.1f} of this machine's {c.logical_threads} hardware threads busy while "
                 f"the steps were measured, beside torch's {r.process.torch_threads} intra-op threads and {workers} DataLoader "
                 f"workers: a parallel op waits for each of its threads to get a core")
@@ -202,13 +203,13 @@ def _machine_busy(r: WatchResult, c: Context, workers: int) -> Verdict | None:
         step, wait = r.steps.mean_ms or median, waited_ms(r)
         evidence += (f"{waited} (predicted speed-up: the step without that wait, as if the cores were the run's "
                      "own; fewer threads recover part of it)")
-        return Verdict("thread_oversubscription", evidence, action, _speedup(step, step - wait), threads_lever(keep))
+        return Verdict("thread_oversubscription", evidence, action, speedup(step, step - wait), threads_lever(keep))
     # every step as fast as the median one, the steps' own tail being waits for a core; not a bound: with the cores
     # busy, fewer threads also run the median step faster (measured 4.3x against this model's 1.86x)
     evidence += (" (predicted speed-up: the steps' own tail gone, the mean step falling by "
                  f"{own - median:.2f} ms; fewer threads may gain more, since the median step also waits for cores "
                  "the other processes hold)")
-    return Verdict("thread_oversubscription", evidence, action, _speedup(mean, mean - (own - median)),
+    return Verdict("thread_oversubscription", evidence, action, speedup(mean, mean - (own - median)),
                    threads_lever(keep))
 
 
@@ -221,11 +222,11 @@ def _busy_probed(r: WatchResult, c: Context, keep: int, evidence: str, action: s
     evidence += (f"; a training step of the run's matrix size ({matmul_side(r)} wide) took {now:.2f} ms with "
                  f"{r.process.torch_threads} threads and {fixed:.2f} with {keep}, beside the same processes (measured "
                  "in turn after the run)")
-    step = _run_step_ms(r)
+    step = run_step_ms(r)
     predicted = None
     if 0 < fixed < now and step:
-        work = sum(r.phases[name].share for name in _COMPUTE) * step
-        predicted = _speedup(step, step - work * (1 - fixed / now))
+        work = sum(r.phases[name].share for name in COMPUTE) * step
+        predicted = speedup(step, step - work * (1 - fixed / now))
         evidence += (f" (predicted speed-up: forward, backward and the optimizer, {work:.2f} ms of the mean step, at "
                      "that ratio)")
     elif fixed >= now:  # more threads took more of the shared cores from the other processes
@@ -241,9 +242,11 @@ def _waited(r: WatchResult, judged: bool) -> str | None:
     if share is None or share < JUDGED_APART:
         return None
     wait = waited_ms(r)
-    by_phase = sorted(((p.wait_ms or 0.0, name) for name, p in r.phases.items()), reverse=True)
+    load = r.load
+    assert load is not None  # the waits were read
+    by_phase = sorted(((load.phase(name).wait_ms or 0.0, name) for name in r.phases), reverse=True)
     where = ", ".join(f"{name} {ms:.2f}" for ms, name in by_phase[:3] if ms > 0)
-    steal = f"; the VM's steal time {r.machine.steal_share:.1%}" if r.machine.steal_share is not None else ""
+    steal = f"; the VM's steal time {load.steal_share:.1%}" if load.steal_share is not None else ""
     judging = ", and the other verdicts are judged on the phases less their waits" if judged else ""
     return (f"; the training thread and its intra-op threads lost {wait:.2f} ms a step waiting for a core "
             f"({share:.0%} of the step: {where}{steal}; Linux's run-queue counts){judging}"
@@ -252,8 +255,8 @@ def _waited(r: WatchResult, judged: bool) -> str | None:
 
 def _turns(r: WatchResult) -> str:
     """"; in 89% of the samples ... both were on one CPU ..." where the run's threads took turns on one core
-    (`Machine.threads_one_cpu_share` at TURNS_SHARE or more), else ""."""
-    share = r.machine.threads_one_cpu_share
+    (`Load.threads_one_cpu_share` at TURNS_SHARE or more), else ""."""
+    share = r.load.threads_one_cpu_share if r.load is not None else None
     if share is None or share < TURNS_SHARE:
         return ""
     return (f"; in {share:.0%} of the samples with two of its threads runnable, two were on one CPU: they took turns "

@@ -3,6 +3,7 @@ the analysis that turns the measured points into findings and one line of advice
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +42,16 @@ class SweepContext:
         if self._data is None:
             self._data = self.workload.data()
         return self._data
+
+    def built(self, setups: dict[str, dict]) -> None:
+        """What building each value's arm measured."""
+        self.setups = setups
+
+    def fitting(self, estimate: Callable[[], tuple[int | None, int, str]]) -> tuple[int | None, int, str]:
+        """batch-size: the largest batch predicted to fit, `estimate`d once per sweep."""
+        if self.largest_fit is None:
+            self.largest_fit = estimate()
+        return self.largest_fit
 
 
 class Knob:

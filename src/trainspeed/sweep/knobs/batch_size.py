@@ -43,9 +43,7 @@ def largest_fit(workload: Workload, device: str, data: Any) -> tuple[int | None,
 
 def fit_for(ctx: SweepContext) -> tuple[int | None, int, str]:
     """largest_fit for the sweep's workload, estimated once per sweep."""
-    if ctx.largest_fit is None:
-        ctx.largest_fit = largest_fit(ctx.workload, ctx.device, ctx.data())
-    return ctx.largest_fit
+    return ctx.fitting(lambda: largest_fit(ctx.workload, ctx.device, ctx.data()))
 
 
 def throughput(p: SweepPoint, steps: int) -> tuple[float, float, float]:
@@ -107,8 +105,7 @@ class BatchSize(Knob):
         mem = ""
         if "peak_bytes" in k.extras and "peak_bytes" in top.extras and k is not top:
             mem = f", with {human_bytes(k.extras['peak_bytes'])} peak instead of {human_bytes(top.extras['peak_bytes'])}"
-        result.recommendation = (
-            f"batch {k.value}: {k.extras['samples_per_s']:,.0f} samples/s, "
+        result.recommend(f"batch {k.value}: {k.extras['samples_per_s']:,.0f} samples/s, "
             f"{k.extras['samples_per_s'] / top.extras['samples_per_s']:.0%} of the best measured "
             f"({top.extras['samples_per_s']:,.0f} at batch {top.value}){mem}; larger batches may need a larger "
             "learning rate")

@@ -60,7 +60,7 @@ class Device(Knob):
             fast, slow = sorted(("cpu", "cuda"), key=lambda v: by[v].seconds)
             label = f" ({model.label()})" if by["cuda"].predicted and model is not None else ""
             name = {"cpu": "the CPU", "cuda": "the GPU"}
-            result.recommendation = (f"train on {name[fast]}{label}: {by[slow].seconds / by[fast].seconds:.2f}x "
+            result.recommend(f"train on {name[fast]}{label}: {by[slow].seconds / by[fast].seconds:.2f}x "
                                      f"the speed of {name[slow]} for this workload")
 
 
@@ -121,7 +121,7 @@ class Crossover(Knob):
                 if _faster(cuda_ms[i][j], cpu_ms[i][j])]
         label = f" ({model.label()})" if model is not None else ""
         if not wins:
-            result.recommendation = f"the CPU wins in every cell measured{label}: for models this size, train on the CPU"
+            result.recommend(f"the CPU wins in every cell measured{label}: for models this size, train on the CPU")
         else:
             cells = [(w, b) for i, w in enumerate(widths) for j, b in enumerate(ctx.batches)
                      if cpu_ms[i][j] and cuda_ms[i][j]]
@@ -129,7 +129,7 @@ class Crossover(Knob):
             smallest = min(wins, key=lambda wb: wb[0] * wb[0] * wb[1])
             where = ("; the CPU is faster at " + ", ".join(f"{w}x{b}" for w, b in losses)) if losses else \
                 " and in every larger cell measured"
-            result.recommendation = (f"the GPU{label} wins from width {smallest[0]} x batch {smallest[1]}{where} "
+            result.recommend(f"the GPU{label} wins from width {smallest[0]} x batch {smallest[1]}{where} "
                                      "(cells are width x batch)")
 
 

@@ -93,7 +93,7 @@ class Accumulate(Knob):
                          f"({p.extras['peak_bytes'] / base.extras['peak_bytes']:.0%} of K=1) for "
                          f"{p.median_s / base.median_s:.2f}x the time")  # type: ignore[operator]
         worst = max(diffs.values(), default=0.0)
-        result.recommendation = ("; ".join(lines) + f". Gradients match the whole batch's to {worst:.1e} "
+        result.recommend("; ".join(lines) + f". Gradients match the whole batch's to {worst:.1e} "
                                  "(relative): accumulate only when the batch does not fit")
 
 
@@ -114,6 +114,6 @@ class ActivationCheckpointing(OnOffKnob):
         paid = on.median_s / off.median_s - 1  # type: ignore[operator]
         result.findings.update(memory_saved_bytes=saved, memory_saved_share=saved / off.extras["peak_bytes"],
                                time_paid_share=paid)
-        result.recommendation = (f"checkpointing saved {human_bytes(saved)} ({saved / off.extras['peak_bytes']:.0%} "
+        result.recommend(f"checkpointing saved {human_bytes(saved)} ({saved / off.extras['peak_bytes']:.0%} "
                                  f"of the peak) for {paid:+.0%} time per step: worth it only when the memory buys "
                                  "a larger batch or a larger model")

@@ -54,7 +54,7 @@ class RecordEvery(Knob):
                 p.extras["cost_per_record_us"] = (p.seconds - base.seconds) / extra * 1e6
         result.findings["linear"] = fit.r2 >= LINEAR_R2
         result.findings["why"] = self._why(ok, fit.r2, ctx.device)
-        result.recommendation = self._advice(result, ok)
+        result.recommend(self._advice(result, ok))
 
     @staticmethod
     def _why(ok: list, r2: float, device: str) -> str:

@@ -42,8 +42,7 @@ class CheckpointSave(Knob):
                 p.extras["overhead_share"] = p.median_s / base - 1  # type: ignore[operator]
         if "sync" in ok and "thread" in ok and "overhead_share" in ok["sync"].extras:
             s, t = ok["sync"].extras, ok["thread"].extras
-            result.recommendation = (
-                f"saving every {self.every(ctx)} steps cost {s['overhead_share']:+.0%} of the run in the loop and "
+            result.recommend(f"saving every {self.every(ctx)} steps cost {s['overhead_share']:+.0%} of the run in the loop and "
                 f"{t['overhead_share']:+.0%} from a background thread ({s['ms_per_save']:.1f} vs "
                 f"{t['ms_per_save']:.1f} ms per save)"
                 + ("; save from a background thread" if _clearly_faster(ok["thread"], ok["sync"])

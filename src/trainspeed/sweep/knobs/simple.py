@@ -51,8 +51,8 @@ class Threads(Knob):
         if pick is None:
             return
         ties = "" if pick == result.best else f" (no measurable difference from the fastest, {result.best})"
-        result.recommendation = f"torch.set_num_threads({pick}){ties}: the fewest threads at the best speed leave " \
-                                "cores for DataLoader workers"
+        result.recommend(f"torch.set_num_threads({pick}){ties}: the fewest threads at the best speed leave " \
+                                "cores for DataLoader workers")
 
 
 class Amp(Knob):
@@ -76,10 +76,10 @@ class Amp(Knob):
         if pick is None:
             return
         if pick == "fp32":
-            result.recommendation = "stay in fp32: autocast bought no measurable speed here" + (
-                " (this CPU has no native bf16)" if ctx.device == "cpu" and not detect_cpu().native_bf16 else "")
+            result.recommend("stay in fp32: autocast bought no measurable speed here" + (
+                " (this CPU has no native bf16)" if ctx.device == "cpu" and not detect_cpu().native_bf16 else ""))
         else:
-            result.recommendation = f"autocast to {pick}: {_speed_line(result, pick, 'fp32')}; check the loss curve"
+            result.recommend(f"autocast to {pick}: {_speed_line(result, pick, 'fp32')}; check the loss curve")
 
 
 class Compile(OnOffKnob):
@@ -104,10 +104,10 @@ class Compile(OnOffKnob):
             return
         even = result.findings.get("break_even_steps")
         if "on" == result.best and "off" not in result.same_as_best and even:
-            result.recommendation = (f"compile for jobs longer than {even:,} steps: {_speed_line(result, 'on', 'off')} "
+            result.recommend(f"compile for jobs longer than {even:,} steps: {_speed_line(result, 'on', 'off')} "
                                      f"per step, after {result.findings['compile_s']:.1f} s of compiling")
         else:
-            result.recommendation = "stay eager: the compiled step was not measurably faster here"
+            result.recommend("stay eager: the compiled step was not measurably faster here")
 
 
 class CudaGraphs(OnOffKnob):
@@ -123,7 +123,7 @@ class CudaGraphs(OnOffKnob):
     def analyse(self, result: SweepResult, ctx: SweepContext) -> None:
         pick = _fastest_calm(result, ["off", "on"])
         if pick == "on":
-            result.recommendation = f"capture the step as a CUDA graph (trainspeed.fit does): " \
-                                    f"{_speed_line(result, 'on', 'off')}"
+            result.recommend(f"capture the step as a CUDA graph (trainspeed.fit does): " \
+                                    f"{_speed_line(result, 'on', 'off')}")
         elif pick == "off":
-            result.recommendation = "no measurable gain from CUDA graphs: the GPU, not the launches, sets the pace"
+            result.recommend("no measurable gain from CUDA graphs: the GPU, not the launches, sets the pace")

@@ -74,4 +74,4 @@ class NumWorkers(Knob):
         more = [p for p in plain[i + 1:]]
         if more:
             advice += f"; more workers ({', '.join(p.value for p in more)}) were not 10% faster"
-        result.recommendation = advice
+        result.recommend(advice)

@@ -184,23 +184,21 @@ class WorldSize(Knob):
             return
         best, one = measured[int(result.best)], measured.get(1)
         if one is None:
-            result.recommendation = f"{result.best} ranks: the fastest world size measured"
+            result.recommend(f"{result.best} ranks: the fastest world size measured")
             return
         if best is one:
             others = sorted(k for k in measured if k > 1)
             slower = ", ".join(f"{k} ranks {one.median_s / measured[k].median_s:.2f}x" for k in others)  # type: ignore[operator]
-            result.recommendation = f"stay on one process here: more ranks do not pay ({slower} the speed of one)"
             machines = [p for p in result.points if p.predicted and p.value.endswith("machines")]
             top = max(machines, key=lambda p: p.extras["speedup"], default=None)
-            if top is not None and top.extras["speedup"] > 1.2:
-                result.recommendation += (f"; on {top.value} like this one it is predicted to run "
-                                          f"{top.extras['speedup']:.2f}x the speed of one")
-            else:
-                result.recommendation += "; the all-reduce outweighs the split work: grow the batch per rank first"
+            more = (f"; on {top.value} like this one it is predicted to run {top.extras['speedup']:.2f}x the speed of one"
+                    if top is not None and top.extras["speedup"] > 1.2 else
+                    "; the all-reduce outweighs the split work: grow the batch per rank first")
+            result.recommend(f"stay on one process here: more ranks do not pay ({slower} the speed of one){more}")
             return
         if "1" in result.same_as_best:
-            result.recommendation = (f"no measurable gain: {result.best} ranks ran {best.extras['speedup']:.2f}x the speed "
+            result.recommend(f"no measurable gain: {result.best} ranks ran {best.extras['speedup']:.2f}x the speed "
                                      "of one process, within the noise of the trials; stay on one")
             return
-        result.recommendation = (f"{result.best} ranks: {best.extras['speedup']:.2f}x the speed of one process "
+        result.recommend(f"{result.best} ranks: {best.extras['speedup']:.2f}x the speed of one process "
                                  f"({best.extras['efficiency']:.0%} efficiency) for the same training")

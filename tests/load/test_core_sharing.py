@@ -1,4 +1,4 @@
-"""Whether the run's threads took turns on one CPU (`watch/core_sharing.py`): counted from each thread's state and
+"""Whether the run's threads took turns on one CPU (`load/core_sharing.py`): counted from each thread's state and
 CPU, and read from this process's own threads."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import time
 import pytest
 import torch
 
-from trainspeed.watch import core_sharing
-from trainspeed.watch.core_sharing import MIN_SAMPLES, CoreSharing
+from trainspeed.load import core_sharing
+from trainspeed.load.core_sharing import MIN_SAMPLES, CoreSharing
 
 
 def test_two_runnable_threads_on_one_cpu_count_and_on_two_do_not(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,13 +1,14 @@
-"""Shared by the rule families: the machine's context, the step-time helpers every prediction uses, and the cap
-on predictions.
+"""The step-time model the rule families share: a phase's time in the median step, the run's mean step, what a
+step's compute and arithmetic take, the predicted speed-up of a shorter step (as the run's, Amdahl), and the cap on
+predictions. Each rule's prediction is one of these applied to the run's own figures.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from trainspeed.diagnose.rules.context import Context
 from trainspeed.hardware.gpu import GpuPeak
-from trainspeed.probe.loader import Handover
 from trainspeed.watch.phases import EDGE_PHASES
 from trainspeed.watch.result import OpTime, WatchResult
 
@@ -18,12 +19,12 @@ profiler window (its steps come soon after the warm-up, under dispatch modes) th
 up to 12 dispatches a call (its 120 x 4 addmm: 43 us at a 3.4 us probe; 2026-11-23, the 2-vCPU VM). A
 call longer than this does work the FLOP formulas do not count (an LSTM layer as one mkldnn op, an
 embedding bag's backward, an optimizer's update of a large tensor): its time beyond this is work, not
-per-op overhead (`_op_work`). A slow window leaves a tiny op a few microseconds over, which weighs
+per-op overhead (`op_work`). A slow window leaves a tiny op a few microseconds over, which weighs
 nothing beside a step's compute phases."""
 ANOMALY_OPS = ("aten.isnan", "aten._is_any_true")  # backward's check of every gradient for NaN, in anomaly mode
 OP_WORK_DISPATCHES = 2.0
 """On a CPU, ops whose arithmetic averages this many bare dispatches or more are not small: launch_bound
-leaves them alone, and what a step without per-op overhead keeps of them (`_sized_arithmetic`) is their time
+leaves them alone, and what a step without per-op overhead keeps of them (`sized_arithmetic`) is their time
 in the profiler window where that is more than their FLOPs at the probe's rate. For launch_bound: for their
 arithmetic to fall under ARITHMETIC_LOW of the compute phases, each op's fixed cost (dispatch, autograd's node,
 the module's Python) would have to pass 6 dispatches. The seed's tiny ops measured 3.4 to 7.9 on a 2-vCPU VM (six runs, detailed steps' medians
@@ -49,62 +50,11 @@ class FlopRate:
         return self.tflops / self.peak.tflops
 
 
-@dataclass(frozen=True)
-class Context:
-    """Facts about the machine that the rules need beside the measurements."""
-
-    dispatch_us: float
-    """Measured cost of one tiny CPU op (probe.cpu_dispatch_us)."""
-    matmul_gflops: float
-    """Measured CPU matmul rate (probe.cpu_matmul_gflops): how fast the step's arithmetic could run."""
-    physical_cores: int
-    logical_threads: int
-    largest_batch: int | None = None
-    """From the memory estimator, when memory pressure was found and an estimate could be made."""
-    cuda_op_us: float | None = None
-    """Measured cost of one tiny CUDA op (probe.cuda_op_us): dispatch plus a kernel launch. None without CUDA."""
-    dtype_gflops: dict[str, float] = field(default_factory=dict)
-    """CPU matmul rate in the dtypes `slow_dtype_candidates` names ("bfloat16": 1.3): `matmul_gflops` times the
-    dtype's rate over float32's, both measured after the run on one thread's CPU time (`probe.matmul.dtype_ratios`)."""
-    optimizer_ms: tuple[float, float] | None = None
-    """One step of the run's optimizer over its parameters' shapes, measured after the run: (as configured,
-    with fused=True) milliseconds; None when not probed (`optimizer_candidate`) or it has no fused kernel."""
-    rebuild_ms: tuple[float, float] | None = None
-    """The run's optimizer on its parameters' shapes, measured after the run: (built and stepped once, one step
-    of one kept) milliseconds; None when not probed (`rebuilt_candidate`)."""
-    handover: Handover | None = None
-    """One worker process handing over batches shaped like the busiest loader's, measured after the run (None:
-    not probed, `loader_candidate`)."""
-    batched_ms: float | None = None
-    """A batch of the busiest loader's TensorDataset taken whole (one index op per tensor), measured after the
-    run; None unless that loader fetches a TensorDataset row by row."""
-    usable_cores: int | None = None
-    """CPUs this process may run on at once (affinity, cgroup quota: hardware.cpu.usable_cores); None: not known."""
-    thread_gflops: tuple[float, float] | None = None
-    """GFLOP/s of a matmul of the run's size at torch's threads as the run had them and as advised
-    (`threads_candidate`), measured in turn after the run; None when not probed."""
-    thread_step_ms: tuple[float, float] | None = None
-    """Milliseconds of a small MLP's training step with the run's matrix size at torch's threads as the run had them
-    and as advised, measured in turn after the run (`probe.thread_step`), where the run had more threads than cores
-    or than the cores other processes left (then each count's mean step beside them: `loaded_step_ms`); None when not
-    probed."""
-    page_fault_us: float | None = None
-    """Microseconds one minor page fault took, measured after the run (`page_faults_candidate`); None: not probed."""
-    gpu_peak: GpuPeak | None = None
-    """CUDA: the GPU's peak in the run's math mode (None: no CUDA run, or a GPU the spec table lacks)."""
-    cell_ms: tuple[float, float] | None = None
-    """The run's recurrent cell stepped over its sequence and the fused layer over the same sequence, forward and
-    backward on the run's batch, ms, measured after the run (`probe.rnn`); None: no cell loop, or not probed."""
-    cell_ops: int | None = None
-    """The aten ops one call of the run's cell adds to a step, forward and backward (`probe.rnn.cell_call_ops`);
-    None: no cell loop, or not counted."""
-
-
-def _ms(r: WatchResult, phase: str) -> float:
+def phase_ms(r: WatchResult, phase: str) -> float:
     return r.phases[phase].host_ms
 
 
-def _run_step_ms(r: WatchResult) -> float:
+def run_step_ms(r: WatchResult) -> float:
     """Milliseconds per step over the whole run (the mean), where shares of the run's time turn into time."""
     return r.steps.mean_ms or r.steps.median_ms or 0.0
 
@@ -126,7 +76,7 @@ def steady_mean_ms(r: WatchResult) -> tuple[float, float, list[str]] | None:
     if r.evaluation is not None and r.evaluation.step_ms > 0:
         parts.append(("the evaluations", r.evaluation.step_ms))
     for phase in CLAIMED_PHASES:
-        burst = r.phases[phase].share * mean - _ms(r, phase)
+        burst = r.phases[phase].share * mean - phase_ms(r, phase)
         if burst > 0.005 * mean:
             parts.append(({"data": "the data waits", "checkpoint": "the saves"}[phase] + " beyond the median step's",
                           burst))
@@ -139,29 +89,29 @@ def other_share(r: WatchResult) -> float:
     two steps, the clock stands in "other" then): the training steps' own, which the verdicts on that time judge.
     Their stack samples leave the evaluations out as well (`EvaluationTracker.evaluating`)."""
     share = r.phases["other"].share
-    mean = _run_step_ms(r)
+    mean = run_step_ms(r)
     if r.evaluation is None or not r.evaluation.step_ms or not mean:
         return share
     return max(0.0, share - r.evaluation.step_ms / mean)
 
 
-def predicted_label(speedup: float) -> str:
+def predicted_label(gain: float) -> str:
     """How a report words a predicted speed-up: the models' cap shown as a floor, not as the figure."""
-    if speedup >= MAX_PREDICTED:
+    if gain >= MAX_PREDICTED:
         return f"predicted at least {MAX_PREDICTED:.0f}x (no prediction goes past {MAX_PREDICTED:.0f}x)"
-    return f"predicted {speedup:.2f}x"
+    return f"predicted {gain:.2f}x"
 
 
-def _speedup(step: float, new_step: float) -> float:
+def speedup(step: float, new_step: float) -> float:
     return round(min(MAX_PREDICTED, step / max(new_step, step / MAX_PREDICTED)), 2)
 
 
-def _step_speedup(r: WatchResult, step: float, new_step: float) -> float:
+def step_speedup(r: WatchResult, step: float, new_step: float) -> float:
     """A training step's predicted speed-up (from `step`, the median step, to `new_step` ms) as the run's: what the
     run spends beyond its median steps - evaluations, an epoch's preprocessing, saves, the mean step over the median
     - which a change to the training step leaves as it is, held constant (Amdahl). Every prediction is then of one
     thing, the run's time, which the verdicts are ranked by and a user measures."""
-    on_step = _speedup(step, new_step)
+    on_step = speedup(step, new_step)
     held = r.evaluation.share if r.evaluation is not None else 0.0
     if r.steps.mean_ms and r.steps.median_ms and r.steps.mean_ms > r.steps.median_ms:
         held = max(held, 1 - r.steps.median_ms / r.steps.mean_ms)
@@ -169,62 +119,62 @@ def _step_speedup(r: WatchResult, step: float, new_step: float) -> float:
         return on_step
     return round(1 / (held + (1 - held) / on_step), 2)
 
-_COMPUTE = ("forward", "backward", "optimizer")
+COMPUTE = ("forward", "backward", "optimizer")
 
 
-def _room(r: WatchResult) -> float:
+def room_ms(r: WatchResult) -> float:
     """Milliseconds of the median step beside its edge phases (data, h2d, sync, checkpoint, comm: timed on
     every step): the room the detailed steps' phases and the profiler window's ops must fit in."""
-    return (r.steps.median_ms or 0.0) - sum(_ms(r, p) for p in EDGE_PHASES)
+    return (r.steps.median_ms or 0.0) - sum(phase_ms(r, p) for p in EDGE_PHASES)
 
 
-def _compute_ms(r: WatchResult) -> float:
+def compute_ms(r: WatchResult) -> float:
     """Forward+backward+optimizer of the median step. Their medians come from the detailed steps, which
     also carry the per-call hooks (a module call, backward, the optimizer step each pass through the
     watcher): on a tiny step those medians add up to more than the median step itself (0.63 ms of a
     0.43 ms CPU seed step, the demo of 2026-11-23). Where the detailed steps' forward, backward,
     optimizer and other outgrow the room the median step leaves beside its edge phases (data, h2d,
     sync, checkpoint, comm: timed on every step), they are scaled down to it."""
-    compute = sum(_ms(r, p) for p in _COMPUTE)
-    detailed = compute + _ms(r, "other")
-    room = _room(r)
+    compute = sum(phase_ms(r, p) for p in COMPUTE)
+    detailed = compute + phase_ms(r, "other")
+    room = room_ms(r)
     if r.steps.median_ms and detailed > room > 0:
         return compute * room / detailed
     return compute
 
 
-def _compute_part_ms(r: WatchResult, *phases: str) -> float:
-    """Some of forward, backward and optimizer, in the median step: scaled as `_compute_ms` scales them all."""
-    compute = sum(_ms(r, p) for p in _COMPUTE)
-    return sum(_ms(r, p) for p in phases) * _compute_ms(r) / compute if compute > 0 else 0.0
+def compute_part_ms(r: WatchResult, *phases: str) -> float:
+    """Some of forward, backward and optimizer, in the median step: scaled as `compute_ms` scales them all."""
+    compute = sum(phase_ms(r, p) for p in COMPUTE)
+    return sum(phase_ms(r, p) for p in phases) * compute_ms(r) / compute if compute > 0 else 0.0
 
 
-def _rate(dtype: str | None, c: Context) -> float:
+def matmul_rate(dtype: str | None, c: Context) -> float:
     """GFLOP/s of a matrix product in `dtype` on this CPU: its own probe where one ran (`Context.dtype_gflops`),
     else float32's."""
     return (c.dtype_gflops.get(dtype) if dtype else None) or c.matmul_gflops
 
 
-def _own_rate_rows(r: WatchResult, c: Context) -> list[OpTime]:
+def own_rate_rows(r: WatchResult, c: Context) -> list[OpTime]:
     """The profiler window's matrix products in a dtype with a probe of its own (`Context.dtype_gflops`)."""
     return [row for row in r.window.op_times or () if row.arithmetic and row.flops and row.dtype in c.dtype_gflops]
 
 
-def _arithmetic_ms(r: WatchResult, c: Context) -> float | None:
+def arithmetic_ms(r: WatchResult, c: Context) -> float | None:
     """Time the step's counted FLOPs need at the measured matmul rates (CPU): the profiler window's matrix products
     in a dtype with a probe of its own at that dtype's rate (bfloat16 under autocast ran at 352 GFLOP/s where
     float32 ran at 189, a Zen 4 core pair of 2026-11-26), the rest at float32's."""
     if r.window.flops_per_step is None or c.matmul_gflops <= 0:
         return None
     left, ms = r.window.flops_per_step, 0.0
-    for row in _own_rate_rows(r, c):
+    for row in own_rate_rows(r, c):
         part = min(row.flops or 0.0, left)
-        ms += part / (_rate(row.dtype, c) * 1e9) * 1e3
+        ms += part / (matmul_rate(row.dtype, c) * 1e9) * 1e3
         left -= part
     return ms + left / (c.matmul_gflops * 1e9) * 1e3
 
 
-def _sized_arithmetic(r: WatchResult, c: Context) -> tuple[float, float, float]:
+def sized_arithmetic(r: WatchResult, c: Context) -> tuple[float, float, float]:
     """CPU: (ms in the window, calls, ms at the measured matmul rate) per step of the profiler window's ops whose
     arithmetic per call is at least OP_WORK_DISPATCHES bare dispatches at that rate. A small matrix product does not reach the
     probe's rate (a 256 x 56 x 128 product ran at 91 GFLOP/s where the probe's reached 197, the tabular example
@@ -236,27 +186,27 @@ def _sized_arithmetic(r: WatchResult, c: Context) -> tuple[float, float, float]:
         return 0.0, 0.0, 0.0
 
     def rate(row: OpTime) -> float:  # FLOP per ms, at the row's dtype's measured rate
-        return _rate(row.dtype, c) * 1e9 / 1e3
+        return matmul_rate(row.dtype, c) * 1e9 / 1e3
 
     rows = [row for row in r.window.op_times if row.arithmetic and row.flops and row.calls
             and row.flops / row.calls / rate(row) * 1e3 >= OP_WORK_DISPATCHES * c.dispatch_us]
     at_peak = sum((row.flops or 0.0) / rate(row) for row in rows)
-    return sum(row.ms for row in rows) * _window_scale(r), sum(row.calls for row in rows), at_peak
+    return sum(row.ms for row in rows) * window_scale(r), sum(row.calls for row in rows), at_peak
 
 
-def _rates_text(r: WatchResult, c: Context) -> str:
-    """The rates `_arithmetic_ms` counted the FLOPs at, in words."""
-    others = sorted({row.dtype for row in _own_rate_rows(r, c) if row.dtype})
+def rates_text(r: WatchResult, c: Context) -> str:
+    """The rates `arithmetic_ms` counted the FLOPs at, in words."""
+    others = sorted({row.dtype for row in own_rate_rows(r, c) if row.dtype})
     if not others:
         return f"this CPU's measured {c.matmul_gflops:.0f} GFLOP/s"
-    return (f"this CPU's measured rates ({', '.join(f'{_rate(d, c):.0f} GFLOP/s in {d}' for d in others)}, "
+    return (f"this CPU's measured rates ({', '.join(f'{matmul_rate(d, c):.0f} GFLOP/s in {d}' for d in others)}, "
             f"{c.matmul_gflops:.0f} in float32)")
 
 
 LOW_PRECISION = ("bfloat16", "float16")
 
 
-def _low_precision(r: WatchResult) -> str | None:
+def low_precision(r: WatchResult) -> str | None:
     """The half-width dtype the run computes in already: torch.autocast's, else that of most of the profiler window's
     counted FLOPs (a model cast to bfloat16)."""
     if r.model.autocast in LOW_PRECISION:
@@ -269,9 +219,9 @@ def _low_precision(r: WatchResult) -> str | None:
     return top if top in LOW_PRECISION and flops[top] >= 0.5 * sum(flops.values()) else None
 
 
-def _levers(r: WatchResult) -> str:
+def next_levers(r: WatchResult) -> str:
     """What a healthy step can try next, less what the run does already."""
-    low = _low_precision(r)
+    low = low_precision(r)
     levers = ([] if low else ["bf16 autocast where the hardware has it"]) + \
         ([] if r.window.compiled else ["torch.compile"]) + ["a larger batch"]
     done = ([f"computes in {low}{' (autocast)' if r.model.autocast == low else ''}"] if low else []) + \
@@ -282,16 +232,16 @@ def _levers(r: WatchResult) -> str:
     return f"healthy{already}; the next {'levers are' if len(levers) > 1 else 'lever is'} {said}"
 
 
-def _window_scale(r: WatchResult) -> float:
+def window_scale(r: WatchResult) -> float:
     """The CPU profiler window's clock against the median step: where the window's ops all together
     outgrow the room the median step leaves beside its edge phases, the window ran slower than the
     median step (soon after the warm-up), and its times are scaled down to that room."""
     if not r.window.op_ms_per_step or not r.steps.median_ms:
         return 1.0
-    return max(0.0, min(1.0, _room(r) / r.window.op_ms_per_step))
+    return max(0.0, min(1.0, room_ms(r) / r.window.op_ms_per_step))
 
 
-def _op_work(r: WatchResult, c: Context) -> tuple[float, list[OpTime]]:
+def op_work(r: WatchResult, c: Context) -> tuple[float, list[OpTime]]:
     """CPU: milliseconds per step the window's ops without a FLOP formula spent beyond a fixed cost per call
     (OP_FIXED_DISPATCHES), on the median step's clock; and those ops, most of that work first."""
     if r.model.device != "cpu" or not r.window.op_times:
@@ -299,14 +249,14 @@ def _op_work(r: WatchResult, c: Context) -> tuple[float, list[OpTime]]:
     fixed = OP_FIXED_DISPATCHES * c.dispatch_us / 1e3
     heavy = sorted(((row.ms - row.calls * fixed, row) for row in r.window.op_times
                     if not row.arithmetic and row.ms > row.calls * fixed), key=lambda w: w[0], reverse=True)
-    return sum(w for w, _ in heavy) * _window_scale(r), [row for _, row in heavy]
+    return sum(w for w, _ in heavy) * window_scale(r), [row for _, row in heavy]
 
 
-def _names(rows: list[OpTime], most: int = 3) -> str:
+def op_names(rows: list[OpTime], most: int = 3) -> str:
     return ", ".join(f"{row.op} x{row.calls:.0f}" for row in rows[:most])
 
 
-def _gpu_busy_ms(r: WatchResult) -> float | None:
+def gpu_busy_ms(r: WatchResult) -> float | None:
     """Milliseconds per step during which the GPU ran work: its kernels' own times from the profiler
     window, else NVML's utilisation (the share of time some kernel ran) times the step. Not the
     phases' device_ms: an event pair spans the GPU's idle gaps between launches as well."""
@@ -326,14 +276,14 @@ def flop_rate(r: WatchResult, c: Context) -> FlopRate | None:
     return FlopRate(r.window.flops_per_step / (r.steps.median_ms * 1e-3) / 1e12, c.gpu_peak)
 
 
-def _busy_source(r: WatchResult) -> str:
+def busy_source(r: WatchResult) -> str:
     return "its kernels' own times" if r.window.gpu_busy_ms_per_step is not None else "NVML utilisation"
 
 
-def _burst_note(r: WatchResult, phase: str) -> str:
+def burst_note(r: WatchResult, phase: str) -> str:
     """How a phase's time is spread: a median step far under its share means waits in bursts. The
     share of the run's time is said once, and the median step's part of it is its own percentage."""
-    typical = _ms(r, phase)
+    typical = phase_ms(r, phase)
     share = r.phases[phase].share
     median = r.steps.median_ms or 0.0
     if typical >= 0.5 * share * median:
@@ -342,12 +292,12 @@ def _burst_note(r: WatchResult, phase: str) -> str:
             f"{median:.2f} ms there ({typical / median:.0%})")
 
 
-def _anomaly(r: WatchResult) -> tuple[float, float, float]:
+def anomaly_costs(r: WatchResult) -> tuple[float, float, float]:
     """Autograd's anomaly detection, per step: milliseconds storing formatted stacks (timed on the detailed
     steps), milliseconds of its NaN checks in backward and how many ops they are (the CPU profiler window's,
     on the median step's clock). Zeros when it was off."""
     if not r.steps.anomaly_ms_per_step:
         return 0.0, 0.0, 0.0
     rows = [row for row in r.window.op_times or () if row.op in ANOMALY_OPS]
-    return (r.steps.anomaly_ms_per_step, sum(row.ms for row in rows) * _window_scale(r),
+    return (r.steps.anomaly_ms_per_step, sum(row.ms for row in rows) * window_scale(r),
             sum(row.calls for row in rows))

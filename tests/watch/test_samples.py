@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from trainspeed.stats import median, quantile
-from trainspeed.watch.stats import Reservoir
+from trainspeed.watch.samples import Reservoir
 
 
 def test_reservoir_is_bounded_and_uniform_enough() -> None:

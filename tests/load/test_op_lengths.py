@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from trainspeed.watch.op_lengths import long_op_share
+from trainspeed.load.waits import long_op_share
 
 
 def test_ops_far_longer_than_a_wait_lose_about_the_longest_wait_and_far_shorter_the_joint() -> None:
@@ -28,7 +28,7 @@ def test_without_ops_or_without_a_wait_the_joint_wait_stands() -> None:
 def test_a_phase_s_op_lengths_weigh_each_op_by_its_time_there() -> None:
     from collections import Counter
 
-    from trainspeed.watch.op_lengths import phase_op_lengths
+    from trainspeed.load.op_lengths import phase_op_lengths
 
     ops = torch.ops.aten
     mm, add = (ops.mm.default.overloadpacket, torch.float32), (ops.add.default.overloadpacket, torch.float32)

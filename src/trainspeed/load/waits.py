@@ -1,26 +1,27 @@
-"""Time waiting for a core: a thread that could run but found every CPU taken by another.
+"""The run's threads' waits for a core: read from Linux's counters (`ThreadWait`) and charged to the phase that ran
+(`WaitMeter`).
 
-Linux counts it for each thread: `/proc/<pid>/task/<tid>/schedstat` holds the thread's time on a CPU, its time
-waiting on a run queue, and its time slices, in nanoseconds (what `perf sched` and pressure stall information read).
-On a machine shared with other busy processes a step's wall time holds that wait, and it falls on whichever phase
-was running: beside two busy processes on the 2-vCPU VM, a step that saves a checkpoint took 342 ms instead of 107,
-its training thread waiting 152 ms of it (forward 32, backward 34, optimizer 46, the save 40), 2026-11-28.
+Time waiting for a core is a thread that could run but found every CPU taken by another. Linux counts it for each
+thread: `/proc/<pid>/task/<tid>/schedstat` holds the thread's time on a CPU, its time waiting on a run queue, and its
+time slices, in nanoseconds (what `perf sched` and pressure stall information read). On a machine shared with other
+busy processes a step's wall time holds that wait, and it falls on whichever phase was running (BENCHMARKS.md, "A
+busy machine").
 
-A VM's steal time (`/proc/stat`, through psutil) is the same loss one level down: the hypervisor ran another
-guest on this one's CPU. It is the machine's, not a thread's.
+The phase clock tells the meter each stretch of host time as it charges it to a phase (`PhaseClock.listen`); the
+meter reads the threads' wait since the last edge and charges it to the same phase, at most the stretch, joined by
+how long the phase's ops run (`op_lengths`): short ops lose the time at least one thread waited, long ones about the
+longest one thread's wait. It listens on detailed steps only (the clock tells it nothing on the others), and each
+detailed step's waits are `last` once the step closes.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 
-import psutil
-
-from trainspeed.watch.op_lengths import OpLengths, joined
-from trainspeed.watch.wait_bounds import without_waits
+from trainspeed.load.op_lengths import OpLengths
+from trainspeed.load.result import StepWaits
 
 SCHEDSTAT = "/proc/thread-self/schedstat"
 BUSY_WAIT = 0.05
@@ -202,50 +203,6 @@ def threads_wait() -> ThreadWait | None:
     return reader
 
 
-@contextlib.contextmanager
-def probe_waits(waited: Callable[[], float] | None = None, native: bool = True) -> Iterator[Callable[[], float]]:
-    """What a probe reads its wait for a core with: `waited` where given (a test's), else a reader of this thread's
-    (and with `native` torch's intra-op threads') run-queue wait, closed at the end; where the system does not count
-    it, no wait."""
-    if waited is not None:
-        yield waited
-        return
-    reader = threads_wait() if native else thread_wait()
-    try:
-        yield reader or (lambda: 0.0)
-    finally:
-        if reader is not None:
-            reader.close()
-
-
-def less_wait(wall: float, waited: float, threads: int = 1) -> float:
-    """A reading's time on free cores: its wall time less its threads' share of their summed wait for a core (each
-    one's share, on average, delayed the work), the wait at most the wall time."""
-    return wall - min(waited, wall) / max(1, threads)
-
-
-def longest_of(wait: Callable[[], float], summed: float, threads: int) -> float:
-    """The longest one thread's wait in the reading `wait` just gave (`ThreadWait.longest`); from a reader that does
-    not say (a test's stand-in), the summed wait shared evenly among the `threads` (the least the longest can be)."""
-    longest = getattr(wait, "longest", None)
-    return float(longest) if longest is not None else summed / max(1, threads)
-
-
-FREE_CORE = 0.05
-"""A reading whose threads waited for a core this share of its time or less was taken on free cores."""
-
-
-def on_free_cores(readings: list[tuple[float, float, float]]) -> list[float]:
-    """The times of the (wall, summed wait, longest one thread's wait) readings of the same work taken on free cores
-    (waits of FREE_CORE of their time or less); where none was, each reading without its waits (`wait_bounds`: the
-    one time nearest every reading's range, between its wall less the summed wait and its wall less the longest).
-    Each reading less its threads' share of the summed wait took them as waiting evenly: a thread that waited while
-    the other spun at the op's barrier waited alone, and the reading kept half of that stall."""
-    free = [wall for wall, waited, _ in readings if waited <= FREE_CORE * wall]
-    # a reading that waited all its time tells nothing of the work: none left, their wall times (the most it took)
-    return free or [t for t in without_waits(readings) if t > 0.0] or [wall for wall, *_ in readings]
-
-
 def process_wait_s() -> float | None:
     """Run-queue wait so far of every thread this process has now (the training thread, torch's intra-op threads,
     the watcher's), in seconds; None where unread. Threads that ended took theirs with them."""
@@ -262,10 +219,81 @@ def process_wait_s() -> float | None:
     return total * 1e-9
 
 
-def steal_s() -> float | None:
-    """CPU seconds the hypervisor gave other guests while this machine's CPUs wanted to run, all CPUs together, so
-    far; None where the system does not say (not Linux)."""
-    try:
-        return float(psutil.cpu_times().steal)
-    except (AttributeError, psutil.Error, OSError):
-        return None
+def long_op_share(lengths: OpLengths, wait: float) -> float:
+    """How far from the joint wait towards the longest one thread's wait a reading's loss lies, given its phase's
+    ops and the mean length of one wait for a core in it (seconds): each op's share of the phase's time times
+    L / (L + wait), summed. 0 where the ops are unknown or nothing waited."""
+    if wait <= 0.0:
+        return 0.0
+    return min(1.0, sum(share * length / (length + wait) for share, length in lengths if length > 0.0))
+
+
+def joined(joint: float, longest: float, lengths: OpLengths, wait: float) -> float:
+    """What a reading lost: its joint wait moved towards its longest one thread's wait by `long_op_share`."""
+    return joint - long_op_share(lengths, wait) * max(0.0, joint - longest)
+
+
+SERIAL_PHASES = ("data", "checkpoint")
+"""Phases the training thread runs alone, charged only that thread's own wait for a core: a save serialises tensors
+and writes a file on it; a data wait is that thread blocked on a DataLoader's queue, or making the batch itself (a
+Dataset's `__getitem__`, the collate; where a transform there runs a parallel torch op, its threads' waits go
+uncounted and the phase keeps them). torch's intra-op threads spin for a while after a parallel op (libgomp's spin
+count) and may wait for a core meanwhile, which delays nothing (BENCHMARKS.md, "A busy machine": the save's and the
+data waits' estimates)."""
+
+
+class WaitMeter:
+    """The wait for a core of the phases of the detailed step running now, read at each of its edges."""
+
+    def __init__(self, reader: ThreadWait, phases: tuple[str, ...]) -> None:
+        self.reader = reader
+        self._zero = dict.fromkeys(phases, 0.0)
+        self.summed = self._zero.copy()
+        self.longest = self._zero.copy()
+        self.joint = self._zero.copy()
+        self.op_lengths: dict[str, OpLengths] = {}
+        """Each phase's ops and how long they run (`op_lengths`, from the profiler window): how the readings' waits
+        in it are joined (`ThreadWait.joint`)."""
+        self.last: StepWaits | None = None
+        """The waits of the detailed step closed last (None before one)."""
+
+    def charged(self, phase: str, seconds: float) -> None:
+        """`seconds` of host time went to `phase` just now: the wait since the last edge is its, up to that."""
+        reader = self.reader
+        waited = min(reader(), seconds)
+        if not waited:  # alone, nearly every reading: nothing lost (the longest and joint waits are at most this)
+            return
+        if phase in SERIAL_PHASES:  # the training thread's wait alone, every bound the same
+            waited = min(reader.own, waited)
+            longest = joint = waited
+        else:
+            longest = min(reader.longest, waited)
+            joint = min(reader.joint(seconds, self.op_lengths.get(phase, ())), waited)
+        self.summed[phase] += waited
+        self.longest[phase] += longest
+        self.joint[phase] += joint
+
+    def skipped(self) -> None:
+        """The time since the last edge was nobody's (the watcher's own work): its wait is no phase's."""
+        self.reader()
+
+    def forget(self) -> None:
+        """The wait so far is no phase's: the step's waits count from now."""
+        self.reader()
+        zero = self._zero
+        self.summed.update(zero)
+        self.longest.update(zero)
+        self.joint.update(zero)
+
+    def closed(self) -> None:
+        """The step closed (its last stretch charged): its waits are `last`; the next step's start from nothing."""
+        self.last = StepWaits(self.summed, self.longest, self.joint)
+        zero = self._zero
+        self.summed, self.longest, self.joint = zero.copy(), zero.copy(), zero.copy()
+
+    def ops_known(self, lengths: dict[str, OpLengths]) -> None:
+        """How long each phase's ops run (the profiler window's): how each reading's waits are joined from now on."""
+        self.op_lengths = lengths
+
+    def close(self) -> None:
+        self.reader.close()

@@ -1,10 +1,10 @@
-"""What a phase lost to waiting for a core, from its steps' bounds (`watch/wait_bounds.py`)."""
+"""What a phase lost to waiting for a core, from its steps' bounds (`load/wait_bounds.py`)."""
 
 from __future__ import annotations
 
 import pytest
 
-from trainspeed.watch.wait_bounds import phase_wait
+from trainspeed.load.wait_bounds import phase_wait
 
 
 def test_threads_that_waited_in_turn_lost_their_summed_wait() -> None:
@@ -62,7 +62,7 @@ def test_the_joint_point_takes_each_step_where_its_threads_waited_independently(
     the cores as the whole run), the summed waits pass the wall time and every range's low end is 0: the median of
     the ends took the image classifier's forward to nothing. The joint point (the time at least one thread waited,
     had they waited at moments independent of each other) keeps the work between the bounds."""
-    from trainspeed.watch.run_queue import joint_wait
+    from trainspeed.load.waits import joint_wait
 
     steps = []
     for wall, waits in ((0.145, (0.120, 0.092)), (0.385, (0.320, 0.310)), (0.106, (0.086, 0.100))):
@@ -83,7 +83,7 @@ def test_the_joint_point_takes_each_step_where_its_threads_waited_independently(
 
 
 def test_joint_wait_lies_between_the_longest_and_the_summed_wait() -> None:
-    from trainspeed.watch.run_queue import joint_wait
+    from trainspeed.load.waits import joint_wait
 
     assert joint_wait([0.003, 0.003], 0.007) == pytest.approx(0.007 * (1 - (4 / 7) ** 2))
     for waits, seconds in (([0.003, 0.003], 0.007), ([0.009, 0.001], 0.010), ([0.002], 0.004), ([0.005, 0.006], 0.006)):
@@ -94,7 +94,7 @@ def test_joint_wait_lies_between_the_longest_and_the_summed_wait() -> None:
 
 
 def test_readings_without_a_joint_point_keep_the_median_of_the_ends() -> None:
-    from trainspeed.watch.wait_bounds import without_waits
+    from trainspeed.load.wait_bounds import without_waits
 
     readings = [(0.016, 0.012, 0.006), (0.014, 0.008, 0.004, 0.006)]  # one has no point: both take the ends'
     assert without_waits(readings) == without_waits([r[:3] for r in readings])

@@ -4,15 +4,14 @@ and the CPU it last ran on (`/proc/self/task/<tid>/stat`, fields 3 and 39).
 Beside busy processes the scheduler shares the cores between groups before threads: each session a group where
 autogroup is on and the processes sit in the root CPU cgroup, else each CPU cgroup (a container, a systemd unit).
 Where the busy processes share the run's group (started in one container, one session with autogroup off), each
-thread gets an equal share, and the run's two intra-op threads may sit on one CPU's run queue, taking turns: in 87%
-of the samples with two runnable of `examples/checkpoint_every_step.py` beside two busy processes of its session,
-against 3% beside two in sessions of their own (2026-11-29, `diagnose/rules/threads.TURNS_SHARE`). On one core a
-thread that finished its part of a parallel op spins at the op's end (libgomp's spin count) on the core the other
-needs: time on a core, not a wait for one, that the phases less their waits keep (`diagnose/without_wait`), so the
-verdicts about the script judged on them may hold it.
+thread gets an equal share, and the run's two intra-op threads may sit on one CPU's run queue, taking turns
+(BENCHMARKS.md, "A busy machine": the share in each regime). On one core a thread that finished its part of a
+parallel op spins at the op's end (libgomp's spin count) on the core the other needs: time on a core, not a wait for
+one, that the phases less their waits keep (`load.view`), so the verdicts about the script judged on them may hold
+it.
 
 A sample counts where two or more of the threads were runnable (state R: running, or waiting on a run queue): the
-share of those with two of them on one CPU is `Machine.threads_one_cpu_share`. One positioned read per thread of a
+share of those with two of them on one CPU is `Load.threads_one_cpu_share`. One positioned read per thread of a
 file kept open, at the sampler's rate (50 Hz).
 """
 
@@ -21,7 +20,7 @@ from __future__ import annotations
 import os
 import threading
 
-from trainspeed.watch.run_queue import native_tids
+from trainspeed.load.waits import native_tids
 
 MIN_SAMPLES = 20
 """Samples with two threads runnable below which no share is given (under half a second of them at 50 Hz)."""

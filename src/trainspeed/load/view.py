@@ -1,35 +1,31 @@
-"""The run as the script made it: a watch result less the time its threads waited for a core (where other processes
-held the cores: `rules.registry.diagnose`).
+"""The run as the script made it: a watch result less the time its threads waited for a core, where other processes
+held the cores (`diagnose.rules.registry.diagnose` judges the script's verdicts on it).
 
-On a machine shared with busy processes each phase's wall time holds waits for a core (`watch.run_queue`), and they
-fall where the script happened to be: beside two busy processes on the 2-vCPU VM a step that saves a checkpoint had
-its optimizer phase outgrow its save (2026-11-23). The verdicts about the script are judged on the phases less their
-waits; the load verdict (`thread_oversubscription`) on the run as it was.
+On a machine shared with busy processes each phase's wall time holds waits for a core (`load.waits`), and they
+fall where the script happened to be: a step that saves a checkpoint can have its optimizer phase outgrow its save.
+The verdicts about the script are judged on the phases less their waits; the load verdict (`thread_oversubscription`)
+on the run as it was.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
+from trainspeed.load.result import PhaseLoad
 from trainspeed.watch.result import WatchResult
 
 JUDGED_APART = 0.05
 """The waits' share of the step from which the script's verdicts are judged without them."""
 
-OTHERS_BUSY = 0.5
-"""Cores other processes must keep busy, on average, before the doctor calls the machine shared: a quiet
-machine's daemons use a few hundredths of one (0.01 on the 2-vCPU VM). One busy process beside the seed's
-2 intra-op threads there measured 0.64 (the threads' spinning takes the rest)."""
-
 
 def others_busy(r: WatchResult) -> bool:
-    """Whether other processes kept OTHERS_BUSY cores busy over the run (the machine was shared)."""
-    return (r.machine.others_cpu_cores or 0.0) >= OTHERS_BUSY
+    """Whether other processes kept `result.OTHERS_BUSY` cores busy over the run (the machine was shared)."""
+    return r.load is not None and r.load.busy
 
 
 def waited_ms(r: WatchResult) -> float:
     """Milliseconds a step the phases waited for a core (0.0 where unread)."""
-    return sum(p.wait_ms or 0.0 for p in r.phases.values())
+    return sum(p.wait_ms or 0.0 for p in r.load.phases.values()) if r.load is not None else 0.0
 
 
 def waits_share(r: WatchResult) -> float | None:
@@ -40,29 +36,27 @@ def waits_share(r: WatchResult) -> float | None:
 
 
 def without_wait(r: WatchResult) -> WatchResult | None:
-    """`r` with each phase's time less the part of it that waited for a core (`PhaseStat.wait_share`): its share of
+    """`r` with each phase's time less the part of it that waited for a core (`PhaseLoad.wait_share`): its share of
     the mean step, its median, and the median step in the proportion its phases' medians kept (the other step figures
     in proportion), the process's CPU use over that shorter time; None where the waits are under JUDGED_APART of the
     step (or unread).
 
     The median step, not less what its phases' medians lost: beside busy processes a step's median holds more than
     the sum of its phases' medians, since each phase's time swings with its waits from step to step, and that excess
-    waited as the phases did. `examples/float64_numpy.py` beside two busy processes (Zen 4, 2026-11-29): a median step
-    of 83.8 ms against phases' medians of 61.4 ms; less what those lost, 29.9 ms, where alone the step took 7.6 to
-    10.5 ms; in their proportion, 10.2 ms (four such runs, each judged both ways: 8.1 to 10.6 ms, against 10.6 to
-    29.9)."""
+    waited as the phases did (BENCHMARKS.md, "A busy machine": the median step judged both ways)."""
     share, step = waits_share(r), r.steps.mean_ms or r.steps.median_ms
-    if share is None or share < JUDGED_APART or not step:
+    if share is None or share < JUDGED_APART or not step or r.load is None:
         return None
-    kept = {name: 1.0 - (p.wait_share or 0.0) for name, p in r.phases.items()}
+    load = r.load
+    kept = {name: 1.0 - (load.phase(name).wait_share or 0.0) for name in r.phases}
     # medians with the median step's waited part: waits that come in bursts (a slice lost now and then) are the
     # mean's, and leave the median step as it was
-    typical = {name: 1.0 - (p.median_wait_share if p.median_wait_share is not None else p.wait_share or 0.0)
-               for name, p in r.phases.items()}
+    typical = {name: 1.0 - (w.median_wait_share if (w := load.phase(name)).median_wait_share is not None
+                            else w.wait_share or 0.0)
+               for name in r.phases}
     net = {name: p.share * step * kept[name] for name, p in r.phases.items()}
     left = max(sum(net.values()), 1e-9)
-    phases = {name: replace(p, host_ms=p.host_ms * typical[name], share=net[name] / left, wait_ms=0.0,
-                            wait_share=0.0, median_wait_share=0.0)
+    phases = {name: replace(p, host_ms=p.host_ms * typical[name], share=net[name] / left)
               for name, p in r.phases.items()}
     median_ms = r.steps.median_ms
     if median_ms:  # the median step in the proportion of its phases' medians less their waits to them as measured
@@ -77,7 +71,8 @@ def without_wait(r: WatchResult) -> WatchResult | None:
     # the process's CPU seconds are the same less the waits (a wait for a core is no CPU time), over less wall time:
     # the cores its step keeps busy as if they were its own (a loader's workers are judged beside that)
     cpu = r.process.cpu_percent * step / left if r.process.cpu_percent is not None else None
-    return replace(r, phases=phases, process=replace(r.process, cpu_percent=cpu), steps=replace(
-        s, median_ms=median_ms, p90_ms=scaled(s.p90_ms), mean_ms=left if s.mean_ms else None,
-        loop_s=s.loop_s * left / step if s.loop_s is not None else None, times_ms=[ms * ratio for ms in s.times_ms]))
-
+    waits = {name: PhaseLoad(0.0, 0.0, 0.0) for name in r.phases}
+    return replace(r, phases=phases, load=replace(load, phases=waits), process=replace(r.process, cpu_percent=cpu),
+                   steps=replace(s, median_ms=median_ms, p90_ms=scaled(s.p90_ms), mean_ms=left if s.mean_ms else None,
+                                 loop_s=s.loop_s * left / step if s.loop_s is not None else None,
+                                 times_ms=[ms * ratio for ms in s.times_ms]))

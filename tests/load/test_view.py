@@ -1,14 +1,15 @@
-"""The script's verdicts judged on its phases less their waits for a core (`diagnose/without_wait.py`)."""
+"""The script's verdicts judged on its phases less their waits for a core (`load/view.py`)."""
 
 from __future__ import annotations
 
 import dataclasses
 
 import pytest
-from recorded_runs import recorded
+from recorded_runs import recorded, with_load
 
 from trainspeed.diagnose.rules import Context, diagnose
-from trainspeed.diagnose.without_wait import without_wait
+from trainspeed.load.result import Load, PhaseLoad
+from trainspeed.load.view import without_wait
 from trainspeed.watch.result import PhaseStat, WatchResult
 
 TWO_CORES = Context(dispatch_us=2.0, matmul_gflops=100.0, physical_cores=2, logical_threads=2)
@@ -16,12 +17,11 @@ TWO_CORES = Context(dispatch_us=2.0, matmul_gflops=100.0, physical_cores=2, logi
 
 def _waited(r: WatchResult, waits: dict[str, float]) -> WatchResult:
     """`r` with each phase's wait for a core per step (ms), as the watcher gives it: a part of the phase's share of
-    the mean step."""
-    step = r.steps.mean_ms or r.steps.median_ms or 0.0
-    return dataclasses.replace(r, phases={
-        p: dataclasses.replace(s, wait_ms=waits.get(p, 0.0),
-                               wait_share=min(1.0, waits.get(p, 0.0) / (s.share * step)) if s.share else 0.0)
-        for p, s in r.phases.items()})
+    the mean step (its median step's unread)."""
+    r = with_load(r, waits)
+    assert r.load is not None
+    return dataclasses.replace(r, load=dataclasses.replace(r.load, phases={
+        p: dataclasses.replace(w, median_wait_share=None) for p, w in r.load.phases.items()}))
 
 
 def _checkpointing_step(waits: dict[str, float] | None, step_ms: float, host: dict[str, float]) -> WatchResult:
@@ -41,7 +41,7 @@ BUSY_WAITS = {"forward": 44.77, "backward": 67.95, "optimizer": 98.48, "checkpoi
 
 def test_beside_two_busy_processes_the_script_keeps_its_first_verdict() -> None:
     busy = _checkpointing_step(BUSY_WAITS, 345.25, BUSY_HOST)
-    busy = dataclasses.replace(busy, machine=dataclasses.replace(busy.machine, others_cpu_cores=1.9))
+    busy = with_load(busy, others_cpu_cores=1.9)
     alone = [v.id for v in diagnose(ALONE, TWO_CORES)]
     found = diagnose(busy, TWO_CORES)
     assert alone[0] == "checkpoint_heavy"
@@ -53,7 +53,9 @@ def test_beside_two_busy_processes_the_script_keeps_its_first_verdict() -> None:
     # judged on the wall time the save is 20% of the step, its wait for a core spread over the step's phases
     saves = next(v for v in found if v.id == "checkpoint_heavy")
     assert "41.24 ms of a 102.24 ms step (40% of the run's time)" in saves.evidence
-    unread = dataclasses.replace(busy, phases={p: dataclasses.replace(s, wait_ms=None) for p, s in busy.phases.items()})
+    assert busy.load is not None
+    unread = dataclasses.replace(busy, load=dataclasses.replace(busy.load, phases={
+        p: dataclasses.replace(w, wait_ms=None) for p, w in busy.load.phases.items()}))
     saves = next(v for v in diagnose(unread, TWO_CORES) if v.id == "checkpoint_heavy")
     assert "67.63 ms of a 345.25 ms step (20% of the run's time)" in saves.evidence
 
@@ -106,8 +108,9 @@ def test_a_wait_that_comes_in_bursts_does_not_take_the_median_phase_to_nothing()
     assert net is not None and net.phases["forward"].host_ms == pytest.approx(0.08 * (1 - 0.15 / 0.3))
     assert net.phases["optimizer"].host_ms == pytest.approx(0.05)
     # where the median detailed step did not wait (the watcher says so), the median phases and step stay as measured
-    bursts = dataclasses.replace(r, phases={p: dataclasses.replace(s, median_wait_share=0.0)
-                                            for p, s in r.phases.items()})
+    assert r.load is not None
+    bursts = dataclasses.replace(r, load=dataclasses.replace(r.load, phases={
+        p: dataclasses.replace(w, median_wait_share=0.0) for p, w in r.load.phases.items()}))
     net = without_wait(bursts)
     assert net is not None and net.steps.median_ms == pytest.approx(0.28)
     assert net.phases["forward"].host_ms == pytest.approx(0.08)
@@ -130,17 +133,17 @@ def _float64_step_beside_busy_processes() -> WatchResult:
     from trainspeed.watch.result import OpTime
 
     r = recorded(83.81, {}, ops=69, flops=4.44e8, batch=256, threads=2)
-    measured = {"forward": PhaseStat(15.59, None, 0.3242, 27.00, 0.9172, 0.8665),
-                "backward": PhaseStat(44.61, None, 0.5910, 48.85, 0.9104, 0.9052),
-                "optimizer": PhaseStat(0.87, None, 0.0759, 5.93, 0.8596, 0.0),
-                "other": PhaseStat(0.30, None, 0.0089, 0.46, 0.5704, 0.0)}
+    measured = {"forward": PhaseStat(15.59, None, 0.3242), "backward": PhaseStat(44.61, None, 0.5910),
+                "optimizer": PhaseStat(0.87, None, 0.0759), "other": PhaseStat(0.30, None, 0.0089)}
+    waits = {"forward": PhaseLoad(27.00, 0.9172, 0.8665), "backward": PhaseLoad(48.85, 0.9104, 0.9052),
+             "optimizer": PhaseLoad(5.93, 0.8596, 0.0), "other": PhaseLoad(0.46, 0.5704, 0.0)}
     rows = [OpTime("aten.mm", "float64", 5, 0.83, True, 2.905e8), OpTime("aten.addmm", "float64", 3, 0.43, True, 1.536e8),
             OpTime("aten.t", "float64", 14, 0.13, False, None)]
     return dataclasses.replace(
         r, phases={p: measured.get(p, PhaseStat(0.0, None, 0.0)) for p in r.phases},
         steps=dataclasses.replace(r.steps, mean_ms=90.79, p90_ms=141.49),
         window=dataclasses.replace(r.window, op_times=rows, op_ms_per_step=1.87),
-        machine=dataclasses.replace(r.machine, others_cpu_cores=1.38))
+        load=Load(others_cpu_cores=1.38, phases={p: waits.get(p, PhaseLoad(0.0, 0.0, 0.0)) for p in r.phases}))
 
 
 def test_the_median_step_keeps_what_its_phases_medians_kept() -> None:
