@@ -27,8 +27,8 @@ SCHEMA = "trainspeed.compare/1"
 DOCTOR_SCHEMA_PREFIX = "trainspeed.doctor/"
 LEVEL = 0.95
 NOISE = COMPARE_NOISE
-"""Run-to-run noise: a step change whose interval does not lie wholly beyond +/- this share is no real
-difference. Two doctor runs of one unchanged script differed by -0.8% to -3.1% on the CI machine (2026-11-25)."""
+"""Run-to-run noise: a step change whose interval does not lie wholly beyond +/- this share is no real difference (two
+doctor runs of one unchanged script differ by a few percent: BENCHMARKS.md, "Where the code's constants come from")."""
 
 
 class CompareError(ValueError):

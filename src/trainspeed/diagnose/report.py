@@ -32,7 +32,7 @@ class DoctorReport:
     command: str | None = None
     """The command line that made the report (`trainspeed doctor ...`), where one did."""
     when: str | None = None
-    """When the report was made, local time ("2026-11-27 18:10"), where a command made it."""
+    """When the report was made, local time ("YYYY-MM-DD HH:MM"), where a command made it."""
     process_s: float | None = None
     """`trainspeed doctor`: the script's process from its start to the script's end, seconds (the interpreter's and
     the imports' start-up, the script's set-up, the loop, what follows it); None from the Python API."""

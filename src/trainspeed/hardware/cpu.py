@@ -69,9 +69,9 @@ def _machine_key() -> str | None:
 
 
 def _cpuinfo() -> dict[str, Any]:
-    """py-cpuinfo's description of this CPU (the keys `from_facts` reads). py-cpuinfo runs a fresh interpreter to
-    read CPUID (1.1 s on the 2-vCPU VM of 2026-11-27, most of what the doctor spent after the script): the answer
-    is kept per machine (`_machine_key`) in the cache folder, and read back on the next run."""
+    """py-cpuinfo's description of this CPU (the keys `from_facts` reads). py-cpuinfo runs a fresh interpreter to read
+    CPUID (about a second, most of what the doctor spent after the script: BENCHMARKS.md, "Where the code's constants
+    come from"): the answer is kept per machine (`_machine_key`) in the cache folder, and read back on the next run."""
     key = _machine_key()
     path = default_cache_dir() / "cpuinfo.json"
     if key is not None:

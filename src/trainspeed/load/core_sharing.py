@@ -1,19 +1,17 @@
-"""Whether the training thread and torch's intra-op threads took turns on one CPU: sampled from each thread's state
-and the CPU it last ran on (`/proc/self/task/<tid>/stat`, fields 3 and 39).
+"""Whether the training thread and torch's intra-op threads took turns on one CPU: sampled from each thread's state and
+the CPU it last ran on (`/proc/self/task/<tid>/stat`, fields 3 and 39).
 
-Beside busy processes the scheduler shares the cores between groups before threads: each session a group where
-autogroup is on and the processes sit in the root CPU cgroup, else each CPU cgroup (a container, a systemd unit).
-Where the busy processes share the run's group (started in one container, one session with autogroup off), each
-thread gets an equal share, and the run's two intra-op threads may sit on one CPU's run queue, taking turns
-(BENCHMARKS.md, "A busy machine": the share in each regime). On one core a thread that finished its part of a
-parallel op spins at the op's end (libgomp's spin count) on the core the other needs: time on a core, not a wait for
-one, that the phases less their waits keep (`load.view`), so the verdicts about the script judged on them may hold
-it.
+Beside busy processes the scheduler shares the cores between groups before threads: each session a group where autogroup
+is on and the processes sit in the root CPU cgroup, else each CPU cgroup (a container, a systemd unit). Where the busy
+processes share the run's group (started in one container, one session with autogroup off), each thread gets an equal
+share, and the run's two intra-op threads may sit on one CPU's run queue, taking turns (BENCHMARKS.md, "Where the code's
+constants come from"). On one core a thread that finished its part of a parallel op spins at the op's end (libgomp's
+spin count) on the core the other needs: time on a core, not a wait for one, that the phases less their waits keep
+(`load.view`), so the verdicts about the script judged on them may hold it.
 
-A sample counts where two or more of the threads were runnable (state R: running, or waiting on a run queue): the
-share of those with two of them on one CPU is `Load.threads_one_cpu_share`. One positioned read per thread of a
-file kept open, at the sampler's rate (50 Hz).
-"""
+A sample counts where two or more of the threads were runnable (state R: running, or waiting on a run queue): the share
+of those with two of them on one CPU is `Load.threads_one_cpu_share`. One positioned read per thread of a file kept
+open, at the sampler's rate (50 Hz)."""
 
 from __future__ import annotations
 

@@ -1,16 +1,15 @@
 """How much of the machine's CPU other processes used while the run was measured, and how long the process's threads
 waited for a core: cumulative counters read at the two ends of the measured steps.
 
-A process that is not the watched one (another training run, a browser, a compile) takes cores that torch's
-intra-op threads count on. An intra-op parallel region waits for its slowest thread, and a thread that lost its core
-to another process waits a scheduler slice (BENCHMARKS.md, "A busy machine").
+A process that is not the watched one (another training run, a browser, a compile) takes cores that torch's intra-op
+threads count on. An intra-op parallel region waits for its slowest thread, and a thread that lost its core to another
+process waits a scheduler slice (BENCHMARKS.md, "Where the code's constants come from").
 
-Read from cumulative counters at the two ends (psutil: the system's CPU times, this process's and its children's),
-so a run of a second is measured as well as one of an hour. "Ours" takes in the DataLoader's worker processes
-(children) and the intra-op threads that spin while they wait, and under torchrun the job's other ranks on this node
-(the launcher's other workers and their children): a rank is the job, not another process beside it. A hypervisor's
-steal time is not another process of this machine, and not counted.
-"""
+Read from cumulative counters at the two ends (psutil: the system's CPU times, this process's and its children's), so a
+run of a second is measured as well as one of an hour. "Ours" takes in the DataLoader's worker processes (children) and
+the intra-op threads that spin while they wait, and under torchrun the job's other ranks on this node (the launcher's
+other workers and their children): a rank is the job, not another process beside it. A hypervisor's steal time is not
+another process of this machine, and not counted."""
 
 from __future__ import annotations
 

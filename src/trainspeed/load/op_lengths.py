@@ -1,16 +1,15 @@
 """How long a phase's ops run against how long its threads wait for a core: which end of the waits' bounds holds.
 
-A parallel op's threads each do their part and meet at its end. Where the op is short against a wait for a core
-(the scheduler's slices), a thread that waits stalls every op in that time, and the phase lost the time at least one
-thread waited (`waits.joint_wait`). Where the op is long against a wait, each thread's part goes on while the
-other waits, the op ends when the slower part does, and the phase lost about the longest one thread's wait. A
-simulation of two threads running and waiting at random put the phase's loss at L / (L + c) of the way from the joint
-wait to the longest, L an op's length and c the mean wait (BENCHMARKS.md, "A busy machine": the wait estimates).
+A parallel op's threads each do their part and meet at its end. Where the op is short against a wait for a core (the
+scheduler's slices), a thread that waits stalls every op in that time, and the phase lost the time at least one thread
+waited (`waits.joint_wait`). Where the op is long against a wait, each thread's part goes on while the other waits, the
+op ends when the slower part does, and the phase lost about the longest one thread's wait. A simulation of two threads
+running and waiting at random put the phase's loss at L / (L + c) of the way from the joint wait to the longest, L an
+op's length and c the mean wait (BENCHMARKS.md, "Where the code's constants come from").
 
-The window's ops (`watch.op_counter.OpCounter`, the profiler window's steps right after the warm-up) give each
-phase's op lengths: each call's work at its op's least time per unit of work, weighted by its share of the phase's op
-time (`phase_op_lengths`).
-"""
+The window's ops (`watch.op_counter.OpCounter`, the profiler window's steps right after the warm-up) give each phase's
+op lengths: each call's work at its op's least time per unit of work, weighted by its share of the phase's op time
+(`phase_op_lengths`)."""
 
 from __future__ import annotations
 

@@ -36,14 +36,14 @@ def waits_share(r: WatchResult) -> float | None:
 
 
 def without_wait(r: WatchResult) -> WatchResult | None:
-    """`r` with each phase's time less the part of it that waited for a core (`PhaseLoad.wait_share`): its share of
-    the mean step, its median, and the median step in the proportion its phases' medians kept (the other step figures
-    in proportion), the process's CPU use over that shorter time; None where the waits are under JUDGED_APART of the
-    step (or unread).
+    """`r` with each phase's time less the part of it that waited for a core (`PhaseLoad.wait_share`): its share of the
+    mean step, its median, and the median step in the proportion its phases' medians kept (the other step figures in
+    proportion), the process's CPU use over that shorter time; None where the waits are under JUDGED_APART of the step
+    (or unread).
 
-    The median step, not less what its phases' medians lost: beside busy processes a step's median holds more than
-    the sum of its phases' medians, since each phase's time swings with its waits from step to step, and that excess
-    waited as the phases did (BENCHMARKS.md, "A busy machine": the median step judged both ways)."""
+    The median step, not less what its phases' medians lost: beside busy processes a step's median holds more than the
+    sum of its phases' medians, since each phase's time swings with its waits from step to step, and that excess waited
+    as the phases did (BENCHMARKS.md, "Where the code's constants come from")."""
     share, step = waits_share(r), r.steps.mean_ms or r.steps.median_ms
     if share is None or share < JUDGED_APART or not step or r.load is None:
         return None

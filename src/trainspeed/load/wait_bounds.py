@@ -1,24 +1,23 @@
 """What a phase lost to waiting for a core, from its detailed steps' bounds.
 
-A step's phase ran `wall` seconds while the training thread and torch's intra-op threads waited `summed` seconds for
-a core in all (each thread's run-queue wait added up: `counters.ThreadWait`), the longest of them `longest`. What
-the phase lost lies between the two: at least the longest one thread's wait (the others waited at the same time),
-at most the summed waits (they waited one after another: a parallel op waits for each of its threads in turn). So
-its time without the waits lies in [wall - summed, wall - longest]. Which end holds depends on the ops and the load:
-a small op's threads wait in turn, the sum's end (an MLP logging every step); a convolution's threads lose their
-cores at random, and where the busy processes take most of the cores every thread waits most of the time, their
-waits overlapping. Schedstat cannot tell which, step by step.
+A step's phase ran `wall` seconds while the training thread and torch's intra-op threads waited `summed` seconds for a
+core in all (each thread's run-queue wait added up: `waits.ThreadWait`), the longest of them `longest`. What the
+phase lost lies between the two: at least the longest one thread's wait (the others waited at the same time), at most
+the summed waits (they waited one after another: a parallel op waits for each of its threads in turn). So its time
+without the waits lies in [wall - summed, wall - longest]. Which end holds depends on the ops and the load: a small op's
+threads wait in turn, the sum's end (an MLP logging every step); a convolution's threads lose their cores at random, and
+where the busy processes take most of the cores every thread waits most of the time, their waits overlapping. Schedstat
+cannot tell which, step by step.
 
 The point taken in each reading's range is `joint`: the time at least one thread waited had they waited at moments
-independent of each other (`counters.joint_wait`: the interval times one less the product of each thread's share
-of it on a core), read at every phase edge and summed over the step's readings of the phase. The phase does the
-same work each step and the waits fall differently each time: its time without the waits is the median of those
-points, clipped into each step's range (a range above it, a step that did more work, keeps its low end). Readings
-without a point (a test's, a caller's own) take the one time nearest all of the ranges instead: the median of their
-ends (the distance from t to [lo, hi] is (|t - lo| + |t - hi| - (hi - lo)) / 2). Where every thread waited most of
-a phase's time the ranges' low ends are all 0, and the median of the ends takes the phase to nothing: the joint
-point keeps it (BENCHMARKS.md, "A busy machine": the wait estimates).
-"""
+independent of each other (`waits.joint_wait`: the interval times one less the product of each thread's share of it
+on a core), read at every phase edge and summed over the step's readings of the phase. The phase does the same work each
+step and the waits fall differently each time: its time without the waits is the median of those points, clipped into
+each step's range (a range above it, a step that did more work, keeps its low end). Readings without a point (a test's,
+a caller's own) take the one time nearest all of the ranges instead: the median of their ends (the distance from t to
+[lo, hi] is (|t - lo| + |t - hi| - (hi - lo)) / 2). Where every thread waited most of a phase's time the ranges' low
+ends are all 0, and the median of the ends takes the phase to nothing: the joint point keeps it (BENCHMARKS.md, "Where
+the code's constants come from")."""
 
 from __future__ import annotations
 

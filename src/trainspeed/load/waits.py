@@ -3,16 +3,15 @@
 
 Time waiting for a core is a thread that could run but found every CPU taken by another. Linux counts it for each
 thread: `/proc/<pid>/task/<tid>/schedstat` holds the thread's time on a CPU, its time waiting on a run queue, and its
-time slices, in nanoseconds (what `perf sched` and pressure stall information read). On a machine shared with other
-busy processes a step's wall time holds that wait, and it falls on whichever phase was running (BENCHMARKS.md, "A
-busy machine").
+time slices, in nanoseconds (what `perf sched` and pressure stall information read). On a machine shared with other busy
+processes a step's wall time holds that wait, and it falls on whichever phase was running (BENCHMARKS.md, "Where the
+code's constants come from").
 
-The phase clock tells the meter each stretch of host time as it charges it to a phase (`PhaseClock.listen`); the
-meter reads the threads' wait since the last edge and charges it to the same phase, at most the stretch, joined by
-how long the phase's ops run (`op_lengths`): short ops lose the time at least one thread waited, long ones about the
-longest one thread's wait. It listens on detailed steps only (the clock tells it nothing on the others), and each
-detailed step's waits are `last` once the step closes.
-"""
+The phase clock tells the meter each stretch of host time as it charges it to a phase (`PhaseClock.listen`); the meter
+reads the threads' wait since the last edge and charges it to the same phase, at most the stretch, joined by how long
+the phase's ops run (`op_lengths`): short ops lose the time at least one thread waited, long ones about the longest one
+thread's wait. It listens on detailed steps only (the clock tells it nothing on the others), and each detailed step's
+waits are `last` once the step closes."""
 
 from __future__ import annotations
 
@@ -238,8 +237,8 @@ SERIAL_PHASES = ("data", "checkpoint")
 and writes a file on it; a data wait is that thread blocked on a DataLoader's queue, or making the batch itself (a
 Dataset's `__getitem__`, the collate; where a transform there runs a parallel torch op, its threads' waits go
 uncounted and the phase keeps them). torch's intra-op threads spin for a while after a parallel op (libgomp's spin
-count) and may wait for a core meanwhile, which delays nothing (BENCHMARKS.md, "A busy machine": the save's and the
-data waits' estimates)."""
+count) and may wait for a core meanwhile, which delays nothing (BENCHMARKS.md, "Where the code's constants come
+from")."""
 
 
 class WaitMeter:

@@ -19,16 +19,13 @@ def tiny_op_us(device: str = "cpu", repeats: int = 7, ops: int = 2000,
     """Microseconds per `torch.add` of two one-element tensors on `device` (Python call included): the least of
     `repeats` timed batches of `ops`.
 
-    On such tensors the arithmetic is nothing; what is left is the per-op overhead a tiny model
-    pays for every op. On CUDA the device is synchronised before and after each timed batch of
-    ops, so a queue that falls behind the host is counted, not hidden. The least batch, not the
-    median: this is a floor, and other processes' load only adds to it (on the 2-vCPU CI machine
-    the median of 7 batches read 1.14 to 2.06 us in six doctor runs of one script, 2026-11-26,
-    where the probe alone reads 1.15 to 1.20), as `timeit` takes the least of its repeats. Each batch's time is
-    also less the time its thread waited for a core (`waited`: seconds since its last call; by default Linux's
-    run-queue count of this thread, the one that runs the tiny ops): beside busy processes every batch may have
-    lost its core for a scheduler slice.
-    """
+    On such tensors the arithmetic is nothing; what is left is the per-op overhead a tiny model pays for every op. On
+    CUDA the device is synchronised before and after each timed batch of ops, so a queue that falls behind the host is
+    counted, not hidden. The least batch, not the median: this is a floor, and other processes' load only adds to it
+    (BENCHMARKS.md, "Where the code's constants come from"), as `timeit` takes the least of its repeats. Each batch's
+    time is also less the time its thread waited for a core (`waited`: seconds since its last call; by default Linux's
+    run-queue count of this thread, the one that runs the tiny ops): beside busy processes every batch may have lost its
+    core for a scheduler slice."""
     sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
     a, b = torch.ones(1, device=device), torch.ones(1, device=device)
     with torch.no_grad():

@@ -15,14 +15,13 @@ from trainspeed.threads import intra_op_threads
 def cpu_matmul_gflops(n: int = 256, repeats: int = 5, inner: int = 10,
                       now: Callable[[], float] = time.perf_counter, dtype: torch.dtype = torch.float32,
                       waited: Callable[[], float] | None = None) -> float:
-    """Median GFLOP/s of an n x n matmul in `dtype` (float32 by default) on the CPU with torch's current
-    threads, of the readings taken on free cores. `waited` gives the seconds the threads waited for a core since
-    it was last called (by default Linux's run-queue counts of this thread and torch's intra-op threads,
-    `load.waits`): where every reading waited more than `load.probes.FREE_CORE` of its time, each counts
-    without its waits (`load.probes.on_free_cores`: between its time less the threads' summed wait and less the
-    longest one's). Beside two busy processes on the 2-vCPU VM the plain rate read 6 GFLOP/s against about 300, and
-    every step of the run looked compute-bound (2026-11-23); the whole summed wait taken off took a float64
-    product's time to nothing and its rate to 67 million GFLOP/s (2026-11-28)."""
+    """Median GFLOP/s of an n x n matmul in `dtype` (float32 by default) on the CPU with torch's current threads, of the
+    readings taken on free cores. `waited` gives the seconds the threads waited for a core since it was last called (by
+    default Linux's run-queue counts of this thread and torch's intra-op threads, `load.waits`): where every reading
+    waited more than `load.probes.FREE_CORE` of its time, each counts without its waits (`load.probes.on_free_cores`:
+    between its time less the threads' summed wait and less the longest one's). Beside busy processes the plain rate
+    reads a small part of the CPU's, and every step of the run looks compute-bound; the whole summed wait taken off
+    takes a product's time to nothing (BENCHMARKS.md, "Where the code's constants come from")."""
     a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
     threads = torch.get_num_threads()
     with probe_waits(waited) as wait, torch.no_grad():
@@ -46,12 +45,12 @@ AGREE = 0.8  # two matmul readings within a fifth of each other agree
 
 def settled_gflops(earlier: list[float], measure: Callable[[], float] = cpu_matmul_gflops,
                    pause: Callable[[float], None] = time.sleep, pause_s: float = 0.1, more: int = 4) -> float:
-    """What this CPU's matmul can do: the fastest of the `earlier` readings and one taken now. A reading lasts about
-    10 ms, and on a shared machine another tenant can hold a core for a while: in 300 readings taken in a row, 41
-    read the one-thread rate at two threads (104 GFLOP/s against 194, a Zen 4 core pair of 2026-11-26), and the
-    tabular example's arithmetic counted at that rate passed launch_bound's bar. Where the readings disagree (the
-    slowest under AGREE of the fastest), up to `more` follow, after pauses that double from `pause_s`, until one
-    agrees with the fastest before it; the fastest is kept, as a benchmark keeps its fastest round."""
+    """What this CPU's matmul can do: the fastest of the `earlier` readings and one taken now. A reading lasts about 10
+    ms, and on a shared machine another tenant can hold a core for a while: one reading in seven read the one-thread
+    rate at two threads (BENCHMARKS.md, "Where the code's constants come from"), and arithmetic counted at that rate
+    passes launch_bound's bar. Where the readings disagree (the slowest under AGREE of the fastest), up to `more`
+    follow, after pauses that double from `pause_s`, until one agrees with the fastest before it; the fastest is kept,
+    as a benchmark keeps its fastest round."""
     rates = [*earlier, measure()]
     agreed = min(rates) >= AGREE * max(rates)
     for i in range(more):
@@ -80,14 +79,12 @@ def _rounds_apart(rounds: int, pause: Callable[[float], None], pause_s: float) -
 def dtype_ratios(dtypes: list[str], rounds: int = 3, pause: Callable[[float], None] = time.sleep,
                  pause_s: float = ROUND_PAUSE_S) -> dict[str, float]:
     """Each dtype's matmul rate ("bfloat16") over float32's on this CPU, both on one thread timed by that thread's CPU
-    time, measured in turn `rounds` times `pause_s` apart, each one's fastest. One thread's CPU time is its work
-    whether or not other processes hold the cores: beside two busy processes on the 2-vCPU VM float64 over float32
-    read 0.44 to 0.46 this way (0.46 to 0.51 alone), where the two rates at two threads by wall time less the
-    threads' waits read 0.48 to 0.87 (2026-11-28; a thread spinning at a product's barrier is on a core, and its
-    partner's wait is not the product's). Rounds apart, not back to back: a slow stretch of a shared machine falls on
-    one round. A CPU without native bfloat16 or float16 arithmetic multiplies those matrices about a hundred times
-    slower than float32 (1.3 GFLOP/s against 113 on a Zen 3 core pair: 25 ms per 256 x 256 product), so the others
-    take 3 x 2 products a reading."""
+    time, measured in turn `rounds` times `pause_s` apart, each one's fastest. One thread's CPU time is its work whether
+    or not other processes hold the cores, where two threads' rates by wall time less their waits scatter
+    (BENCHMARKS.md, "Where the code's constants come from": a thread spinning at a product's barrier is on a core, and
+    its partner's wait is not the product's). Rounds apart, not back to back: a slow stretch of a shared machine falls
+    on one round. A CPU without native bfloat16 or float16 arithmetic multiplies those matrices about a hundred times
+    slower than float32 (tens of ms per 256 x 256 product), so the others take 3 x 2 products a reading."""
     def rate(dtype: torch.dtype, inner: int) -> float:
         return cpu_matmul_gflops(repeats=3, inner=inner, dtype=dtype, now=time.thread_time, waited=lambda: 0.0)
 
@@ -103,11 +100,11 @@ def dtype_ratios(dtypes: list[str], rounds: int = 3, pause: Callable[[float], No
 
 def thread_gflops(n: int, threads: tuple[int, int], rounds: int = 3, pause: Callable[[float], None] = time.sleep,
                   pause_s: float = ROUND_PAUSE_S) -> tuple[float, float]:
-    """GFLOP/s of an n x n float32 matmul at each of two thread counts (as configured, as advised), the two
-    measured in turn, `rounds` times `pause_s` apart (`ROUND_PAUSE_S`); each count's fastest. Rounds back to back,
-    each count's median, read two threads at the one-thread rate in 2 of 8 runs of the doctor's tests (97 and 107
-    GFLOP/s at 1 and 2 threads on a Zen 4 core pair, 2026-11-26, where the pair reads 100 and 190). A repeat
-    multiplies about 0.2 GFLOP, so that a large n stays a fraction of a second."""
+    """GFLOP/s of an n x n float32 matmul at each of two thread counts (as configured, as advised), the two measured in
+    turn, `rounds` times `pause_s` apart (`ROUND_PAUSE_S`); each count's fastest. Rounds back to back, each count's
+    median, read two threads at the one-thread rate in a quarter of the doctor's tests' runs (BENCHMARKS.md, "Where the
+    code's constants come from"). A repeat multiplies about 0.2 GFLOP, so that a large n stays a fraction of a second.
+    """
     inner = max(1, round(0.2e9 / (2 * n**3)))
     rates: tuple[list[float], list[float]] = ([], [])
     for _ in _rounds_apart(rounds, pause, pause_s):

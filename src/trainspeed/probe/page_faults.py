@@ -1,12 +1,11 @@
 """What one minor page fault costs this process: the system finding a page, zeroing it and mapping it.
 
-A fresh anonymous mapping is filled by torch (each page's first write a fault, taken inside the kernel's writes as
-a training step's ops take theirs), then filled again (no faults: the writing's own cost); the faults are counted by
-the system (`resource.getrusage`), not assumed, so a system that hands out huge pages (one fault zeroing 2 MiB) is
-measured as it is. The least of a few readings: a moment of a shared machine only adds. (Touching each page from a
-Python loop instead read 2.8 us a fault on the 2-vCPU CI machine where torch's fill reads 1.4 us: the loop's own
-work slows down beside the faults.)
-"""
+A fresh anonymous mapping is filled by torch (each page's first write a fault, taken inside the kernel's writes as a
+training step's ops take theirs), then filled again (no faults: the writing's own cost); the faults are counted by the
+system (`resource.getrusage`), not assumed, so a system that hands out huge pages (one fault zeroing 2 MiB) is measured
+as it is. The least of a few readings: a moment of a shared machine only adds. (Touching each page from a Python loop
+instead reads a fault about twice as dear as torch's fill does: the loop's own work slows down beside the faults;
+BENCHMARKS.md, "Where the code's constants come from".)"""
 
 from __future__ import annotations
 
@@ -64,15 +63,14 @@ def _one_thread_us(size: int, repeats: int) -> float | None:
 
 
 def page_fault_us(size: int = SIZE, repeats: int = 5, waited: Callable[[], float] | None = None) -> float | None:
-    """Microseconds per minor page fault on fresh anonymous memory, at torch's threads; None where the faults cannot
-    be counted (Windows) or none happened. The readings whose fills waited for a core FREE_CORE of their time or less
+    """Microseconds per minor page fault on fresh anonymous memory, at torch's threads; None where the faults cannot be
+    counted (Windows) or none happened. The readings whose fills waited for a core FREE_CORE of their time or less
     (`waited`: seconds since its last call; by default Linux's run-queue counts of this thread and torch's intra-op
-    threads) give the least of their wall times' difference per fault. Where every reading waited (other processes
-    hold the cores), the CPU time one fault costs its thread (`_one_thread_us`) over torch's threads: the least a
-    fault costs the step, faults taken on every thread at once. Each reading less its threads' share of their wait
-    read 0.23 to 0.60 us beside two busy processes and 0.0 in the test suite, against 0.84 alone; one thread's CPU
-    time 1.27 to 1.35 us busy, 1.21 to 1.26 alone, where two threads fault 1.46x as fast as one (2026-11-28, the
-    2-vCPU VM). A fill that lost its core for a scheduler slice once read the fault several times dearer, and
+    threads) give the least of their wall times' difference per fault. Where every reading waited (other processes hold
+    the cores), the CPU time one fault costs its thread (`_one_thread_us`) over torch's threads: the least a fault costs
+    the step, faults taken on every thread at once. Each reading less its threads' share of their wait read far under
+    alone's beside busy processes, where one thread's CPU time read as alone (BENCHMARKS.md, "Where the code's constants
+    come from"). A fill that lost its core for a scheduler slice once read the fault several times dearer, and
     `page_faults` outranked the script's own problem."""
     if minor_faults() is None:
         return None

@@ -60,11 +60,11 @@ def _one_thread_ms(runs: list[Callable[[], None]], repeats: int) -> list[float]:
 
 def _medians_ms(runs: list[Callable[[], None]], repeats: int, device: str,
                 waited: Callable[[], float] | None) -> list[float]:
-    """Each run's median milliseconds, the runs taken in turn (a load that comes and goes falls on them alike), of
-    the readings taken on free cores, else of each reading without its threads' waits
-    (`load.probes.on_free_cores`). Beside two busy processes the fused layer read slower than the stepped cell it
-    replaces (25.4 ms against 21.3 ms; 2026-11-28), and with the readings less their waits the stepped cell's
-    time fell from 6.1-7.1 ms to 4.4 (the fused layer's 1.8 to 2.0; `cell_loop_ms`'s `loaded`)."""
+    """Each run's median milliseconds, the runs taken in turn (a load that comes and goes falls on them alike), of the
+    readings taken on free cores, else of each reading without its threads' waits (`load.probes.on_free_cores`). Beside
+    busy processes the plain readings once put the fused layer slower than the stepped cell it replaces, and the
+    readings less their waits moved the stepped cell's time (BENCHMARKS.md, "Where the code's constants come from";
+    `cell_loop_ms`'s `loaded`)."""
     cuda = device.startswith("cuda")
     readings: list[list[tuple[float, float, float]]] = [[] for _ in runs]
     threads = torch.get_num_threads()
@@ -89,11 +89,10 @@ def cell_loop_ms(loop: CellLoop, batch: int, length: int, device: str = "cpu", r
                  waited: Callable[[], float] | None = None, loaded: bool = False) -> tuple[float, float] | None:
     """(the cell stepped over `length` steps, the fused layer over the same sequence) in milliseconds, forward and
     backward, on a batch of `batch`; None where the sequence is too large to probe or a length under 2. `waited`: the
-    seconds the threads waited for a core since it was last called (a test's; by default Linux's run-queue counts
-    of this thread and torch's intra-op threads). `loaded` (other processes hold the cores; a CPU run): both timed
-    on one intra-op thread by its CPU time (`_one_thread_ms`), whose ratio the load leaves as it is (0.33 to 0.37
-    beside two busy processes, 0.30 to 0.36 alone, where the readings less their waits gave 0.35 to 0.45 and 0.25
-    to 0.30 on `sequence_cells.py`'s shapes, 2026-11-28)."""
+    seconds the threads waited for a core since it was last called (a test's; by default Linux's run-queue counts of
+    this thread and torch's intra-op threads). `loaded` (other processes hold the cores; a CPU run): both timed on one
+    intra-op thread by its CPU time (`_one_thread_ms`), whose ratio the load leaves as it is (BENCHMARKS.md, "Where the
+    code's constants come from")."""
     if length < 2 or batch < 1 or batch * length * max(loop.input_size, loop.hidden_size) > PROBE_ELEMENTS:
         return None
     cell, fused = _module(loop, loop.kind, device), _module(loop, loop.fused, device, batch_first=True)

@@ -1,11 +1,10 @@
-"""A training step's time at two intra-op thread counts: what more threads than cores cost a step, as a matmul
-alone does not show.
+"""A training step's time at two intra-op thread counts: what more threads than cores cost a step, as a matmul alone
+does not show.
 
-A matmul repeated back to back keeps its threads busy; a training step runs many parallel ops in turn (matrix
-products, then elementwise ops, reductions, the optimizer's), and each one waits for all of its threads to get a
-core. With 8 threads on 2 cores, examples/too_many_threads.py's MLP step ran 2.5x as long as with 2, where a
-matmul of its size ran 1.4x as slow (2026-11-27, the 2-vCPU Intel Xeon VM).
-"""
+A matmul repeated back to back keeps its threads busy; a training step runs many parallel ops in turn (matrix products,
+then elementwise ops, reductions, the optimizer's), and each one waits for all of its threads to get a core: with more
+threads than cores a training step slows far more than a matmul of its size (BENCHMARKS.md, "Where the code's constants
+come from")."""
 
 from __future__ import annotations
 
@@ -84,10 +83,10 @@ def thread_step_ms(side: int, threads: tuple[int, int], rounds: int = 3, pause: 
 def loaded_step_ms(side: int, threads: tuple[int, int], rounds: int = 3) -> tuple[float, float]:
     """Milliseconds of the probe MLP's training step at each of two thread counts (as the run had them, as advised)
     beside the processes that share the cores now: each count's mean step over LOADED_S of steps, measured in turn
-    `rounds` times; each count's median round. Beside busy processes a step loses a scheduler slice now and then,
-    which its median and the fastest step leave out: the 194-wide step of `examples/metric_every_step.py` beside two
-    busy processes read 1.25 ms with 2 threads and 1.18 with 1 by the fastest median (`thread_step_ms`), where the
-    script's own run went 3.2x faster at 1 thread (`doctor --try`, Zen 4, 2026-11-29)."""
+    `rounds` times; each count's median round. Beside busy processes a step loses a scheduler slice now and then, which
+    its median and the fastest step leave out: beside busy processes the fastest median read the two counts nearly alike
+    where the script's own run went several times faster at one thread (BENCHMARKS.md, "Where the code's constants come
+    from")."""
     times: tuple[list[float], list[float]] = ([], [])
     for _ in range(rounds):
         for count, into in zip(threads, times):

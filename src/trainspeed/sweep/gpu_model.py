@@ -22,8 +22,8 @@ from trainspeed.hardware.specs import lookup_spec
 
 LAUNCH_US = 13.0
 """Host cost of launching one CUDA kernel, on top of the op's dispatch (cudaLaunchKernel and PyTorch's CUDA
-bookkeeping): the demo measured a tiny CUDA op at 14.5 us against 1.4 us for a CPU op on an H100 VM (BENCHMARKS,
-"The seed experiment", GPU; 2026-11-22), about 13 us a launch. A bare-metal machine may launch faster; a smaller
+bookkeeping): the demo's tiny CUDA op against its CPU op on a GPU VM (BENCHMARKS.md, "The seed experiment", GPU),
+about 13 us a launch. A bare-metal machine may launch faster; a smaller
 value here made the seed's Iris job look faster on a GPU, the opposite of what the demo measures."""
 KERNEL_MIN_US = 2.0
 """Assumed shortest time one kernel keeps the GPU busy, however little it computes."""

@@ -48,13 +48,13 @@ PACED = 1.1
 def gpu_paced(records: list[StepRecord]) -> list[StepRecord] | None:
     """Where the host ran ahead of the GPU, the records with the GPU's step times; else None.
 
-    CUDA runs behind the host: a launch returns at once until the device's queue is full (about a thousand
-    kernels). After a synchronisation (the profiler window's end, a checkpoint, the run's start) a GPU-bound loop's
-    host steps are its launches alone, for as many steps as the queue holds: a short run's host median is then a
-    fraction of its real step (BENCHMARKS.md, "The doctor on a GPU"). Where
-    the detailed steps' device spans (`StepRecord.device_span_s`) add up to PACED times their host walls or more,
-    each record's wall becomes the longer of the two. (Sums, not a median of ratios: in such a run about half the
-    steps run ahead and half wait for room in the queue.)"""
+    CUDA runs behind the host: a launch returns at once until the device's queue is full (about a thousand kernels).
+    After a synchronisation (the profiler window's end, a checkpoint, the run's start) a GPU-bound loop's host steps are
+    its launches alone, for as many steps as the queue holds: a short run's host median is then a fraction of its real
+    step (BENCHMARKS.md, "Where the code's constants come from"). Where the detailed steps' device spans
+    (`StepRecord.device_span_s`) add up to PACED times their host walls or more, each record's wall becomes the longer
+    of the two. (Sums, not a median of ratios: in such a run about half the steps run ahead and half wait for room in
+    the queue.)"""
     spanned = [r for r in records if r.device_span_s is not None]
     if not spanned or sum(r.device_span_s or 0.0 for r in spanned) < PACED * sum(r.wall_s for r in spanned):
         return None

@@ -58,10 +58,10 @@ class OpCounter(TorchDispatchMode):
         """Each op's (by dtype) least wall seconds of one call over its work: how long a call runs (`op_lengths`), a
         wait for a core only adding to it."""
         self.flop_counts: dict[Any, int] | None = Counter() if flops else None
-        """With `flops`: FLOPs by op (overload packet), by torch's own formulas (torch.utils.flop_counter's
-        registry), counted as FlopCounterMode counts them, an op with a composite form run as its parts. One mode
-        instead of FlopCounterMode stacked on this one: each op passes through Python once (a window's step of 1 439
-        small ops took 13 times its time with both, 4.5 times with this one, 2026-11-28)."""
+        """With `flops`: FLOPs by op (overload packet), by torch's own formulas (torch.utils.flop_counter's registry),
+        counted as FlopCounterMode counts them, an op with a composite form run as its parts. One mode instead of
+        FlopCounterMode stacked on this one: each op passes through Python once, a third of the cost of both
+        (BENCHMARKS.md, "Where the code's constants come from")."""
         self.waited = waited
         """The training thread's and torch's intra-op threads' run-queue wait (seconds since its last call): an op's
         time is its wall time less the time its threads waited for a core (on a machine shared with busy processes
@@ -196,18 +196,16 @@ def _decomposes(func: Any) -> bool:
 def least_per_call(steps: list[tuple[int, float]]) -> float:
     """The least of the steps' mean seconds per call, given each step's (calls, seconds); 0 when none.
 
-    The window's host times are the truth of a few steps only, and a stall adds to them and never
-    takes away: the VM losing its core for a scheduler tick (4 ms on the 2-vCPU VM, where a 40 us op
-    then took 4 ms), an intra-op thread waited for. Such stalls made the seed's single log_softmax call
-    a step look like 7 ms of work (2026-11-23, the seed loop beside two busy processes), and the demo
-    named compute_bound. An op's work does not change from step to step; its least
-    per-call time over the window's steps is its time with no stall in it, unless every step stalled.
-    Per call, not per step: an op may run more often in one step than in the next. Each call's time between the
-    bounds of its threads' waits, as the phases take theirs (`wait_bounds`), was tried and not kept: beside two
-    busy processes the seed's log_softmax backward, stalled in the window's steps, came to 0.36 ms a call against
-    40 us, and the demo was named compute_bound (2026-11-28). Nor the longest one thread's wait for the ops with a
-    FLOP formula: `float64_numpy.py`'s float64 products came to 9.8 and 26.9 ms a step against 3.4 alone (the sum
-    gives 1.0 to 1.8; beside busy processes `slow_dtype` takes such products at their FLOPs over the dtype's rate)."""
+    The window's host times are the truth of a few steps only, and a stall adds to them and never takes away: the VM
+    losing its core for a scheduler tick, an intra-op thread waited for. Such stalls made the seed's single log_softmax
+    call a step look like milliseconds of work (BENCHMARKS.md, "Where the code's constants come from"), and the demo
+    named compute_bound. An op's work does not change from step to step; its least per-call time over the window's steps
+    is its time with no stall in it, unless every step stalled. Per call, not per step: an op may run more often in one
+    step than in the next. Each call's time between the bounds of its threads' waits, as the phases take theirs
+    (`wait_bounds`), was tried and not kept (the stalled log_softmax stayed several times its time, and the demo was
+    named compute_bound); nor the longest one thread's wait for the ops with a FLOP formula (float64 products came to
+    several times alone's; beside busy processes `slow_dtype` takes such products at their FLOPs over the dtype's rate).
+    The readings of both tries: BENCHMARKS.md, "Where the code's constants come from"."""
     return min((seconds / calls for calls, seconds in steps if calls > 0), default=0.0)
 
 

@@ -13,12 +13,11 @@ from collections.abc import Callable
 from typing import Any
 
 RESUME_BUDGET = 200
-"""Resumes of the per-call hooks one process may make. Each pause and resume sets or deletes an
-attribute of torch.nn.Module, torch.optim.Optimizer and each optimizer class seen stepping, which
-modifies those classes and all their subclasses; from Python 3.13, CPython stops caching a class's
-attribute lookups for good once it has been modified 1 000 times (MAX_VERSIONS_PER_CLASS), and
-every later module call of the process would be slower (BENCHMARKS.md, "Doctor overhead"). 200
-resumes are 400 modifications, leaving most of that budget to the user's code."""
+"""Resumes of the per-call hooks one process may make. Each pause and resume sets or deletes an attribute of
+torch.nn.Module, torch.optim.Optimizer and each optimizer class seen stepping, which modifies those classes and all
+their subclasses; from Python 3.13, CPython stops caching a class's attribute lookups for good once it has been modified
+1 000 times (MAX_VERSIONS_PER_CLASS), and every later module call of the process would be slower (BENCHMARKS.md, "Where
+the code's constants come from"). 200 resumes are 400 modifications, leaving most of that budget to the user's code."""
 
 _resumes = [0]
 """Resumes made in this process so far, by every Hooks."""

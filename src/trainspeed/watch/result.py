@@ -224,9 +224,9 @@ class Steps:
     """The measured steps' mean, from the clock's sums over all of them: the run's time per step, its slow
     steps included (None: the statistics came from warm-up steps)."""
     host_median_ms: float | None = None
-    """Where the GPU set the pace (`collect.gpu_paced`): the host's own median step, shorter than `median_ms`."""
+    """Where the GPU set the pace (`figures.gpu_paced`): the host's own median step, shorter than `median_ms`."""
     loop_s: float | None = None
-    """The training loop's wall seconds, its evaluations and saves in it (`StepTracker.loop_seconds`)."""
+    """The training loop's wall seconds, its evaluations and saves in it (`StepSamples.loop_seconds`)."""
     syncs_per_step: float = 0.0
     host_reads_per_step: float = 0.0
     """Reads of CPU tensors' values per step (`item()`, `__index__` of an index tensor slicing a numpy array, a

@@ -32,12 +32,12 @@ from trainspeed.watch.stacks import data_site, machinery_of, site_and_library, s
 TIMELINE_MAX = 20_000
 SWITCH_S = 0.00002
 """The interpreter's switch interval while no other Python thread is busy. The sampler waits for the GIL, and with
-Python's 5 ms the main thread hands it over at its next release - most often a torch op - so the lines of a
-pure-Python loop got no samples and the torch op after it all of them. A sample lands where the main thread hands
-the GIL over: at 20 us the shares of a line that releases the GIL for most of its time come near its own clock's
-(BENCHMARKS.md, "What the DataLoader ran while the script waited"). The sampler asks for the GIL once a sample, so the
-shorter interval costs the main thread nothing more. While another Python thread is busy (OTHERS_BUSY) the script's
-interval stays: a shorter one would switch between them more often."""
+Python's 5 ms the main thread hands it over at its next release - most often a torch op - so the lines of a pure-Python
+loop got no samples and the torch op after it all of them. A sample lands where the main thread hands the GIL over: at
+20 us the shares of a line that releases the GIL for most of its time come near its own clock's (BENCHMARKS.md, "Where
+the code's constants come from"). The sampler asks for the GIL once a sample, so the shorter interval costs the main
+thread nothing more. While another Python thread is busy (OTHERS_BUSY) the script's interval stays: a shorter one would
+switch between them more often."""
 OTHERS_BUSY = 0.05
 """Python threads other than the main one and the sampler that used more than this share of a core since the last
 look are busy. Idle ones do not compete for the GIL: tqdm's monitor thread, started by any progress bar and asleep

@@ -16,9 +16,10 @@ DETAILED_FIRST = 50
 """Measured steps that are all detailed before sampling starts."""
 
 DETAIL_BLOCK = 64
-"""Detailed steps come in runs of this many: switching the per-call hooks in or out costs about 0.2 ms each way
-(setting or deleting attributes of nn.Module and the optimizer classes modifies every subclass, and the step after it
-re-specialises the call sites that touched them: BENCHMARKS.md, "Doctor overhead"), so it must be rare."""
+"""Detailed steps come in runs of this many: switching the per-call hooks in or out costs about 0.2 ms each way (setting
+or deleting attributes of nn.Module and the optimizer classes modifies every subclass, and the step after it
+re-specialises the call sites that touched them: BENCHMARKS.md, "Where the code's constants come from"), so it must be
+rare."""
 
 SWITCHES_PER_DOUBLING = 32
 """After every this many detailed runs, the runs (and the gaps between them) grow twice as long: the

@@ -203,9 +203,8 @@ class _Registry:
 
     def _wrap_plain(self, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
         # the wrapper of `loss.item()`, run on every step between the user's torch work, where what it touches has
-        # gone cold. Measured in situ on the seed loop (one process, blocks of 500 steps in random order, 100 of
-        # each, 2026-11-24): a fixed signature and no per-thread nesting cost about 3 us per read less than the
-        # *args, **kwargs wrapper with a thread-local nesting count before them
+        # gone cold: a fixed signature and no per-thread nesting cost microseconds a read less than a *args,
+        # **kwargs wrapper with a thread-local nesting count (BENCHMARKS.md, "Where the code's constants come from")
         busy, clock, getframe = self.busy, time.perf_counter, sys._getframe
         last = self._new_last()
 

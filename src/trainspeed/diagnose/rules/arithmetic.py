@@ -62,9 +62,9 @@ def slow_dtype_candidates(r: WatchResult) -> list[str]:
 
 def _loaded_ms(r: WatchResult, rows: list[OpTime], rate: float) -> float | None:
     """Where other processes held the cores (`others_busy`), the milliseconds a step `rows` take at `rate` GFLOP/s
-    (their FLOPs over it), where all have a FLOP count; else None. Beside two busy processes on the 2-vCPU VM the
-    window's float64 products, each less its threads' summed wait for a core, came to 0.9 to 2.6 ms a step against
-    3.5 alone, and 2.9 at the dtype's rate (2026-11-28): an op's threads wait for a core at once, and one spins at
+    (their FLOPs over it), where all have a FLOP count; else None. Beside busy processes a product's wall time less its
+    threads' summed wait for a core falls far under its time alone, where its FLOPs at the dtype's rate come near it
+    (BENCHMARKS.md, "Where the code's constants come from"): an op's threads wait for a core at once, and one spins at
     the product's barrier while the other waits, so a product's time is not its wall time less either."""
     if not others_busy(r) or not rows or not all(row.flops for row in rows) or rate <= 0:
         return None
@@ -138,8 +138,8 @@ def compute_bound(r: WatchResult, c: Context) -> Verdict | None:
             return None
         work, heavy = op_work(r, c)
         # matrix products and convolutions with real work took what they took in the profiler window where that
-        # is more than their FLOPs at the probe's rate (bfloat16 convolutions of a small CNN ran at 140 GFLOP/s
-        # where the bfloat16 matmul probe read 352, 2026-11-26): the same model as launch_bound's
+        # is more than their FLOPs at the probe's rate (a small CNN's convolutions run well under the matmul probe's
+        # rate): the same model as launch_bound's
         big_ms, big_calls, big_at_peak = sized_arithmetic(r, c)
         kept = max(0.0, arithmetic - big_at_peak) + max(big_ms, big_at_peak)
         done = kept + work

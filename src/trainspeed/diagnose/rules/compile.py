@@ -10,11 +10,8 @@ from trainspeed.diagnose.verdict import Lever, Verdict
 from trainspeed.watch.result import WatchResult
 
 COMPILE_SHARE = 0.10
-"""Compiles for a tenth of the measured run's time or more. An MLP under torch.compile on digits (batches of 100,
-the last of each epoch 97 rows) recompiled once for the new shape in its first epoch: 0.15 to 0.43 s on a Zen 4 pair
-(2026-11-26; the inductor's on-disk cache makes a run after the first compile faster), more than half of a 6-epoch
-run's measured time. Dropping the last batch (102 steps instead of 108) made the steps after the first six 2.44x
-as fast per step (3 alternated runs: 2.13x to 2.80x), where the compile time dynamo counted predicted 1.88x."""
+"""Compiles for a tenth of the measured run's time or more: a recompile for a new shape (the last batch of an epoch) can
+be most of a short run's measured time (BENCHMARKS.md, "Where the code's constants come from")."""
 
 
 def compile_heavy(r: WatchResult, c: Context) -> Verdict | None:

@@ -13,11 +13,8 @@ MASK_OPS = ("aten.bernoulli_", "aten.bernoulli")
 torch.bernoulli's. `aten.native_dropout` counts only where no draw is in the table (a build that runs it as one
 op): where both are, the draw is inside it."""
 MASK_SHARE = 0.10
-"""Masks drawn for a tenth of the step or more. A CPU draws a mask at one random number per element: 1.15 ms for
-a 32 x 48 x 128 activation on a Zen 4 core pair (2026-11-26), and torch.compile's generated code drew it no faster
-(1.07 ms); a GPU draws the same in microseconds. A small transformer classifier's eight dropouts took 7.9 ms of a
-23 ms CPU step; with dropout=0 the script ran 1.87x as fast (median of 6 alternated whole runs), where the draws
-alone predict 1.41x: its attention ran a fused kernel too."""
+"""Masks drawn for a tenth of the step or more. A CPU draws a mask at one random number per element (torch.compile's
+generated code no faster), a GPU the same in microseconds (BENCHMARKS.md, "Where the code's constants come from")."""
 
 
 def dropout_heavy(r: WatchResult, c: Context) -> Verdict | None:

@@ -16,12 +16,11 @@ from trainspeed.watch.sites import OtherSite, SyncSite
 OTHER_SHARE = 0.15
 LOG_SITE_SHARE = 0.30  # the logging line must hold this much of the unexplained time
 OTHER_OP_DISPATCHES = 2.0
-"""Python's part of each torch op in "other", in bare dispatches, beside its measured host time: the
-window times an op below its dispatch mode, and the call that issued it (a torch.nn.functional
-wrapper, the indexing of a tensor) runs above. host_code_heavy charges both to torch, not to the
-script. The window's timings are if anything high (its steps run under dispatch modes, and soon after
-the warm-up: a slice or an argmax timed 10 to 47 us there, on the 2-vCPU VM), so torch's share is an
-upper bound, and the script's own code is blamed only for what torch cannot have taken."""
+"""Python's part of each torch op in "other", in bare dispatches, beside its measured host time: the window times an op
+below its dispatch mode, and the call that issued it (a torch.nn.functional wrapper, the indexing of a tensor) runs
+above. host_code_heavy charges both to torch, not to the script. The window's timings are if anything high (its steps
+run under dispatch modes, and soon after the warm-up: BENCHMARKS.md, "Where the code's constants come from"), so torch's
+share is an upper bound, and the script's own code is blamed only for what torch cannot have taken."""
 LOOP_LINE_MORE = 0.15
 """A training loop's line names a verdict instead of the innermost line the samples name most where the samples
 under it (its own and those of the functions it called) outnumber that line's by this share of all: a function

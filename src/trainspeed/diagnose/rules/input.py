@@ -302,18 +302,18 @@ def _threads_beside(r: WatchResult, c: Context, workers: int) -> int:
 
 
 def _with_workers(r: WatchResult, c: Context, share: float, workers: int, suggest: int) -> tuple[float, int, str]:
-    """The run's time with the best number of workers up to `suggest`, in shares of its time now, that number, and
-    what the estimate rests on.
+    """The run's time with the best number of workers up to `suggest`, in shares of its time now, that number, and what
+    the estimate rests on.
 
-    Workers make batches beside the step, but each batch still costs the training process its
-    handover (receiving and rebuilding it: `main_ms`, measured after the run with a worker handing
-    over batches of the run's shapes), and a worker its making plus its handover (`wall_ms`). All of
-    that shares the machine's cores with the step, whose compute keeps as many cores busy as the process's
-    measured CPU use says (on the 2-core VM a CNN's forward and backward kept 1.7 busy): with fewer intra-op
-    threads beside the workers (`_threads_beside`) it takes longer by the cores it loses. The run is no faster
-    than the longest of that step with the handover, the workers' turn per batch, and all that work (both sides
-    of the handover) spread over the cores. Cores are taken to run in parallel at full speed: an upper bound (two
-    worker processes on a 2-vCPU VM made batches of tiny torch ops 1.3x to 1.6x faster than one, not 2x)."""
+    Workers make batches beside the step, but each batch still costs the training process its handover (receiving and
+    rebuilding it: `main_ms`, measured after the run with a worker handing over batches of the run's shapes), and a
+    worker its making plus its handover (`wall_ms`). All of that shares the machine's cores with the step, whose compute
+    keeps as many cores busy as the process's measured CPU use says (a CNN's forward and backward keep most of two cores
+    busy): with fewer intra-op threads beside the workers (`_threads_beside`) it takes longer by the cores it loses. The
+    run is no faster than the longest of that step with the handover, the workers' turn per batch, and all that work
+    (both sides of the handover) spread over the cores. Cores are taken to run in parallel at full speed: an upper bound
+    (two worker processes do not make batches twice as fast as one: BENCHMARKS.md, "Where the code's constants come
+    from")."""
     busy = 1 - share
     if workers and r.steps.median_ms:
         return _more_workers(r, c, workers, suggest)

@@ -155,8 +155,8 @@ def _fused_cells(r: WatchResult, c: Context, ops: float,
     shared = bool(others_busy(r) and c.cell_ops and ops > 0)
     if shared:
         # beside busy processes the probe reads one thread's CPU time and the phases are judged less their waits, two
-        # clocks a heavy load sets apart (the phases several times alone's, 2026-11-28): the loop's part of the run
-        # is its share of the ops there, which a load that stretches every op alike leaves as it is
+        # clocks a heavy load sets apart (the phases can stay several times alone's): the loop's part of the run is
+        # its share of the ops there, which a load that stretches every op alike leaves as it is
         loop_ops = min((c.cell_ops or 0) * loop.calls_per_step, ops)
         in_run = compute * loop_ops / ops
         judged = (f"; beside busy processes its time in the run is its share of the ops: {loop_ops:.0f} of the "

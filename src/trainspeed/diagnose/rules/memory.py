@@ -14,11 +14,9 @@ from trainspeed.watch.result import WatchResult
 
 MEMORY_SHARE = 0.90
 RECOMPUTE_SHARE = 0.10
-"""Activation checkpointing's recompute for a tenth of the step or more. A 6-block MLP (256 wide, batch 128) with
-each block under `torch.utils.checkpoint.checkpoint(use_reentrant=False)` spent 4.4 ms of a 32.5 ms CPU step
-recomputing the blocks (Zen 4, 2026-11-26); without checkpointing the script ran 1.35x as fast (3 alternated runs),
-where the recompute alone predicts 1.16x: checkpointing's own work in backward (unpacking every saved tensor
-through its hooks, the recomputed segments' graph) is not in the module calls."""
+"""Activation checkpointing's recompute for a tenth of the step or more. The prediction is a floor: checkpointing's own
+work in backward (unpacking every saved tensor through its hooks, the recomputed segments' graph) is not in the module
+calls (BENCHMARKS.md, "Where the code's constants come from")."""
 
 
 def memory_pressure(r: WatchResult, c: Context) -> Verdict | None:
@@ -61,9 +59,7 @@ MALLOC_KEEPS = Lever("malloc", {"MALLOC_MMAP_THRESHOLD_": "33554432", "MALLOC_TR
 """page_faults' lever: glibc's malloc keeps freed blocks up to 32 MiB in its heap (environment variables it reads as
 the process starts)."""
 PAGE_FAULT_SHARE = 0.10
-"""Minor page faults for a tenth of the step or more. A word2vec-style script (two 50 000 x 128 embeddings with
-dense gradients, Adam, batch 1 024; CPU) faulted in 36 000 pages a step, 141 MiB, and ran 2.06x as fast with
-glibc's malloc told to keep its freed memory (3 alternated runs each way, Zen 4, 2026-11-26)."""
+"""Minor page faults for a tenth of the step or more (BENCHMARKS.md, "Memory the allocator hands back every step")."""
 PAGE_FAULT_PROBE_BYTES = 2**20
 """A MiB of fresh pages a step or more: worth measuring what a fault costs here (`page_faults_candidate`)."""
 

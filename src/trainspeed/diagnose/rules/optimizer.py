@@ -13,9 +13,9 @@ OPTIMIZER_SHARE = 0.20  # optimizer.step and zero_grad for a fifth of the step: 
 OPTIMIZER_GAIN = 0.05  # ...if fusing would save this share of the step
 PROBE_CONTRADICTS = 4.0
 """optimizer_heavy is not given where the run's optimizer phase took this many times the probe's step of the same
-optimizer on the same shapes: the phase then holds something else (other processes on the cores: a 320 ms phase
-against a 1.96 ms probe on a loaded machine). In a run the phase is slower than the probe's back-to-back steps,
-which find the caches warm: 12.6 ms against 7.3 on an unseen script, 2026-11-23."""
+optimizer on the same shapes: the phase then holds something else (other processes on the cores: a 320 ms phase against
+a 1.96 ms probe on a loaded machine). In a run the phase is slower than the probe's back-to-back steps, which find the
+caches warm, but well under this (BENCHMARKS.md, "Where the code's constants come from")."""
 REBUILT_PER_STEP = 0.5  # a new optimizer built every other step or more often: inside the loop
 
 

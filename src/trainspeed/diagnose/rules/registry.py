@@ -57,14 +57,14 @@ speed-up or more."""
 
 def script_view(r: WatchResult) -> WatchResult | None:
     """The run the script's verdicts are judged on where other processes held the cores: its phases less their
-    waits for a core (`without_wait`); None where they were not busy (a script's own threads and workers waiting
+    waits for a core (`load.view.without_wait`); None where they were not busy (a script's own threads and workers waiting
     for each other are its own cost, judged as it is alone)."""
     return without_wait(r) if others_busy(r) else None
 
 
 def diagnose(r: WatchResult, c: Context) -> list[Verdict]:
     """All verdicts that apply, most important (largest predicted gain) first; healthy last. Where the run's threads
-    waited for a core (`without_wait`), the load verdicts see the run as it was and the others the script's part."""
+    waited for a core (`load.view.without_wait`), the load verdicts see the run as it was and the others the script's part."""
     load = {rule: rule(r, c) for rule in LOAD_RULES}
     measured, net = r, script_view(r)
     r = net or r

@@ -14,26 +14,22 @@ from trainspeed.watch.result import OpTime, WatchResult
 
 MAX_PREDICTED = 10.0  # no model here is trusted beyond a 10x prediction
 OP_FIXED_DISPATCHES = 30.0
-"""The most one call of an op costs the host before it does any work, in bare dispatches. In the CPU's
-profiler window (its steps come soon after the warm-up, under dispatch modes) the seed's tiny ops took
-up to 12 dispatches a call (its 120 x 4 addmm: 43 us at a 3.4 us probe; 2026-11-23, the 2-vCPU VM). A
-call longer than this does work the FLOP formulas do not count (an LSTM layer as one mkldnn op, an
-embedding bag's backward, an optimizer's update of a large tensor): its time beyond this is work, not
-per-op overhead (`op_work`). A slow window leaves a tiny op a few microseconds over, which weighs
-nothing beside a step's compute phases."""
+"""The most one call of an op costs the host before it does any work, in bare dispatches. In the CPU's profiler window
+(its steps come soon after the warm-up, under dispatch modes) the seed's tiny ops take up to about a dozen dispatches a
+call (BENCHMARKS.md, "Where the code's constants come from"). A call longer than this does work the FLOP formulas do not
+count (an LSTM layer as one mkldnn op, an embedding bag's backward, an optimizer's update of a large tensor): its time
+beyond this is work, not per-op overhead (`op_work`). A slow window leaves a tiny op a few microseconds over, which
+weighs nothing beside a step's compute phases."""
 ANOMALY_OPS = ("aten.isnan", "aten._is_any_true")  # backward's check of every gradient for NaN, in anomaly mode
 OP_WORK_DISPATCHES = 2.0
-"""On a CPU, ops whose arithmetic averages this many bare dispatches or more are not small: launch_bound
-leaves them alone, and what a step without per-op overhead keeps of them (`sized_arithmetic`) is their time
-in the profiler window where that is more than their FLOPs at the probe's rate. For launch_bound: for their
-arithmetic to fall under ARITHMETIC_LOW of the compute phases, each op's fixed cost (dispatch, autograd's node,
-the module's Python) would have to pass 6 dispatches. The seed's tiny ops measured 3.4 to 7.9 on a 2-vCPU VM (six runs, detailed steps' medians
-with the per-call hooks; the dispatch probe alone moves between 1.6 and 3.7 us there), so ops
-carrying just over two dispatches of arithmetic under the largest of those fixed costs are the true
-positives this gives up. The test uses counted FLOPs and the two probes taken together, not the
-step's time: a machine slower during the run than at the probes cannot make big ops look like
-per-op overhead (the planted logging example's ops carry 2.6 to 10.5 dispatches of arithmetic,
-nine runs)."""
+"""On a CPU, ops whose arithmetic averages this many bare dispatches or more are not small: launch_bound leaves them
+alone, and what a step without per-op overhead keeps of them (`sized_arithmetic`) is their time in the profiler window
+where that is more than their FLOPs at the probe's rate. For launch_bound: for their arithmetic to fall under
+ARITHMETIC_LOW of the compute phases, each op's fixed cost (dispatch, autograd's node, the module's Python) would have
+to pass 6 dispatches, well above what the seed's tiny ops measure (BENCHMARKS.md, "Where the code's constants come
+from"), so ops carrying just over two dispatches of arithmetic under the largest of those fixed costs are the true
+positives this gives up. The test uses counted FLOPs and the two probes taken together, not the step's time: a machine
+slower during the run than at the probes cannot make big ops look like per-op overhead."""
 
 
 @dataclass(frozen=True)
@@ -129,12 +125,11 @@ def room_ms(r: WatchResult) -> float:
 
 
 def compute_ms(r: WatchResult) -> float:
-    """Forward+backward+optimizer of the median step. Their medians come from the detailed steps, which
-    also carry the per-call hooks (a module call, backward, the optimizer step each pass through the
-    watcher): on a tiny step those medians add up to more than the median step itself (0.63 ms of a
-    0.43 ms CPU seed step, the demo of 2026-11-23). Where the detailed steps' forward, backward,
-    optimizer and other outgrow the room the median step leaves beside its edge phases (data, h2d,
-    sync, checkpoint, comm: timed on every step), they are scaled down to it."""
+    """Forward+backward+optimizer of the median step. Their medians come from the detailed steps, which also carry the
+    per-call hooks (a module call, backward, the optimizer step each pass through the watcher): on a tiny step those
+    medians add up to more than the median step itself (BENCHMARKS.md, "Where the code's constants come from"). Where
+    the detailed steps' forward, backward, optimizer and other outgrow the room the median step leaves beside its edge
+    phases (data, h2d, sync, checkpoint, comm: timed on every step), they are scaled down to it."""
     compute = sum(phase_ms(r, p) for p in COMPUTE)
     detailed = compute + phase_ms(r, "other")
     room = room_ms(r)
@@ -162,8 +157,8 @@ def own_rate_rows(r: WatchResult, c: Context) -> list[OpTime]:
 
 def arithmetic_ms(r: WatchResult, c: Context) -> float | None:
     """Time the step's counted FLOPs need at the measured matmul rates (CPU): the profiler window's matrix products
-    in a dtype with a probe of its own at that dtype's rate (bfloat16 under autocast ran at 352 GFLOP/s where
-    float32 ran at 189, a Zen 4 core pair of 2026-11-26), the rest at float32's."""
+    in a dtype with a probe of its own at that dtype's rate (bfloat16 under autocast on a CPU with native bfloat16
+    runs near twice float32's), the rest at float32's."""
     if r.window.flops_per_step is None or c.matmul_gflops <= 0:
         return None
     left, ms = r.window.flops_per_step, 0.0
@@ -176,12 +171,11 @@ def arithmetic_ms(r: WatchResult, c: Context) -> float | None:
 
 def sized_arithmetic(r: WatchResult, c: Context) -> tuple[float, float, float]:
     """CPU: (ms in the window, calls, ms at the measured matmul rate) per step of the profiler window's ops whose
-    arithmetic per call is at least OP_WORK_DISPATCHES bare dispatches at that rate. A small matrix product does not reach the
-    probe's rate (a 256 x 56 x 128 product ran at 91 GFLOP/s where the probe's reached 197, the tabular example
-    of 2026-11-26), and a captured step runs the same product on the same shapes: its time in the window, not its
-    FLOPs at the probe's rate, is what a step without per-op overhead keeps. Ops with less arithmetic keep the
-    FLOP model: their time in the window is mostly fixed cost (the seed's 120 x 4 addmm took 43 us a call), which
-    a captured step run on fewer threads does not pay."""
+    arithmetic per call is at least OP_WORK_DISPATCHES bare dispatches at that rate. A small matrix product does not
+    reach the probe's rate (BENCHMARKS.md, "Where the code's constants come from"), and a captured step runs the same
+    product on the same shapes: its time in the window, not its FLOPs at the probe's rate, is what a step without per-op
+    overhead keeps. Ops with less arithmetic keep the FLOP model: their time in the window is mostly fixed cost (the
+    seed's 120 x 4 addmm took 43 us a call), which a captured step run on fewer threads does not pay."""
     if not r.window.op_times or c.matmul_gflops <= 0:
         return 0.0, 0.0, 0.0
 

@@ -22,17 +22,15 @@ from trainspeed.load.view import JUDGED_APART, others_busy, waited_ms, waits_sha
 from trainspeed.watch.result import WatchResult
 
 TURNS_SHARE = 0.6
-"""The share of the samples with two of the run's threads runnable that had two of them on one CPU from which the
-load verdict says they took turns on one core (`core_sharing`). `examples/checkpoint_every_step.py` on the 2-vCPU
-Zen 4 VM (2026-11-29): 0.87 beside two busy processes of its own session (a median step of 256 ms against 24 alone,
-`optimizer_heavy` named before its planted `checkpoint_heavy`), 0.03 beside two in sessions of their own, 0.006
-alone; `examples/realistic/vae.py` beside two of its own session, 0.0, its step 1.24 ms against 1.08 alone."""
+"""The share of the samples with two of the run's threads runnable that had two of them on one CPU from which the load
+verdict says they took turns on one core (`core_sharing`): far above it beside busy processes of the run's own
+scheduling group, far below beside processes apart and alone (BENCHMARKS.md, "Where the code's constants come from")."""
 THREADS_GAIN = 1.10  # threads_unused: more threads advised only where predicted to make the run this much faster
 TAIL_GAIN = 0.05
 """A shared machine's verdict from the steps' own tail (no waits read) only where that tail, less what other verdicts
 claim of it, is this share of the steps' own mean (the mean step less those claims): a tail the data waits explain
-leaves nothing for fewer threads to recover (a TensorDataset loader's run beside bursty load: "the mean step falling
-by 0.00 ms", 2026-11-28)."""
+leaves nothing for fewer threads to recover (a TensorDataset loader's run beside bursty load was once predicted "the
+mean step falling by 0.00 ms")."""
 
 
 def _cores(physical_cores: int, usable: int | None) -> int:
