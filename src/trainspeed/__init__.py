@@ -70,22 +70,9 @@ def __dir__() -> list[str]:
     return sorted({*globals(), *__all__})
 
 
-def _render_in_ipython() -> None:
-    """Inside IPython or Jupyter, the result objects render themselves as HTML in a bare expression from
-    `import trainspeed` on (IPython's formatters; IPython is not imported where it is not already running)."""
-    ipython = sys.modules.get("IPython")
-    shell = ipython.get_ipython() if ipython is not None and hasattr(ipython, "get_ipython") else None
-    if shell is not None and hasattr(shell, "display_formatter"):
-        from trainspeed.notebook import register_formatters
-
-        register_formatters(shell)
-
-
 def load_ipython_extension(ipython: object) -> None:
     """`%load_ext trainspeed` in Jupyter or IPython: the `%%trainspeed` cell magic (trainspeed.notebook)."""
     from trainspeed.notebook import load_ipython_extension as load
 
     load(ipython)
 
-
-_render_in_ipython()

@@ -9,7 +9,7 @@ from rich.console import Console
 from trainspeed.diagnose.report import DoctorReport
 from trainspeed.diagnose.rules import Context, diagnose
 from trainspeed.load.result import Load, PhaseLoad
-from trainspeed.report.text import doctor_view
+from trainspeed.report.doctor_text import doctor_view
 from trainspeed.watch.phases import PHASES
 from trainspeed.watch.result import (
     GpuUtil,

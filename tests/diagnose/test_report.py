@@ -126,7 +126,7 @@ def test_a_prediction_for_the_loop_is_also_said_for_the_whole_process() -> None:
     from trainspeed.diagnose.report import DoctorReport
     from trainspeed.diagnose.verdict import Verdict
     from trainspeed.hardware import detect_hardware
-    from trainspeed.report.text import prediction_words, process_line
+    from trainspeed.report.doctor_text import prediction_words, process_line
 
     r = recorded(5.0, {"forward": 2.0, "backward": 2.5})
     r = dataclasses.replace(r, steps=dataclasses.replace(r.steps, loop_s=1.8))

@@ -27,9 +27,9 @@ from trainspeed.diagnose.tried import LossCheck, NotTried, Tried, TriedLever
 from trainspeed.hardware.cpu import CpuInfo
 from trainspeed.hardware.gpu import GpuScan
 from trainspeed.hardware.report import HardwareReport
+from trainspeed.report.doctor_text import doctor_view
 from trainspeed.report.html import doctor_html
 from trainspeed.report.json import doctor_dict, dumps
-from trainspeed.report.text import doctor_view
 from trainspeed.watch.phases import PHASES
 from trainspeed.watch.result import Evaluation, GpuUtil, LoaderInfo, OptimizerInfo, StepRecord, WatchResult
 from trainspeed.watch.sites import DataSite, OtherSite, SyncSite

@@ -102,7 +102,6 @@ def load(given: str) -> list[dict[str, Any]]:
 def run(args: argparse.Namespace) -> int:
     from trainspeed.diagnose.compare import CompareError, compare
     from trainspeed.report.json import compare_dict, dumps
-    from trainspeed.report.text import compare_view
 
     if args.json:
         check_writable_file(args.json)
@@ -117,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--fail-if-slower needs both runs' step samples; " + "; ".join(result.notes))
     if args.json:
         emit(args.json, dumps(compare_dict(result)))
-    console_for(args).print(compare_view(result))
+    console_for(args).print(result)  # the comparison renders itself (report/views.py)
     if args.fail_if_slower is not None and result.slower_than(args.fail_if_slower):
         console_for(args).print(f"{b_name} is slower than {a_name} by more than {args.fail_if_slower:g}% with "
                                 "confidence: failing (--fail-if-slower)", style="red")

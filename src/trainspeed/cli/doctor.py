@@ -107,7 +107,6 @@ def _rescue(report: DoctorReport) -> Path:
 def run(args: argparse.Namespace) -> int:
     from trainspeed.doctor import script_report, watch_script
     from trainspeed.report.files import write_doctor_report
-    from trainspeed.report.text import doctor_view
     from trainspeed.report.trace import chrome_trace
 
     target, script_args, module = _target(args)
@@ -136,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
     console = console_for(args)
     shown = False
     if args.try_k and outcome.exit_code == 0:
-        console.print(doctor_view(report))  # the diagnosis first: the tries take a while
+        console.print(report)  # the diagnosis first: the tries take a while
         shown = True
         report = dataclasses.replace(report, tried=_try(report, args, target, script_args, module, folder))
     elif args.try_k:
@@ -177,10 +176,9 @@ def _show(console: Console, report: DoctorReport, shown: bool) -> None:
     """The report's view; only the tried table where the diagnosis was shown before the tries."""
     from rich.console import Group
 
-    from trainspeed.report.text import doctor_view
     from trainspeed.report.tried import tried_view
 
     if shown and report.tried is not None:
         console.print(Group(*tried_view(report.tried)))
     else:
-        console.print(doctor_view(report))
+        console.print(report)  # the report renders itself (report/views.py)

@@ -19,12 +19,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from trainspeed.hardware.report import detect_hardware
     from trainspeed.report.json import dumps, hardware_dict
-    from trainspeed.report.text import hardware_view
 
     if args.json:
         check_writable_file(args.json)
     report = detect_hardware()
     if args.json:
         emit(args.json, dumps(hardware_dict(report)))
-    console_for(args).print(hardware_view(report))
+    console_for(args).print(report)  # the report renders itself (report/views.py)
     return 0

@@ -222,7 +222,6 @@ def _report(args: argparse.Namespace, spec: Any, make_input: Callable[[int], Any
     from trainspeed.memory.measure import confirm_max_batch, measure_memory
     from trainspeed.memory.result import BatchSearch, MemoryReport
     from trainspeed.report.json import dumps, memory_dict
-    from trainspeed.report.text import memory_view
 
     measured = None
     if args.measure:
@@ -241,5 +240,5 @@ def _report(args: argparse.Namespace, spec: Any, make_input: Callable[[int], Any
                           notes=notes, estimate_seconds=seconds, fewest_ranks=ranks)
     if args.json:
         emit(args.json, dumps(memory_dict(report)))
-    console_for(args).print(memory_view(report))
+    console_for(args).print(report)  # the report renders itself (report/views.py)
     return 0

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from trainspeed._render import Renders
+
 
 @dataclass(frozen=True)
 class DemoRun:
@@ -36,7 +38,7 @@ class DemoRun:
 
 
 @dataclass(frozen=True)
-class DemoResult:
+class DemoResult(Renders):
     """All runs of the demo, and the explanation computed from them."""
 
     epochs: int

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from trainspeed._render import Renders
 from trainspeed.names import COMPARE_NOISE
 from trainspeed.stats import BOOTSTRAP_RESAMPLES, resampled_medians
 from trainspeed.watch.phases import PHASES
@@ -68,7 +69,7 @@ class VerdictChange:
 
 
 @dataclass(frozen=True)
-class Comparison:
+class Comparison(Renders):
     a: str
     b: str
     step: Change

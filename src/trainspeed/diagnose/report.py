@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from trainspeed._render import Renders
 from trainspeed.diagnose.invariants import checked
 from trainspeed.diagnose.rules import Context, diagnose
 from trainspeed.diagnose.scaling import with_scaling
@@ -16,7 +17,7 @@ from trainspeed.watch.result import WatchResult
 
 
 @dataclass(frozen=True)
-class DoctorReport:
+class DoctorReport(Renders):
     """What `trainspeed doctor` reports and `trainspeed.watch(...).result()` returns."""
 
     hardware: HardwareReport

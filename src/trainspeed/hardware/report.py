@@ -5,12 +5,13 @@ from __future__ import annotations
 import platform
 from dataclasses import dataclass
 
+from trainspeed._render import Renders
 from trainspeed.hardware.cpu import CpuInfo, detect_cpu
 from trainspeed.hardware.gpu import GpuScan, detect_gpus
 
 
 @dataclass(frozen=True)
-class HardwareReport:
+class HardwareReport(Renders):
     """What `trainspeed hw` reports."""
 
     cpu: CpuInfo

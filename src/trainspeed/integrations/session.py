@@ -95,6 +95,4 @@ class CallbackSession:
         if self.summary:
             from rich.console import Console
 
-            from trainspeed.report.text import doctor_view
-
-            Console(stderr=True).print(doctor_view(self.report))
+            Console(stderr=True).print(self.report)  # the report renders itself (report/views.py)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from trainspeed._render import Renders
+
 CATEGORIES = ("params", "grads", "optimizer", "input", "activations", "transient", "workspace", "unsharded",
               "communication")
 """What the peak holds. Sharded steps (`memory/sharded.py`): params, grads and optimizer are the rank's shards;
@@ -26,7 +28,7 @@ class LayerMemory:
 
 
 @dataclass(frozen=True)
-class MemoryEstimate:
+class MemoryEstimate(Renders):
     """Predicted peak of live bytes in a steady-state training step (second step on)."""
 
     total_bytes: int
@@ -105,7 +107,7 @@ class RanksRow:
 
 
 @dataclass(frozen=True)
-class MemoryReport:
+class MemoryReport(Renders):
     """What `trainspeed memory` reports: the estimate, the batch search, the measurement."""
 
     model: str

@@ -8,8 +8,8 @@ from jinja2 import Environment, select_autoescape
 
 from trainspeed._version import __version__
 from trainspeed.diagnose.report import DoctorReport
+from trainspeed.report.doctor_text import prediction_words, process_line
 from trainspeed.report.plots import doctor_histogram_png, doctor_phases_png, doctor_util_png
-from trainspeed.report.text import prediction_words, process_line
 from trainspeed.report.tried import applied_words, edit_place, measured_words
 
 _TEMPLATE = """<!doctype html>

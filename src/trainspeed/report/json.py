@@ -12,6 +12,7 @@ from trainspeed.demo.result import DemoResult
 from trainspeed.diagnose.compare import SCHEMA as COMPARISON_SCHEMA
 from trainspeed.diagnose.compare import Comparison
 from trainspeed.diagnose.report import DoctorReport
+from trainspeed.diagnose.rules.context import Context
 from trainspeed.diagnose.rules.step_model import flop_rate
 from trainspeed.hardware.report import HardwareReport
 from trainspeed.load.result import Load
@@ -192,80 +193,94 @@ def _per_step(w: WatchResult) -> dict[str, Any]:
 
 
 def doctor_dict(report: DoctorReport) -> dict[str, Any]:
-    """The `trainspeed doctor --json` object (docs/json.md)."""
-    w, c = report.watch, report.context
+    """The `trainspeed doctor --json` object (docs/json.md): its sections in their documented order."""
+    return {**_run(report), **_measured(report.watch), "verdicts": _verdicts(report), **_made(report),
+            **_resources(report.watch), "probe": _probe(report.context), **_closing(report)}
+
+
+def _run(report: DoctorReport) -> dict[str, Any]:
+    """What ran: the schema, the command and the script, how it ended, the hardware."""
+    return {"schema": DOCTOR_SCHEMA, "version": __version__, "command": report.command, "when": report.when,
+            "script": report.script, "exit_code": report.exit_code, "error": report.error,
+            "hardware": hardware_dict(report.hardware), "device": report.watch.model.device}
+
+
+def _measured(w: WatchResult) -> dict[str, Any]:
+    """The steps, their phases and counts, and where the time went by line."""
     return {
-        "schema": DOCTOR_SCHEMA,
-        "version": __version__,
-        "command": report.command,
-        "when": report.when,
-        "script": report.script,
-        "exit_code": report.exit_code,
-        "error": report.error,
-        "hardware": hardware_dict(report.hardware),
-        "device": w.model.device,
-        "steps": _steps(w.steps),
-        "phases": _phases(w),
-        "per_step": _per_step(w),
+        "steps": _steps(w.steps), "phases": _phases(w), "per_step": _per_step(w),
         "sync_sites": _read_rows(w.reads.sync_sites),
         "saves": {"count": w.checkpoints.saves, "every_steps": w.checkpoints.every_steps, "calls": w.checkpoints.calls},
-        "host_read_sites": _read_rows(w.reads.host_read_sites),
-        "other_sites": _clean(w.sites.other),
-        "framework_sites": _clean(w.sites.framework),
-        "data_sites": _clean(w.sites.data),
-        "worker_sites": _clean(w.sites.workers),
-        "compiled": w.window.compiled,
-        "autocast": w.model.autocast,
+        "host_read_sites": _read_rows(w.reads.host_read_sites), "other_sites": _clean(w.sites.other),
+        "framework_sites": _clean(w.sites.framework), "data_sites": _clean(w.sites.data),
+        "worker_sites": _clean(w.sites.workers), "compiled": w.window.compiled, "autocast": w.model.autocast,
         "loop_sites": [{"where": o.where, "code": o.code, "samples": o.samples, "share_of_other": o.share_of_other}
                        for o in w.sites.loop],
         "gpu_util": {"available": w.gpu_util.available, "mean": w.gpu_util.mean, "samples": w.gpu_util.samples,
                      "sawtooth": w.gpu_util.sawtooth, "why": w.gpu_util.why},
-        "verdicts": [{**_clean(v), "predicted_process_speedup": report.process_speedup(v)} for v in report.verdicts],
+    }
+
+
+def _verdicts(report: DoctorReport) -> list[dict[str, Any]]:
+    return [{**_clean(v), "predicted_process_speedup": report.process_speedup(v)} for v in report.verdicts]
+
+
+def _made(report: DoctorReport) -> dict[str, Any]:
+    """How the script made its training: the process's time, the batch, the framework, the optimizer, the loaders, the
+    evaluations."""
+    w = report.watch
+    return {
         "process": {"seconds": report.process_s, "loop_seconds": w.steps.loop_s},
-        "batch_size": w.model.batch_size,
-        "framework": _clean(w.framework),
+        "batch_size": w.model.batch_size, "framework": _clean(w.framework),
         "optimizer": _clean(w.optimizers.info) if w.optimizers.info is not None else None,
         "optimizers_built": {"count": w.optimizers.built, "mean_ms": w.optimizers.build_ms,
                              "changes": w.optimizers.changes},
-        "loaders": _clean(w.loaders.each),
-        "evaluation": _clean(w.evaluation) if w.evaluation is not None else None,
+        "loaders": _clean(w.loaders.each), "evaluation": _clean(w.evaluation) if w.evaluation is not None else None,
         "loader_starts": {"count": w.loaders.starts, "share": w.loaders.start_share, "mean_ms": w.loaders.start_ms},
         "loader_workers": _clean(w.machine.loader_workers) if w.machine.loader_workers is not None else None,
         "compiles": _clean(w.machine.compiles) if w.machine.compiles is not None else None,
-        "torch_threads": w.process.torch_threads,
-        "process_cpu_percent": w.process.cpu_percent,
-        "process_threads": w.process.threads,
-        "others_cpu_cores": _load(w).others_cpu_cores,
-        "threads_wait_ms": _load(w).threads_wait_ms_per_step,
-        "steal_share": _load(w).steal_share,
-        "threads_one_cpu_share": _load(w).threads_one_cpu_share,
-        "h2d_bytes_by_kind": w.model.h2d_bytes_by_kind,
-        "peak_memory_bytes": w.process.peak_memory_bytes,
-        "memory_capacity_bytes": w.process.memory_capacity_bytes,
-        "ops_by_time": _clean(w.window.op_times) if w.window.op_times is not None else None,
-        "probe": {"cpu_dispatch_us": c.dispatch_us, "cpu_matmul_gflops": c.matmul_gflops,
-                  "cuda_op_us": c.cuda_op_us, "cpu_matmul_gflops_by_dtype": c.dtype_gflops,
-                  "optimizer_step_ms": ({"configured": c.optimizer_ms[0], "fused": c.optimizer_ms[1]}
-                                        if c.optimizer_ms else None),
-                  "optimizer_rebuild_ms": ({"built_and_stepped": c.rebuild_ms[0], "kept_step": c.rebuild_ms[1]}
-                                           if c.rebuild_ms else None),
-                  "loader_handover_ms": _clean(c.handover) if c.handover else None,
-                  "loader_batched_ms": c.batched_ms,
-                  "threads_matmul_gflops": ({"as_run": c.thread_gflops[0], "advised": c.thread_gflops[1]}
-                                            if c.thread_gflops else None),
-                  "threads_step_ms": ({"as_run": c.thread_step_ms[0], "advised": c.thread_step_ms[1]}
-                                      if c.thread_step_ms else None),
-                  "page_fault_us": c.probed.get("page_fault_us"),
-                  "cell_loop_ms": {"stepped": c.cell_ms[0], "fused": c.cell_ms[1]} if c.cell_ms else None,
-                  "cell_call_ops": c.cell_ops,
-                  **{name: _clean(value) for name, value in c.probed.items() if name != "page_fault_us"}},
-        "cell_loop": _clean(w.model.cell_loop) if w.model.cell_loop is not None else None,
-        "flop_rate": _flop_rate(report),
-        "notes": w.notes + report.notes,
-        "distributed": _clean(w.distributed) if w.distributed is not None else None,
-        "samples": {"step_ms": _clean(w.steps.times_ms), "phase_ms": _clean(w.steps.phase_samples_ms)},
-        "tried": _clean(tried_dict(report.tried)) if report.tried is not None else None,
     }
+
+
+def _resources(w: WatchResult) -> dict[str, Any]:
+    """The process's threads and CPU, the machine's load, the memory, the ops by time."""
+    load = _load(w)
+    return {
+        "torch_threads": w.process.torch_threads, "process_cpu_percent": w.process.cpu_percent,
+        "process_threads": w.process.threads, "others_cpu_cores": load.others_cpu_cores,
+        "threads_wait_ms": load.threads_wait_ms_per_step, "steal_share": load.steal_share,
+        "threads_one_cpu_share": load.threads_one_cpu_share, "h2d_bytes_by_kind": w.model.h2d_bytes_by_kind,
+        "peak_memory_bytes": w.process.peak_memory_bytes, "memory_capacity_bytes": w.process.memory_capacity_bytes,
+        "ops_by_time": _clean(w.window.op_times) if w.window.op_times is not None else None,
+    }
+
+
+def _pair(values: tuple[float, float] | None, first: str, second: str) -> dict[str, float] | None:
+    return {first: values[0], second: values[1]} if values else None
+
+
+def _probe(c: Context) -> dict[str, Any]:
+    """The machine's constants measured after the run, and the readings of the probes the rules declare."""
+    return {"cpu_dispatch_us": c.dispatch_us, "cpu_matmul_gflops": c.matmul_gflops, "cuda_op_us": c.cuda_op_us,
+            "cpu_matmul_gflops_by_dtype": c.dtype_gflops,
+            "optimizer_step_ms": _pair(c.optimizer_ms, "configured", "fused"),
+            "optimizer_rebuild_ms": _pair(c.rebuild_ms, "built_and_stepped", "kept_step"),
+            "loader_handover_ms": _clean(c.handover) if c.handover else None, "loader_batched_ms": c.batched_ms,
+            "threads_matmul_gflops": _pair(c.thread_gflops, "as_run", "advised"),
+            "threads_step_ms": _pair(c.thread_step_ms, "as_run", "advised"),
+            "page_fault_us": c.probed.get("page_fault_us"), "cell_loop_ms": _pair(c.cell_ms, "stepped", "fused"),
+            "cell_call_ops": c.cell_ops,
+            **{name: _clean(value) for name, value in c.probed.items() if name != "page_fault_us"}}
+
+
+def _closing(report: DoctorReport) -> dict[str, Any]:
+    """The cell loop, the FLOP rate, the notes, the ranks, the samples behind `compare`, and `--try`'s runs."""
+    w = report.watch
+    return {"cell_loop": _clean(w.model.cell_loop) if w.model.cell_loop is not None else None,
+            "flop_rate": _flop_rate(report), "notes": w.notes + report.notes,
+            "distributed": _clean(w.distributed) if w.distributed is not None else None,
+            "samples": {"step_ms": _clean(w.steps.times_ms), "phase_ms": _clean(w.steps.phase_samples_ms)},
+            "tried": _clean(tried_dict(report.tried)) if report.tried is not None else None}
 
 
 def sweep_dict(result: SweepResult) -> dict[str, Any]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainspeed._render import Renders
+
 
 @dataclass
 class Trial:
@@ -53,7 +55,7 @@ class SweepPoint:
 
 
 @dataclass
-class SweepResult:
+class SweepResult(Renders):
     knob: str
     workload: str
     device: str
