@@ -1,11 +1,11 @@
-"""Optimizer verdicts: an unfused optimizer step (`optimizer_heavy`) and an optimizer built inside the loop
-(`optimizer_rebuilt`).
+"""Optimizer verdicts: an unfused optimizer step (`optimizer_heavy`), an optimizer built inside the loop
+(`optimizer_rebuilt`), and gradients zeroed in place every step (`zero_grad_kept`).
 """
 
 from __future__ import annotations
 
 from trainspeed.diagnose.rules.context import Context
-from trainspeed.diagnose.rules.step_model import compute_part_ms, step_speedup
+from trainspeed.diagnose.rules.step_model import compute_part_ms, step_speedup, window_scale
 from trainspeed.diagnose.verdict import Lever, Verdict
 from trainspeed.watch.result import WatchResult
 
@@ -92,3 +92,39 @@ def optimizer_heavy(r: WatchResult, c: Context) -> Verdict | None:
     lever = Lever("optimizer", {"fused": True}, f"torch.optim.{o.kind}(..., fused=True)", same_arithmetic=False,
                   match={"kind": o.kind})
     return Verdict("optimizer_heavy", evidence, action, step_speedup(r, step, step - saved), lever)
+
+
+ZERO_OPS = ("aten.zero_", "aten._foreach_zero_")
+ZERO_GRAD_SHARE = 0.05
+"""Gradients zeroed in place, and added to by the next backward, for a twentieth of the step or more."""
+ACCUMULATE_TRAFFIC = 3.0
+"""The next backward's accumulation into a zeroed gradient against the zeroing itself, in memory traffic: it reads the
+gradient and the new one and writes their sum, where zeroing writes it once."""
+
+
+def zero_grad_kept(r: WatchResult, c: Context) -> Verdict | None:
+    """`optimizer.zero_grad(set_to_none=False)` (or `model.zero_grad(False)`, or `p.grad.zero_()` by hand) on a CPU:
+    the profiler window's op table holds a zeroing op for each of the optimizer's parameter tensors every step (or
+    torch's foreach zeroing). Predicted: the step without the zeroing and the accumulation it makes the next backward
+    do (ACCUMULATE_TRAFFIC times the zeroing's time); with the gradients set to None, backward writes them afresh."""
+    info, step = r.optimizers.info, r.steps.median_ms
+    if r.model.device != "cpu" or info is None or not r.window.op_times or not step:
+        return None
+    rows = [row for row in r.window.op_times if row.op in ZERO_OPS]
+    calls = sum(row.calls for row in rows)
+    if not rows or (calls < info.tensors and not any(row.op == "aten._foreach_zero_" for row in rows)):
+        return None
+    zeroing = sum(row.ms for row in rows) * window_scale(r)
+    saved = zeroing * (1 + ACCUMULATE_TRAFFIC)
+    if saved < ZERO_GRAD_SHARE * step:
+        return None
+    evidence = (f"every step zeroes the gradients in place: {calls:.0f} zeroing ops for the {info.tensors} parameter "
+                f"tensors {info.kind} updates took {zeroing:.2f} ms of the {step:.2f} ms step in the profiler window, "
+                "and the next backward then adds each new gradient to the zeroed one instead of writing it (predicted "
+                f"speed-up: the step without both, {saved:.2f} ms, the accumulation taken as {ACCUMULATE_TRAFFIC:.0f} "
+                "times the zeroing's memory traffic)")
+    action = ("optimizer.zero_grad() (set_to_none=True, torch's default since 2.0; model.zero_grad() likewise): the "
+              "gradients are freed instead of zeroed, and the next backward writes them afresh; code that reads "
+              "`p.grad` between zero_grad and backward must then expect None")
+    return Verdict("zero_grad_kept", evidence, action, step_speedup(r, step, step - saved))
+

@@ -22,7 +22,7 @@ from trainspeed.diagnose.rules.host import anomaly_detection, host_code_heavy, l
 from trainspeed.diagnose.rules.input import h2d_bound, input_bound
 from trainspeed.diagnose.rules.launch import cpu_faster, launch_bound, small_batch, sync_bound
 from trainspeed.diagnose.rules.memory import memory_pressure, page_faults, recompute_heavy
-from trainspeed.diagnose.rules.optimizer import optimizer_heavy, optimizer_rebuilt
+from trainspeed.diagnose.rules.optimizer import optimizer_heavy, optimizer_rebuilt, zero_grad_kept
 from trainspeed.diagnose.rules.periodic import checkpoint_heavy, evaluation_heavy
 from trainspeed.diagnose.rules.probes import Probe
 from trainspeed.diagnose.rules.threads import thread_oversubscription, threads_unused
@@ -34,9 +34,9 @@ Rule = Callable[..., "Verdict | None"]
 
 ORDER: tuple[Rule, ...] = (
     input_bound, compile_heavy, evaluation_heavy, checkpoint_heavy, logging_heavy, host_code_heavy, outside_work,
-    sync_bound, h2d_bound, slow_dtype, dropout_heavy, anomaly_detection, optimizer_heavy, optimizer_rebuilt, launch_bound,
-    small_batch, cpu_faster, thread_oversubscription, threads_unused, recompute_heavy, page_faults, memory_pressure,
-    comm_bound, straggler,
+    sync_bound, h2d_bound, slow_dtype, dropout_heavy, anomaly_detection, optimizer_heavy, optimizer_rebuilt,
+    zero_grad_kept, launch_bound, small_batch, cpu_faster, thread_oversubscription, threads_unused, recompute_heavy,
+    page_faults, memory_pressure, comm_bound, straggler,
 )
 """Every rule but the healthy one. Verdicts are ranked by predicted speed-up; this order breaks ties."""
 
