@@ -48,7 +48,7 @@ def test_memory_ops_and_saves_are_measured():
     assert setup.ops_per_step > 10 and setup.flops_per_step > 6 * 32 * 64 * 64
     _, extras = arm.run(6)
     assert extras["saves"] == 3
-    saved = torch.load(f"{arm._save_dir.name}/checkpoint.pt")
+    saved = torch.load(f"{arm.saver.folder.name}/checkpoint.pt")
     assert set(saved) == {"model", "optimizer"}
     arm.close()
 

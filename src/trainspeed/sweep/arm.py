@@ -82,12 +82,9 @@ class Arm:
         """Steps since the trial began: a trial of S steps recording every N makes S // N reads."""
         self.reads = 0
         self.read_s = 0.0
-        self.saves = 0
-        self._pending: Future | None = None
-        self._pool: ThreadPoolExecutor | None = None
-        self._save_dir: tempfile.TemporaryDirectory | None = None
-        self._graph: Any = None
-        self._static_loss: Any = None
+        self.saver = _Saver(config.save_mode)
+        self._captured: tuple[Any, tuple[torch.Tensor, ...], Any] | None = None
+        """The step captured as a CUDA graph: (the graph, its static inputs, its static loss)."""
         self._iter: Any = None
 
     # ---- building -------------------------------------------------------------------------
@@ -118,7 +115,8 @@ class Arm:
                 setup.peak_bytes = step_peak(self._step, held, self.device).peak_bytes
             if c.count_ops:
                 setup.ops_per_step, setup.flops_per_step = self._count()
-        self.reads, self.read_s, self.saves = 0, 0.0, 0
+        self.reads, self.read_s = 0, 0.0
+        self.saver.count_from_zero()
         return setup
 
     def _build_model(self) -> None:
@@ -202,11 +200,11 @@ class Arm:
 
     def _step(self) -> None:
         batch = self._next()
-        if self._graph is not None:
-            for static, new in zip(self._static, batch):
+        if self._captured is not None:
+            graph, inputs, loss = self._captured
+            for static, new in zip(inputs, batch):
                 static.copy_(new, non_blocking=True)
-            self._graph.replay()
-            loss = self._static_loss
+            graph.replay()
         else:
             loss = self._compute(batch)
         self.steps_done += 1
@@ -218,64 +216,43 @@ class Arm:
             self.read_s += time.perf_counter() - t0
             self.reads += 1
         if c.save_every and self._counted % c.save_every == 0:
-            self._save()
+            self.saver.save(self.model, self.optimizer)
 
     def _capture(self) -> None:
         from trainspeed.loop.cuda_graph import WARMUP_STEPS, capture_graph
 
-        self._static = tuple(t.clone() for t in self._next())
+        inputs = tuple(t.clone() for t in self._next())
 
         def feed() -> None:
-            for static, new in zip(self._static, self._next()):
+            for static, new in zip(inputs, self._next()):
                 static.copy_(new)
 
         def step() -> torch.Tensor:
-            return self._compute(self._static)
+            return self._compute(inputs)
 
         captured = capture_graph(step, lambda: self.optimizer.zero_grad(set_to_none=True), [feed] * WARMUP_STEPS)
         if captured.graph is None:
             raise RuntimeError(f"CUDA graph capture failed: {captured.error}")
-        self._graph, self._static_loss = captured.graph, captured.loss
-
-    # ---- checkpoints ------------------------------------------------------------------------
-    def _save(self) -> None:
-        if self._save_dir is None:
-            self._save_dir = tempfile.TemporaryDirectory(prefix="trainspeed-sweep-")
-        path = os.path.join(self._save_dir.name, "checkpoint.pt")
-        if self.config.save_mode == "thread":
-            self.wait_for_save()  # one save in flight at a time, as a real background saver keeps it
-            state = {"model": {k: v.detach().to("cpu", copy=True) for k, v in self.model.state_dict().items()},
-                     "optimizer": _cpu_copy(self.optimizer.state_dict())}
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trainspeed-save")
-            self._pending = self._pool.submit(_atomic_save, state, path)
-        else:
-            _atomic_save({"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict()}, path)
-        self.saves += 1
-
-    def wait_for_save(self) -> None:
-        if self._pending is not None:
-            self._pending.result()
-            self._pending = None
+        self._captured = (captured.graph, inputs, captured.loss)
 
     # ---- measuring --------------------------------------------------------------------------
     def run(self, steps: int) -> tuple[float, dict[str, Any]]:
         """Seconds for `steps` optimizer steps (device synchronised at both ends), and extras."""
-        reads, read_s, saves = self.reads, self.read_s, self.saves
+        reads, read_s, saves = self.reads, self.read_s, self.saver.saves
         self._counted = 0
         with intra_op_threads(self.config.threads):
             synchronize(self.device)
             t0 = time.perf_counter()
             for _ in range(steps):
                 self._step()
-            self.wait_for_save()
+            self.saver.wait()
             synchronize(self.device)
             seconds = time.perf_counter() - t0
         extras: dict[str, Any] = {}
         if self.config.record_every:
             extras.update(reads=self.reads - reads, read_s=self.read_s - read_s)
         if self.config.save_every:
-            extras["saves"] = self.saves - saves
+            extras["saves"] = self.saver.saves - saves
         return seconds, extras
 
     def _count(self) -> tuple[int, int]:
@@ -287,16 +264,56 @@ class Arm:
         return counter.ops, int(counter.total_flops)
 
     def close(self) -> None:
-        with contextlib.suppress(Exception):
-            self.wait_for_save()
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-        if self._save_dir is not None:
-            self._save_dir.cleanup()
+        self.saver.close()
         self._loader = None
         self._iter = None
-        self._graph = None
+        self._captured = None
         self.model = self.forward = self.optimizer = None  # type: ignore[assignment]
+
+
+class _Saver:
+    """An arm's checkpoints: each saved in the loop (`torch.save`), or (`thread`) copied to the host and saved from a
+    background thread, one save in flight at a time, as a real background saver keeps it."""
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+        self.saves = 0
+        self.folder: tempfile.TemporaryDirectory | None = None
+        self._pool: ThreadPoolExecutor | None = None
+        self._pending: Future | None = None
+
+    def save(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
+        if self.folder is None:
+            self.folder = tempfile.TemporaryDirectory(prefix="trainspeed-sweep-")
+        path = os.path.join(self.folder.name, "checkpoint.pt")
+        if self.mode == "thread":
+            self.wait()
+            state = {"model": {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()},
+                     "optimizer": _cpu_copy(optimizer.state_dict())}
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trainspeed-save")
+            self._pending = self._pool.submit(_atomic_save, state, path)
+        else:
+            _atomic_save({"model": model.state_dict(), "optimizer": optimizer.state_dict()}, path)
+        self.saves += 1
+
+    def count_from_zero(self) -> None:
+        """The saves counted so far were the arm's building's, not a trial's."""
+        self.saves = 0
+
+    def wait(self) -> None:
+        """Until the save in flight (if any) is written."""
+        if self._pending is not None:
+            self._pending.result()
+            self._pending = None
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.wait()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+        if self.folder is not None:
+            self.folder.cleanup()
 
 
 def _cpu_copy(obj: Any) -> Any:
