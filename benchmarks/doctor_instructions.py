@@ -72,7 +72,7 @@ def worker(arm: str, steps: int, helper: str) -> None:
         w.start()
         loop(200)  # the first 50 detailed steps, the switch to edges-only
         if arm == "quiet":
-            advance(w.steps.measured, 100_000)
+            advance(w.samples.measured, 100_000)
             loop(2)
     loop(50)
     region.region_start()

@@ -105,7 +105,7 @@ def main() -> None:
     def edges_only() -> float:
         with Watcher(warmup=0, profile_steps=0, detail_every=10**9, sample_hz=args.sample_hz) as w:
             loop(DETAILED_FIRST + 10)  # the detailed first steps and the switch to edges-only, untimed
-            advance(w.steps.measured, args.sampled)
+            advance(w.samples.measured, args.sampled)
             loop(2)  # a step edge that sees the advanced sample (and may start a quiet run)
             return timed(block)
 
