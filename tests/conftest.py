@@ -31,6 +31,7 @@ import busy_processes
 import planted
 import pytest
 import torch
+import verdict_words
 
 from trainspeed.watch import patching
 
@@ -152,3 +153,12 @@ def _torch_threads_kept() -> Iterator[None]:
     yield
     if torch.get_num_threads() != threads:
         torch.set_num_threads(threads)
+
+
+@pytest.fixture(autouse=True)
+def _verdicts_fit_the_short_screen() -> Iterator[None]:
+    """Every verdict the rules make during a test fits the doctor's short screen (tests/verdict_words.py)."""
+    with verdict_words.watched() as made:
+        yield
+    found = [line for v in made for line in verdict_words.problems(v)]
+    assert not found, "verdicts that do not fit the short screen:\n" + "\n".join(found)

@@ -31,14 +31,15 @@ def test_importing_the_package_and_parsing_a_command_line_import_no_torch() -> N
 import trainspeed
 from trainspeed.cli import main
 codes = []
-for argv in (["--help"], ["sweep", "--help"], ["memory", "--help"], ["demo", "--epochs", "0"], ["doctor", "--steps", "x"]):
+for argv in (["--help"], ["sweep", "--help"], ["memory", "--help"], ["explain", "--help"], ["demo", "--epochs", "0"],
+             ["doctor", "--steps", "x"]):
     try:
         codes.append(main(argv))
     except SystemExit as e:
         codes.append(e.code)
 print("torch" in sys.modules, codes)
 """)
-    assert out.splitlines()[-1] == "False [0, 0, 0, 2, 2]"
+    assert out.splitlines()[-1] == "False [0, 0, 0, 0, 2, 2]"
 
 
 def test_trainspeed_watch_is_callable_whichever_way_it_is_first_imported() -> None:

@@ -75,8 +75,9 @@ def test_json_contract(capsys: pytest.CaptureFixture[str]) -> None:
     assert data["host_read_sites"][0]["where"].endswith("seed_iris.py:70")
     assert data["gpu_util"]["available"] is False
     assert all(set(v) == {"id", "evidence", "action", "predicted_speedup", "predicted_process_speedup", "lever",
-                          "site"}
+                          "site", "title", "brief", "fix", "unpredicted"}
                for v in data["verdicts"])
+    assert all(v["title"] and v["brief"] and (v["predicted_speedup"] or v["unpredicted"]) for v in data["verdicts"])
     assert data["tried"] is None  # no --try
 
 

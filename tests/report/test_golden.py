@@ -27,6 +27,7 @@ from trainspeed.diagnose.tried import LossCheck, NotTried, Tried, TriedLever
 from trainspeed.hardware.cpu import CpuInfo
 from trainspeed.hardware.gpu import GpuScan
 from trainspeed.hardware.report import HardwareReport
+from trainspeed.report.doctor_brief import brief_view
 from trainspeed.report.doctor_text import doctor_view
 from trainspeed.report.html import doctor_html
 from trainspeed.report.json import doctor_dict, dumps
@@ -119,10 +120,20 @@ def _report(name: str) -> DoctorReport:
     return dataclasses.replace(report, tried=TRIED[name](report)) if name in TRIED else report
 
 
-def _text(report: DoctorReport) -> str:
-    console = Console(width=120, record=True, color_system=None, force_terminal=False)
-    console.print(doctor_view(report))
+def _printed(renderable: object, width: int) -> str:
+    console = Console(width=width, record=True, color_system=None, force_terminal=False)
+    console.print(renderable)
     return "\n".join(line.rstrip() for line in console.export_text().splitlines()) + "\n"
+
+
+def _text(report: DoctorReport) -> str:
+    """The short screen, at a CI log's 80 columns."""
+    return _printed(brief_view(report), 80)
+
+
+def _verbose(report: DoctorReport) -> str:
+    """`--verbose`: every figure, at 120 columns."""
+    return _printed(doctor_view(report), 120)
 
 
 def _json(report: DoctorReport) -> str:
@@ -133,7 +144,7 @@ def _html(report: DoctorReport) -> str:
     return re.sub(r"data:image/png;base64,[A-Za-z0-9+/=]+", "data:image/png;base64,(plot)", doctor_html(report))
 
 
-VIEWS = {"txt": _text, "json": _json, "html": _html}
+VIEWS = {"txt": _text, "verbose.txt": _verbose, "json": _json, "html": _html}
 
 
 @pytest.mark.parametrize("view", sorted(VIEWS))
@@ -182,3 +193,8 @@ def test_the_runs_are_judged_as_recorded() -> None:
     first = {name: [v.id for v in _report(name).verdicts][:1] for name in RUNS}
     assert first == {"seed_loop": ["launch_bound"], "loader_cuda": ["input_bound"], "evaluating_run": ["evaluation_heavy"]}
     assert json.loads(_json(_report("evaluating_run")))["evaluation"]["count"] == 4
+
+
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_the_short_screen_fits_80_columns(name: str) -> None:
+    assert max(len(line) for line in _text(_report(name)).splitlines()) <= 80

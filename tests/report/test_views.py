@@ -11,7 +11,7 @@ from rich.console import Console
 
 from trainspeed.diagnose.report import judge
 from trainspeed.report import views
-from trainspeed.report.doctor_text import doctor_view
+from trainspeed.report.doctor_brief import brief_view
 from trainspeed.report.html import doctor_html
 from trainspeed.report.text import hardware_view
 
@@ -31,8 +31,8 @@ def _report():  # type: ignore[no-untyped-def]
 
 def test_a_doctor_report_prints_as_its_view_and_shows_its_html_page_in_a_notebook() -> None:
     report = _report()
-    assert str(report) == _text(doctor_view(report)) and "Verdicts, most important first" in str(report)
-    assert _text(report) == _text(doctor_view(report))  # rich's console asks __rich__
+    assert str(report) == _text(brief_view(report)) and "Verdicts, most important first" in str(report)
+    assert _text(report) == _text(brief_view(report))  # rich's console asks __rich__
     page = report._repr_html_()
     assert page.startswith("<iframe srcdoc=") and views.framed(doctor_html(report)) == page
 

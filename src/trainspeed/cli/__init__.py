@@ -6,11 +6,11 @@ import sys
 from collections.abc import Sequence
 
 from trainspeed._version import __version__
-from trainspeed.cli import compare, demo, doctor, hw, memory, sweep
+from trainspeed.cli import compare, demo, doctor, explain, hw, memory, sweep
 from trainspeed.cli._common import Parser
 from trainspeed.errors import UsageError
 
-SUBCOMMANDS = (hw, demo, doctor, memory, sweep, compare)
+SUBCOMMANDS = (hw, demo, doctor, explain, memory, sweep, compare)
 
 SIGNED_VALUE_OPTIONS = {"memory": ("--budget",)}
 """Options, by subcommand, whose value a user may give negative by mistake ("-1GiB"), which argparse would read as a

@@ -83,7 +83,7 @@ def report_paths(given: str) -> list[Path]:
     raise UsageError(f"{given}: no such file or folder")
 
 
-def _read(path: Path, given: str) -> dict[str, Any]:
+def read_report(path: Path, given: str) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError) as e:
@@ -96,7 +96,7 @@ def _read(path: Path, given: str) -> dict[str, Any]:
 
 
 def load(given: str) -> list[dict[str, Any]]:
-    return [_read(path, given) for path in report_paths(given)]
+    return [read_report(path, given) for path in report_paths(given)]
 
 
 def run(args: argparse.Namespace) -> int:

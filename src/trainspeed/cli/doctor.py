@@ -46,6 +46,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "runs without it, alternated, and show the measured speed-ups beside the predictions")
     p.add_argument("--rounds", type=positive_int, metavar="R",
                    help=f"with --try: rounds of runs (one plain, one per lever; default {DEFAULT_ROUNDS})")
+    p.add_argument("--verbose", action="store_true",
+                   help="every figure: the places by line, and each verdict's whole evidence and action")
     p.add_argument("-m", dest="module", metavar="MODULE", help="run a module, like python -m")
     add_json_option(p)
     p.add_argument("script", nargs="?", metavar="SCRIPT", help="the training script")
@@ -135,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
     console = console_for(args)
     shown = False
     if args.try_k and outcome.exit_code == 0:
-        console.print(report)  # the diagnosis first: the tries take a while
+        _show(console, report, shown=False, verbose=args.verbose)  # the diagnosis first: the tries take a while
         shown = True
         report = dataclasses.replace(report, tried=_try(report, args, target, script_args, module, folder))
     elif args.try_k:
@@ -150,11 +152,12 @@ def run(args: argparse.Namespace) -> int:
             write_atomic(args.trace, json.dumps(trace, separators=(",", ":"), allow_nan=False) + "\n")
         write_doctor_report(report, folder=folder, html=args.html, json=args.json)
     except UsageError as e:  # the run is done: its summary and its report are not lost with the file
-        _show(console, report, shown)
+        _show(console, report, shown, args.verbose)
         raise UsageError(f"{e}; the report was saved to {_rescue(report)} instead") from None
-    _show(console, report, shown)
+    _show(console, report, shown, args.verbose)
     if folder is not None:
-        console.print(f"Wrote {folder}", style="dim")
+        console.print(f"Wrote {folder}" + (f" (a verdict's whole evidence: trainspeed explain ID {folder})"
+                                           if report.verdicts else ""), style="dim")
     if report.tried is not None and report.tried.interrupted:
         return INTERRUPTED
     return outcome.exit_code
@@ -172,13 +175,18 @@ def _try(report: DoctorReport, args: argparse.Namespace, target: str, script_arg
                       args.rounds or DEFAULT_ROUNDS, out=folder, say=say)
 
 
-def _show(console: Console, report: DoctorReport, shown: bool) -> None:
-    """The report's view; only the tried table where the diagnosis was shown before the tries."""
+def _show(console: Console, report: DoctorReport, shown: bool, verbose: bool) -> None:
+    """The report's view (the short screen, or with `--verbose` every figure); only the tried table where the
+    diagnosis was shown before the tries."""
     from rich.console import Group
 
     from trainspeed.report.tried import tried_view
 
     if shown and report.tried is not None:
         console.print(Group(*tried_view(report.tried)))
+    elif verbose:
+        from trainspeed.report.doctor_text import doctor_view
+
+        console.print(doctor_view(report))
     else:
         console.print(report)  # the report renders itself (report/views.py)

@@ -49,4 +49,13 @@ class Verdict:
     """The action as a setting `doctor --try` can apply and time; None: it needs an edit of the script."""
     site: str | None = None
     """The script's line the action edits (`file:line`), where the evidence names one: a read, a logging line, the
-    script's own host code."""
+    script's own host code, the framework's settings."""
+    title: str = ""
+    """What is wrong in plain words ("Saving a checkpoint every step"): the first line of the verdict's short view."""
+    brief: str = ""
+    """The evidence in one line: the one or two numbers that show it, in units a user knows (ms per step, shares of
+    the step or the run, counts). `evidence` holds every figure it rests on (`trainspeed explain ID`)."""
+    fix: str = ""
+    """The change in one line, as code to paste where it can be (at `site` where the run names the line)."""
+    unpredicted: str | None = None
+    """Why there is no predicted speed-up, where `predicted_speedup` is None ("memory is a limit, not a cost")."""

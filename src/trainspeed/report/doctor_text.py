@@ -1,5 +1,6 @@
-"""The doctor's terminal view (rich): the step split into phases, the counts, the places, the verdicts. One function
-per section, joined in the order a reader takes them (`doctor_view`)."""
+"""The doctor's whole terminal view (rich, `trainspeed doctor --verbose`): the step split into phases, the counts, the
+places, the verdicts with all their evidence. One function per section, joined in the order a reader takes them
+(`doctor_view`); the short screen (`doctor_brief.py`) takes some of them as they are."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from rich.text import Text
 
 from trainspeed.diagnose.report import DoctorReport
 from trainspeed.diagnose.rules import page_faults_candidate, predicted_label
+from trainspeed.diagnose.rules.brief import every
 from trainspeed.diagnose.verdict import Verdict
 from trainspeed.load.view import waited_ms, waits_share
 from trainspeed.report.distributed import distributed_lines
@@ -48,24 +50,28 @@ def process_line(report: DoctorReport) -> str | None:
 
 
 def doctor_view(report: DoctorReport) -> Group:
-    """The `trainspeed doctor` screen: the step split into phases, the counts, the verdicts."""
+    """`trainspeed doctor --verbose`: the step split into phases, the counts, the places, every verdict's whole
+    evidence and action (the short screen is `doctor_brief.brief_view`)."""
     w = report.watch
-    parts: Parts = [_head(report)]
+    parts: Parts = [head_line(report)]
     if w.steps.median_ms is None:
         parts.append(Text(f"No training step completed ({w.steps.seen} seen): nothing to split.", style="yellow"))
     else:
-        parts += _steps(report) + _phase_table(w) + [_per_step(w)]
-    parts += _counted(w) + _places(w) + _gpu_util(w)
+        parts += steps_lines(report) + _phase_table(w) + [_per_step(w)]
+    parts += counted_lines(w) + _places(w) + gpu_util_lines(w)
     if w.distributed is not None:
         parts += distributed_lines(w.distributed)
-    parts += _verdicts(report)
-    parts += [Text(f"note: {n}", style="yellow") for n in w.notes + report.notes]
-    if report.tried is not None:
-        parts += tried_view(report.tried)
+    parts += _verdicts(report) + closing_lines(report)
     return Group(*parts)
 
 
-def _head(report: DoctorReport) -> Text:
+def closing_lines(report: DoctorReport) -> Parts:
+    """The run's notes, then what `--try` measured."""
+    parts: Parts = [Text(f"note: {n}", style="yellow") for n in report.watch.notes + report.notes]
+    return parts + (tried_view(report.tried) if report.tried is not None else [])
+
+
+def head_line(report: DoctorReport) -> Text:
     """"trainspeed doctor: train.py on CPU, inside ... (how the script ended)"."""
     w = report.watch
     head = f"trainspeed doctor: {report.script or 'watched loop'} on {w.model.device.upper()}"
@@ -76,7 +82,7 @@ def _head(report: DoctorReport) -> Text:
     return Text(head, style="bold")
 
 
-def _steps(report: DoctorReport) -> Parts:
+def steps_lines(report: DoctorReport) -> Parts:
     """The steps seen and measured, their median and p90, and the loop's part of the script's time."""
     w = report.watch
     paced = f" (the GPU's pace; the host's {w.steps.host_median_ms:.3f} ms)" if w.steps.host_median_ms is not None else ""
@@ -127,7 +133,7 @@ def _per_step(w: WatchResult) -> Text:
                 + (f", under {w.model.autocast} autocast" if w.model.autocast else ""))
 
 
-def _counted(w: WatchResult) -> Parts:
+def counted_lines(w: WatchResult) -> Parts:
     """What else the run did that the doctor counted: recompute, compiles, page faults, workers, saves, evaluations."""
     parts: Parts = []
     if w.steps.recompute_ms_per_step:
@@ -143,15 +149,15 @@ def _counted(w: WatchResult) -> Parts:
         parts.append(Text(f"DataLoader worker processes: {w.machine.loader_workers.batches} batches while measured, "
                           f"{w.machine.loader_workers.cpu_ms_per_batch:.2f} ms of CPU each"))
     if w.checkpoints.saves:
-        every = f", one every {w.checkpoints.every_steps:.0f} steps" if w.checkpoints.every_steps else ""
+        often = f", {every(w.checkpoints.every_steps)}" if w.checkpoints.every_steps else ""
         calls = f" ({w.checkpoints.calls} torch.save calls)" if w.checkpoints.calls > w.checkpoints.saves else ""
-        parts.append(Text(f"saves (torch.save): {w.checkpoints.saves} in the run{calls}{every}; "
+        parts.append(Text(f"saves (torch.save): {w.checkpoints.saves} in the run{calls}{often}; "
                           f"{w.phases['checkpoint'].share:.1%} of the measured run's time"))
     if w.evaluation is not None:
         ev = w.evaluation
         told = "model.eval() until the model trains again" if ev.by == "model.eval()" else ev.by
-        every = f", one every {ev.every_steps:.0f} steps" if ev.every_steps else ""
-        parts.append(Text(f"evaluation ({told}): {ev.seen} in the run{every}; the {ev.count} during the measured steps "
+        often = f", {every(ev.every_steps)}" if ev.every_steps else ""
+        parts.append(Text(f"evaluation ({told}): {ev.seen} in the run{often}; the {ev.count} during the measured steps "
                           f"{ev.mean_ms:.1f} ms each, {ev.share:.0%} of their time"))
     return parts
 
@@ -187,7 +193,7 @@ def _places(w: WatchResult) -> Parts:
     return parts
 
 
-def _gpu_util(w: WatchResult) -> Parts:
+def gpu_util_lines(w: WatchResult) -> Parts:
     util = w.gpu_util
     if util.available:
         return [Text(f"GPU utilisation: mean {util.mean:.0f}% over {util.samples} samples"
@@ -197,17 +203,25 @@ def _gpu_util(w: WatchResult) -> Parts:
     return []
 
 
-def _verdicts(report: DoctorReport) -> Parts:
-    """The verdicts, most important first: each one's id and prediction, evidence, action and lever."""
-    w = report.watch
+def verdicts_heading(report: DoctorReport) -> Parts:
+    """The verdicts' heading, and why there are none where there are none."""
     parts: Parts = [Text("Verdicts, most important first (speed-ups are predictions):", style="bold")]
-    if not report.verdicts and w.steps.median_ms is None:
+    if not report.verdicts and report.watch.steps.median_ms is None:
         parts.append(Text("  none: no training step completed, so there is nothing to judge", style="yellow"))
     elif not report.verdicts:
         parts.append(Text("  none: no rule found a problem worth a tenth of the step", style="green"))
+    return parts
+
+
+def _verdicts(report: DoctorReport) -> Parts:
+    """The verdicts, most important first: each one's id and prediction, evidence, action and lever."""
+    parts = verdicts_heading(report)
     for i, v in enumerate(report.verdicts, 1):
         gain = f" - {prediction_words(report, v)}" if v.predicted_speedup else ""
-        parts.append(Text(f"{i}. {v.id}{gain}", style="bold cyan"))
+        title = f"{v.title} [{v.id}]" if v.title else v.id
+        parts.append(Text(f"{i}. {title}{gain}", style="bold cyan"))
+        if not v.predicted_speedup and v.unpredicted:
+            parts.append(Text(f"   no prediction: {v.unpredicted}"))
         parts.append(Text(f"   evidence: {v.evidence}"))
         parts.append(Text(f"   action:   {v.action}"))
         if v.lever is not None and report.tried is None:

@@ -8,6 +8,7 @@ from jinja2 import Environment, select_autoescape
 
 from trainspeed._version import __version__
 from trainspeed.diagnose.report import DoctorReport
+from trainspeed.report.doctor_brief import load_line
 from trainspeed.report.doctor_text import prediction_words, process_line
 from trainspeed.report.plots import doctor_histogram_png, doctor_phases_png, doctor_util_png
 from trainspeed.report.tried import applied_words, edit_place, measured_words
@@ -29,10 +30,13 @@ td:first-child, th:first-child, td:has(> code) { text-align: left; }
 (the GPU's pace; the host's {{ "%.3f"|format(w.steps.host_median_ms) }} ms){% endif %}{% endif %}.{% if process %}
 <span class="muted">{{ process[0]|upper }}{{ process[1:] }}.</span>{% endif %}</p>
 <h2>Verdicts <span class="muted">(most important first; speed-ups are predictions)</span></h2>
-{% for v in r.verdicts %}<div class="verdict"><b>{{ loop.index }}. {{ v.id }}</b>{% if v.predicted_speedup %}
-&mdash; {{ label(r, v) }}{% endif %}<br>
+{% if load %}<p><b>{{ load }}</b></p>{% endif %}
+{% for v in r.verdicts %}<div class="verdict"><b>{{ loop.index }}. {{ v.title or v.id }}</b> <span class="muted">[{{ v.id }}]</span>{% if v.predicted_speedup %}
+&mdash; {{ label(r, v) }}{% elif v.unpredicted %} &mdash; no prediction: {{ v.unpredicted }}{% endif %}<br>
+{% if v.brief %}{{ v.brief }}<br>{% endif %}{% if v.fix %}<span class="muted">fix{% if v.site %} at <code>{{ v.site }}</code>{% endif %}</span> <code>{{ v.fix }}</code><br>{% endif %}
+<details><summary class="muted">the whole evidence</summary>
 <span class="muted">evidence</span> {{ v.evidence }}<br><span class="muted">action</span> {{ v.action }}{% if v.lever %}
-<br><span class="muted">lever</span> <code>{{ v.lever.paste }}</code>{% endif %}</div>
+<br><span class="muted">lever</span> <code>{{ v.lever.paste }}</code>{% endif %}</details></div>
 {% else %}<p>{% if w.steps.median_ms is none %}No training step completed, so there is nothing to judge.{% else %}No rule
 found a problem worth a tenth of the step.{% endif %}</p>{% endfor %}
 {% if t %}<h2>Tried <span class="muted">({{ t.rounds }} round{{ "s" if t.rounds != 1 }} of alternated runs{% if t.steps %},
@@ -103,4 +107,4 @@ def doctor_html(report: DoctorReport) -> str:
     return env.from_string(_TEMPLATE).render(r=report, w=w, plots=plots, title=report.script or "watched loop",
                                               label=prediction_words, process=process_line(report),
                                               version=__version__, t=report.tried, measured=measured_words,
-                                              applied=applied_words, place=edit_place)
+                                              applied=applied_words, place=edit_place, load=load_line(report))

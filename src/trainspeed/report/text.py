@@ -10,11 +10,11 @@ from rich.text import Text
 from trainspeed.demo.result import DemoResult
 from trainspeed.diagnose.compare import Comparison
 from trainspeed.diagnose.report import DoctorReport
-from trainspeed.diagnose.rules import predicted_label
 from trainspeed.hardware.cpu import CpuInfo
 from trainspeed.hardware.cpu_generations import TRAINING_FEATURES, contradicted_by_isa, from_cpuid
 from trainspeed.hardware.gpu import GpuInfo
 from trainspeed.hardware.report import HardwareReport
+from trainspeed.report.doctor_brief import verdict_lines
 from trainspeed.sweep.result import SweepResult
 from trainspeed.units import gib, human_bytes
 
@@ -114,8 +114,7 @@ def demo_view(result: DemoResult, folder: str | None = None, doctor: dict[str, D
         parts.append(Text(f"The doctor on the seed's loop, {device.upper()} ({rep.watch.steps.seen} steps watched, "
                           f"median {step} per step):", style="bold"))
         for i, v in enumerate(rep.verdicts, 1):
-            gain = f" ({predicted_label(v.predicted_speedup)})" if v.predicted_speedup else ""
-            parts.append(Text(f"{i}. {v.id}{gain}: {v.evidence}. Action: {v.action}"))
+            parts += [Text(line) for line in verdict_lines(v, i)]
     if folder:
         parts.append(Text(f"Wrote {folder}", style="dim"))
     return Group(*parts)

@@ -16,7 +16,7 @@ from trainspeed.diagnose.compare import Comparison
 from trainspeed.diagnose.report import DoctorReport
 from trainspeed.hardware.report import HardwareReport
 from trainspeed.memory.result import MemoryEstimate, MemoryReport
-from trainspeed.report.doctor_text import doctor_view
+from trainspeed.report.doctor_brief import brief_view
 from trainspeed.report.html import doctor_html
 from trainspeed.report.memory_text import memory_view
 from trainspeed.report.text import compare_view, demo_view, hardware_view, sweep_view
@@ -62,7 +62,7 @@ def _estimate_view(estimate: MemoryEstimate) -> RenderableType:
 
 
 VIEWS: dict[type, View] = {
-    DoctorReport: View(doctor_view, doctor_html),
+    DoctorReport: View(brief_view, doctor_html),
     MemoryReport: View(memory_view),
     MemoryEstimate: View(_estimate_view),
     SweepResult: View(sweep_view),

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from trainspeed.diagnose.rules.brief import of_step, part_of_step
 from trainspeed.diagnose.rules.context import Context
 from trainspeed.diagnose.rules.step_model import (
     arithmetic_ms,
@@ -11,6 +12,7 @@ from trainspeed.diagnose.rules.step_model import (
     compute_ms,
     flop_rate,
     gpu_busy_ms,
+    next_lever_names,
     next_levers,
     op_names,
     op_work,
@@ -105,12 +107,18 @@ def slow_dtype(r: WatchResult, c: Context) -> Verdict | None:
             action = ("train in float32: model.float() and inputs .float(); numpy's float64 passes into "
                       "torch.from_numpy / torch.tensor unchanged, so convert the data once as it is loaded "
                       "(.astype(np.float32))")
+            fix = "model.float() and x.float() (numpy data: .astype(np.float32))"
         else:
             action = (f"train in float32 on this CPU: drop torch.autocast('cpu', dtype=torch.{dtype}) or the "
                       f".to(torch.{dtype}) of the model and inputs; {dtype} pays on CPUs with native matrix units "
                       "(AMX, AVX512-BF16/FP16) and on GPUs, not here")
+            fix = f"drop torch.autocast(\"cpu\", dtype=torch.{dtype})"
+        brief = (f"{dtype} matrix math: {part_of_step(took, step)}; float32 runs {c.matmul_gflops / rate:.1f}x as "
+                 "fast here")
         found.append((gain, Verdict("slow_dtype", evidence + " (predicted speed-up: those ops at the float32 "
-                                    "rate, the rest of the step as measured)", action, step_speedup(r, step, step - gain))))
+                                    "rate, the rest of the step as measured)", action, step_speedup(r, step, step - gain),
+                                    title=f"Matrix math in {dtype}, which this CPU runs slowly", brief=brief,
+                                    fix=fix)))
     return max(found, key=lambda f: f[0])[1] if found else None
 
 
@@ -125,6 +133,7 @@ def compute_bound(r: WatchResult, c: Context) -> Verdict | None:
             return None
         evidence = (f"the GPU works {busy_ms:.2f} ms of the {r.steps.median_ms:.2f} ms step ({busy_ms / r.steps.median_ms:.0%}, "
                     f"from {busy_source(r)})")
+        brief = f"the GPU works {of_step(busy_ms, r.steps.median_ms)}"
         rate = flop_rate(r, c)
         if rate is not None:
             evidence += (f"; its {(r.window.flops_per_step or 0.0) / 1e9:.1f} GFLOP per step (torch.profiler's FLOP formulas) "
@@ -159,10 +168,19 @@ def compute_bound(r: WatchResult, c: Context) -> Verdict | None:
                  f"more than their {compute:.2f} ms: the run multiplied faster than the probe after it")
         evidence = (f"forward+backward+optimizer are {compute / r.steps.median_ms:.0%} of the step; " + "; ".join(parts)
                     + f" ({whole}): real work")
+        brief = (f"forward, backward and the optimizer: {compute / r.steps.median_ms:.0%} of the step, "
+                 f"{min(done / compute, 1.0):.0%} of it arithmetic")
     tf32 = c.gpu_peak is not None and r.model.device == "cuda" and c.gpu_peak.tf32_tflops is not None
     if tf32 and c.gpu_peak is not None:
         action = (f"{next_levers(r)}; and float32 matrix products on the {c.gpu_peak.gpu}'s TF32 tensor cores "
                   f"({c.gpu_peak.tf32_tflops:g} TFLOP/s against {c.gpu_peak.tflops:g} in plain float32): "
                   "torch.set_float32_matmul_precision(\"high\"), 10 mantissa bits in the products' inputs")
-        return Verdict("compute_bound", evidence, action, None, TF32)
-    return Verdict("compute_bound", evidence, next_levers(r), None)
+        return Verdict("compute_bound", evidence, action, None, TF32, title=HEALTHY, brief=brief,
+                       fix='torch.set_float32_matmul_precision("high")', unpredicted=UNPREDICTED)
+    return Verdict("compute_bound", evidence, next_levers(r), None, title=HEALTHY, brief=brief,
+                   fix="next: " + ", ".join(name.replace(" where the hardware has it", "")
+                                            for name in next_lever_names(r)), unpredicted=UNPREDICTED)
+
+
+HEALTHY = "Healthy: the step does real work"
+UNPREDICTED = "no waste found to remove"

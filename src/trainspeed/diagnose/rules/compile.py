@@ -32,7 +32,10 @@ def compile_heavy(r: WatchResult, c: Context) -> Verdict | None:
               "lengths; or compile shape-generic code once: torch.compile(model, dynamic=True) or "
               "torch._dynamo.mark_dynamic(x, 0) on the batch; TORCH_LOGS=recompiles prints why each one happened. "
               "A run of few steps may not repay compiling at all")
-    return Verdict("compile_heavy", evidence, action, speedup(1.0, 1.0 - share), _drop_last(r))
+    return Verdict("compile_heavy", evidence, action, speedup(1.0, 1.0 - share), _drop_last(r),
+                   title="torch.compile recompiling during training",
+                   brief=f"{graphs} compiled while measured: {r.machine.compiles.seconds:.1f} s, {share:.0%} of the run",
+                   fix="DataLoader(..., drop_last=True), or torch.compile(model, dynamic=True)")
 
 
 def _drop_last(r: WatchResult) -> Lever | None:

@@ -3,6 +3,7 @@ rules/sharded.py) and a slow rank (`straggler`)."""
 
 from __future__ import annotations
 
+from trainspeed.diagnose.rules.brief import ms, of_step
 from trainspeed.diagnose.rules.context import Context
 from trainspeed.diagnose.rules.sharded import sharded_comm
 from trainspeed.diagnose.rules.step_model import step_speedup
@@ -39,7 +40,10 @@ def comm_bound(r: WatchResult, c: Context) -> Verdict | None:
     action = (f"hide or thin out the all-reduce: accumulate gradients over {k} micro-batches with DDP's no_sync() on all "
               "but the last (one all-reduce per optimizer step; the prediction assumes this), or a larger batch per rank "
               "(more compute per byte sent), or a smaller bucket_cap_mb so reductions start earlier in backward")
-    return Verdict("comm_bound", evidence, action, step_speedup(r, step, step - exposed * (1 - 1 / k)))
+    return Verdict("comm_bound", evidence, action, step_speedup(r, step, step - exposed * (1 - 1 / k)),
+                   title="Waiting for the gradient all-reduce",
+                   brief=f"the all-reduce of {d.grad_bytes / 2**20:.1f} MiB waits {of_step(exposed, step)}",
+                   fix=f"with model.no_sync(): on {k - 1} of every {k} micro-batches (one all-reduce a step)")
 
 
 def straggler(r: WatchResult, c: Context) -> Verdict | None:
@@ -71,4 +75,7 @@ def straggler(r: WatchResult, c: Context) -> Verdict | None:
     action = (f"make rank {slow}'s {worst} as fast as the others': work done on that rank only (logging, evaluation, "
               "checkpoints on rank 0 belong outside the step or in a background thread), an uneven data shard or "
               "DataLoader, or a slower or shared device")
-    return Verdict("straggler", evidence, action, step_speedup(r, r.steps.median_ms, r.steps.median_ms - excess))
+    return Verdict("straggler", evidence, action, step_speedup(r, r.steps.median_ms, r.steps.median_ms - excess),
+                   title=f"Rank {slow} is slower than the others",
+                   brief=f"rank {slow} is busy {ms(busy[slow])} a step against {ms(typical)}; its {worst} +{ms(gaps[worst])}",
+                   fix=f"move the work only rank {slow} does in {worst} out of the step")

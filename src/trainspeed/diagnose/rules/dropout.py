@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from trainspeed.diagnose.rules.brief import of_step
 from trainspeed.diagnose.rules.context import Context
 from trainspeed.diagnose.rules.step_model import step_speedup, window_scale
 from trainspeed.diagnose.verdict import Verdict
@@ -37,4 +38,7 @@ def dropout_heavy(r: WatchResult, c: Context) -> Verdict | None:
               "the model does not need that regularisation, fewer dropout layers or dropout=0 (nn.Dropout(p=0.0), "
               "nn.TransformerEncoderLayer(..., dropout=0.0)) removes it; compare the validation loss, since dropout "
               "regularises; on a GPU the same masks cost little")
-    return Verdict("dropout_heavy", evidence, action, step_speedup(r, step, step - ms))
+    return Verdict("dropout_heavy", evidence, action, step_speedup(r, step, step - ms),
+                   title="Dropout's random masks, slow on a CPU",
+                   brief=f"{calls:.0f} random masks a step take {of_step(ms, step)}",
+                   fix="nn.Dropout(p=0.0) where the model needs no dropout (compare the validation loss)")

@@ -263,15 +263,21 @@ the framework's own (Lightning's Trainer, TrainingArguments, the Accelerator).""
 OWN = {"lightning": ("Trainer",), "transformers": ("TrainingArguments",), "accelerate": ("Accelerator",)}
 
 
-def _where(v: Verdict, r: WatchResult) -> str:
-    """" (Trainer(...) at train.py:40)": the user's line that made the setting the action changes."""
+def _made(v: Verdict, r: WatchResult) -> tuple[str, str] | None:
+    """("Trainer", "train.py:40"): the setting object the action changes and the user's line that made it."""
     fw = r.framework
     if fw is None:
-        return ""
+        return None
     for name in MADE_BY.get((fw.name, v.id), OWN.get(fw.name, ())):
         if name in fw.made_at:
-            return f" ({name}(...) at {fw.made_at[name]})"
-    return ""
+            return name, fw.made_at[name]
+    return None
+
+
+def _where(v: Verdict, r: WatchResult) -> str:
+    """" (Trainer(...) at train.py:40)": the user's line that made the setting the action changes."""
+    made = _made(v, r)
+    return f" ({made[0]}(...) at {made[1]})" if made is not None else ""
 
 
 SPEAK: dict[tuple[str, str], Speak] = {
@@ -305,6 +311,18 @@ SPEAK: dict[tuple[str, str], Speak] = {
 """(framework, verdict id) -> the action in the framework's settings; a verdict not named keeps its action."""
 
 
+_UNSET = re.compile(r", \w+=None\b")
+"""A lever's arguments set to None (ModelCheckpoint(..., every_n_epochs=None)): the defaults a user leaves out."""
+
+
+def _first_clause(action: str) -> str:
+    """An action's first clause, up to its first ": ", "; " or ". ", its asides in parentheses left out (the setting;
+    the why follows)."""
+    ends = [i for i in (action.find(": "), action.find("; "), action.find(". ")) if i > 0]
+    first = action[:min(ends)] if ends else action
+    return re.sub(r" \([^()]*\)", "", first)
+
+
 def in_framework(verdicts: list[Verdict], r: WatchResult) -> list[Verdict]:
     """The verdicts with their actions said in the settings of the framework that ran the loop (if any)."""
     if r.framework is None:
@@ -313,8 +331,14 @@ def in_framework(verdicts: list[Verdict], r: WatchResult) -> list[Verdict]:
     for v in verdicts:
         speak = SPEAK.get((r.framework.name, v.id))
         action = speak(v, r) if speak is not None else None
-        if action:
+        lever = framework_lever(v, r)
+        fix, site = v.fix, v.site
+        if action:  # the fix is the framework's setting, at the line that made it
+            fix = _UNSET.sub("", lever.paste) if lever is not None and lever != v.lever else _first_clause(action)
+            made = _made(v, r)
+            site = made[1] if made is not None else site
             action += _where(v, r)
         evidence = v.evidence + _framework_evidence(r) if v.id in OTHER_VERDICTS and r.sites.framework else v.evidence
-        spoken.append(dataclasses.replace(v, action=action or v.action, evidence=evidence, lever=framework_lever(v, r)))
+        spoken.append(dataclasses.replace(v, action=action or v.action, evidence=evidence, lever=lever, fix=fix,
+                                          site=site))
     return spoken

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from trainspeed.diagnose.rules.brief import ms, of_step, part_of_step, round_interval
 from trainspeed.diagnose.rules.context import Context
 from trainspeed.diagnose.rules.step_model import anomaly_costs, other_share, phase_ms, step_speedup
 from trainspeed.diagnose.verdict import Lever, Verdict
@@ -93,8 +94,11 @@ def logging_heavy(r: WatchResult, c: Context) -> Verdict | None:
                      f"({top_read.op}, {per_call:.2f} ms a read, within that time): `{top_read.code}`")
         if any(s.op == "__repr__" for s in read_sites):
             action += "; print numbers (loss.item()), not tensors: a tensor's repr formats every element"
+    every = round_interval(max(10.0, other * part / (0.01 * step)))  # logging under 1% of the step
     return Verdict("logging_heavy", "; ".join(found), action, step_speedup(r, step, step - other * part),
-                   site=top.where)
+                   site=top.where, title="Logging on every step",
+                   brief=f"logging lines take about {of_step(other * part, step)}",
+                   fix=f"run it only when step % {every} == 0")
 
 
 def other_samples(r: WatchResult) -> int:
@@ -193,9 +197,14 @@ def host_code_heavy(r: WatchResult, c: Context) -> Verdict | None:
     action = ("that line runs on every step: run it every N steps or after the loop, hand it to a background "
               "thread, or make it cheaper (vectorise Python loops; keep metrics as tensors and read them every N "
               "steps); if it prepares data, a DataLoader with workers runs it beside the step" + _library_tip(r))
+    every = round_interval(max(10.0, gain / (0.01 * step)))  # that line's time under 1% of the step
+    fix = ("torch.distributions.Distribution.set_default_validate_args(False)" if _in_distributions(r) else
+           f"run it only when step % {every} == 0, or after the loop")
     return Verdict("host_code_heavy", evidence + " (predicted speed-up: that line's host time out of the step)",
                    action, step_speedup(r, step, step - gain), VALIDATE_ARGS_OFF if _in_distributions(r) else None,
-                   site=line.where)
+                   site=line.where, title="The script's own Python code, every step",
+                   brief=f"the script's own code: {part_of_step(host, step)}, {held:.0%} of that at one line",
+                   fix=fix)
 
 
 def outside_work(r: WatchResult, c: Context, host: Verdict | None) -> Verdict | None:
@@ -228,7 +237,11 @@ def outside_work(r: WatchResult, c: Context, host: Verdict | None) -> Verdict | 
               "rather than copy.deepcopy a new one; a loop over parameters can be one torch._foreach_* call, and an update "
               "of the parameters by hand a torch.optim optimizer (fused=True); data preparation belongs in a "
               "DataLoader's workers" + _library_tip(r))
-    return Verdict("outside_work", evidence, action, None, site=line.where)
+    return Verdict("outside_work", evidence, action, None, site=line.where,
+                   title="Work beside the training step, every step",
+                   brief=f"one line outside forward, backward and the optimizer: about {ms(other * held)} a step",
+                   fix="run it every N steps; copy weights into a kept model, not copy.deepcopy",
+                   unpredicted="whether that work must run every step is the script's to say")
 
 
 def anomaly_detection(r: WatchResult, c: Context) -> Verdict | None:
@@ -250,4 +263,7 @@ def anomaly_detection(r: WatchResult, c: Context) -> Verdict | None:
               "torch.autograd.detect_anomaly() block; switch it on only to find where a NaN or an in-place error "
               "comes from, for a few steps")
     return Verdict("anomaly_detection", evidence, action, step_speedup(r, step, step - cost),
-                   Lever("anomaly_off", {}, "torch.autograd.set_detect_anomaly(False)", same_arithmetic=True))
+                   Lever("anomaly_off", {}, "torch.autograd.set_detect_anomaly(False)", same_arithmetic=True),
+                   title="Autograd's anomaly detection is on",
+                   brief=f"its stacks and NaN checks: {part_of_step(cost, step)}",
+                   fix="torch.autograd.set_detect_anomaly(False)")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from trainspeed.diagnose.rules.brief import ms, of_step
 from trainspeed.diagnose.rules.context import Context
 from trainspeed.diagnose.rules.step_model import burst_note, phase_ms, run_step_ms, speedup, step_speedup
 from trainspeed.diagnose.verdict import Lever, Verdict
@@ -46,6 +47,12 @@ class _DataWait:
     """The run's share spent starting and stopping DataLoader iterators (at most its wait)."""
     respawned: list[LoaderInfo]
     """The loaders with workers started anew at every start (no persistent_workers)."""
+    title: str
+    """The plain words every case but its own starts with: who waits for the DataLoader."""
+    brief: str
+    """"waiting for batches takes 62% of the run, num_workers=0": the wait in one line."""
+    site: str | None
+    """The line of the user's own code most of the wait's samples name (`_top_line`), if one."""
 
 
 def input_bound(r: WatchResult, c: Context) -> Verdict | None:
@@ -82,7 +89,10 @@ def _data_wait(r: WatchResult, c: Context) -> _DataWait | None:
     pin = ", pin_memory=True" if r.model.device == "cuda" else ""
     starts = min(r.loaders.start_share or 0.0, share)  # a stop inside the run's last step can tip it over
     respawned = [ld for ld in r.loaders.each if ld.num_workers > 0 and not ld.persistent_workers]
-    return _DataWait(share, workers, cores, suggest, evidence, cheaper, pin, starts, respawned)
+    title = "The GPU waits for the DataLoader" if r.model.device == "cuda" else "The step waits for the DataLoader"
+    brief = f"waiting for batches: {share:.0%} of the run, num_workers={workers}"
+    return _DataWait(share, workers, cores, suggest, evidence, cheaper, pin, starts, respawned, title, brief,
+                     top.where if top is not None else None)
 
 
 def _restarted_every_step(r: WatchResult, w: _DataWait) -> Verdict | None:
@@ -100,7 +110,11 @@ def _restarted_every_step(r: WatchResult, w: _DataWait) -> Verdict | None:
               "`iter(loader)` only when it runs out), or loop `for x, y in loader:`; each `iter(loader)` starts a "
               "new pass over the data (a new shuffle" + (", new worker processes" if w.respawned else "")
               + (", batches prefetched that one `next()` then drops" if w.workers else "") + ")")
-    return Verdict("input_bound", evidence, action, speedup(1.0, 1 - w.starts))
+    brief = (f"{r.loaders.starts} iter(loader) calls in {r.steps.measured} steps, {ms(r.loaders.start_ms or 0.0)} "
+             f"each: {w.starts:.0%} of the run")
+    return Verdict("input_bound", evidence, action, speedup(1.0, 1 - w.starts),
+                   title="A new DataLoader iterator every step", brief=brief,
+                   fix="it = iter(loader) once before the loop, then next(it) each step")
 
 
 def _workers_respawned(r: WatchResult, w: _DataWait) -> Verdict | None:
@@ -116,8 +130,12 @@ def _workers_respawned(r: WatchResult, w: _DataWait) -> Verdict | None:
     action = (f"DataLoader(..., persistent_workers=True{w.pin}): the workers then live from one epoch to the next; "
               "a dataset already in memory as tensors needs no workers at all (num_workers=0)")
     alive = {"persistent_workers": True, **({"pin_memory": True} if w.pin else {})}
+    paste = f"DataLoader(..., persistent_workers=True{w.pin})"
+    brief = (f"{r.loaders.starts} starts of {w.respawned[0].num_workers} worker processes, "
+             f"{ms(r.loaders.start_ms or 0.0)} each: {w.starts:.0%} of the run")
     return Verdict("input_bound", evidence, action, speedup(1.0, 1 - w.starts),
-                   loader_lever(alive, _match(w.respawned[0]), f"DataLoader(..., persistent_workers=True{w.pin})"))
+                   loader_lever(alive, _match(w.respawned[0]), paste),
+                   title="DataLoader workers started anew every epoch", brief=brief, fix=paste)
 
 
 def _taken_row_by_row(r: WatchResult, c: Context, w: _DataWait) -> Verdict | None:
@@ -135,11 +153,15 @@ def _taken_row_by_row(r: WatchResult, c: Context, w: _DataWait) -> Verdict | Non
         f"them; taking the batch whole took {c.batched_ms:.2f} ms (measured after the run, {loader.batch_size} rows "
         "by one index per tensor)")
     whole = {"batched": True, **({"num_workers": 0} if w.workers else {})}
+    paste = (f"DataLoader(dataset, batch_size=None, sampler=BatchSampler(RandomSampler(dataset), {loader.batch_size}, "
+             f"drop_last=False){', num_workers=0' if w.workers else ''})")
+    fix = (f"DataLoader(ds, batch_size=None, sampler=BatchSampler(RandomSampler(ds), {loader.batch_size}, False)"
+           f"{', num_workers=0' if w.workers else ''})")
+    brief = f"waiting for batches: {ms(wait)} a step; one whole batch took {ms(c.batched_ms)} (measured)"
     return Verdict("input_bound", evidence, _batched_action(loader, w.workers),
                    speedup(step, step - wait + c.batched_ms),  # of the mean step: the run's already
-                   loader_lever(whole, _match(loader), "DataLoader(dataset, batch_size=None, sampler=BatchSampler("
-                                f"RandomSampler(dataset), {loader.batch_size}, drop_last=False)"
-                                f"{', num_workers=0' if w.workers else ''})"))
+                   loader_lever(whole, _match(loader), paste),
+                   title="The DataLoader fetches a TensorDataset row by row", brief=brief, fix=fix)
 
 
 def _no_room_for_workers(r: WatchResult, w: _DataWait) -> Verdict | None:
@@ -150,7 +172,15 @@ def _no_room_for_workers(r: WatchResult, w: _DataWait) -> Verdict | None:
     evidence = w.evidence + (
         f", {'as many as' if w.workers == w.cores else 'more than'} this machine's {w.cores} physical cores: more "
         f"workers would share them (predicted speed-up is an upper bound: the run without its wait{kept_note})")
-    return Verdict("input_bound", evidence, w.cheaper, speedup(1.0, 1 - w.share + kept))
+    return Verdict("input_bound", evidence, w.cheaper, speedup(1.0, 1 - w.share + kept), site=w.site,
+                   title=w.title, brief=f"{w.brief} already fills {w.cores} cores",
+                   fix=_cheaper_fix(w))
+
+
+def _cheaper_fix(w: _DataWait) -> str:
+    """The cheaper-batch action in one line: at the dataset's dearest line where the samples name one."""
+    return ("precompute or cache this, or augment on the device" if w.site else
+            "a cheaper __getitem__: precompute, cache, or augment on the device")
 
 
 def _more_workers_or_cheaper(r: WatchResult, c: Context, w: _DataWait) -> Verdict:
@@ -175,7 +205,15 @@ def _more_workers_or_cheaper(r: WatchResult, c: Context, w: _DataWait) -> Verdic
         evidence = w.evidence + (f"{why}, so workers would not make the run faster on this machine's {w.cores} "
                                  f"physical cores (predicted speed-up is an upper bound: the run without its wait"
                                  f"{kept_note})")
-        return Verdict("input_bound", evidence, cheaper, speedup(1.0, 1 - w.share + kept))
+        fix = _cheaper_fix(w)
+        if loader is not None and loader.dataset == "TensorDataset" and not loader.item_by_item:
+            fix = "index the tensors: x[perm[i:i + B]] with perm = torch.randperm(len(x))"
+        elif loader is not None and loader.item_by_item:
+            fix = (f"DataLoader(ds, batch_size=None, sampler=BatchSampler(RandomSampler(ds), "
+                   f"{loader.batch_size or 'B'}, False))")
+        return Verdict("input_bound", evidence, cheaper, speedup(1.0, 1 - w.share + kept),
+                       site=w.site if fix == _cheaper_fix(w) else None, title=w.title,
+                       brief=f"{w.brief}; workers would not help", fix=fix)
     threads = ""
     keep = _threads_beside(r, c, suggest)
     if keep < r.process.torch_threads:
@@ -191,7 +229,8 @@ def _more_workers_or_cheaper(r: WatchResult, c: Context, w: _DataWait) -> Verdic
     paste = f"DataLoader(..., num_workers={suggest}, persistent_workers=True{w.pin})" + (
         f"; torch.set_num_threads({keep})" if keep < r.process.torch_threads else "")
     return Verdict("input_bound", evidence, action, speedup(1.0, new),
-                   loader_lever(settings, _match(loader), paste) if loader is not None else None)
+                   loader_lever(settings, _match(loader), paste) if loader is not None else None,
+                   title=w.title, brief=w.brief, fix=paste)
 
 
 def _match(loader: LoaderInfo) -> dict[str, object]:
@@ -394,4 +433,6 @@ def h2d_bound(r: WatchResult, c: Context) -> Verdict | None:
                 + (f"; in all: {kinds}" if kinds else ""))
     action = ("keep a dataset that fits on the device there once; otherwise DataLoader(pin_memory=True) and "
               ".to(device, non_blocking=True) so copies overlap compute")
-    return Verdict("h2d_bound", evidence, action, step_speedup(r, step, step - h2d))
+    return Verdict("h2d_bound", evidence, action, step_speedup(r, step, step - h2d),
+                   title="Copying batches to the GPU", brief=f"{mib:.1f} MiB copied a step: {of_step(h2d, step)}",
+                   fix="DataLoader(..., pin_memory=True) and x.to(device, non_blocking=True)")

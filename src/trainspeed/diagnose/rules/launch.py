@@ -4,6 +4,7 @@ wait for the GPU).
 
 from __future__ import annotations
 
+from trainspeed.diagnose.rules.brief import ms, of_step, pct
 from trainspeed.diagnose.rules.context import Context
 from trainspeed.diagnose.rules.step_model import (
     OP_WORK_DISPATCHES,
@@ -46,7 +47,10 @@ def sync_bound(r: WatchResult, c: Context) -> Verdict | None:
     new = max(step - sync, gpu_busy_ms(r) or 0.0)
     if new >= step * (1 - SYNC_GAIN):
         return None  # the reads wait for the GPU's own work: without them the step would wait elsewhere
-    return Verdict("sync_bound", evidence, action, step_speedup(r, step, new), site=top.where if top else None)
+    return Verdict("sync_bound", evidence, action, step_speedup(r, step, new), site=top.where if top else None,
+                   title="Reading GPU values on the host every step",
+                   brief=f"{r.steps.syncs_per_step:.1f} reads of GPU values a step wait {of_step(sync, step)}",
+                   fix="keep the value on the GPU and read it every N steps (.item() waits for the GPU)")
 
 
 def launch_bound(r: WatchResult, c: Context) -> Verdict | None:
@@ -65,25 +69,35 @@ def launch_bound(r: WatchResult, c: Context) -> Verdict | None:
     found = _gpu_launches(r, ops, compute) if r.model.device == "cuda" else _cpu_dispatches(r, c, ops, compute)
     if found is None:
         return None
-    evidence, action, overhead = found
+    evidence, action, overhead, words = found
     fused = _fused_cells(r, c, ops, compute)
     if fused is not None:  # a cell stepped in Python: the fused layer removes more than the per-op overhead
-        saved, words, advice, shared = fused
-        evidence += words
+        saved, more, advice, shared = fused
+        stepped, whole = c.cell_ms or (0.0, 0.0)
+        evidence += more
         action = advice + "; " + action
         # beside busy processes the per-op bound sets the judged phases against the dispatch probe's one thread, two
         # clocks the load sets apart; the loop's share of the ops (`shared`) is on the phases' own
-        if saved > overhead or shared:
+        loop = r.model.cell_loop
+        if (saved > overhead or shared) and loop is not None:
             return Verdict("launch_bound", evidence + " (predicted speed-up: the cell loop's measured time replaced "
-                           "by the fused layer's)", action, step_speedup(r, step, step - min(saved, compute)))
+                           "by the fused layer's)", action, step_speedup(r, step, step - min(saved, compute)),
+                           title=f"An nn.{loop.kind} stepped in a Python loop",
+                           brief=f"the loop took {ms(stepped)}, one nn.{loop.fused} call {ms(whole)} (measured)",
+                           fix=f"self.rnn = {loop.layer()}; out, state = self.rnn(x)")
     if overhead < LAUNCH_GAIN * step:
         return None  # ops already as cheap as a bare dispatch each: nothing per op left to save
     # upper bound: the step without its per-op overhead
+    title, brief, fix = words
     return Verdict("launch_bound", evidence + " (predicted speed-up is an upper bound)", action,
-                   step_speedup(r, step, step - overhead))
+                   step_speedup(r, step, step - overhead), title=title, brief=brief, fix=fix)
 
 
-def _gpu_launches(r: WatchResult, ops: float, compute: float) -> tuple[str, str, float] | None:
+Words = tuple[str, str, str]
+"""A verdict's title, brief and fix."""
+
+
+def _gpu_launches(r: WatchResult, ops: float, compute: float) -> tuple[str, str, float, Words] | None:
     """CUDA: the GPU's work against the host's time in forward, backward and the optimizer (waiting on data or on the
     disk leaves a GPU idle too, but that is not the launches' fault): (evidence, action, the overhead: the host's time
     beyond the kernels back to back) where the GPU works under DEVICE_BUSY_LOW of it."""
@@ -97,10 +111,13 @@ def _gpu_launches(r: WatchResult, ops: float, compute: float) -> tuple[str, str,
                 f"({busy_ms / compute:.0%}, from {busy_source(r)}): launching work costs more than doing it")
     action = ("capture the step as a CUDA graph (trainspeed.fit does it, and measures whether it pays) or "
               "torch.compile it (mode='reduce-overhead'); raise the batch size")
-    return evidence, action, compute - busy_ms
+    words = ("Launching GPU kernels costs more than running them",
+             f"{ops:.0f} ops a step at {per_op:.1f} us each; the GPU works {busy_ms / compute:.0%} of that time",
+             "torch.compile(model, mode=\"reduce-overhead\"), or a larger batch")
+    return evidence, action, compute - busy_ms, words
 
 
-def _cpu_dispatches(r: WatchResult, c: Context, ops: float, compute: float) -> tuple[str, str, float] | None:
+def _cpu_dispatches(r: WatchResult, c: Context, ops: float, compute: float) -> tuple[str, str, float, Words] | None:
     """CPU: the ops' arithmetic (FLOPs at the measured rates, and the work the FLOP formulas do not see) under
     ARITHMETIC_LOW of forward, backward and the optimizer, and small per op: (evidence, action, the overhead: what
     is left of the compute if each op cost only its bare dispatch plus its work, the ops with real arithmetic at the
@@ -132,7 +149,10 @@ def _cpu_dispatches(r: WatchResult, c: Context, ops: float, compute: float) -> t
     if big_calls:
         evidence += (f"; the {big_calls:.0f} with real arithmetic (matrix products, convolutions) took "
                      f"{big_ms * 1e3:.0f} us in the profiler window, their rate on these shapes")
-    return evidence, action, compute - (kept + (ops - big_calls) * c.dispatch_us / 1e3)
+    words = ("Too many small ops: each costs more than its arithmetic",
+             f"{ops:.0f} ops a step at {per_op:.1f} us each; their arithmetic is {pct(arithmetic / compute)} of it",
+             "a larger batch, or trainspeed.fit, which replays the step without Python")
+    return evidence, action, compute - (kept + (ops - big_calls) * c.dispatch_us / 1e3), words
 
 
 def _fused_cells(r: WatchResult, c: Context, ops: float,
@@ -194,7 +214,10 @@ def small_batch(r: WatchResult, c: Context, launch: Verdict | None) -> Verdict |
                       "model once per step on all N (a vectorised environment); choose actions under torch.no_grad() "
                       "and keep the observations, then recompute the rollout's log-probabilities in one batched "
                       "forward when updating")
-            return Verdict("small_batch", evidence, action, None)
+            return Verdict("small_batch", evidence, action, None, title="One sample per model call, each waiting on the last",
+                           brief=f"{calls} model calls a step on a batch of 1, {after:.0f} of them after a host read",
+                           fix="step N environments (or sequences) together; one model call on all N",
+                           unpredicted="each call waits on the last: batching them changes the loop")
         if (r.steps.model_calls_chained or 0) < (calls - 1) / 2:
             return _one_at_a_time(r, c, calls)
         evidence = (f"the model is called {calls} times per step on a batch of 1, each call given an earlier one's "
@@ -203,14 +226,23 @@ def small_batch(r: WatchResult, c: Context, launch: Verdict | None) -> Verdict |
         action = ("step several sequences at once (a batch of them, padded or packed with "
                   "torch.nn.utils.rnn.pack_sequence), or run the whole sequence through nn.RNN, nn.GRU or nn.LSTM "
                   "in one call")
-    return Verdict("small_batch", evidence, action, None)
+        return Verdict("small_batch", evidence, action, None, title="A recurrent model stepped one sample at a time",
+                       brief=f"{calls} chained model calls a step, each on a batch of 1",
+                       fix="a batch of sequences, or the whole sequence through nn.LSTM / nn.GRU in one call",
+                       unpredicted="not measured with a batch of sequences")
+    return Verdict("small_batch", evidence, action, None, title="A small batch on a step of per-op overhead",
+                   brief=f"batch of {r.model.batch_size}: a step costs about the same at any batch size",
+                   fix=f"batch_size={r.model.batch_size * 4} (and scale the learning rate)",
+                   unpredicted="a larger batch changes the training recipe")
 
 
 def _one_at_a_time(r: WatchResult, c: Context, k: int) -> Verdict | None:
     """small_batch where the model is called k times per step on one sample each, the calls independent of
     each other (a list comprehension over the batch's rows): the same model as `_micro_batches`, one
     forward over the k samples in place of k."""
-    return _merged_passes(r, c, k, (
+    words = ("Samples fed to the model one at a time", f"{k} model calls a step, one sample each: "
+             "{passes} of forward and backward", f"model(x) on the batch of {k}, not model(x[i:i+1]) per row")
+    return _merged_passes(r, c, k, words, (
         f"the model is called {k} times per step on a batch of 1 (samples fed one at a time, each call "
         "independent of the others): {passes:.2f} ms of forward+backward per step, most of it per-op overhead "
         f"that each call pays again (predicted speed-up: forward, backward and the {{around:.2f}} ms of torch ops "
@@ -225,7 +257,9 @@ def _micro_batches(r: WatchResult, c: Context, k: int) -> Verdict | None:
     pays the per-op overhead of the whole model for a few samples. One pass over all k of them runs the
     same ops once."""
     batch = k * (r.model.batch_size or 0)
-    return _merged_passes(r, c, k, (
+    words = ("Gradients accumulated over tiny micro-batches", f"{k} passes of a batch of {r.model.batch_size} a "
+             "step: {passes} of forward and backward", f"one batch of {batch} a step (its mean loss)")
+    return _merged_passes(r, c, k, words, (
         f"{k} forward and backward passes of a batch of {r.model.batch_size} per optimizer step (gradients "
         "accumulated over micro-batches): {passes:.2f} ms of forward+backward per step, most of it per-op "
         "overhead that each pass pays again (predicted speed-up: forward, backward and the {around:.2f} ms of "
@@ -235,12 +269,12 @@ def _micro_batches(r: WatchResult, c: Context, k: int) -> Verdict | None:
         "memory (`trainspeed memory` gives the largest batch that fits)")
 
 
-def _merged_passes(r: WatchResult, c: Context, k: int, evidence: str, action: str) -> Verdict | None:
+def _merged_passes(r: WatchResult, c: Context, k: int, words: Words, evidence: str, action: str) -> Verdict | None:
     """small_batch's prediction where a step runs k small passes that could be one. Model: forward and
     backward, less their work (arithmetic and heavy ops on a CPU, the GPU's busy time on CUDA), and the ops
     outside every phase (the loss scaled by 1/k, a slice of the batch) each run once a step instead of k
     times; the optimizer and the script's own Python stay. `evidence` is formatted with `passes` and
-    `around`, the milliseconds of forward+backward and of those ops."""
+    `around`, the milliseconds of forward+backward and of those ops; the brief of `words` with `passes`."""
     step = r.steps.median_ms
     if not step or compute_ms(r) <= 0:
         return None
@@ -251,7 +285,9 @@ def _merged_passes(r: WatchResult, c: Context, k: int, evidence: str, action: st
         work = (arithmetic_ms(r, c) or 0.0) + op_work(r, c)[0]
     around = min(phase_ms(r, "other"), (r.window.other_op_ms_per_step or 0.0) * window_scale(r))
     saved = (max(0.0, passes - work) + around) * (1 - 1 / k)
-    return Verdict("small_batch", evidence.format(passes=passes, around=around), action, step_speedup(r, step, step - saved))
+    title, brief, fix = words
+    return Verdict("small_batch", evidence.format(passes=passes, around=around), action,
+                   step_speedup(r, step, step - saved), title=title, brief=brief.format(passes=ms(passes)), fix=fix)
 
 
 def cpu_faster(r: WatchResult, c: Context, launch: Verdict | None) -> Verdict | None:
@@ -272,4 +308,7 @@ def cpu_faster(r: WatchResult, c: Context, launch: Verdict | None) -> Verdict | 
                 f"here, a CPU op {c.dispatch_us:.1f} us), plus the arithmetic at this CPU's measured "
                 f"{c.matmul_gflops:.0f} GFLOP/s")
     action = "for a model this small, train on the CPU (or make the GPU step bigger: batch, CUDA graphs)"
-    return Verdict("cpu_faster", evidence, action, step_speedup(r, step, cpu_step))
+    return Verdict("cpu_faster", evidence, action, step_speedup(r, step, cpu_step),
+                   title="This model would train faster on the CPU",
+                   brief=f"predicted CPU step {ms(cpu_step)} against {ms(step)} measured on the GPU",
+                   fix='device = "cpu"  # for a model this small; or a larger step on the GPU')

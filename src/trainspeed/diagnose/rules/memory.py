@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import mmap
 
+from trainspeed.diagnose.rules.brief import of_step, part_of_step
 from trainspeed.diagnose.rules.context import Context
 from trainspeed.diagnose.rules.probes import Probe
 from trainspeed.diagnose.rules.step_model import low_precision, step_speedup
@@ -32,7 +33,12 @@ def memory_pressure(r: WatchResult, c: Context) -> Verdict | None:
         "`trainspeed memory` gives the largest batch that fits"
     autocast = "" if low_precision(r) else "bf16 autocast, "  # not where the run computes in half width already
     action = f"{fit}; or {autocast}activation checkpointing, or gradient accumulation over smaller batches"
-    return Verdict("memory_pressure", evidence, action, None)
+    return Verdict("memory_pressure", evidence, action, None, title="Memory nearly full",
+                   brief=f"peak {r.process.peak_memory_bytes / 2**30:.1f} of {r.process.memory_capacity_bytes / 2**30:.1f}"
+                         f" GiB {where} ({share:.0%})",
+                   fix=f"batch_size={c.largest_batch}" if c.largest_batch else
+                   "`trainspeed memory` gives the largest batch that fits",
+                   unpredicted="memory is a limit, not a cost: it bounds the batch")
 
 
 def recompute_heavy(r: WatchResult, c: Context) -> Verdict | None:
@@ -50,7 +56,10 @@ def recompute_heavy(r: WatchResult, c: Context) -> Verdict | None:
               "torch.utils.checkpoint.checkpoint(...) (a Hugging Face model: gradient_checkpointing=False, or "
               "model.gradient_checkpointing_disable()); it keeps each segment's activations for backward, so the "
               "peak grows; where that does not fit, gradient accumulation over smaller batches")
-    return Verdict("recompute_heavy", evidence, action, step_speedup(r, step, step - ms))
+    return Verdict("recompute_heavy", evidence, action, step_speedup(r, step, step - ms),
+                   title="Activation checkpointing recomputes the forward",
+                   brief=f"recomputed forwards take {of_step(ms, step)}",
+                   fix="call the segment directly, not torch.utils.checkpoint.checkpoint(...), where memory allows")
 
 
 MALLOC_KEEPS = Lever("malloc", {"MALLOC_MMAP_THRESHOLD_": "33554432", "MALLOC_TRIM_THRESHOLD_": "4294967296"},
@@ -106,4 +115,8 @@ def page_faults(r: WatchResult, c: Context) -> Verdict | None:
               "script, fewer large tensors made anew each step: the optimizer's foreach=True or fused=True (fewer "
               "temporaries), nn.Embedding(sparse=True) with torch.optim.SparseAdam where a step touches few rows of a "
               "large table")
-    return Verdict("page_faults", evidence, action, step_speedup(r, plain, plain - ms), MALLOC_KEEPS)
+    return Verdict("page_faults", evidence, action, step_speedup(r, plain, plain - ms), MALLOC_KEEPS,
+                   title="Memory handed back and taken again every step",
+                   brief=f"{faults:,.0f} page faults a step{' unwatched' if unwatched else ''} "
+                         f"({faults * mmap.PAGESIZE / 2**20:,.0f} MiB): {part_of_step(ms, plain)}",
+                   fix=MALLOC_KEEPS.paste)

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from trainspeed.diagnose.rules.brief import of_step, part_of_step
 from trainspeed.diagnose.rules.context import Context
 from trainspeed.diagnose.rules.step_model import compute_part_ms, step_speedup, window_scale
 from trainspeed.diagnose.verdict import Lever, Verdict
@@ -57,7 +58,10 @@ def optimizer_rebuilt(r: WatchResult, c: Context) -> Verdict | None:
               "step (SGD's momentum buffers, Adam's moment estimates and step count), so the run does not train as the "
               "optimizer means to; change the learning rate through `optimizer.param_groups` or a "
               "torch.optim.lr_scheduler instead")
-    return Verdict("optimizer_rebuilt", evidence, action, step_speedup(r, step, step - saved))
+    return Verdict("optimizer_rebuilt", evidence, action, step_speedup(r, step, step - saved),
+                   title="A new optimizer every step",
+                   brief=f"a new {kind} {r.optimizers.built} times in {r.steps.seen} steps, its state lost each time",
+                   fix="build the optimizer once, before the loop")
 
 
 def optimizer_heavy(r: WatchResult, c: Context) -> Verdict | None:
@@ -91,7 +95,11 @@ def optimizer_heavy(r: WatchResult, c: Context) -> Verdict | None:
               "still)")
     lever = Lever("optimizer", {"fused": True}, f"torch.optim.{o.kind}(..., fused=True)", same_arithmetic=False,
                   match={"kind": o.kind})
-    return Verdict("optimizer_heavy", evidence, action, step_speedup(r, step, step - saved), lever)
+    return Verdict("optimizer_heavy", evidence, action, step_speedup(r, step, step - saved), lever,
+                   title="An unfused optimizer step",
+                   brief=f"{o.kind}'s step: {part_of_step(opt, step)}; fused, it ran {configured / fused:.1f}x as fast"
+                         " (measured)" if fused > 0 else f"{o.kind}'s step: {part_of_step(opt, step)}",
+                   fix=lever.paste)
 
 
 ZERO_OPS = ("aten.zero_", "aten._foreach_zero_")
@@ -126,5 +134,8 @@ def zero_grad_kept(r: WatchResult, c: Context) -> Verdict | None:
     action = ("optimizer.zero_grad() (set_to_none=True, torch's default since 2.0; model.zero_grad() likewise): the "
               "gradients are freed instead of zeroed, and the next backward writes them afresh; code that reads "
               "`p.grad` between zero_grad and backward must then expect None")
-    return Verdict("zero_grad_kept", evidence, action, step_speedup(r, step, step - saved))
+    return Verdict("zero_grad_kept", evidence, action, step_speedup(r, step, step - saved),
+                   title="Gradients zeroed in place every step",
+                   brief=f"zeroing and adding to the zeroed gradients: about {of_step(saved, step)}",
+                   fix="optimizer.zero_grad()  # set_to_none=True, torch's default")
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+from trainspeed.diagnose.rules.brief import every, ms, plural
 from trainspeed.diagnose.rules.context import Context
 from trainspeed.diagnose.rules.step_model import burst_note, phase_ms, speedup
 from trainspeed.diagnose.verdict import Verdict
@@ -65,21 +66,28 @@ def checkpoint_heavy(r: WatchResult, c: Context) -> Verdict | None:
     evidence = f"saving checkpoints took {burst_note(r, 'checkpoint')}"
     if r.checkpoints.saves:
         calls = f" of {r.checkpoints.calls} torch.save calls" if r.checkpoints.calls > r.checkpoints.saves else ""
-        evidence += f" ({r.checkpoints.saves} checkpoints{calls} in the run" + (f", one every {r.checkpoints.every_steps:.0f} steps)"
+        evidence += f" ({r.checkpoints.saves} checkpoints{calls} in the run" + (f", {every(r.checkpoints.every_steps)})"
                                                                    if r.checkpoints.every_steps else ")")
     factor = checkpoint_factor(r)
     interval = save_interval(r)
     keep = 1 / factor
+    every_step = phase_ms(r, "checkpoint") > 0 or (r.checkpoints.every_steps or 2.0) < 1.5
     if interval is not None and r.checkpoints.saves:
-        every, count = interval
+        new, count = interval
         keep = min(1.0, count / r.checkpoints.saves)
-        action = (f"save every {every} steps ({counted('checkpoint', count, r.checkpoints.saves, r.steps.seen)}), or hand the "
+        action = (f"save every {new} steps ({counted('checkpoint', count, r.checkpoints.saves, r.steps.seen)}), or hand the "
                   "state_dict copy to a background thread")
+        fix = f"if step % {new} == 0: torch.save(...)"
     elif phase_ms(r, "checkpoint") > 0:  # the median step saves: the script saves every step (or nearly)
         action = f"save every {factor} steps instead of every step, or hand the state_dict copy to a background thread"
+        fix = f"if step % {factor} == 0: torch.save(...)"
     else:
         action = f"save {factor} times less often, or hand the state_dict copy to a background thread"
-    return Verdict("checkpoint_heavy", evidence, action, speedup(1.0, 1 - share * (1 - keep)))
+        fix = f"save {factor} times less often"
+    saves = (f", {plural(r.checkpoints.saves, 'checkpoint')} in {r.steps.seen} steps" if r.checkpoints.saves else "")
+    return Verdict("checkpoint_heavy", evidence, action, speedup(1.0, 1 - share * (1 - keep)),
+                   title="Saving a checkpoint every step" if every_step else "Saving checkpoints too often",
+                   brief=f"saving checkpoints takes {share:.0%} of the run{saves}", fix=fix)
 
 
 def evaluation_heavy(r: WatchResult, c: Context) -> Verdict | None:
@@ -88,7 +96,7 @@ def evaluation_heavy(r: WatchResult, c: Context) -> Verdict | None:
     ev = r.evaluation
     if ev is None or ev.share < EVAL_SHARE or not r.steps.median_ms:
         return None
-    every = f", one every {ev.every_steps:.0f} steps" if ev.every_steps else ""
+    often = f", {every(ev.every_steps)}" if ev.every_steps else ""
     told = {"model.eval()": "from model.eval() until the model trains again",
             "no_grad": "the model called under torch.no_grad() or inference_mode, outside the training step"}
     seen = ev.seen
@@ -98,12 +106,16 @@ def evaluation_heavy(r: WatchResult, c: Context) -> Verdict | None:
         new, count = interval
         keep = min(1.0, count / seen)
         less, how = f"every {new} steps ({counted('evaluation', count, seen, r.steps.seen)})", f"every {new} steps"
+        fix = f"if step % {new} == 0: evaluate(...)  # under torch.inference_mode()"
     else:
         keep, less, how = 1 / EVAL_LESS, "less often", f"{EVAL_LESS} times less often"
+        fix = f"evaluate {EVAL_LESS} times less often, under torch.inference_mode()"
     evidence = (f"evaluation ({told.get(ev.by, ev.by)}) took {ev.share:.0%} of the measured run's time: {seen} "
-                f"evaluations in the run{every}{timed}, {ev.mean_ms:.1f} ms each, beside a {r.steps.median_ms:.2f} ms "
+                f"evaluations in the run{often}{timed}, {ev.mean_ms:.1f} ms each, beside a {r.steps.median_ms:.2f} ms "
                 f"training step (predicted speed-up: evaluating {how})")
     action = (f"evaluate {less}, or on a fixed subset of the validation data; and under torch.inference_mode() with "
               "the largest batch that fits (evaluation keeps no gradients or activations), so the same data costs "
               "fewer, larger ops")
-    return Verdict("evaluation_heavy", evidence, action, speedup(1.0, 1 - ev.share * (1 - keep)))
+    brief = f"{plural(seen, 'evaluation')}{often}, {ms(ev.mean_ms)} each: {ev.share:.0%} of the run"
+    return Verdict("evaluation_heavy", evidence, action, speedup(1.0, 1 - ev.share * (1 - keep)),
+                   title="Evaluating too often", brief=brief, fix=fix)

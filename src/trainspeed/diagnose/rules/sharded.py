@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 
+from trainspeed.diagnose.rules.brief import part_of_step
 from trainspeed.diagnose.rules.context import Context
 from trainspeed.diagnose.rules.step_model import step_speedup
 from trainspeed.diagnose.verdict import Verdict
@@ -94,6 +95,7 @@ def sharded_comm(r: WatchResult, c: Context) -> Verdict | None:
                 f"{exposed:.2f} ms of its {step:.2f} ms for them ({share:.0%}), {hidden:.0%} hidden behind compute"
                 + (f"; FSDP's own host work around the units takes {sum(d.fsdp_host_ms.values()):.2f} ms a step "
                    "(in forward and backward)" if d.fsdp_host_ms else ""))
+    brief = f"the step waits for them {part_of_step(exposed, step)}, {hidden:.0%} hidden behind compute"
     levers = [lever for lever in (larger_units(d, stats), keep_gathered(d, stats)) if lever is not None]
     levers.sort(key=lambda lever: -lever[0])
     words = [w for _, w in levers]
@@ -107,7 +109,14 @@ def sharded_comm(r: WatchResult, c: Context) -> Verdict | None:
     if not levers:
         words.insert(0, "fewer, larger sharding units (fully_shard on groups of layers) or reshard_after_forward=False")
         return Verdict("comm_bound", evidence, "; or ".join(words) + " (not predicted: the run lacks the figures)",
-                       None)
+                       None, title=TITLE, brief=brief, fix="fully_shard groups of layers, or reshard_after_forward=False",
+                       unpredicted="the run lacks the collectives' probes at other sizes")
     saved = min(levers[0][0], exposed + sum(d.fsdp_host_ms.values()))
     action = "; or ".join(words) + " (the prediction assumes the first)"
-    return Verdict("comm_bound", evidence, action, step_speedup(r, step, step - saved))
+    fix = (f"fully_shard every {GROUP} consecutive layers instead of each" if levers[0][1].startswith("shard in larger")
+           else "fully_shard(..., reshard_after_forward=False)")
+    return Verdict("comm_bound", evidence, action, step_speedup(r, step, step - saved), title=TITLE, brief=brief,
+                   fix=fix)
+
+
+TITLE = "Waiting for FSDP's all-gathers and reduce-scatters"

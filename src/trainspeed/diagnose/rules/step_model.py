@@ -213,11 +213,16 @@ def low_precision(r: WatchResult) -> str | None:
     return top if top in LOW_PRECISION and flops[top] >= 0.5 * sum(flops.values()) else None
 
 
+def next_lever_names(r: WatchResult) -> list[str]:
+    """The levers a healthy step can try next, less what the run does already."""
+    return ([] if low_precision(r) else ["bf16 autocast where the hardware has it"]) + \
+        ([] if r.window.compiled else ["torch.compile"]) + ["a larger batch"]
+
+
 def next_levers(r: WatchResult) -> str:
     """What a healthy step can try next, less what the run does already."""
     low = low_precision(r)
-    levers = ([] if low else ["bf16 autocast where the hardware has it"]) + \
-        ([] if r.window.compiled else ["torch.compile"]) + ["a larger batch"]
+    levers = next_lever_names(r)
     done = ([f"computes in {low}{' (autocast)' if r.model.autocast == low else ''}"] if low else []) + \
         (["is compiled"] if r.window.compiled else [])
     already = f"; the run {' and '.join(done)} already" if done else ""

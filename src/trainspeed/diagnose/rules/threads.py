@@ -78,15 +78,22 @@ def thread_oversubscription(r: WatchResult, c: Context) -> Verdict | None:
         keep = max(1, cores - workers)
         action = _set_threads(keep, "")
         advised = threads_candidate(r, c.physical_cores, c.usable_cores) == keep  # what the probes measured
+        beside = f" and {workers} DataLoader worker{'s' if workers != 1 else ''}" if workers else ""
+        words = ("Too many threads for this machine",
+                 f"torch runs {r.process.torch_threads} threads{beside} on {cores} cores")
         if advised and others_busy(r) and c.thread_step_ms is not None:
-            return _busy_probed(r, c, keep, evidence, action)  # its mean steps measured beside the same processes
+            return _busy_probed(r, c, keep, evidence, action, words)  # its mean steps measured beside the same processes
         predicted = None
+        unpredicted = f"not measured at {keep} thread{'s' if keep > 1 else ''} (`trainspeed doctor --try` times it)"
         probed = c.thread_step_ms is not None or c.thread_gflops is not None
         if probed and advised:
             more, gain = _thread_gain(r, c, keep)
             evidence += more
             predicted = gain
-        return Verdict("thread_oversubscription", evidence, action, predicted, threads_lever(keep))
+            unpredicted = f"measured no faster at {keep} thread{'s' if keep > 1 else ''} on this machine"
+        return Verdict("thread_oversubscription", evidence, action, predicted, threads_lever(keep), title=words[0],
+                       brief=words[1], fix=f"torch.set_num_threads({keep})",
+                       unpredicted=unpredicted if predicted is None else None)
     return _machine_busy(r, c, workers)
 
 
@@ -144,7 +151,15 @@ def threads_unused(r: WatchResult, c: Context) -> Verdict | None:
                 f"{c.physical_cores} cores" + more)
     action = (f"torch.set_num_threads({keep}) (or OMP_NUM_THREADS={keep}; a launcher or a library may have set it "
               "lower); `trainspeed sweep threads` measures the best value")
-    return Verdict("threads_unused", evidence, action, gain, threads_lever(keep))
+    t = r.process.torch_threads
+    assert c.thread_gflops is not None
+    now, fixed = c.thread_gflops
+    return Verdict("threads_unused", evidence, action, gain, threads_lever(keep),
+                   title="Cores left idle: fewer threads than cores",
+                   brief=f"torch runs {t} thread{'s' if t > 1 else ''} on {c.physical_cores} cores; a matmul ran "
+                         f"{fixed / now:.1f}x as fast on {keep} (measured)" if now > 0 else
+                         f"torch runs {t} thread{'s' if t > 1 else ''} on {c.physical_cores} cores",
+                   fix=f"torch.set_num_threads({keep})")
 
 
 def threads_lever(keep: int) -> Lever:
@@ -179,6 +194,9 @@ def _machine_busy(r: WatchResult, c: Context, workers: int) -> Verdict | None:
     if keep is None:
         return None
     others = (r.load.others_cpu_cores if r.load is not None else None) or 0.0
+    words = ("Other processes share this machine's cores",
+             f"other processes kept {others:.1f} of {c.logical_threads} CPUs busy; torch runs "
+             f"{r.process.torch_threads} threads")
     evidence = (f"other processes kept {others:.1f} of this machine's {c.logical_threads} hardware threads busy while "
                 f"the steps were measured, beside torch's {r.process.torch_threads} intra-op threads and {workers} DataLoader "
                 f"workers: a parallel op waits for each of its threads to get a core")
@@ -196,22 +214,24 @@ def _machine_busy(r: WatchResult, c: Context, workers: int) -> Verdict | None:
         evidence += (f"; the mean step is {mean:.2f} ms against a median of {median:.2f} ms (p90 "
                      f"{r.steps.p90_ms or 0.0:.2f} ms){_less(parts, own)}")
     if probe is not None:  # measured at the advised count beside the same processes
-        return _busy_probed(r, c, keep, evidence + (waited or ""), action)
+        return _busy_probed(r, c, keep, evidence + (waited or ""), action, words)
     if waited:  # the waits were read: they, not the tail, are what the other processes cost
         step, wait = r.steps.mean_ms or median, waited_ms(r)
         evidence += (f"{waited} (predicted speed-up: the step without that wait, as if the cores were the run's "
                      "own; fewer threads recover part of it)")
-        return Verdict("thread_oversubscription", evidence, action, speedup(step, step - wait), threads_lever(keep))
+        return Verdict("thread_oversubscription", evidence, action, speedup(step, step - wait), threads_lever(keep),
+                       title=words[0], brief=words[1], fix=f"torch.set_num_threads({keep})")
     # every step as fast as the median one, the steps' own tail being waits for a core; not a bound: with the cores
     # busy, fewer threads also run the median step faster (measured 4.3x against this model's 1.86x)
     evidence += (" (predicted speed-up: the steps' own tail gone, the mean step falling by "
                  f"{own - median:.2f} ms; fewer threads may gain more, since the median step also waits for cores "
                  "the other processes hold)")
     return Verdict("thread_oversubscription", evidence, action, speedup(mean, mean - (own - median)),
-                   threads_lever(keep))
+                   threads_lever(keep), title=words[0], brief=words[1], fix=f"torch.set_num_threads({keep})")
 
 
-def _busy_probed(r: WatchResult, c: Context, keep: int, evidence: str, action: str) -> Verdict:
+def _busy_probed(r: WatchResult, c: Context, keep: int, evidence: str, action: str,
+                 words: tuple[str, str]) -> Verdict:
     """The load verdict beside busy processes, predicted from the step probe at `keep` threads beside them
     (`Context.thread_step_ms`, measured in turn after the run): forward, backward and the optimizer of the mean step
     (their waits and slow steps included, as the probe's steps had theirs) speed up by the probe's ratio, the rest of
@@ -229,7 +249,10 @@ def _busy_probed(r: WatchResult, c: Context, keep: int, evidence: str, action: s
                      "that ratio)")
     elif fixed >= now:  # more threads took more of the shared cores from the other processes
         evidence += " (no speed-up predicted: the advised count ran no faster beside these processes)"
-    return Verdict("thread_oversubscription", evidence, action, predicted, threads_lever(keep))
+    return Verdict("thread_oversubscription", evidence, action, predicted, threads_lever(keep), title=words[0],
+                   brief=words[1], fix=f"torch.set_num_threads({keep})",
+                   unpredicted=None if predicted is not None else
+                   f"a step measured no faster at {keep} thread{'s' if keep > 1 else ''} beside these processes")
 
 
 def _waited(r: WatchResult, judged: bool) -> str | None:
