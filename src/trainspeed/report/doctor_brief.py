@@ -15,9 +15,10 @@ from rich.text import Text
 
 from trainspeed.diagnose.report import DoctorReport
 from trainspeed.diagnose.rules import MAX_PREDICTED
+from trainspeed.diagnose.rules.registry import script_view
 from trainspeed.diagnose.tried import TriedLever
 from trainspeed.diagnose.verdict import Verdict
-from trainspeed.load.view import others_busy, without_wait
+from trainspeed.load.view import others_busy
 from trainspeed.report.distributed import distributed_lines
 from trainspeed.report.doctor_text import (
     closing_lines,
@@ -96,16 +97,16 @@ NO_PREDICTION = " (no prediction)"
 """Said in a verdict's title where it predicts nothing and the title has room (the next line says why)."""
 
 
-def load_line(report: DoctorReport) -> str | None:
+def load_line(report: DoctorReport, net: WatchResult | None = None) -> str | None:
     """The machine's load in one line, where other processes held cores: what the verdicts about the script are
-    judged on."""
+    judged on (`net`: the run as `registry.script_view` makes it, where the caller has it already)."""
     w = report.watch
     if not others_busy(w) or w.load is None:
         return None
     others = w.load.others_cpu_cores or 0.0
     cpus = report.context.logical_threads
     line = f"Other processes kept {others:.1f} of this machine's {cpus} CPUs busy"
-    net = without_wait(w)
+    net = net if net is not None else script_view(w)
     if net is not None and net.steps.median_ms and w.steps.median_ms:
         return (line + f": the verdicts about the script judge its steps without their waits for a CPU "
                 f"({net.steps.median_ms:.2f} ms a step, {w.steps.median_ms:.2f} ms measured).")
@@ -115,8 +116,9 @@ def load_line(report: DoctorReport) -> str | None:
 def brief_view(report: DoctorReport) -> Group:
     """The `trainspeed doctor` screen: the load, the steps and their phases, the verdicts, five lines each."""
     w = report.watch
+    net = script_view(w)
     parts: Parts = [head_line(report)]
-    if (load := load_line(report)) is not None:
+    if (load := load_line(report, net)) is not None:
         parts.append(Text(load, style="yellow"))
     if w.steps.median_ms is None:
         parts.append(Text(f"No training step completed ({w.steps.seen} seen): nothing to split.", style="yellow"))
@@ -125,7 +127,7 @@ def brief_view(report: DoctorReport) -> Group:
         loop, total = w.steps.loop_s, report.process_s
         if loop and total and loop <= total:
             parts.append(Text(f"The training loop took {loop:.1f} s of the script's {total:.1f} s.", style="dim"))
-        parts += [phase_table(w, without_wait(w) if others_busy(w) else None)] + per_step_lines(w)
+        parts += [phase_table(w, net)] + per_step_lines(w)
     parts += counted_lines(w) + gpu_util_lines(w)
     if w.distributed is not None:
         parts += distributed_lines(w.distributed)

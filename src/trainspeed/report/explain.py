@@ -32,10 +32,9 @@ def explained(doc: Doc, verdict_id: str, source: str) -> Doc:
     found = find_verdict(doc, verdict_id)
     assert found is not None  # the command checks the id first
     rank, v = found
-    tried = [row for row in (doc.get("tried") or {}).get("levers") or []
-             if isinstance(row, dict) and row.get("verdict") == verdict_id]
     load = {key: doc.get(key) for key in ("others_cpu_cores", "threads_wait_ms", "steal_share", "threads_one_cpu_share")}
-    return {"schema": "trainspeed.explain/1", "report": source, "rank": rank, "verdict": v, "tried": tried,
+    return {"schema": "trainspeed.explain/1", "report": source, "rank": rank, "verdict": v,
+            "tried": _tried_rows(doc, verdict_id),
             "load": load, "probe": doc.get("probe") or {}, "notes": doc.get("notes") or []}
 
 
@@ -47,13 +46,17 @@ def _gain(v: Doc) -> str:
     return words + " (a prediction from the measurements, not a measurement)"
 
 
+def _tried_rows(doc: Doc, verdict_id: str) -> list[Doc]:
+    """The rows of the report's `tried.levers` for this verdict (none where `--try` did not try it)."""
+    return [row for row in (doc.get("tried") or {}).get("levers") or []
+            if isinstance(row, dict) and row.get("verdict") == verdict_id]
+
+
 def _tried(doc: Doc, verdict_id: str) -> list[str]:
     """What `--try` measured of this verdict's lever, where it ran."""
-    tried = doc.get("tried") or {}
+    rounds = (doc.get("tried") or {}).get("rounds")
     lines = []
-    for row in tried.get("levers") or []:
-        if not isinstance(row, dict) or row.get("verdict") != verdict_id:
-            continue
+    for row in _tried_rows(doc, verdict_id):
         if row.get("failed"):
             lines.append(f"--try: {row['failed']}")
             continue
@@ -63,7 +66,7 @@ def _tried(doc: Doc, verdict_id: str) -> list[str]:
             continue
         span = f" [{interval[0]:.2f}, {interval[1]:.2f}] (95%)" if interval else " (one round: no interval)"
         losses = (row.get("losses") or {}).get("text")
-        lines.append(f"--try measured {measured:.2f}x{span} over {tried.get('rounds')} rounds"
+        lines.append(f"--try measured {measured:.2f}x{span} over {rounds} rounds"
                      + (f"; losses: {losses}" if losses else ""))
     return lines
 

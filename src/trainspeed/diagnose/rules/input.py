@@ -205,14 +205,14 @@ def _more_workers_or_cheaper(r: WatchResult, c: Context, w: _DataWait) -> Verdic
         evidence = w.evidence + (f"{why}, so workers would not make the run faster on this machine's {w.cores} "
                                  f"physical cores (predicted speed-up is an upper bound: the run without its wait"
                                  f"{kept_note})")
-        fix = _cheaper_fix(w)
+        fix = cheaper_fix = _cheaper_fix(w)
         if loader is not None and loader.dataset == "TensorDataset" and not loader.item_by_item:
             fix = "index the tensors: x[perm[i:i + B]] with perm = torch.randperm(len(x))"
         elif loader is not None and loader.item_by_item:
             fix = (f"DataLoader(ds, batch_size=None, sampler=BatchSampler(RandomSampler(ds), "
                    f"{loader.batch_size or 'B'}, False))")
         return Verdict("input_bound", evidence, cheaper, speedup(1.0, 1 - w.share + kept),
-                       site=w.site if fix == _cheaper_fix(w) else None, title=w.title,
+                       site=w.site if fix == cheaper_fix else None, title=w.title,
                        brief=f"{w.brief}; workers would not help", fix=fix)
     threads = ""
     keep = _threads_beside(r, c, suggest)
