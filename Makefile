@@ -1,5 +1,5 @@
 # Two commands on a fresh clone:  `make demo`  and  `make test`.
-# Both create (or update) the virtualenv in .venv first.
+# Both create (or update) the virtualenv in .venv first: the demo the core package only, the tests the dev extra too.
 #
 # torch is installed only if the venv has none, so a build you chose stays. Pick another with
 #   make demo TORCH="torch --index-url https://download.pytorch.org/whl/cu124"
@@ -8,9 +8,10 @@ VENV   ?= .venv
 TORCH  ?= torch==2.13.0
 PY      = $(VENV)/bin/python
 
-.PHONY: demo test test-busy lint typecheck venv clean
+.PHONY: demo test test-busy lint typecheck venv dev clean
 
 venv: $(VENV)/.installed
+dev: $(VENV)/.installed-dev
 
 # `sync` at the end: an install leaves up to a GB of files to write back (about 0.9 GB measured here),
 # which on a small machine would run beside the first timed runs (the demo's, the tests' planted
@@ -18,6 +19,12 @@ venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install --quiet $(TORCH)
+	$(PY) -m pip install --quiet -e .
+	sync
+	touch $@
+
+# the test tools and the frameworks the tests run (pyproject.toml's dev extra)
+$(VENV)/.installed-dev: $(VENV)/.installed
 	$(PY) -m pip install --quiet -e '.[dev]'
 	sync
 	touch $@
@@ -25,21 +32,21 @@ $(VENV)/.installed: pyproject.toml
 demo: venv
 	$(VENV)/bin/trainspeed demo
 
-test: venv
+test: dev
 	$(PY) -m pytest
 
 # The planted examples' tests beside two busy processes on the same cores, each planted verdict held first as alone
 # where the busy processes are scheduling groups apart from the session (measured and said at the start and the end:
 # tests/diagnose/busy_processes.py); a miss is measured once more and listed at the end (tests/conftest.py).
 # .ci/run runs it after `make test`.
-test-busy: venv
+test-busy: dev
 	$(PY) -m pytest -m planted --busy 2 tests
 
 # A contributor's loop: ruff (the rule set in pyproject.toml) and mypy on src/; .ci/run runs both before the tests.
-lint: venv
+lint: dev
 	$(VENV)/bin/ruff check src tests benchmarks examples
 
-typecheck: venv
+typecheck: dev
 	$(VENV)/bin/mypy
 
 clean:

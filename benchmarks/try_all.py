@@ -82,6 +82,13 @@ def _row(case: dict) -> str:  # type: ignore[type-arg]
         what = f"needs an edit: {edit['action'][:90]}" if edit else "; ".join(tried["notes"])
         return f"| {case['name']} | `{case['first']}` | - | {what} | not tried | - | - |"
     lever = tried["levers"][0]
+    predicted, measured, within, losses = cells(lever)
+    return (f"| {case['name']} | `{lever['verdict']}` | {predicted} | `{lever['applied_as']}` | {measured} | {within} "
+            f"| {losses} |")
+
+
+def cells(lever: dict) -> tuple[str, str, str, str]:  # type: ignore[type-arg]
+    """A tried row's predicted, measured [95%], within ±25% and losses cells (fix_all.py's too)."""
     predicted = f"{lever['predicted_speedup']:.2f}x" if lever["predicted_speedup"] else "none"
     if lever["failed"]:
         measured = lever["failed"]
@@ -89,17 +96,20 @@ def _row(case: dict) -> str:  # type: ignore[type-arg]
         low, high = lever["interval"] or (None, None)
         measured = f"**{lever['measured_speedup']:.2f}x**" + (f" [{low:.2f}x, {high:.2f}x]" if low else "")
     within = {True: "yes", False: "no", None: "-"}[lever["within_25_percent"]]
-    losses = lever["losses"]["text"] if lever["losses"] else "-"
-    return (f"| {case['name']} | `{lever['verdict']}` | {predicted} | `{lever['applied_as']}` | {measured} | {within} "
-            f"| {losses} |")
+    return predicted, measured, within, lever["losses"]["text"] if lever["losses"] else "-"
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def chosen(description: str) -> tuple[argparse.Namespace, list[str]]:
+    """The command line's --rounds and --only, and the cases it names (fix_all.py's too)."""
+    p = argparse.ArgumentParser(description=description)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--only", help="comma-separated case names")
     args = p.parse_args()
-    names = [n for n in CASES if not args.only or n in args.only.split(",")]
+    return args, [n for n in CASES if not args.only or n in args.only.split(",")]
+
+
+def main() -> None:
+    args, names = chosen(__doc__.splitlines()[0])
     print(f"{measured_on(detect_hardware())}; `python benchmarks/try_all.py --rounds {args.rounds}`\n")
     print("| script | verdict | predicted | applied as | measured [95%] | within ±25% | losses |")
     print("|---|---|---:|---|---:|:---:|---|")

@@ -62,12 +62,12 @@ def test_the_report_probes_only_the_dtypes_a_rule_needs_and_shows_the_slowest_op
     data = doctor_dict(report)
     assert data["probe"]["cpu_matmul_gflops_by_dtype"] == {"bfloat16": 1.5}
     assert data["ops_by_time"][0] == {"op": "aten.mm", "dtype": "bfloat16", "calls": 5, "ms": 30.0,
-                                      "arithmetic": True, "flops": 102e6}
+                                      "arithmetic": True, "flops": 102e6, "phase": None}
     assert data["per_step"]["ops_ms"] == 33.0 and data["autocast"] == "bfloat16"
     assert "; batch 64, under bfloat16 autocast" in rendered(report)
     assert "op aten.mm (bfloat16) x5: 30.000 ms per step in the profiler window, 3.4 GFLOP/s" in rendered(report)
     page = doctor_html(report)
-    assert "The slowest ops" in page and "1.5 in bfloat16" in page
+    assert "The step's slowest ops" in page and "1.5 in bfloat16" in page
 
 
 def test_a_dtypes_rate_is_the_settled_float32_rate_in_the_dtypes_proportion_to_it(monkeypatch) -> None:

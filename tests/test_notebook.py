@@ -55,8 +55,10 @@ def test_a_cell_is_watched_and_its_report_shown_inline(tmp_path: Path) -> None:
     # --steps stopped the cell's loop quietly at the 120th step's end (inside opt.step(): its loss line did not run),
     # as `trainspeed doctor --steps` stops a script; the report stays in the namespace
     assert "".join(o.get("text", "") for o in counted["outputs"]).split() == ["119", "120"]
-    # a bare expression holding a result object renders it
+    # a bare expression holding a result object renders it, once, and its header names no empty field
     assert "<pre>" in _html(memory) and "peak" in _html(memory).lower()
+    assert [o["output_type"] for o in memory["outputs"]] == ["execute_result"], memory["outputs"]
+    assert "batch 8; adam" in _html(memory) and " of  ;" not in _html(memory)
     # a bad option is one line, and the cell does not run
     bad_text = "".join(o.get("text", "") for o in bad["outputs"])
     assert bad_text.strip().splitlines() == ["trainspeed: error: argument --steps: expected a positive integer, got 0"]

@@ -7,19 +7,50 @@ this."""
 
 from __future__ import annotations
 
+import importlib
+import re
+import shlex
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from trainspeed.cli import build_parser, parse
 from trainspeed.diagnose.tried import TriedLever
-from trainspeed.diagnose.verdict import Verdict
+from trainspeed.diagnose.verdict import YOUR_SCRIPT, Verdict
+from trainspeed.errors import UsageError
 from trainspeed.report.doctor_brief import MOST_LINES, WIDTH, verdict_lines
+
+NAMED_ONLY = ("trainspeed doctor --try", "trainspeed explain")
+"""Commands a verdict may name without their script or report: the doctor's own, run on what it was run on."""
+STAND_INS = {YOUR_SCRIPT: "examples/too_many_threads.py", "FILE.py:FACTORY": "model.py:build"}
+"""What the user puts where a command names their script or model factory: a script and a factory of ours."""
+
+
+def command_problems(text: str) -> list[str]:
+    """Each `trainspeed ...` command in backticks in `text` that would not run as printed (its stand-ins for the
+    user's script and factory put in): the CLI's parser refuses it."""
+    found = []
+    for command in re.findall(r"`(trainspeed [^`]*)`", text):
+        if command.startswith(NAMED_ONLY):
+            continue
+        typed = command
+        for placeholder, value in STAND_INS.items():
+            typed = typed.replace(placeholder, value)
+        try:
+            args = parse(build_parser(), shlex.split(typed)[1:])
+            check = getattr(importlib.import_module(f"trainspeed.cli.{args.command}"), "check", None)
+            if check is not None:  # what the command checks before it runs anything
+                check(args)
+        except (UsageError, SystemExit) as e:
+            found.append(f"the command `{command}` does not run: {e}")
+    return found
 
 
 def problems(v: Verdict) -> list[str]:
     """What is wrong with `v`'s short view (nothing: [])."""
     found = [f"no {what}" for what, given in (("title", v.title), ("brief", v.brief)) if not given]
+    found += command_problems(v.action) + command_problems(v.fix)
     if not v.fix and v.lever is None:
         found.append("no fix")
     if v.predicted_speedup is None and not v.unpredicted:

@@ -31,7 +31,8 @@ class Renders:
     def __str__(self) -> str:
         from rich.console import Console
 
-        console = Console(width=TEXT_WIDTH, record=True, color_system=None, force_terminal=False, file=io.StringIO())
+        console = Console(width=TEXT_WIDTH, record=True, color_system=None, force_terminal=False, force_jupyter=False,
+                          file=io.StringIO())
         console.print(self.__rich__())
         return "\n".join(line.rstrip() for line in console.export_text().splitlines()) + "\n"
 

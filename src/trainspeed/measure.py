@@ -6,7 +6,9 @@ those the run's measurements ask for), then judges (`diagnose/`, pure). `diagnos
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -48,6 +50,7 @@ def _largest_batch(subject: RunSubject | None, result: WatchResult) -> int | Non
     if subject is None or model is None or subject.input_spec is None or not result.process.memory_capacity_bytes:
         return None
     from trainspeed.memory.estimate import Estimator
+    from trainspeed.memory.losses import ChosenLoss
     from trainspeed.memory.maxbatch import search_max_batch
 
     shape, dtype = subject.input_spec
@@ -58,7 +61,7 @@ def _largest_batch(subject: RunSubject | None, result: WatchResult) -> int | Non
     optimizer = _OPTIMIZER_NAMES.get(subject.optimizer_kind or "", "adam")
     try:
         est = Estimator(model, make, optimizer=optimizer, device=result.model.device,
-                        warm_batch=result.model.batch_size or 1)
+                        warm_batch=result.model.batch_size or 1, loss=ChosenLoss(shape))
         first = est.estimate(result.model.batch_size or 1)
         return search_max_batch(est.peak, first, result.process.memory_capacity_bytes).max_batch
     except Exception:  # the estimate is a bonus here; the verdict stands without it
@@ -212,9 +215,23 @@ def measure_context(result: WatchResult, subject: RunSubject | None = None, hard
     return hw, ctx
 
 
+def machine_context() -> tuple[HardwareReport, Context]:
+    """The machine's constants that no run's shapes are needed for (the hardware, one op's dispatch, the float32
+    matmul rate): measured before a script starts, for `doctor --report-every`'s interim reports, which judge the
+    run so far while its hooks are in (no probe may run a model or an optimizer then)."""
+    import torch
+
+    with torch.random.fork_rng(devices=[]):
+        hw = detect_hardware()
+        ctx = Context(dispatch_us=cpu_dispatch_us(), matmul_gflops=cpu_matmul_gflops(),
+                      physical_cores=hw.cpu.physical_cores or 1, logical_threads=hw.cpu.logical_threads or 1)
+    return hw, ctx
+
+
 def diagnose_run(result: WatchResult, subject: RunSubject | None = None, hardware: HardwareReport | None = None,
                  **given: Any) -> DoctorReport:
     """Measure what `result`'s rules need (`measure_context`; `given` readings are taken as they are), then judge
     it (`diagnose.report.judge`)."""
+    t0 = time.perf_counter()
     hw, ctx = measure_context(result, subject, hardware, **given)
-    return judge(result, ctx, hw)
+    return dataclasses.replace(judge(result, ctx, hw), probes_s=round(time.perf_counter() - t0, 2))

@@ -44,6 +44,7 @@ def test_the_gate_fails_a_real_slowdown_and_passes_noise(tmp_path: Path, capsys:
     ('{"schema": "trainspeed.hw/1"}', "not a doctor report"),
     ('{"schema": "trainspeed.doctor/2", "steps": {}}', "different schema versions"),
     ('{"schema": "trainspeed.doctor/1"}', "no measured step"),  # once read as "ran None on None", exit 0
+    ('{"schema": "trainspeed.doctor/1", "steps": {"median_ms": 5}}', "without 'phases', 'verdicts'"),  # once exit 0
 ])
 def test_bad_input_is_one_line_and_status_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str | None,
                                            message: str) -> None:
@@ -93,7 +94,8 @@ def test_the_sides_are_named_by_label_or_folder(tmp_path: Path, capsys: pytest.C
 def test_the_gate_needs_samples(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     a = _write(tmp_path / "a.json", 10.0, 1)
     old = tmp_path / "old.json"
-    old.write_text(json.dumps({"schema": "trainspeed.doctor/1", "steps": {"median_ms": 10.0}, "verdicts": []}))
+    old.write_text(json.dumps({"schema": "trainspeed.doctor/1", "steps": {"median_ms": 10.0}, "phases": {},
+                               "verdicts": []}))
     assert main(["compare", str(a), str(old), "--fail-if-slower", "5"]) == 2
     assert "needs both runs' step samples" in capsys.readouterr().err
 

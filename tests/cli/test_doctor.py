@@ -62,6 +62,7 @@ def test_json_contract(capsys: pytest.CaptureFixture[str]) -> None:
     assert data["version"] and len(data["when"]) == len("2026-11-27 18:10")
     # the process a user times (start-up, set-up, the loop, what follows it) holds the loop
     assert 0 < data["process"]["loop_seconds"] < data["process"]["seconds"]
+    assert data["probes_s"] > 0  # the doctor's probes after the script: timed, not part of the script's seconds
     assert set(data["steps"]) >= {"seen", "measured", "median_ms", "p90_ms"} and data["steps"]["seen"] == 300
     phases = data["phases"]
     assert set(phases) == {"data", "h2d", "forward", "backward", "optimizer", "sync", "checkpoint", "comm", "other"}
@@ -75,7 +76,7 @@ def test_json_contract(capsys: pytest.CaptureFixture[str]) -> None:
     assert data["host_read_sites"][0]["where"].endswith("seed_iris.py:70")
     assert data["gpu_util"]["available"] is False
     assert all(set(v) == {"id", "evidence", "action", "predicted_speedup", "predicted_process_speedup", "lever",
-                          "site", "title", "brief", "fix", "unpredicted"}
+                          "site", "title", "brief", "fix", "unpredicted", "bound"}
                for v in data["verdicts"])
     assert all(v["title"] and v["brief"] and (v["predicted_speedup"] or v["unpredicted"]) for v in data["verdicts"])
     assert data["tried"] is None  # no --try

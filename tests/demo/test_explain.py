@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from trainspeed.demo.explain import explain, paired_spread
-from trainspeed.demo.result import DemoRun
+from trainspeed.demo.result import DemoRun, Start
 
 SYNCS = {"seed": 20_200, "record_every_200": 300, "no_record": 0, "sync_free": 1}
 
@@ -38,15 +40,45 @@ def test_sync_cost_measured_on_gpu_but_not_on_cpu() -> None:
     cuda = next(line for line in lines if line.startswith("CUDA: the seed loop's"))
     cpu = next(line for line in lines if line.startswith("CPU: the seed loop's"))
     assert "cost 33% of its time" in cuda and "4.000 s" in cuda
-    assert "no measurable time" in cpu
+    assert "cost no time this machine can tell apart from its noise" in cpu and "%" not in cpu
+    assert not any(line.startswith("CPU: reading") for line in lines)  # no cost, no line to test
 
 
 def test_linearity_detected_both_ways() -> None:
     lines = explain(_recorded_gpu_and_cpu())
     cuda = next(line for line in lines if line.startswith("CUDA: reading"))
-    cpu = next(line for line in lines if line.startswith("CPU: reading"))
     assert "not linear" in cuda and "waits for all the work queued" in cuda
-    assert "looks linear" in cpu
+    # reads that cost 5 us each, the middle run on their line
+    linear = [_run("cpu", "seed", 0.2 + 20_200 * 50e-6 / 20, 0.0005),
+              _run("cpu", "record_every_200", 0.2 + 300 * 50e-6 / 20, 0.001), _run("cpu", "no_record", 0.2)]
+    cpu = next(line for line in explain(linear) if line.startswith("CPU: reading"))
+    assert "looks linear" in cpu and "saved 20% of the time" in cpu
+
+
+def test_a_difference_inside_the_spread_is_said_to_be_none() -> None:
+    noisy = [_run("cpu", "seed", 0.20, 0.05), _run("cpu", "sync_free", 0.19)]
+    line = next(line for line in explain(noisy) if "sync_free" in line)
+    assert "made no measurable difference" in line and "x)" not in line
+
+
+def _start(others: float | None, per: dict[int, float], epochs: int = 3000) -> Start:
+    return Start(device="cpu", epochs=epochs, us_per_epoch=per, threads=2, others_cores=others, cores=2)
+
+
+def test_the_load_comes_first_with_the_threads_it_leaves() -> None:
+    base = dataclasses.replace(_run("cpu", "seed", 0.4, 0.001), epochs=3000)
+    one = dataclasses.replace(_run("cpu", "seed", 0.05, 0.002), threads=1)
+    lines = explain([base, _run("cpu", "no_record", 0.4, 0.001), one], [_start(1.7, {2: 20_000.0, 1: 1_100.0})])
+    assert lines[0].startswith("CPU: other processes kept 1.7 of the 2 cores busy")
+    assert "20,000 us with torch's 2 threads and 1,100 us with 1 (18.2x faster)" in lines[0]
+    assert 'the row "cpu, 1 thread"' in lines[0] and "torch.set_num_threads(1)" in lines[0]
+    assert "with 1 thread the seed's loop took 1.000 s against 8.000 s (8.00x)" in lines[1]
+    assert lines[2].startswith("3000 epochs per run, chosen from a short timed start")
+
+
+def test_a_quiet_start_says_nothing_of_load() -> None:
+    lines = explain([_run("cpu", "seed", 0.2)], [_start(0.1, {2: 300.0}, epochs=20_000)])
+    assert not any("other processes" in line or "short timed start" in line for line in lines)
 
 
 def test_disagreeing_losses_are_reported() -> None:

@@ -74,6 +74,24 @@ def test_injected_clock_gives_exact_times() -> None:
 
 
 def test_progress_reports_every_chunk() -> None:
-    seen: list[tuple[str, str, int, int]] = []
+    seen: list[tuple[str, str, int, int, float]] = []
     run_demo(["cpu"], epochs=40, variants=("seed",), on_progress=lambda *a: seen.append(a))
-    assert seen[-1] == ("cpu", "seed", 40, 40) and len(seen) == 20
+    assert seen[-1][:4] == ("cpu", "seed", 40, 40) and len(seen) == 20
+    assert seen[-1][4] >= seen[0][4] > 0  # the arm's seconds so far
+
+
+def test_without_epochs_a_timed_start_sizes_the_run() -> None:
+    ticks = itertools.count(step=0.1)  # a clock that says 20 ms an epoch: 24 s / 20 ms = 1,200 epochs
+    heard: list[list] = []
+    r = run_demo(["cpu"], epochs=None, variants=("no_record",), now=lambda: next(ticks), on_start=heard.append)
+    assert r.epochs == 1200 and r.runs[0].epochs == 1200
+    assert heard == [r.starts] and r.starts[0].device == "cpu" and r.starts[0].epochs == 1200
+
+
+def test_the_doctor_on_the_demo_charges_no_line_of_trainspeed_or_its_caller() -> None:
+    from trainspeed.demo.doctor_section import doctor_on_seed
+
+    report = doctor_on_seed("cpu", 600)
+    assert report.verdicts
+    for v in report.verdicts:  # the demo's loop is trainspeed's code, and this test is what calls it
+        assert v.site is None and v.id != "host_code_heavy", v

@@ -32,3 +32,19 @@ def test_a_planted_straggler_is_named(tmp_path: Path) -> None:
     verdicts = json.loads(report.read_text())["verdicts"]
     assert verdicts[0]["id"] == "straggler", verdicts
     assert verdicts[0]["evidence"].startswith("rank 1 ") and "its other phase" in verdicts[0]["evidence"]
+
+
+def test_under_torchrun_every_rank_closes_the_window_at_the_same_step(tmp_path: Path) -> None:
+    """`--window` on a DDP job: each rank closes it after the same step (no rank waits on another to know when), rank
+    0's report holds every rank and is written while the job trains on, and no loss changes."""
+    plain = launch(["losses", str(tmp_path / "plain.json"), "120"])
+    assert [r.code for r in plain] == [0, 0], plain[0].out + plain[1].out
+    report = tmp_path / "doctor.json"
+    watched = launch(["losses", str(tmp_path / "watched.json"), "120"],
+                     doctor=["--window", "20:60", "--json", str(report)])
+    assert [r.code for r in watched] == [0, 0], watched[0].out + watched[1].out
+    assert json.loads((tmp_path / "watched.json").read_text()) == json.loads((tmp_path / "plain.json").read_text())
+    d = json.loads(report.read_text())
+    assert (d["window"]["opened_at"], d["window"]["closed_at"], d["steps"]["seen"]) == (20, 60, 40)
+    assert [r["rank"] for r in d["distributed"]["ranks"]] == [0, 1]
+    assert [r["steps_measured"] for r in d["distributed"]["ranks"]] == [d["steps"]["measured"]] * 2

@@ -9,13 +9,14 @@ from pathlib import Path
 from recorded_runs import CTX, recorded, with_load
 from rich.console import Console
 
-from trainspeed.diagnose.report import judge
+from trainspeed.diagnose.report import DoctorReport, judge
 from trainspeed.diagnose.tried import TriedLever
 from trainspeed.diagnose.verdict import Lever, Verdict
 from trainspeed.hardware.cpu import CpuInfo
 from trainspeed.hardware.gpu import GpuScan
 from trainspeed.hardware.report import HardwareReport
 from trainspeed.report.doctor_brief import brief_view, load_line, phase_table, site_words, verdict_lines
+from trainspeed.watch.result import RunWindow
 
 SAVES = Verdict("checkpoint_heavy", "saving checkpoints took 12.00 ms of a 20.00 ms step (60% of the run's time)",
                 "save every 12 steps (6 checkpoints in this run's 69 steps instead of 69), or hand the state_dict "
@@ -54,6 +55,11 @@ def test_what_try_measured_goes_beside_the_prediction() -> None:
         "   predicted 2.14x on the training loop; --try measured 1.92x [1.71, 2.16]"
     failed = dataclasses.replace(row, failed="failed: RuntimeError: boom")
     assert "failed" in verdict_lines(v, 1, tried=failed)[1]
+    # a capped prediction beside --try's figure keeps to one line, as "at most" does (CI, 2026-12-02: page_faults'
+    # "predicted at least 10x on the training loop; --try measured 10.25x [8.75, 12.50]" took two)
+    capped = dataclasses.replace(v, predicted_speedup=10.0)
+    assert verdict_lines(capped, 10, whole=9.99, tried=row)[1] == \
+        "   predicted at least 10x; --try measured 1.92x [1.71, 2.16]"
 
 
 def test_a_verdict_without_a_prediction_says_so_in_its_title_and_why() -> None:
@@ -99,3 +105,49 @@ def test_the_machines_load_is_said_once_at_the_top_and_the_table_shows_what_is_j
     assert "without waits" in header
     quiet = judge(recorded(20.0, {"forward": 8.0, "backward": 10.0}), CTX, MACHINE)
     assert load_line(quiet) is None and "without waits" not in "\n".join(_text(brief_view(quiet)))
+
+
+def test_a_verdicts_share_is_the_one_the_table_shows_beside_it() -> None:
+    """One basis: on a busy machine the verdicts judge the phases without their waits, and the phase table shows
+    that share beside the measured one; a share a verdict gives is the table's."""
+    import re
+
+    r = with_load(recorded(20.0, {"data": 10.0, "forward": 4.0, "backward": 5.0}), {"forward": 3.0, "backward": 4.0},
+                  others_cpu_cores=1.0)
+    report = judge(r, CTX, MACHINE)
+    screen = _text(brief_view(report))
+    row = next(s.split() for s in screen if s.split()[:1] == ["data"])
+    measured, judged = row[2], row[3]
+    brief = next(v.brief for v in report.verdicts if v.id == "input_bound")
+    said = re.search(r"(\d+)% of the run", brief)
+    assert said is not None and int(said.group(1)) == round(float(judged.rstrip("%"))) and measured != judged, \
+        (brief, row)
+
+
+def _windowed(window: RunWindow | None, saves: int = 0) -> DoctorReport:
+    r = recorded(20.0, {"forward": 8.0, "backward": 10.0, "optimizer": 2.0})
+    r = dataclasses.replace(r, run_window=window,
+                            checkpoints=dataclasses.replace(r.checkpoints, saves=saves, calls=saves))
+    return dataclasses.replace(judge(r, CTX, MACHINE), script="train.py")
+
+
+def test_a_windows_report_says_which_steps_it_holds_and_what_it_could_not_see() -> None:
+    closed = _windowed(RunWindow("50:150", 50, 150, held_s=1.234))
+    lines = _text(brief_view(closed))
+    assert lines[1:3] == ["Watched steps 50 to 150 of a run that went on; the report held it 1.23 s.",
+                          "Not seen in the window: evaluations or saves less often than every 100 steps."]
+    saved = _windowed(RunWindow("50:150", 50, 150, held_s=0.5), saves=4)
+    assert "Not seen in the window: evaluations less often than every 100 steps." in _text(brief_view(saved))
+    inside = _windowed(RunWindow("100:400", 100, None, ended_at=150))
+    assert _text(brief_view(inside))[1] == \
+        "The run ended at step 150, inside the window 100:400 (steps 100 to 150 here)."
+    assert "Watched" not in " ".join(_text(brief_view(_windowed(None))))
+
+
+def test_the_probes_time_after_the_run_is_said_from_a_second() -> None:
+    report = _windowed(None)
+    assert not any("probes of this machine" in line for line in _text(brief_view(report)))
+    slow = dataclasses.replace(report, probes_s=12.34)
+    assert "The doctor's probes of this machine took 12.3 s after the run." in _text(brief_view(slow))
+    quick = dataclasses.replace(report, probes_s=0.4)
+    assert not any("probes of this machine" in line for line in _text(brief_view(quick)))

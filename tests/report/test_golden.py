@@ -24,6 +24,7 @@ from rich.console import Console
 from trainspeed.diagnose.report import DoctorReport, judge
 from trainspeed.diagnose.rules import Context
 from trainspeed.diagnose.tried import LossCheck, NotTried, Tried, TriedLever
+from trainspeed.fix.result import Hunk, Patch, Skipped
 from trainspeed.hardware.cpu import CpuInfo
 from trainspeed.hardware.gpu import GpuScan
 from trainspeed.hardware.report import HardwareReport
@@ -115,9 +116,20 @@ TRIED = {"loader_cuda": _tried}
 """The runs whose report also holds what `doctor --try` measured."""
 
 
+def _patch(report: DoctorReport) -> Patch:
+    """What `doctor --fix` might have written of the loader run: the DataLoader's workers, and the read it did not
+    edit (a diff line with `<` in it, which the HTML view escapes)."""
+    diff = ("--- a/train.py\n+++ b/train.py\n@@ -3,1 +3,1 @@\n-loader = DataLoader(data, batch_size=64)\n"
+            "+loader = DataLoader(data, batch_size=64, num_workers=2)  # <workers>\n")
+    return Patch("train.py", "train.py", [Hunk(report.verdicts[0].id, (3, 3), "the DataLoader made with num_workers=2",
+                                              True, None, "")],
+                 [Skipped("sync_bound", "line 42 sets total, which the script reads after it")], diff,
+                 written="runs/doctor-20261127-120000/trainspeed.patch")
+
+
 def _report(name: str) -> DoctorReport:
     report = dataclasses.replace(judge(RUNS[name](), CTX, MACHINE), script=f"{name}.py", exit_code=0)
-    return dataclasses.replace(report, tried=TRIED[name](report)) if name in TRIED else report
+    return dataclasses.replace(report, tried=TRIED[name](report), patch=_patch(report)) if name in TRIED else report
 
 
 def _printed(renderable: object, width: int) -> str:

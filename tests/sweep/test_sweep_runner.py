@@ -78,3 +78,13 @@ def test_resume_runs_only_what_the_journal_lacks(tmp_path):
     assert out.resumed == 4
     assert [v for kind, v in FakeArm.log if kind == "run"] == [1, 2]  # round 2 only
     assert sorted((t.value, t.repeat) for t in out.trials) == [(v, r) for v in ("1", "2") for r in range(3)]
+
+
+def test_a_sweep_on_a_busy_machine_says_so() -> None:
+    from trainspeed.load.marks import LoadMark
+    from trainspeed.sweep.sweep import load_note
+
+    note = load_note(LoadMark(at=0.0, busy_s=0.0, ours_s=0.0), LoadMark(at=10.0, busy_s=15.0, ours_s=5.0))
+    assert note is not None and note.startswith("other processes kept 1.0 of this machine's")
+    assert load_note(LoadMark(0.0, 0.0, 0.0), LoadMark(10.0, 6.0, 5.0)) is None  # 0.1 of a core: quiet
+    assert load_note(None, None) is None

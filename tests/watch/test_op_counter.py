@@ -144,3 +144,20 @@ def test_a_higher_order_op_run_eagerly_under_the_op_counter_runs_as_it_is() -> N
     with counter:
         y = branchy(x)
     assert torch.equal(y, x.sin() if x.sum() > 0 else x.cos()) and counter.ops >= 1
+
+
+def test_an_ops_phase_is_where_most_of_its_calls_ran_and_the_table_ranks_the_steps_own_apart() -> None:
+    from collections import Counter
+
+    from trainspeed.watch.op_counter import main_phases, op_rows, op_table
+
+    mm, stack = torch.ops.aten.mm, torch.ops.aten.stack
+    phases = main_phases({"forward": Counter({(mm, torch.float32, 64): 3}),
+                          "backward": Counter({(mm, torch.float32, 64): 6}),
+                          "data": Counter({(stack, torch.float32, 8): 64})})
+    assert phases == {(mm, torch.float32): "backward", (stack, torch.float32): "data"}
+    steps = [{(mm, torch.float32): [9, 0.009], (stack, torch.float32): [64, 0.064]}]
+    rows = op_rows(steps, {}, phases)
+    assert [(r.op, r.phase, r.in_step) for r in rows] == [("aten.stack", "data", False), ("aten.mm", "backward", True)]
+    table = op_table(rows, keep=1)  # one of the step's own and one of the others, whichever is slower
+    assert {r.op for r in table} == {"aten.stack", "aten.mm"}

@@ -329,3 +329,30 @@ def test_a_model_called_on_one_unbatched_sample_has_a_batch_of_one() -> None:
                 model(x).sum().backward()
                 optimizer.step()
         assert w.measurements().model.batch_size == batch
+
+
+def test_a_gans_losses_of_one_batch_are_no_micro_batches() -> None:
+    """DCGAN's step (issue 74's mislabel): the discriminator's backward on real and on fake samples, then the
+    generator's, on one batch of the DataLoader: one pass a step, not 'micro-batches accumulated'."""
+    torch.manual_seed(0)
+    net_g = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+    net_d = nn.Sequential(nn.Linear(4, 16), nn.LeakyReLU(0.2), nn.Linear(16, 1))
+    opt_d, opt_g = torch.optim.Adam(net_d.parameters()), torch.optim.Adam(net_g.parameters())
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(640, 4)), batch_size=16)
+    bce = nn.BCEWithLogitsLoss()
+    with Watcher(warmup=2, profile_steps=0) as w:
+        for (real,) in loader:
+            opt_d.zero_grad()
+            err_real = bce(net_d(real), torch.ones(len(real), 1))
+            err_real.backward()
+            fake = net_g(torch.randn(len(real), 8))
+            err_fake = bce(net_d(fake.detach()), torch.zeros(len(real), 1))
+            err_fake.backward()
+            opt_d.step()
+            opt_g.zero_grad()
+            bce(net_d(fake), torch.ones(len(real), 1)).backward()
+            opt_g.step()
+    r = w.measurements()
+    assert r.steps.seen == 40 and r.steps.optimizer_steps_per_step == 2
+    assert r.steps.micro_batches_per_step == 1
+    assert not any("micro-batches" in note for note in r.notes)

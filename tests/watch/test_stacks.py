@@ -82,6 +82,19 @@ def test_the_watchers_own_code_under_a_user_line_is_not_that_lines_other() -> No
     assert seen[1] is not None and seen[1].startswith(__file__)  # the same in the user's own file
 
 
+def test_trainspeeds_own_code_charges_no_line_of_its_caller() -> None:
+    """The demo's loop, the CLI: trainspeed's code outside the watcher, called from a launcher (the console script
+    `.venv/bin/trainspeed`, or this test): a sample there is none of the caller's lines."""
+    import trainspeed.cli as cli_module
+    import trainspeed.demo.variants as demo_module
+
+    seen: list[str | None] = []
+    probe = "seen.append(other_site(sys._getframe()))"
+    for filename in (demo_module.__file__, cli_module.__file__):
+        exec(compile(probe, filename, "exec"), {"seen": seen, "other_site": other_site, "sys": sys})
+    assert seen == [None, None]
+
+
 def test_a_samples_innermost_library_is_named_by_its_import_name() -> None:
     import json
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 from typing import Any
 
@@ -65,10 +66,11 @@ class ViewConsole(Console):
 
 
 def console_for(args: argparse.Namespace) -> Console:
-    """The human view: on stderr when stdout carries the JSON; without colour or any other styling under --no-color
-    or NO_COLOR (https://no-color.org); without trailing spaces where it is not a terminal."""
+    """The human view: on stderr when stdout carries the JSON or the script's own output (`doctor --window`, whose
+    report comes while the script runs); without colour or any other styling under --no-color or NO_COLOR
+    (https://no-color.org); without trailing spaces where it is not a terminal."""
     plain = bool(getattr(args, "no_color", False) or os.environ.get("NO_COLOR"))
-    stderr = getattr(args, "json", None) == "-"
+    stderr = getattr(args, "json", None) == "-" or getattr(args, "window", None) is not None
     return ViewConsole(stderr=stderr, color_system=None) if plain else ViewConsole(stderr=stderr)
 
 
@@ -77,3 +79,29 @@ def line_console() -> Console | None:
     a pipe), where the progress bars draw nothing. None on a terminal: the bars show it."""
     err = Console(stderr=True, soft_wrap=True)
     return None if err.is_terminal else err
+
+
+def script_target(args: argparse.Namespace) -> tuple[str, list[str], bool]:
+    """The script (or -m module) a command runs, and its arguments: `SCRIPT ARGS`, `-- SCRIPT ARGS`, `-m MODULE ARGS`;
+    checked, in one line where it is not there."""
+    if args.module:
+        script_args = ([args.script] if args.script else []) + list(args.args)
+        try:
+            found = importlib.util.find_spec(args.module)
+        except (ImportError, ValueError):  # a dotted name whose package is missing, or an empty name
+            found = None
+        if found is None:
+            raise UsageError(f"-m {args.module}: no such module")
+        return args.module, script_args, True
+    if not args.script:
+        raise UsageError("give a SCRIPT to run (or -m MODULE)")
+    script, script_args = args.script, list(args.args)
+    if script_args[:1] == ["--"]:
+        script_args = script_args[1:]
+    if script == "--":
+        if not script_args:
+            raise UsageError("give a SCRIPT to run after --")
+        script, script_args = script_args[0], script_args[1:]
+    from trainspeed.watch.runner import check_script
+
+    return str(check_script(script)), script_args, False

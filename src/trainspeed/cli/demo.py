@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from trainspeed._io import check_writable_file, emit, new_run_dir, write_atomic
 from trainspeed.cli._common import add_json_option, console_for, line_console, positive_int
@@ -15,7 +15,7 @@ from trainspeed.errors import UsageError
 from trainspeed.names import SEED_EPOCHS
 
 if TYPE_CHECKING:
-    from trainspeed.demo.result import DemoResult
+    from trainspeed.demo.result import DemoResult, Start
 
 KNOWN_DEVICES = ("cpu", "cuda")
 
@@ -25,8 +25,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        description="Train the seed's Iris MLP on every device in four variants (seed, "
                                    "record_every_200, no_record, sync_free) and with trainspeed.fit, count host "
                                    "reads, explain the timings.")
-    p.add_argument("--epochs", type=positive_int, default=SEED_EPOCHS,
-                   help=f"full-batch epochs per run (default {SEED_EPOCHS}, as in the seed)")
+    p.add_argument("--epochs", type=positive_int, default=None,
+                   help="full-batch epochs per run (default: as many as a short timed start says make a demo of "
+                        f"about a minute here; {SEED_EPOCHS} as in the seed)")
     p.add_argument("--devices", default=None,
                    help="comma-separated devices among cpu,cuda (default: cpu, plus cuda when available)")
     p.add_argument("--out", default="trainspeed-out", metavar="DIR",
@@ -53,6 +54,19 @@ def parse_devices(text: str | None, cuda_available: bool) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+def start_lines(starts: list[Start]) -> list[str]:
+    """What the short timed start measured, said before the runs: the load, the threads, the epochs chosen."""
+    from trainspeed.diagnose.rules.brief import plural
+
+    out = []
+    for s in starts:
+        per = ", ".join(f"{us:,.1f} us with {plural(k, 'thread')}" for k, us in s.us_per_epoch.items())
+        load = (f"; other processes kept {s.others_cores:.1f} of {s.cores} cores busy"
+                if s.others_cores is not None and s.others_cores >= 0.25 else "")
+        out.append(f"{s.device}: a seed epoch took {per} in a short start{load}: {s.epochs} epochs per run")
+    return out
+
+
 def _write_outputs(folder: Path, result: DemoResult, payload: dict) -> dict[str, str]:
     from trainspeed.report.json import dumps
     from trainspeed.report.plots import demo_loss_png, demo_timing_png
@@ -73,7 +87,6 @@ def run(args: argparse.Namespace) -> int:
 
     from trainspeed.demo.doctor_section import DOCTOR_EPOCHS, doctor_on_seed
     from trainspeed.demo.runner import run_demo
-    from trainspeed.demo.variants import VARIANTS
     from trainspeed.hardware.report import detect_hardware
     from trainspeed.report.json import demo_dict, dumps
     from trainspeed.report.text import demo_view
@@ -85,20 +98,34 @@ def run(args: argparse.Namespace) -> int:
     console = console_for(args)
     hardware = detect_hardware()
 
+    lines = line_console()
+    say = (lambda text: lines.print(text, markup=False)) if lines is not None else (lambda _text: None)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
-        tasks = {(d, v): progress.add_task(f"{d:>4} {v:<17}", total=args.epochs) for d in devices for v in VARIANTS}
+        tasks: dict[tuple[str, str], TaskID] = {}
+        quarter = [0]
 
-        lines = line_console()
+        def on_start(starts: list[Start]) -> None:
+            for line in start_lines(starts):
+                progress.console.print(line, markup=False, highlight=False)
 
-        def on_progress(device: str, variant: str, done: int, total: int) -> None:
-            progress.update(tasks[(device, variant)], completed=done)
-            if lines is not None and done == total:
-                lines.print(f"{device} {variant}: {total} epochs done", markup=False)
+        def on_progress(row: str, variant: str, done: int, total: int, seconds: float) -> None:
+            key = (row, variant)
+            if key not in tasks:
+                tasks[key] = progress.add_task(f"{row:>4} {variant:<17}", total=total)
+            progress.update(tasks[key], completed=done)
+            if lines is None:
+                return
+            if done == total:
+                say(f"{row} {variant}: {total} epochs in {seconds:.2f} s ({seconds / total * 1e6:.1f} us/epoch)")
+            elif done * 4 >= total * (quarter[0] + 1) and (row, variant) == next(iter(tasks)):
+                quarter[0] = done * 4 // total
+                say(f"{done} of {total} epochs on every run so far ({row} {variant}: {seconds:.2f} s)")
 
-        result = run_demo(devices, epochs=args.epochs, on_progress=on_progress)
+        result = run_demo(devices, epochs=args.epochs, on_progress=on_progress, on_start=on_start)
 
-    doctor = {d: doctor_on_seed(d, min(args.epochs, DOCTOR_EPOCHS)) for d in devices}
+    say(f"the doctor watches the seed's loop for {min(result.epochs, DOCTOR_EPOCHS)} steps")
+    doctor = {d: doctor_on_seed(d, min(result.epochs, DOCTOR_EPOCHS)) for d in devices}
     payload = demo_dict(result, hardware, doctor=doctor)
     files = _write_outputs(folder, result, payload)
     if args.json:

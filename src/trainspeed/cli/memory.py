@@ -26,6 +26,7 @@ from trainspeed.units import parse_size
 if TYPE_CHECKING:
     import torch
 
+    from trainspeed.memory.losses import Loss
     from trainspeed.memory.result import BatchSearch, MeasuredPeak, MemoryEstimate, RanksRow
 
 
@@ -40,6 +41,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--input-high", type=positive_int, metavar="N", help="integer inputs are drawn from [0, N)")
     p.add_argument("--batch-size", type=positive_int, default=32, help="batch to estimate (default 32)")
     p.add_argument("--optimizer", choices=OPTIMIZER_NAMES, default="adam")
+    p.add_argument("--loss", metavar="LOSS",
+                   help="what the step backwards from: cross-entropy, mse, mean (of the output), or FILE.py:fn / "
+                        "module:fn called on the output (default: chosen from the output's shape, and said)")
     p.add_argument("--amp", choices=list(AMP_NAMES), default=None, help="autocast dtype (default: fp32)")
     p.add_argument("--checkpointing", action="store_true", help="activation checkpointing of each block")
     p.add_argument("--device", choices=("cpu", "cuda"), default=None,
@@ -129,6 +133,7 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from trainspeed.memory.estimate import EstimateError, Estimator
+    from trainspeed.memory.losses import resolve_loss
     from trainspeed.memory.maxbatch import search_max_batch
     from trainspeed.memory.ranks import fewest_ranks
     from trainspeed.memory.sharded import Sharding, ShardingUnavailable
@@ -164,7 +169,9 @@ def run(args: argparse.Namespace) -> int:
     shape, dtype, high = _inputs(args, spec.builtin)
     make_input = input_callable(shape, dtype, high)
     budget = _budget(args, device)
-    common = dict(optimizer=args.optimizer, amp=args.amp, checkpointing=args.checkpointing, device=device)
+    loss = resolve_loss(args.loss, shape)
+    common = dict(optimizer=args.optimizer, amp=args.amp, checkpointing=args.checkpointing, device=device,
+                  loss=loss.fn)
     sharding = Sharding(args.world_size, args.shard, args.fsdp_param_dtype, args.cpu_offload) \
         if args.shard is not None else None
 
@@ -212,12 +219,14 @@ def run(args: argparse.Namespace) -> int:
             ranks = fewest_ranks(one_rank, args.batch_size, int(budget * (1 - args.margin)))
         except (EstimateError, ShardingUnavailable) as e:
             raise UsageError(f"--fewest-ranks: {e}") from None
-    return _report(args, spec, make_input, shape, dtype, device, budget, estimate, search, notes, seconds, ranks)
+    return _report(args, spec, make_input, shape, dtype, device, budget, estimate, search, notes, seconds, ranks,
+                   loss)
 
 
 def _report(args: argparse.Namespace, spec: Any, make_input: Callable[[int], Any], shape: list[int], dtype: Any,
             device: str, budget: int | None, estimate: MemoryEstimate | None, search: BatchSearch | None,
-            notes: list[str], seconds: float | None, ranks: list[RanksRow] | None = None) -> int:
+            notes: list[str], seconds: float | None, ranks: list[RanksRow] | None = None,
+            loss: Loss | None = None) -> int:
     """Measure where asked, then show and write the report."""
     from trainspeed.memory.measure import confirm_max_batch, measure_memory
     from trainspeed.memory.result import BatchSearch, MemoryReport
@@ -227,7 +236,8 @@ def _report(args: argparse.Namespace, spec: Any, make_input: Callable[[int], Any
     if args.measure:
         def measure(batch: int) -> MeasuredPeak:
             return measure_memory(spec.factory, make_input, batch, optimizer=args.optimizer, amp=args.amp,
-                                  checkpointing=args.checkpointing, device=device)
+                                  checkpointing=args.checkpointing, device=device,
+                                  loss=loss.fn if loss is not None else None)
 
         measured = measure(args.batch_size)
         if search is not None and search.max_batch is not None and estimate is not None:
@@ -235,6 +245,8 @@ def _report(args: argparse.Namespace, spec: Any, make_input: Callable[[int], Any
             best, trials, confirmed = confirm_max_batch(measure, search.max_batch, usable, estimate.per_sample_bytes)
             search = BatchSearch(search.budget_bytes, search.margin, best, search.predicted_bytes, trials, confirmed)
 
+    if loss is not None:
+        notes.insert(0, loss.said)  # after the steps: a chosen loss is chosen at the first
     report = MemoryReport(model=args.spec, estimate=estimate, search=search, measured=measured,
                           batch_size=args.batch_size, input_shape=shape, input_dtype=str(dtype).replace("torch.", ""),
                           notes=notes, estimate_seconds=seconds, fewest_ranks=ranks)

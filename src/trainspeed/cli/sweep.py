@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import io
 import re
+import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -12,13 +13,13 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from trainspeed._io import check_writable_file, emit, write_atomic
-from trainspeed.cli._common import add_json_option, console_for, line_console, positive_int
+from trainspeed._io import check_writable_file, emit, new_run_dir, write_atomic
+from trainspeed.cli._common import add_json_option, console_for, line_console, positive_int, script_target
 from trainspeed.errors import UsageError
 from trainspeed.names import KNOB_SUMMARIES, SWEEP_REPEATS, SWEEP_STEPS, SWEEP_WARMUP, WORKLOAD_NAMES
 
 if TYPE_CHECKING:
-    from trainspeed.sweep.result import Trial
+    from trainspeed.sweep.result import SweepResult, Trial
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -29,9 +30,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                                    "overlap. Trials are appended to DIR/trials.jsonl; an interrupted sweep resumes. "
                                    f"Knobs - {knobs}.")
     p.add_argument("knob", metavar="KNOB", help=f"one of {', '.join(KNOB_SUMMARIES)}")
-    p.add_argument("--workload", required=True, metavar="SPEC",
+    p.add_argument("--workload", metavar="SPEC",
                    help=f"a built-in ({', '.join(WORKLOAD_NAMES)}; sized like mlp:width=1024,batch=256) or "
-                        "FILE.py:FACTORY returning a trainspeed.Workload")
+                        "FILE.py:FACTORY returning a trainspeed.Workload (or a script after --: threads, workers)")
     p.add_argument("--values", metavar="A,B,C", help="values to try (default: the knob's values for this machine)")
     p.add_argument("--steps", type=positive_int, default=SWEEP_STEPS,
                    help=f"optimizer steps per timed trial (default {SWEEP_STEPS})")
@@ -52,8 +53,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "configuration; the journal of the same configuration there is resumed)")
     p.add_argument("--fresh", action="store_true",
                    help="do not resume: set the folder's journal and results aside (renamed) and start over")
+    p.add_argument("-m", dest="module", metavar="MODULE", help="sweep a module's training, like python -m")
     add_json_option(p)
-    p.set_defaults(run=run)
+    p.add_argument("script", nargs="?", metavar="-- SCRIPT ARGS",
+                   help="your training script and its arguments, after -- (threads, workers): each value a run of it "
+                        "with that setting")
+    p.set_defaults(run=run, args=[])
 
 
 def _batches(text: str | None) -> list[int] | None:
@@ -104,16 +109,89 @@ def _folder(args: argparse.Namespace, knob: str, sig: dict[str, Any]) -> Path:
 def _set_aside(folder: Path) -> None:
     """--fresh: the folder's journal and results renamed with the time, never deleted."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    for name in OUTPUTS:
+    for name in (*OUTPUTS, "runs"):
         path = folder / name
         if path.exists():
             path.rename(folder / f"{path.stem}-{stamp}{path.suffix}")
 
 
+def _script_folder(args: argparse.Namespace) -> Path:
+    """A script sweep's folder: a new one under trainspeed-out, or --out, refused where it holds a sweep already
+    (unless --fresh sets its files aside) or is no folder."""
+    if not args.out:
+        return new_run_dir("trainspeed-out", f"sweep-{args.knob}")
+    folder = Path(args.out)
+    if folder.exists() and not folder.is_dir():
+        raise UsageError(f"--out {folder}: not a folder")
+    if any((folder / name).exists() for name in (*OUTPUTS, "runs")):
+        if not args.fresh:
+            raise UsageError(f"--out {folder} holds a sweep already: give another --out, or --fresh to set its files "
+                             "aside")
+        _set_aside(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"cannot create --out folder {folder}: {e.strerror}") from None
+    return folder
+
+
+def _given(args: argparse.Namespace, name: str) -> bool:
+    return getattr(args, name) != SCRIPT_DEFAULTS.get(name)
+
+
+SCRIPT_DEFAULTS = {"steps": SWEEP_STEPS, "repeats": SWEEP_REPEATS, "warmup": SWEEP_WARMUP}
+SCRIPT_ROUNDS = 3
+"""Rounds of runs of a script per value (each a process of its own): --repeats, else this."""
+
+
+def run_script(args: argparse.Namespace, target: str, script_args: list[str], module: bool) -> int:
+    """`sweep threads|workers -- SCRIPT`: each value a run of the script, alternated with the script as run."""
+    import psutil
+
+    from trainspeed.sweep.script import script_values, sweep_script
+    from trainspeed.tryout.runs import Script
+
+    for flag in ("device", "save_every", "batches"):
+        if getattr(args, flag) is not None:
+            raise UsageError(f"--{flag.replace('_', '-')} is for a built-in workload, not a script")
+    if args.json:
+        check_writable_file(args.json)
+    values = script_values(args.knob, args.values, psutil.cpu_count() or 1)
+    steps = args.steps if _given(args, "steps") else None
+    rounds = args.repeats if _given(args, "repeats") else SCRIPT_ROUNDS
+    folder = _script_folder(args)
+    lines = line_console()
+
+    def say(line: str) -> None:
+        if lines is not None:
+            lines.print(f"trainspeed sweep: {line}", markup=False)
+        else:
+            print(f"trainspeed sweep: {line}", file=sys.stderr, flush=True)
+
+    result = sweep_script(args.knob, Script(target, script_args, module, steps, args.warmup), values, rounds,
+                          folder / "runs", say)
+    return _written(args, folder, result, {"json": "sweep.json", "png": "sweep.png", "table": "table.txt"})
+
+
+def check(args: argparse.Namespace) -> tuple[str, list[str], bool] | None:
+    """What the parser cannot say: one of --workload and a script, the script there, a knob it takes. The script's
+    target, its arguments and whether it is a module, for a sweep of a script; None for a built-in workload's."""
+    if args.script or args.module:
+        if args.workload:
+            raise UsageError("give --workload SPEC or a script, not both")
+        from trainspeed.sweep.script import check_knob
+
+        check_knob(args.knob)
+        return script_target(args)
+    if not args.workload:
+        raise UsageError("give --workload SPEC (a built-in or FILE.py:FACTORY), or `-- SCRIPT` for threads or workers")
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
-    from trainspeed.report.json import dumps, sweep_dict
-    from trainspeed.report.plots import sweep_png
-    from trainspeed.report.text import sweep_view
+    script = check(args)
+    if script is not None:
+        return run_script(args, *script)
     from trainspeed.sweep.journal import Journal
     from trainspeed.sweep.sweep import execute, plan, signature
 
@@ -148,8 +226,18 @@ def run(args: argparse.Namespace) -> int:
 
         result = execute(knob, ctx, args.repeats, args.warmup, journal, on_trial)
 
+    return _written(args, folder, result, {"journal": journal.name, "json": "sweep.json", "png": "sweep.png",
+                                           "table": "table.txt"})
+
+
+def _written(args: argparse.Namespace, folder: Path, result: SweepResult, files: dict[str, str]) -> int:
+    """The sweep's files written in `folder` (its plot, its table as plain text, its JSON naming them), --json, and
+    its view shown."""
+    from trainspeed.report.json import dumps, sweep_dict
+    from trainspeed.report.plots import sweep_png
+    from trainspeed.report.text import sweep_view
+
     payload = sweep_dict(result)
-    files = {"journal": journal.name, "json": "sweep.json", "png": "sweep.png", "table": "table.txt"}
     write_atomic(folder / files["png"], sweep_png(result))
     view = sweep_view(result)
     plain = Console(width=110, record=True, file=io.StringIO())  # renders the table as plain text

@@ -102,6 +102,18 @@ def check_report(data: Any, name: str) -> str:
     return schema
 
 
+def check_keys(data: dict[str, Any], name: str) -> None:
+    """CompareError where a doctor report lacks what every one holds (REQUIRED_KEYS)."""
+    missing = [key for key, kind in REQUIRED_KEYS.items() if not isinstance(data.get(key), kind)]
+    if missing:
+        raise CompareError(f"{name}: a doctor report without {', '.join(repr(k) for k in missing)} (cut short, or "
+                           "written by hand): write it again with trainspeed doctor --json")
+
+
+REQUIRED_KEYS: dict[str, type] = {"steps": dict, "phases": dict, "verdicts": list}
+"""What every doctor report holds and a comparison reads (docs/json.md): a report without one is not compared."""
+
+
 def _sample(data: dict[str, Any], what: str) -> list[float] | None:
     samples = data.get("samples") or {}
     values = samples.get("step_ms") if what == "step" else (samples.get("phase_ms") or {}).get(what)
@@ -203,6 +215,8 @@ def compare(a: Report | list[Report], b: Report | list[Report], a_name: str = "A
         if any(_sample(r, "step") is None and _median_of(r, "step") is None for r in runs):
             raise CompareError(f"{name}: a doctor report with no measured step (no step time and no step samples): "
                                "nothing to compare")
+        for r in runs:
+            check_keys(r, name)
     notes = []
     single = len(runs_a) == 1 or len(runs_b) == 1
     band = noise if single else 0.0

@@ -12,6 +12,7 @@ from trainspeed.diagnose.rules import Context, diagnose
 from trainspeed.diagnose.scaling import with_scaling
 from trainspeed.diagnose.tried import Tried
 from trainspeed.diagnose.verdict import Verdict
+from trainspeed.fix.result import Patch
 from trainspeed.hardware.report import HardwareReport
 from trainspeed.watch.result import WatchResult
 
@@ -39,6 +40,11 @@ class DoctorReport(Renders):
     the imports' start-up, the script's set-up, the loop, what follows it); None from the Python API."""
     tried: Tried | None = None
     """`trainspeed doctor --try`: the levers applied and timed (None: not asked)."""
+    patch: Patch | None = None
+    """`trainspeed doctor --fix`: the verdicts' edits of the script (None: not asked)."""
+    probes_s: float | None = None
+    """Seconds the probes took after the run (the machine's constants the rules judge with); None where the context
+    was given (recorded runs)."""
 
     def process_speedup(self, v: Verdict) -> float | None:
         """A verdict's predicted speed-up of the whole process, from its prediction for the training loop: the rest

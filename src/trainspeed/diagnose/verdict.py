@@ -3,15 +3,16 @@ can be set without editing the script (`trainspeed doctor --try` sets it in a ru
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
 LEVER_KINDS = ("threads", "malloc", "dataloader", "optimizer", "anomaly_off", "validate_args_off", "matmul_precision",
-               "lightning", "transformers")
+               "lightning", "transformers", "patch")
 """What a lever sets: torch's intra-op threads; glibc malloc's thresholds (environment); a DataLoader's arguments;
 an optimizer's (fused=True); autograd's anomaly detection off; torch.distributions' argument checks off; float32
 matrix products' precision (TF32 on a GPU); a Lightning Trainer's or ModelCheckpoint's arguments; a Hugging Face
-TrainingArguments' fields."""
+TrainingArguments' fields; `doctor --fix`'s edit of the script (its patched copy runs: `settings` name the lines)."""
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,11 @@ class Lever:
     match: dict[str, Any] = field(default_factory=dict)
     """Which objects it applies to where there may be several: a DataLoader's {"dataset": "TensorDataset",
     "batch_size": 64}, an optimizer's {"kind": "AdamW"}; empty: all."""
+
+
+YOUR_SCRIPT = "<your script>"
+"""Where a verdict's action names a command on the script (`trainspeed sweep threads -- <your script>`): the doctor's
+report on a script it ran puts the script's path there (`named_script`); a report made inside a script keeps it."""
 
 
 @dataclass(frozen=True)
@@ -59,3 +65,26 @@ class Verdict:
     """The change in one line, as code to paste where it can be (at `site` where the run names the line)."""
     unpredicted: str | None = None
     """Why there is no predicted speed-up, where `predicted_speedup` is None ("memory is a limit, not a cost")."""
+    bound: bool = False
+    """Whether the prediction is an upper bound (the run without its wait, cores taken to run in parallel at full
+    speed), said as "at most" wherever it is shown."""
+
+
+def named_script(verdicts: list[Verdict], script: str) -> list[Verdict]:
+    """The verdicts with YOUR_SCRIPT in their action and fix replaced by the script the doctor ran (as shell words: a
+    path with spaces quoted; a module as `-m NAME`, in place of `-- SCRIPT`), so the command runs as printed."""
+    import shlex
+
+    if script.startswith("-m "):
+        module = "-m " + shlex.quote(script[3:])
+        pairs = [(f"-- {YOUR_SCRIPT}", module), (YOUR_SCRIPT, module)]
+    else:
+        pairs = [(YOUR_SCRIPT, shlex.quote(script))]
+
+    def named(text: str) -> str:
+        for placeholder, word in pairs:
+            text = text.replace(placeholder, word)
+        return text
+
+    return [dataclasses.replace(v, action=named(v.action), fix=named(v.fix))
+            if YOUR_SCRIPT in v.action or YOUR_SCRIPT in v.fix else v for v in verdicts]

@@ -1,6 +1,7 @@
 """`TrainspeedCallback` for PyTorch Lightning: `Trainer(callbacks=[TrainspeedCallback(json="doctor.json")])`.
 
-It watches from the start of training (after the sanity check) to its end, and then writes the doctor's report:
+It watches from the start of training (after the sanity check) to its end (or, with `window=(50, 150)`, those steps
+only, the report written as the window closes and the training going on unwatched), and then writes the doctor's report:
 the terminal summary (stderr), `json` (the same object as `trainspeed doctor --json`), `html`, or a new folder
 under `out`. Watching does not change the run's losses, and an error of trainspeed's is reported once and
 watching stops; the training goes on.
@@ -24,9 +25,9 @@ except ImportError:  # the older package name
 
 class TrainspeedCallback(Callback):
     def __init__(self, json: str | Path | None = None, html: str | Path | None = None, out: str | Path | None = None,
-                 warmup: int = 3, summary: bool = True) -> None:
+                 warmup: int = 3, summary: bool = True, window: tuple[int, int] | str | None = None) -> None:
         super().__init__()
-        self.session = CallbackSession(json=json, html=html, out=out, warmup=warmup, summary=summary)
+        self.session = CallbackSession(json=json, html=html, out=out, warmup=warmup, summary=summary, window=window)
 
     @property
     def report(self) -> Any:

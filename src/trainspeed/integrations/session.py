@@ -22,7 +22,11 @@ class CallbackSession:
     """A doctor run by a framework's callback: `begin()` at the start of training, `end()` at its end."""
 
     def __init__(self, json: str | Path | None = None, html: str | Path | None = None, out: str | Path | None = None,
-                 warmup: int = 3, summary: bool = True) -> None:
+                 warmup: int = 3, summary: bool = True, window: tuple[int, int] | str | None = None) -> None:
+        from trainspeed.watch.window import window_of
+
+        self.window = window_of(window)
+        """The steps to watch (None: the whole training): the report is written as they end, training going on."""
         for path in (json, html):
             if path is not None and str(path) != "-":
                 check_writable_file(str(path))  # a path that cannot be written is said now, not after training
@@ -59,7 +63,8 @@ class CallbackSession:
                           RuntimeWarning, stacklevel=3)
             return
         try:
-            self.doctor = Doctor(warmup=self.warmup)
+            self.doctor = Doctor(warmup=self.warmup, window=self.window,
+                                 on_report=self._window_closed if self.window is not None else None)
             self.doctor.start()
             _active.append(self)
         except Exception as e:  # noqa: BLE001 - never the user's training's end
@@ -75,6 +80,15 @@ class CallbackSession:
             self.report = dataclasses.replace(doctor.result(), script=script or (sys.argv[0] or None))
             self._write()
         except Exception as e:  # noqa: BLE001 - the run is over and trained; a report that failed is said once
+            self._fail("reporting", e)
+
+    def _window_closed(self, report: Any) -> None:
+        """The window closed (the doctor's hooks out): the report written while training waits, then goes on."""
+        try:
+            self._release()
+            self.report = dataclasses.replace(report, script=sys.argv[0] or None)
+            self._write()
+        except Exception as e:  # noqa: BLE001 - the training goes on; a report that failed is said once
             self._fail("reporting", e)
 
     def abandon(self) -> None:

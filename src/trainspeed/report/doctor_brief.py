@@ -27,6 +27,7 @@ from trainspeed.report.doctor_text import (
     head_line,
     steps_lines,
     verdicts_heading,
+    window_lines,
 )
 from trainspeed.report.tried import measured_words
 from trainspeed.watch.result import WatchResult
@@ -53,8 +54,10 @@ def gain_words(v: Verdict, whole: float | None, tried: TriedLever | None = None)
     if not gain:
         return f"no prediction: {v.unpredicted or 'no model of this cause predicts a speed-up'}"
     capped = gain >= MAX_PREDICTED
-    words = f"predicted {'at least ' if capped else ''}{gain:.{0 if capped else 2}f}x on the training loop"
-    if tried is not None:
+    most = "at most " if v.bound and not capped else ""
+    words = f"predicted {'at least ' if capped else most}{gain:.{0 if capped else 2}f}x on the training loop"
+    if tried is not None:  # ("at most" and "at least" take the room of "on the training loop": --try's is that too)
+        words = words.removesuffix(" on the training loop") if most or capped else words
         return words + ("; --try: the run with this fix failed (below)" if tried.failed else
                         f"; --try measured {measured_words(tried)}")
     if whole is not None:
@@ -117,11 +120,12 @@ def brief_view(report: DoctorReport) -> Group:
     """The `trainspeed doctor` screen: the load, the steps and their phases, the verdicts, five lines each."""
     w = report.watch
     net = script_view(w)
-    parts: Parts = [head_line(report)]
+    parts: Parts = [head_line(report), *(Text(line, style="dim") for line in window_lines(report))]
     if (load := load_line(report, net)) is not None:
         parts.append(Text(load, style="yellow"))
     if w.steps.median_ms is None:
-        parts.append(Text(f"No training step completed ({w.steps.seen} seen): nothing to split.", style="yellow"))
+        if w.run_window is None or w.run_window.opened_at is not None:
+            parts.append(Text(f"No training step completed ({w.steps.seen} seen): nothing to split.", style="yellow"))
     else:
         parts += steps_lines(report)[:1]
         loop, total = w.steps.loop_s, report.process_s
@@ -178,7 +182,14 @@ def verdicts_view(report: DoctorReport) -> Parts:
         lines = verdict_lines(v, i, report.process_speedup(v), tried.get(v.id))
         parts.append(Text(lines[0], style="bold cyan"))
         parts += [Text(line) for line in lines[1:]]
+    if report.probes_s is not None and report.probes_s >= PROBES_SAID_S:
+        parts.append(Text(f"The doctor's probes of this machine took {report.probes_s:.1f} s after the run.",
+                          style="dim"))
     if report.verdicts:
         parts.append(Text("Every figure: --verbose, or `trainspeed explain ID` on a report kept with --out.",
                           style="dim"))
     return parts
+
+
+PROBES_SAID_S = 1.0
+"""The probes' seconds after the run are said on the short screen from this long (they are always in the JSON)."""

@@ -49,11 +49,33 @@ def process_line(report: DoctorReport) -> str | None:
             "start-up, set-up, what follows the loop) is held as it was in each whole-process prediction")
 
 
+def window_lines(report: DoctorReport) -> list[str]:
+    """`--window`'s steps in words: which steps the report covers of a run that went on (or that ended first), how
+    long the training waited for the report, and what a window of that length cannot have seen."""
+    w = report.watch
+    rw = w.run_window
+    if rw is None:
+        return []
+    if rw.opened_at is None:
+        return [f"The run ended at step {rw.ended_at}, before the window {rw.asked} opened: nothing watched."]
+    if rw.closed_at is None:
+        return [f"The run ended at step {rw.ended_at}, inside the window {rw.asked} (steps {rw.opened_at} to "
+                f"{rw.ended_at} here)."]
+    span = rw.closed_at - rw.opened_at
+    lines = [f"Watched steps {rw.opened_at} to {rw.closed_at} of a run that went on"
+             + (f"; the report held it {rw.held_s:.2f} s." if rw.held_s is not None else ".")]
+    unseen = [what for what, seen in (("evaluations", w.evaluation is not None), ("saves", w.checkpoints.saves > 0))
+              if not seen]
+    if unseen:
+        lines.append(f"Not seen in the window: {' or '.join(unseen)} less often than every {span} steps.")
+    return lines
+
+
 def doctor_view(report: DoctorReport) -> Group:
     """`trainspeed doctor --verbose`: the step split into phases, the counts, the places, every verdict's whole
     evidence and action (the short screen is `doctor_brief.brief_view`)."""
     w = report.watch
-    parts: Parts = [head_line(report)]
+    parts: Parts = [head_line(report), *(Text(line, style="dim") for line in window_lines(report))]
     if w.steps.median_ms is None:
         parts.append(Text(f"No training step completed ({w.steps.seen} seen): nothing to split.", style="yellow"))
     else:
@@ -186,10 +208,15 @@ def _places(w: WatchResult) -> Parts:
             parts.append(Text(f"  'other' time under the training loop's line {o.where} "
                               f"({_of_samples(o.samples, o.share_of_other)}, with the functions it calls): {o.code}",
                               style="dim"))
-    for op in (w.window.op_times or [])[:3]:
+    ops = w.window.op_times or []
+    for op in [op for op in ops if op.in_step][:3]:  # the step's own ops; a DataLoader's apart, below
         parts.append(Text(f"  op {op.op} ({op.dtype or '-'}) x{op.calls:.0f}: {op.ms:.3f} ms per step in the "
-                          "profiler window" + (f", {op.flops / (op.ms * 1e6):.1f} GFLOP/s" if op.flops and op.ms else ""),
-                          style="dim"))
+                          "profiler window" + (f", in {op.phase}" if op.phase else "") +
+                          (f", {op.flops / (op.ms * 1e6):.1f} GFLOP/s" if op.flops and op.ms else ""), style="dim"))
+    loader = [op for op in ops if op.phase == "data"]
+    if loader:
+        parts.append(Text(f"  the DataLoader's ops (collating its batches): {sum(op.ms for op in loader):.3f} ms per "
+                          f"step, {', '.join(f'{op.op} x{op.calls:.0f}' for op in loader[:3])}", style="dim"))
     return parts
 
 

@@ -9,7 +9,7 @@ from jinja2 import Environment, select_autoescape
 from trainspeed._version import __version__
 from trainspeed.diagnose.report import DoctorReport
 from trainspeed.report.doctor_brief import load_line
-from trainspeed.report.doctor_text import prediction_words, process_line
+from trainspeed.report.doctor_text import prediction_words, process_line, window_lines
 from trainspeed.report.plots import doctor_histogram_png, doctor_phases_png, doctor_util_png
 from trainspeed.report.tried import applied_words, edit_place, measured_words
 
@@ -28,7 +28,8 @@ td:first-child, th:first-child, td:has(> code) { text-align: left; }
 {{ w.steps.seen }} steps seen, {{ w.steps.measured }} measured{% if w.steps.median_ms is not none %}: median
 {{ "%.3f"|format(w.steps.median_ms) }} ms, p90 {{ "%.3f"|format(w.steps.p90_ms) }} ms per step{% if w.steps.host_median_ms is not none %}
 (the GPU's pace; the host's {{ "%.3f"|format(w.steps.host_median_ms) }} ms){% endif %}{% endif %}.{% if process %}
-<span class="muted">{{ process[0]|upper }}{{ process[1:] }}.</span>{% endif %}</p>
+<span class="muted">{{ process[0]|upper }}{{ process[1:] }}.</span>{% endif %}{% for line in window %}
+<span class="muted">{{ line }}</span>{% endfor %}</p>
 <h2>Verdicts <span class="muted">(most important first; speed-ups are predictions)</span></h2>
 {% if load %}<p><b>{{ load }}</b></p>{% endif %}
 {% for v in r.verdicts %}<div class="verdict"><b>{{ loop.index }}. {{ v.title or v.id }}</b> <span class="muted">[{{ v.id }}]</span>{% if v.predicted_speedup %}
@@ -49,6 +50,12 @@ found a problem worth a tenth of the step.{% endif %}</p>{% endfor %}
 {% for e in t.edits %}<p class="muted">not tried: {{ e.verdict }} needs an edit {{ place(e) }}: {{ e.action }}</p>{% endfor %}
 {% if t.interrupted %}<p>Interrupted (Ctrl-C): the table holds the rounds finished until then.</p>{% endif %}
 {% for n in t.notes %}<p class="muted">note: {{ n }}</p>{% endfor %}{% endif %}
+{% if r.patch %}<h2>Patch <span class="muted">(--fix{% if r.patch.written %}: <code>git apply {{ r.patch.written }}</code>
+in the script's repository{% endif %})</span></h2>
+{% for h in r.patch.hunks %}<p>{{ h.verdict }}, line{{ "s" if "-" in h.span }} {{ h.span }}:
+{{ h.said }}{% if h.recipe %} <span class="muted">(changes the recipe: {{ h.recipe }})</span>{% endif %}</p>{% endfor %}
+{% for k in r.patch.skipped %}<p class="muted">{{ k.verdict }}: no patch: {{ k.reason }}</p>{% endfor %}
+{% if r.patch.diff %}<pre>{{ r.patch.diff }}</pre>{% endif %}{% endif %}
 <h2>Where a step's time goes</h2>
 <table><tr><th>phase</th><th>host ms</th><th>device ms</th><th>share</th></tr>
 {% for name, s in w.phases.items() %}<tr><td>{{ name }}</td><td>{{ "%.3f"|format(s.host_ms) }}</td>
@@ -75,10 +82,15 @@ and then runs of them about one step in 32; the histogram below holds every meas
 {% for o in w.sites.loop %}<tr><td><code>{{ o.where }}</code></td><td><code>{{ o.code }}</code></td><td>{{ "%.0f"|format(100 * o.share_of_other) }}%</td></tr>{% endfor %}</table>{% endif %}
 {% if w.sites.data %}<h2>Waiting on the DataLoader, by what it ran</h2><table><tr><th>where</th><th>code, or what it does</th><th>share of samples</th></tr>
 {% for d in w.sites.data %}<tr><td><code>{{ d.where }}</code></td><td>{% if d.code %}<code>{{ d.code }}</code>{% else %}{{ d.machinery or "" }}{% endif %}</td><td>{{ "%.0f"|format(100 * d.share_of_data) }}%</td></tr>{% endfor %}</table>{% endif %}
-{% if w.window.op_times %}<h2>The slowest ops <span class="muted">(profiler window, host ms per step; on the CPU an op's own time)</span></h2>
-<table><tr><th>op</th><th>dtype</th><th>calls</th><th>ms</th><th>GFLOP/s</th></tr>
-{% for o in w.window.op_times[:12] %}<tr><td><code>{{ o.op }}</code></td><td>{{ o.dtype or "-" }}</td><td>{{ "%.0f"|format(o.calls) }}</td>
+{% if w.window.op_times %}{% set step_ops = w.window.op_times|selectattr("in_step")|list %}{% set other_ops = w.window.op_times|rejectattr("in_step")|list %}
+{% if step_ops %}<h2>The step's slowest ops <span class="muted">(forward, backward, optimizer; profiler window, host ms per step; on the CPU an op's own time)</span></h2>
+<table><tr><th>op</th><th>dtype</th><th>phase</th><th>calls</th><th>ms</th><th>GFLOP/s</th></tr>
+{% for o in step_ops[:12] %}<tr><td><code>{{ o.op }}</code></td><td>{{ o.dtype or "-" }}</td><td>{{ o.phase or "-" }}</td><td>{{ "%.0f"|format(o.calls) }}</td>
 <td>{{ "%.3f"|format(o.ms) }}</td><td>{{ "%.1f"|format(o.flops / (o.ms * 1e6)) if o.flops and o.ms else "" }}</td></tr>{% endfor %}</table>{% endif %}
+{% if other_ops %}<h3>Ops outside the step's work <span class="muted">(the DataLoader's collate in "data", a save's in "checkpoint")</span></h3>
+<table><tr><th>op</th><th>dtype</th><th>phase</th><th>calls</th><th>ms</th></tr>
+{% for o in other_ops[:6] %}<tr><td><code>{{ o.op }}</code></td><td>{{ o.dtype or "-" }}</td><td>{{ o.phase }}</td><td>{{ "%.0f"|format(o.calls) }}</td>
+<td>{{ "%.3f"|format(o.ms) }}</td></tr>{% endfor %}</table>{% endif %}{% endif %}
 <h2>Hardware</h2><p>{{ r.hardware.cpu.model }} ({{ r.hardware.cpu.microarchitecture or "generation unknown" }}),
 {{ r.hardware.cpu.physical_cores }} cores / {{ r.hardware.cpu.logical_threads }} threads; torch {{ r.hardware.torch_version }}.
 {% for g in r.hardware.gpu.gpus %}<br>GPU {{ g.index }}: {{ g.name }}{% endfor %}
@@ -105,6 +117,6 @@ def doctor_html(report: DoctorReport) -> str:
         plots.append(("GPU utilisation", base64.b64encode(util).decode()))
     env = Environment(autoescape=select_autoescape(default=True))
     return env.from_string(_TEMPLATE).render(r=report, w=w, plots=plots, title=report.script or "watched loop",
-                                              label=prediction_words, process=process_line(report),
+                                              label=prediction_words, process=process_line(report), window=window_lines(report),
                                               version=__version__, t=report.tried, measured=measured_words,
                                               applied=applied_words, place=edit_place, load=load_line(report))

@@ -16,6 +16,7 @@ from trainspeed.diagnose.rules.context import Context
 from trainspeed.diagnose.rules.step_model import flop_rate
 from trainspeed.hardware.report import HardwareReport
 from trainspeed.load.result import Load
+from trainspeed.report.patch import patch_dict
 from trainspeed.report.tried import tried_dict
 from trainspeed.watch.result import Steps, WatchResult
 from trainspeed.watch.sites import SyncSite
@@ -77,6 +78,7 @@ def demo_dict(result: DemoResult, hardware: HardwareReport | None = None,
             "final_loss": r.final_loss, "test_accuracy": r.test_accuracy, "records": r.records,
             "epochs": r.epochs, "chunk_seconds": r.chunk_seconds,
             **({"strategy": r.strategy} if r.variant == "fit" else {}),
+            **({"threads": r.threads} if r.threads is not None else {}),
         }
         for r in result.runs
     ]
@@ -85,6 +87,8 @@ def demo_dict(result: DemoResult, hardware: HardwareReport | None = None,
         "epochs": result.epochs,
         "devices": result.devices,
         "torch_threads": result.torch_threads,
+        "starts": [{"device": s.device, "epochs": s.epochs, "us_per_epoch": {str(k): v for k, v in s.us_per_epoch.items()},
+                    "threads": s.threads, "others_cores": s.others_cores, "cores": s.cores} for s in result.starts],
         "runs": _clean(runs),
         "explanation": "\n".join(result.explanation),
         "explanation_lines": result.explanation,
@@ -195,13 +199,15 @@ def _per_step(w: WatchResult) -> dict[str, Any]:
 def doctor_dict(report: DoctorReport) -> dict[str, Any]:
     """The `trainspeed doctor --json` object (docs/json.md): its sections in their documented order."""
     return {**_run(report), **_measured(report.watch), "verdicts": _verdicts(report), **_made(report),
-            **_resources(report.watch), "probe": _probe(report.context), **_closing(report)}
+            **_resources(report.watch), "probe": _probe(report.context),
+            "probes_s": report.probes_s, **_closing(report)}
 
 
 def _run(report: DoctorReport) -> dict[str, Any]:
     """What ran: the schema, the command and the script, how it ended, the hardware."""
     return {"schema": DOCTOR_SCHEMA, "version": __version__, "command": report.command, "when": report.when,
             "script": report.script, "exit_code": report.exit_code, "error": report.error,
+            "window": _clean(report.watch.run_window) if report.watch.run_window is not None else None,
             "hardware": hardware_dict(report.hardware), "device": report.watch.model.device}
 
 
@@ -280,7 +286,8 @@ def _closing(report: DoctorReport) -> dict[str, Any]:
             "flop_rate": _flop_rate(report), "notes": w.notes + report.notes,
             "distributed": _clean(w.distributed) if w.distributed is not None else None,
             "samples": {"step_ms": _clean(w.steps.times_ms), "phase_ms": _clean(w.steps.phase_samples_ms)},
-            "tried": _clean(tried_dict(report.tried)) if report.tried is not None else None}
+            "tried": _clean(tried_dict(report.tried)) if report.tried is not None else None,
+            "patch": patch_dict(report.patch) if report.patch is not None else None}
 
 
 def sweep_dict(result: SweepResult) -> dict[str, Any]:

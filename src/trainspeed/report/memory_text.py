@@ -39,8 +39,9 @@ def _peak(report: MemoryReport, est: MemoryEstimate) -> Parts:
     shape = "x".join(str(d) for d in report.input_shape)
     amp = est.amp or (f"{est.fsdp_param_dtype} in FSDP2's units" if est.fsdp_param_dtype else "fp32")
     ckpt = ", checkpointing" if est.checkpointing else ""
-    parts: Parts = [Text(f"{report.model}: {est.param_count:,} parameters; batch {report.batch_size} of "
-                         f"{shape} {report.input_dtype}; {est.optimizer}, {amp}{ckpt}; target {est.device}", style="bold")]
+    of = f" of {shape} {report.input_dtype}".rstrip() if shape or report.input_dtype else ""  # a bare estimate: none
+    parts: Parts = [Text(f"{report.model}: {est.param_count:,} parameters; batch {report.batch_size}{of}; "
+                         f"{est.optimizer}, {amp}{ckpt}; target {est.device}", style="bold")]
     mixed = (f", {est.fsdp_param_dtype} parameters" if est.fsdp_param_dtype else "") + \
         (", CPU offload: the device's peak" if est.cpu_offload else "")
     whose = (f"one rank's steady-state training step (the busiest of {est.world_size}, {est.shard}{mixed}; "

@@ -10,11 +10,13 @@ from rich.text import Text
 from trainspeed.demo.result import DemoResult
 from trainspeed.diagnose.compare import Comparison
 from trainspeed.diagnose.report import DoctorReport
+from trainspeed.diagnose.rules.brief import plural
 from trainspeed.hardware.cpu import CpuInfo
 from trainspeed.hardware.cpu_generations import TRAINING_FEATURES, contradicted_by_isa, from_cpuid
 from trainspeed.hardware.gpu import GpuInfo
 from trainspeed.hardware.report import HardwareReport
 from trainspeed.report.doctor_brief import verdict_lines
+from trainspeed.report.fitted import Fitted
 from trainspeed.sweep.result import SweepResult
 from trainspeed.units import gib, human_bytes
 
@@ -102,7 +104,8 @@ def demo_view(result: DemoResult, folder: str | None = None, doctor: dict[str, D
     for col in ("device", "variant", "seconds", "us/epoch", "reads", "final loss", "accuracy"):
         table.add_column(col, justify="left" if col in ("device", "variant") else "right", no_wrap=True)
     for r in result.runs:
-        table.add_row(r.device, r.variant, f"{r.seconds:.3f}", f"{r.us_per_epoch:.1f}", str(r.syncs),
+        variant = r.variant if r.threads is None else f"{r.variant} ({plural(r.threads, 'thread')})"
+        table.add_row(r.device, variant, f"{r.seconds:.3f}", f"{r.us_per_epoch:.1f}", str(r.syncs),
                       f"{r.final_loss:.6f}", f"{r.test_accuracy:.1%}")
     parts: list[Table | Text] = [
         table, Text("reads: host reads of tensor values (.item(), print, ...), each a sync on a GPU", style="dim"),
@@ -125,13 +128,20 @@ _SWEEP_EXTRAS = (("samples_per_s", "samples/s", "{:,.0f}"), ("peak_bytes", "peak
                  ("cost_per_record_us", "us/record", "{:.1f}"), ("saves", "saves", "{:.0f}"),
                  ("ms_per_save", "ms/save", "{:.1f}"),
                  ("speedup", "x one rank", "{:.2f}"), ("efficiency", "efficiency", "{:.0%}"),
+                 ("vs_as_run", "x as run", "{:.2f}"),
                  ("allreduce_ms", "all-reduce ms", "{:.3f}"), ("bus_gbs", "bus GB/s", "{:.2f}"))
 
 
 def sweep_view(result: SweepResult) -> Group:
     """The `trainspeed sweep` screen: one row per value, the findings, the advice."""
-    table = Table(title=f"{result.knob} on {result.workload} ({result.device}; {result.steps} steps per trial, "
-                        f"{result.repeats} repeats interleaved)", box=box.SIMPLE_HEAD, pad_edge=False)
+    if result.device == "script":
+        upto = result.findings.get("script_steps")
+        runs = f"runs of the script to step {upto}" if upto else "whole runs of the script"
+        title = f"{result.knob} on {result.workload} ({runs}, {result.repeats} rounds alternated)"
+    else:
+        title = (f"{result.knob} on {result.workload} ({result.device}; {result.steps} steps per trial, "
+                 f"{result.repeats} repeats interleaved)")
+    table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False)
     extras = [e for e in _SWEEP_EXTRAS if any(e[0] in p.extras for p in result.points)]
     for col in ["value", "ms/step", "95% interval"] + [e[1] for e in extras] + [""]:
         table.add_column(col, justify="left" if col in ("value", "") else "right")
@@ -155,7 +165,9 @@ def sweep_view(result: SweepResult) -> Group:
         parts.append(Text("~ best: its 95% interval overlaps the best one's (no measurable difference)", style="dim"))
     fit = result.findings.get("fit")
     if fit:
-        parts.append(Text(f"fit: seconds = {fit['a']:.4f} + {fit['b'] * 1e6:.2f} us x records (R^2 {fit['r2']:.3f})"))
+        sign = "-" if fit["b"] < 0 else "+"
+        parts.append(Text(f"fit: seconds = {fit['a']:.4f} {sign} {abs(fit['b']) * 1e6:.2f} us x records "
+                          f"(R^2 {fit['r2']:.3f})"))
     if result.findings.get("why"):
         parts.append(Text(result.findings["why"]))
     if result.findings.get("knee"):
@@ -193,23 +205,39 @@ def _signed(value: float | None, ms: bool = False) -> str:
     return "-" if value is None else (f"{value:+.3f}" if ms else f"{value:+.1%}")
 
 
+COMPARE_COLUMNS = ("", "A ms", "B ms", "B-A ms", "interval ms", "change", "interval")
+
+
 def compare_view(c: Comparison) -> Group:
-    """`trainspeed compare`: the line that judges, the step and each phase with intervals, the verdicts. Fits 80
-    columns: the runs are named A and B above the table (their paths once, whole), and each interval is one cell
-    (`+3.2…+46.1%`) that does not wrap."""
+    """`trainspeed compare`: the line that judges, the step and each phase with intervals, the verdicts. Fits the
+    width it is drawn in without cutting a number: the runs are named A and B above the table (their paths once,
+    whole), each interval is one cell (`+3.2…+46.1%`), and where the table is too wide the intervals in ms go first,
+    then the intervals of the change (`report/fitted.py`)."""
     parts: list[Table | Text] = [Text(c.line, style="bold")]
     for side, name, path in (("A", c.a, c.a_path), ("B", c.b, c.b_path)):
         parts.append(Text(f"{side} = {name}" + (f": {path}" if path and path != name else "")))
-    table = Table(box=box.SIMPLE_HEAD, title="B against A: medians per step, 95% intervals", pad_edge=False)
-    for col in ("", "A ms", "B ms", "B-A ms", "interval ms", "change", "interval"):
-        table.add_column(col, justify="left" if not col else "right", no_wrap=True)
-    for ch in (c.step, *c.phases):
-        interval_ms = "-" if ch.delta_low is None or ch.delta_high is None else f"{ch.delta_low:+.3f}…{ch.delta_high:+.3f}"
-        interval = "-" if ch.low is None or ch.high is None else f"{ch.low * 100:+.1f}…{ch.high * 100:+.1f}%"
-        style = "bold" if ch.what == "step" else ("yellow" if ch.real else None)
-        table.add_row(ch.what, "-" if ch.a_ms is None else f"{ch.a_ms:.3f}", "-" if ch.b_ms is None else f"{ch.b_ms:.3f}",
-                      _signed(ch.delta_ms, ms=True), interval_ms, _signed(ch.change), interval, style=style)
-    parts.append(table)
+    rows = (c.step, *c.phases)
+
+    def build(left_out: frozenset[str]) -> Table:
+        shown = [col for col in COMPARE_COLUMNS if col not in left_out]
+        said = "95% intervals" if "interval" in shown or "interval ms" in shown else "the intervals left out to fit"
+        table = Table(box=box.SIMPLE_HEAD, title=f"B against A: medians per step, {said}", pad_edge=False)
+        for col in shown:
+            table.add_column(col, justify="left" if not col else "right", no_wrap=True,
+                             min_width=max(len(ch.what) for ch in rows) if not col else None)
+        for ch in rows:
+            cells = {"": ch.what, "A ms": "-" if ch.a_ms is None else f"{ch.a_ms:.3f}",
+                     "B ms": "-" if ch.b_ms is None else f"{ch.b_ms:.3f}", "B-A ms": _signed(ch.delta_ms, ms=True),
+                     "interval ms": "-" if ch.delta_low is None or ch.delta_high is None else
+                     f"{ch.delta_low:+.3f}…{ch.delta_high:+.3f}",
+                     "change": _signed(ch.change),
+                     "interval": "-" if ch.low is None or ch.high is None else
+                     f"{ch.low * 100:+.1f}…{ch.high * 100:+.1f}%"}
+            style = "bold" if ch.what == "step" else ("yellow" if ch.real else None)
+            table.add_row(*(cells[col] for col in shown), style=style)
+        return table
+
+    parts.append(Fitted(build, drop=("interval ms", "interval")))  # type: ignore[arg-type]
     words = {"appeared": "appeared in", "went away": "went away in", "in both": "in both"}
     for v in c.verdicts:
         where = c.b if v.status != "in both" else ""

@@ -50,7 +50,8 @@ def framed(page: str, height: int = REPORT_HEIGHT_PX) -> str:
 
 def pre(renderable: RenderableType) -> str:
     """A rich renderable as preformatted text (the terminal's view, without colour)."""
-    console = Console(width=PRE_WIDTH, record=True, color_system=None, force_terminal=False, file=io.StringIO())
+    console = Console(width=PRE_WIDTH, record=True, color_system=None, force_terminal=False, force_jupyter=False,
+                      file=io.StringIO())  # in a notebook rich would display what it prints: this only records
     console.print(renderable)
     return f"<pre>{html.escape(console.export_text())}</pre>"
 

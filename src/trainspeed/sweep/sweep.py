@@ -9,6 +9,7 @@ import psutil
 import torch
 
 from trainspeed.errors import UsageError
+from trainspeed.load.marks import LoadMark, mark, others_cores
 from trainspeed.names import SWEEP_REPEATS, SWEEP_STEPS, SWEEP_WARMUP
 from trainspeed.sweep.gpu_model import reference_gpu
 from trainspeed.sweep.journal import Journal
@@ -76,7 +77,9 @@ def execute(k: Knob, ctx: SweepContext, repeats: int = DEFAULT_REPEATS, warmup: 
         raise UsageError(f"--repeats must be >= 1, got {repeats}")
     specs = k.arms(ctx.values, ctx)
     book = Journal(journal, signature(k, ctx, warmup)) if journal else None
+    before = mark()
     out = run_arms(specs, ctx.steps, repeats, warmup, book, on_trial)
+    busy = load_note(before, mark())
     ctx.built(out.setups)
     result = SweepResult(k.name, ctx.spec, ctx.device, ctx.steps, repeats,
                          summarise([s.value for s in specs], out.trials))
@@ -88,7 +91,24 @@ def execute(k: Knob, ctx: SweepContext, repeats: int = DEFAULT_REPEATS, warmup: 
     failed = [p for p in result.points if not p.ok]
     if failed:
         result.notes.append("failed: " + "; ".join(f"{p.value} ({p.error})" for p in failed))
+    if busy:
+        result.notes.insert(0, busy)
     return result
+
+
+BUSY_CORES = 0.5
+"""Other processes' load (cores kept busy, on average) from which a sweep says its times move with it."""
+
+
+def load_note(start: LoadMark | None, end: LoadMark | None) -> str | None:
+    """The note a sweep's table gets where other processes held cores while it ran (None: they did not, or unread)."""
+    others = others_cores(start, end)
+    if others is None or others < BUSY_CORES:
+        return None
+    cores = psutil.cpu_count() or 1
+    return (f"other processes kept {others:.1f} of this machine's {cores} CPUs busy while the sweep ran: its times "
+            "are slower than on a quiet machine, and a value that uses more threads or processes loses most (the "
+            "values were alternated, so the comparison between them stands)")
 
 
 def run_sweep(knob: str, workload: str | Workload, values: str | list[str] | None = None, *,

@@ -1,6 +1,6 @@
 """One run of `doctor --try`, in a process of its own: `python -m trainspeed.tryout.arm SPEC.json`. It applies the
-spec's lever (none: a plain run), keeps the losses, runs the script watched by the doctor for the same --steps as
-the diagnosis, times the training run (`diagnose.tried.TIMED`), and writes the run's doctor.json and its
+spec's lever (none: a plain run) or runs its patched copy of the script (`source`), keeps the losses, runs the
+script watched by the doctor for the same --steps as the diagnosis, times the training run (`diagnose.tried.TIMED`), and writes the run's doctor.json and its
 `arm.json` ({"loop_s", "steps", "process_s", "exit_code", "error", "losses", "first_verdict"})."""
 
 from __future__ import annotations
@@ -82,8 +82,9 @@ def run(spec: dict[str, Any]) -> int:
     losses, clock = LossRecorder(), StepClock()
     losses.install()
     clock.install()
+    source = Path(spec["source"]).read_text() if spec.get("source") else None  # --fix's patched copy
     watcher, outcome, process_s = watch_script(spec["target"], spec["args"], spec["module"], warmup=spec["warmup"],
-                                               steps=spec["steps"])
+                                               steps=spec["steps"], source=source)
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         torch.cuda.synchronize()  # the run ends when the device has done what the host queued
     end = time.perf_counter()

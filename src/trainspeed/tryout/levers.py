@@ -187,5 +187,5 @@ def apply(lever: Lever) -> None:
         _pin("set_float32_matmul_precision", str(lever.settings["float32_matmul_precision"]))  # "high": TF32
     elif lever.kind in FRAMEWORK_CLASSES:
         _framework(lever)
-    elif lever.kind not in ("threads", "malloc"):  # those two: the environment and the threads above
+    elif lever.kind not in ("threads", "malloc", "patch"):  # the environment, the threads above, the patched copy
         raise ValueError(f"unknown lever kind {lever.kind!r}")

@@ -70,14 +70,15 @@ class StepBoundary:
 
     def backwards_before(self, seen: int) -> int:
         """The first optimizer step is ending: the backward calls that delimited the `seen` steps until now (the last
-        one's step had not ended). Where there were any, they were the micro-batches of a step (gradients accumulated
-        over several backward calls before the first `optimizer.step()`), or a stretch of the script before its
-        training loop, not training steps: said in the notes."""
+        one's step had not ended). Where there were any, they were the first step's own (micro-batches accumulated
+        before the first `optimizer.step()`, or several losses of one step, as a GAN's discriminator takes on real
+        and fake samples), or a stretch of the script before its training loop, not training steps: said in the
+        notes."""
         backwards = seen + self.pending
         self.pending = False
         if seen:
-            self.notes.append(f"the first optimizer step came after {backwards} backward calls (micro-batches "
-                              "accumulated before it): measured from that step on, as training steps")
+            self.notes.append(f"the first optimizer step came after {backwards} backward calls (the first step's own "
+                              "passes, or losses): measured from that step on, steps ending at optimizer steps")
         return backwards
 
     def mark(self) -> None:

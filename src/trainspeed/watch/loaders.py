@@ -32,7 +32,7 @@ class LoaderTracker:
         self.restart()
 
     def restart(self) -> None:
-        """The measured steps start over (`Watcher._rebase`): their starts are counted anew."""
+        """The measured steps start over (`Watcher._measure_anew`): their starts are counted anew."""
         self.starts = 0
         self.start_s = 0.0
         """DataLoader iterators started during the measured steps, and the seconds those starts took with their

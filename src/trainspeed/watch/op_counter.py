@@ -209,11 +209,21 @@ def least_per_call(steps: list[tuple[int, float]]) -> float:
     return min((seconds / calls for calls, seconds in steps if calls > 0), default=0.0)
 
 
+def main_phases(phase_calls: dict[str, Counter[SizedOp]]) -> dict[OpKey, str]:
+    """Each op's (by dtype) phase: the one most of its calls ran in (`OpCounter.phase_calls`)."""
+    by_op: dict[OpKey, Counter[str]] = {}
+    for phase, calls in phase_calls.items():
+        for (op, dtype, _work), n in calls.items():
+            by_op.setdefault((op, dtype), Counter())[phase] += n
+    return {key: counts.most_common(1)[0][0] for key, counts in by_op.items()}
+
+
 def op_rows(steps_by_op: list[dict[tuple[Any, torch.dtype | None], list[Any]]],
-            flop_counts: dict[Any, float]) -> list[OpTime]:
+            flop_counts: dict[Any, float], phases: dict[OpKey, str] | None = None) -> list[OpTime]:
     """Every op of the window by op and dtype, per step, most host time first. An op's calls are its mean
     per step; its time is those calls at its least per-call time of a step (`least_per_call`). An op's
-    FLOPs are given where it ran in one dtype only (FlopCounterMode counts by op, not dtype)."""
+    FLOPs are given where it ran in one dtype only (FlopCounterMode counts by op, not dtype); its phase where
+    `phases` (`main_phases`) has it."""
     flops = {str(op): n for op, n in flop_counts.items()}
     keys = list(dict.fromkeys(key for table in steps_by_op for key in table))
     dtypes = Counter(str(op) for op, _ in keys)
@@ -226,11 +236,16 @@ def op_rows(steps_by_op: list[dict[tuple[Any, torch.dtype | None], list[Any]]],
         arithmetic = name in flops
         rows.append(OpTime(op=name, dtype=str(dtype).removeprefix("torch.") if dtype is not None else None,
                            calls=calls, ms=calls * least_per_call(per_step) * 1e3, arithmetic=arithmetic,
-                           flops=flops[name] / n if arithmetic and dtypes[name] == 1 else None))
+                           flops=flops[name] / n if arithmetic and dtypes[name] == 1 else None,
+                           phase=(phases or {}).get((op, dtype))))
     rows.sort(key=lambda row: row.ms, reverse=True)
     return rows
 
 
 def op_table(rows: list[OpTime], keep: int = OP_TIMES_KEPT) -> list[OpTime]:
-    """Of `op_rows`: the `keep` slowest ops, and every op torch has a FLOP formula for."""
-    return [row for i, row in enumerate(rows) if i < keep or row.arithmetic]
+    """Of `op_rows`: the `keep` slowest of the step's own ops, the `keep` slowest of the others (a DataLoader's
+    collate, a save's), and every op torch has a FLOP formula for; slowest first."""
+    step = [row for row in rows if row.in_step][:keep]
+    rest = [row for row in rows if not row.in_step][:keep]
+    kept = {id(row) for row in step + rest}
+    return [row for row in rows if id(row) in kept or row.arithmetic]

@@ -36,7 +36,7 @@ import torch
 from trainspeed._io import quiet_fd2
 from trainspeed.load.op_lengths import OpLengths, phase_op_lengths
 from trainspeed.load.waits import ThreadWait, threads_wait
-from trainspeed.watch.op_counter import OpCounter, least_per_call, op_rows, op_table
+from trainspeed.watch.op_counter import OpCounter, least_per_call, main_phases, op_rows, op_table
 from trainspeed.watch.result import Window
 from trainspeed.watch.trace import WindowOp
 
@@ -266,7 +266,7 @@ class ProfileWindow:
                                    edge_ops_per_step=counter.edge_ops / steps if counter.edge is not None else None,
                                    flops_per_step=counter.total_flops / steps)
             if counter.steps_by_op:
-                rows = op_rows(counter.steps_by_op, counter.flop_counts or {})
+                rows = op_rows(counter.steps_by_op, counter.flop_counts or {}, main_phases(counter.phase_calls))
                 self.counted = replace(self.counted, op_times=op_table(rows), op_ms_per_step=sum(row.ms for row in rows))
                 self.op_lengths = phase_op_lengths(counter.least_per_work, counter.phase_calls)
             return

@@ -41,6 +41,14 @@ class HostReads:
         """The quiet run ends: each read is handed on again. Returns the seconds its reads took."""
         return self.counter.time_reads(self._on_read) - self._quiet_from_s
 
+    def freeze(self) -> None:
+        """The reads tallied so far are all there will be (a window is full; its hooks come out a moment later)."""
+        self.counter.freeze()
+
+    def count_from_now(self) -> None:
+        """The reads tallied so far are left out (a window opens: its reads are counted from here)."""
+        self.counter.count_from_now()
+
     def host_read(self, op: str, t0: float, t1: float, frame: Any) -> None:
         """A host read that the hooks saw (torch.cuda.synchronize) ran from t0 to t1, made by `frame`."""
         self.counter.record(op, t0, t1, frame)

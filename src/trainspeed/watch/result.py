@@ -57,6 +57,10 @@ class PhaseStat:
     """Share of the measured steps' wall time spent in this phase (shares sum to 1)."""
 
 
+STEP_PHASES = ("forward", "backward", "optimizer")
+"""The phases of the step's own work: the op list ranks their ops, a DataLoader's apart."""
+
+
 @dataclass(frozen=True)
 class OpTime:
     """One aten op in one dtype, per step of the profiler window: how often it ran and its host time."""
@@ -73,6 +77,14 @@ class OpTime:
     """Whether torch has a FLOP formula for the op (matmul, convolution, attention): its time is arithmetic."""
     flops: float | None
     """Its FLOPs per step, where it ran in this one dtype in the window; None otherwise."""
+    phase: str | None = None
+    """The phase most of its calls ran in ("forward", "backward", "optimizer", "data": a DataLoader's collate, ...,
+    "other" outside every phase); None where the window did not say."""
+
+    @property
+    def in_step(self) -> bool:
+        """Whether it is the step's own work (forward, backward, the optimizer), not a loader's or a save's."""
+        return self.phase is None or self.phase in STEP_PHASES
 
 
 @dataclass(frozen=True)
@@ -383,6 +395,23 @@ class Machine:
 
 
 @dataclass(frozen=True)
+class RunWindow:
+    """The window a report covers (`WatchResult.run_window`, JSON `window`)."""
+
+    asked: str
+    """As asked: "50:150", "120s"."""
+    opened_at: int | None
+    """The run's step the window opened at (None: the run ended first)."""
+    closed_at: int | None
+    """The run's step the window closed before (None: the run ended inside the window, or before it)."""
+    ended_at: int | None = None
+    """The run's steps when it ended, where it ended before the window closed (None: it went on)."""
+    held_s: float | None = None
+    """Seconds the training stood still while the window closed: the hooks out, the probes, the report made (None:
+    the report came after the script's end)."""
+
+
+@dataclass(frozen=True)
 class WatchResult:
     """Everything measured about a watched training run, one part per subject (each tracker's, `watch/session.py`
     joins them)."""
@@ -412,3 +441,5 @@ class WatchResult:
     notes: list[str] = field(default_factory=list)
     trace: Trace | None = field(default=None, repr=False)
     """With `trace=True`: the kept detailed steps' timelines, for `trainspeed doctor --trace` (watch/trace.py)."""
+    run_window: RunWindow | None = None
+    """`--window`: the steps of a run that went on which these measurements cover (watch/window.py); None: the run."""

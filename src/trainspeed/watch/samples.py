@@ -116,6 +116,8 @@ class StepCounts:
     """Calls of a recurrent cell (`watch.cells`) with gradients on."""
     reads_at_call: int = 0
     """`syncs + host_reads` at the model's last call."""
+    batches: int = 0
+    """Training batches asked of a DataLoader in the step."""
 
     def read(self, host: bool) -> None:
         """A host read: of a CPU tensor (`host`, no wait) or of a device tensor (a synchronisation)."""
@@ -141,6 +143,10 @@ class StepCounts:
                 self.after_read += 1
         self.reads_at_call = reads
 
+    def batch_taken(self) -> None:
+        """A training batch was asked of a DataLoader."""
+        self.batches += 1
+
     def backward_called(self) -> None:
         self.backwards += 1
 
@@ -161,11 +167,15 @@ class StepCounts:
     def micro_batches(self) -> float:
         """Forward-and-backward passes per optimizer step: the outermost module calls (the model's, a loss
         module's) and backward calls, the fewer of the two (backward calls alone where no module is called),
-        over the optimizer steps taken in it (the primary one's and those of other optimizers, a GAN's say).
-        Above 1: gradients accumulated over micro-batches; a second loss's backward on one forward, or a
-        forward for validation, are not."""
+        over the optimizer steps taken in it (the primary one's and those of other optimizers, a GAN's say), and at
+        most the batches a DataLoader handed the step where one did. Above 1: gradients accumulated over
+        micro-batches; a second loss's backward on one forward, a forward for validation, or a GAN's losses of one
+        batch (the discriminator's on real and fake samples, the generator's) are not. At least 1: an LBFGS step
+        runs its passes inside the optimizer."""
         passes = min(self.forwards, self.backwards) if self.forwards else self.backwards
-        return max(passes, 1) / (1 + self.other_steps)  # an LBFGS step runs its passes inside the optimizer
+        if self.batches:
+            passes = min(passes, self.batches)
+        return max(1.0, passes / (1 + self.other_steps))
 
     def record(self, index: int, wall: float, phases: dict[str, float], detailed: bool, by_optimizer: bool,
                waits: StepWaits | None) -> StepRecord:
@@ -182,7 +192,7 @@ class StepCounts:
     def dropped(self, detailed: bool) -> None:
         """The step ended and nothing keeps it: the next one counts from zero (the calls only where it was detailed:
         on the other steps the per-call hooks count nothing)."""
-        self.syncs = self.host_reads = self.h2d_bytes = 0
+        self.syncs = self.host_reads = self.h2d_bytes = self.batches = 0
         if detailed:
             self.forwards = self.backwards = self.other_steps = self.model_calls = self.chained = 0
             self.after_read = self.cells = self.reads_at_call = 0

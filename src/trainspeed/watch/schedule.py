@@ -56,6 +56,8 @@ class StepSchedule:
         self.cuda = False
         """The run is on a CUDA device (`on_cuda`)."""
         self.notes: list[str] = []
+        self.every = 0
+        """Every this many steps an interim report is made (`--report-every`; 0: none)."""
         self.restart()
 
     def restart(self) -> None:
@@ -103,6 +105,8 @@ class StepSchedule:
         until = index + min(passes, self._mode_left, QUIET_MAX)
         if self.max_steps is not None:
             until = min(until, self.max_steps - 1)
+        if self.every:  # the step an interim report follows is no quiet one
+            until = min(until, (index // self.every + 1) * self.every - 1)
         if until <= index + 1:
             return False
         self.quiet_until, self._quiet_from = until, index + 1
@@ -139,6 +143,18 @@ class StepSchedule:
             return None
         self.detailed = detailed
         return detailed
+
+    def report_every(self, steps: int) -> None:
+        """An interim report after every `steps` steps (once the measured steps have started)."""
+        self.every = steps
+
+    def due(self, index: int) -> bool:
+        """Whether an interim report follows step `index`."""
+        return bool(self.every) and index + 1 >= self.settled_at and (index + 1) % self.every == 0
+
+    def stop_after(self, steps: int | None) -> None:
+        """The watch ends after `steps` more steps (a window of steps opening now; None: at the run's end)."""
+        self.max_steps = steps
 
     def reached(self) -> bool:
         """Whether --steps' count is reached."""

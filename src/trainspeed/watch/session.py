@@ -26,12 +26,12 @@ schedule what the next steps are and applies its answer. Each part owns its stat
                         ├─► RankTracker       DDP's, FSDP's comm; torchrun's ranks       ranks.py
                         ├─► MachineTracker    the workers' CPU, page faults, compiles    machine_load.py
                         ├─► LoadTracker       other processes, waits for a core          load/tracker.py
-                        └─► Sampler           stacks in "other" and data waits, NVML     sampler.py
+                        ├─► Sampler           stacks in "other" and data waits, NVML     sampler.py
+                        └─► WindowTracker     --window's steps, and its closer             window.py
 """
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 import threading
 import time
@@ -46,8 +46,8 @@ from trainspeed.watch.checkpoints import CheckpointTracker
 from trainspeed.watch.edges import PhaseEdges
 from trainspeed.watch.evaluation import EvaluationTracker
 from trainspeed.watch.events import Events
-from trainspeed.watch.frameworks import unsupported_note
 from trainspeed.watch.hooks import Hooks
+from trainspeed.watch.joined import joined
 from trainspeed.watch.loaders import LoaderTracker
 from trainspeed.watch.machine_load import MachineTracker
 from trainspeed.watch.made_at import FrameworkTracker
@@ -65,6 +65,8 @@ from trainspeed.watch.stacks import loop_codes
 from trainspeed.watch.subject import RunSubject
 from trainspeed.watch.syncs import reading, site_of
 from trainspeed.watch.trace import TracingClock
+from trainspeed.watch.warning_place import UserLineWarnings
+from trainspeed.watch.window import WindowSpec, WindowTracker
 
 _W = TypeVar("_W", bound="Watcher")
 
@@ -75,15 +77,27 @@ class Watcher:
 
     def __init__(self, warmup: int = 3, steps: int | None = None, profile_steps: int = 3,
                  sample_hz: float = 50.0, now: Callable[[], float] = time.perf_counter,
-                 detail_every: int = 32, trace: bool = False) -> None:
+                 detail_every: int = 32, trace: bool = False, window: WindowSpec | None = None,
+                 on_close: Callable[[Watcher], None] | None = None, every: int = 0,
+                 on_every: Callable[[Watcher], None] | None = None) -> None:
+        self.on_close = on_close
+        """Called as the window closes, the hooks out, while the script waits (the doctor's report)."""
+        self.on_every = on_every
+        """Called after every `every` steps, the hooks in (`--report-every`'s interim report)."""
+        self._reporting = False
+        self.run_window = run_window = WindowTracker(window, self._close_window)
+        self.closer = run_window.closer
         self.edges = PhaseEdges(now, trace)
         self.clock = clock = self.edges.clock
-        self.schedule = schedule = StepSchedule(warmup, steps, profile_steps, detail_every)
+        self.schedule = schedule = StepSchedule(warmup, window.steps if window is not None and window.start == 0
+                                                else steps, profile_steps, detail_every)
+        schedule.report_every(every if on_every is not None else 0)
         self.boundary = StepBoundary()
         self.counts = StepCounts()
         self.samples = StepSamples(detail_every, traced=trace)
         self.window = self._new_window()
         self.reads = HostReads()
+        self.warnings = UserLineWarnings()  # the user's warnings at the user's lines, through the wrappers
         self.ranks = RankTracker(self.edges)
         self.machine = MachineTracker()
         self.load = LoadTracker(PHASES)
@@ -96,7 +110,8 @@ class Watcher:
         # sample 'other' only inside the loop (after the first step), never during setup; on steps watched at their
         # edges only, the sampler reads the phase from the stack (stacks.PHASE_FILES). The wait on a DataLoader is
         # sampled too, while data is the innermost phase (a slice: atomic)
-        self.sampler = Sampler(lambda: schedule.seen > 0 and not clock.stack and not evaluation.evaluating,
+        self.sampler = Sampler(lambda: schedule.seen > 0 and not clock.stack and not evaluation.evaluating
+                               and not run_window.before and not self._reporting,
                                hz=sample_hz, in_data=lambda: schedule.seen > 0 and clock.stack[-1:] == ["data"],
                                cores=self.load.cores)
         self.hooks = Hooks(self._events(), self.edges)
@@ -122,6 +137,7 @@ class Watcher:
 
     # -- lifecycle --------------------------------------------------------------------------
     def start(self: _W) -> _W:
+        self.warnings.install()
         self.reads.start()
         self.hooks.install()
         self.frameworks.install()
@@ -129,7 +145,9 @@ class Watcher:
         self.sampler.start()
         self.load.watch(self.clock)  # this is the training thread: its run-queue wait, per phase
         self.clock.end_step()  # the first step starts now
-        if self.schedule.settled_at == 0:
+        if self.run_window.before:  # before the window: reads tallied by line, not timed
+            self.reads.go_quiet()
+        elif self.schedule.settled_at == 0:
             self._measuring_starts()
         return self
 
@@ -142,6 +160,7 @@ class Watcher:
         self.sampler.learn_loop(loop_codes(sys._getframe(1)))
 
     def stop(self) -> None:
+        self.closer.disarm()
         if not self.hooks.live:
             return
         seen = self.schedule.seen
@@ -156,6 +175,7 @@ class Watcher:
         self.evaluation.closed()
         self.ranks.uninstall()
         self.reads.stop()
+        self.warnings.uninstall()
         self.sampler.stop()
         self.samples.drain_all()
         self.load.close()
@@ -187,6 +207,8 @@ class Watcher:
 
         Runs once per step, between the user's torch work, where its code and data have gone cold: a step of a
         quiet run only counts itself, and one the samples pass over builds nothing and allocates nothing."""
+        if self.closer.armed:  # the window is full: it closes at the script's next call of its step work
+            return
         if optimizer is not None and id(optimizer) != self.boundary.primary and \
                 self._optimizer_edge(optimizer) is Edge.INSIDE:
             if self.schedule.detailed:
@@ -195,13 +217,44 @@ class Watcher:
         if self.evaluation.opened is not None:
             self.evaluation.training_again(False)
         index = self.schedule.step()
+        if self.run_window.before:
+            self._before_window(index)
+            return
         if index < self.schedule.quiet_until:
             return
         self._step_end(index)
 
+    def _before_window(self, index: int) -> None:
+        """Step `index` ended before the window (`window.py`): counted only, edges only once an optimizer ends steps."""
+        if self.boundary.by_optimizer and not self.hooks.paused:
+            self._detail(False)
+        if self.run_window.opens_with(index + 1):
+            self._open_window(index + 1)
+
+    def _open_window(self, at: int) -> None:
+        """The window opens with the step starting now, the run's step `at`: everything is measured anew, as from a
+        run's first step (the reads tallied before it, the saves and the clock's time since the start left out)."""
+        steps = self.run_window.open(at)
+        self.reads.wake()
+        self.reads.count_from_now()
+        self.checkpoints = CheckpointTracker()
+        self._measure_anew()
+        self.schedule.stop_after(steps)
+        self._detail(True)
+        self.clock.drop_step()  # the window's first step starts now
+
+    def _close_window(self) -> None:
+        """The closer fired: every hook out, as at a run's end, then `on_close` (the script waits for it)."""
+        self.run_window.closing(self.schedule.seen)
+        self.stop()
+        if self.on_close is not None:
+            self.on_close(self)
+
     def _step_end(self, index: int) -> None:
         """Step `index` ended and is no quiet step: kept or passed over, and the steps after it scheduled."""
         schedule, samples, clock, ranks = self.schedule, self.samples, self.clock, self.ranks
+        if index == 0:
+            self.run_window.first_step_ended(clock.now())
         detailed = schedule.detailed
         comm_busy = ranks.busy()
         woke = schedule.woke()
@@ -235,6 +288,17 @@ class Watcher:
                     schedule.detailed)):
             self.reads.go_quiet()  # the quiet run's reads only go to their line's tally
         clock.skip()  # this edge's own work (tens of us when it keeps a step) is not the next step's
+        if self.run_window.full(clock.now(), schedule.reached()):  # reads after this step's end are not the window's
+            self.reads.freeze()
+            self.closer.arm()
+            return
+        if schedule.due(index) and self.on_every is not None:
+            self._reporting = True  # no stack sampled meanwhile: the report's frames are no phase's
+            try:
+                self.on_every(self)
+            finally:
+                self._reporting = False
+                clock.restart()  # the report's time is no step's
         if schedule.reached():
             raise StopWatching(f"stopped after {schedule.seen} steps")
 
@@ -292,7 +356,7 @@ class Watcher:
     def _optimizer_edge(self, optimizer: torch.optim.Optimizer) -> Edge:
         """An optimizer other than the primary one stepped: what its step is to the watched steps. Each class seen
         stepping has its whole step timed from then on (Hooks.watch_optimizer); the first optimizer's first step ends
-        the backward-delimited steps before it (`_rebase`)."""
+        the backward-delimited steps before it (`_measure_anew`)."""
         self.hooks.watch_optimizer(type(optimizer))
         seen = self.schedule.seen
         edge = self.boundary.optimizer_stepped(optimizer, seen)
@@ -300,14 +364,14 @@ class Watcher:
             self.optimizers.primary_is(optimizer)
         if edge is Edge.FIRST:
             self.boundary.backwards_before(seen)
-            if seen:
-                self._rebase()
+            if seen:  # the first optimizer step came after steps delimited by backward calls
+                self._measure_anew()
         return edge
 
-    def _rebase(self) -> None:
-        """The first optimizer step came after steps delimited by backward calls: everything is measured again from
-        the step ending now, which becomes step 0 - warm-up, the profiler window, the samples and --steps' count, the
-        loaders' starts, the evaluations, the all-reduces, the clock's sums and the sampler's 'other' lines too."""
+    def _measure_anew(self) -> None:
+        """Everything is measured again from the step ending now, which becomes step 0 - warm-up, the profiler window,
+        the samples and --steps' count, the loaders' starts, the evaluations, the all-reduces, the clock's sums and the
+        sampler's 'other' lines too."""
         self.window.close()
         self.schedule.restart()
         self.window = self._new_window()
@@ -375,6 +439,8 @@ class Watcher:
     def loader_seen(self, iterator: Any) -> bool:
         if self.evaluation.opened is not None:
             self.evaluation.training_again(True)
+        if not self.evaluation.evaluating:
+            self.counts.batch_taken()
         return self.loaders.seen(iterator, self.evaluation.evaluating)
 
     def loader_started(self, seconds: float, stop: bool = False) -> None:
@@ -412,32 +478,5 @@ class Watcher:
         return RunSubject(model.model, model.input_spec, opts.kind, opts.spec, self.loaders.probe_items())
 
     def measurements(self, gathering: bool = False) -> WatchResult:
-        """The measurements so far (partial if the run stopped early): the parts, joined."""
-        schedule, samples, window = self.schedule, self.samples, self.window
-        fig = samples.part(schedule.seen, schedule.quiet_so_far(), self.clock)
-        model = self.model.part()
-        if self.model.cell is not None and (fig.cell_calls_per_step or 0) >= 2:
-            model = dataclasses.replace(model, cell_loop=dataclasses.replace(
-                self.model.cell, calls_per_step=fig.cell_calls_per_step or 0.0))
-        notes = self.boundary.notes + schedule.notes + self.ranks.notes + window.notes
-        framework = self.frameworks.part()
-        too_old = unsupported_note(framework) if framework is not None else None
-        if too_old is not None:
-            notes.append(too_old)
-        notes += fig.notes
-        summed = fig.summed
-        result = WatchResult(
-            steps=fig.steps, phases=fig.phases, model=model,
-            process=self.sampler.process(model.device, self.model.device_index),
-            gpu_util=self.sampler.gpu.part(model.device, fig.steps.times_ms),
-            window=window.part(), reads=self.reads.part(), sites=self.sampler.part(),
-            optimizers=self.optimizers.part(self.boundary.changes), checkpoints=self.checkpoints.part(),
-            loaders=self.loaders.part(summed[1] if summed is not None and summed[1] > 0 else None),
-            machine=self.machine.part(), evaluation=self.evaluation.part(summed, fig.steps.measured),
-            load=self.load.part([(r.phases, r.waits) for r in fig.detailed if r.waits is not None],
-                                {name: stat.share for name, stat in fig.phases.items()},
-                                fig.steps.mean_ms or fig.steps.median_ms),
-            framework=framework, notes=notes, trace=samples.trace(window.trace_ops, window.steps, model.device))
-        if gathering:
-            return result
-        return dataclasses.replace(result, distributed=self.ranks.part(result))
+        """The measurements so far (partial if the run stopped early): the parts, joined (`joined.py`)."""
+        return joined(self, gathering)

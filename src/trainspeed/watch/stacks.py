@@ -39,6 +39,10 @@ PHASE_FILES = tuple(os.path.join(_TORCH, *parts) for parts in (
 
 _WATCHER = os.path.dirname(os.path.abspath(__file__)) + os.sep
 """The watcher's own source: a sample running it, under the user's line, is the watcher's time."""
+_OURS = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+"""All of trainspeed's source: a sample whose innermost frame outside torch and the standard library runs it (the
+watcher, the demo's own loop, the CLI) charges no line of the user's: the lines around it (the launcher
+`.venv/bin/trainspeed`, a test calling the demo) did not make that time."""
 
 
 def _is_site(filename: str) -> bool:
@@ -51,9 +55,9 @@ def sites_of(frame: Any, loop: frozenset[int] = frozenset()) -> tuple[str | None
     """The user's file:line a stack sample in "other" charges, and the line of the training loop's own code
     (`loop`: the ids of the user's code objects on the stack at a step's end, `loop_codes`) that the sample
     runs under: the same line, or the loop's line that called the function the sample is in. (None, None)
-    when the stack shows a named phase (PHASE_FILES), a counted host read (the sync phase), the watcher's
-    own code at work for that line (its wrappers around a module call or backward, outside the phase they
-    time: the cost of watching, which no line of the script has) or no user code."""
+    when the stack shows a named phase (PHASE_FILES), a counted host read (the sync phase), trainspeed's own
+    code at work (the watcher's wrappers around a module call or backward, outside the phase they time: the cost
+    of watching, which no line of the script has; the demo's loop; the CLI) or no user code."""
     site = outer = None
     while frame is not None:
         code = frame.f_code
@@ -61,7 +65,7 @@ def sites_of(frame: Any, loop: frozenset[int] = frozenset()) -> tuple[str | None
         if code is _READ_PLAIN or code is _READ_ANY or name.startswith(PHASE_FILES):
             return None, None
         if site is None:
-            if name.startswith(_WATCHER):
+            if name.startswith(_OURS):
                 return None, None
             if _is_site(name):
                 site = f"{name}:{line_of(frame)}"

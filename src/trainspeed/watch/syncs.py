@@ -376,6 +376,17 @@ class SyncCounter:
         active counter."""
         _REGISTRY.record(op, t0, t1, frame)
 
+    def freeze(self) -> None:
+        """Count nothing more (the tally as it stands now is the counter's), the wrappers left in until it leaves."""
+        if self._active and self._final is None:
+            self._final = self.sites()
+
+    def count_from_now(self) -> None:
+        """Count from now on, as if the counter started now (the reads so far left out)."""
+        if self._active:
+            with _REGISTRY.lock:
+                self._before = {key: (e[0], e[1]) for key, e in _REGISTRY.tally.items()}
+
     def sites(self) -> list[tuple[str, str, int, float, bool]]:
         """("file:line", op, reads, seconds, host) of each place that read since the counter started (one
         line may appear more than once: one entry per instruction that read; `host`: its reads are of CPU

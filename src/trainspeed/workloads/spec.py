@@ -52,9 +52,17 @@ def resolve_model_spec(text: str) -> ModelSpec:
     if ":" not in text:
         raise UsageError(f"unknown model {text!r}: give FILE.py:FACTORY, MODULE:FACTORY, a Hugging Face "
                          f"config.json, or a built-in name ({', '.join((*ZOO, *HF_SHAPES))})")
+    return ModelSpec(text, resolve_callable(text, "factory"), None)
+
+
+def resolve_callable(text: str, what: str) -> Callable[..., Any]:
+    """`FILE.py:NAME` or `MODULE:NAME` as the callable it names (a model's factory, a loss); every failure is a
+    one-line UsageError."""
     where, _, attr = text.rpartition(":")
+    if not where:
+        raise UsageError(f"{text!r}: give FILE.py:NAME or MODULE:NAME")
     if not attr.isidentifier():
-        raise UsageError(f"{text!r}: {attr!r} is not a factory name")
+        raise UsageError(f"{text!r}: {attr!r} is not a {what} name")
     if where.endswith(".py") or "/" in where or "\\" in where:
         path = Path(where)
         if not path.is_file():
@@ -67,9 +75,9 @@ def resolve_model_spec(text: str) -> ModelSpec:
             raise UsageError(f"cannot import module {where!r}: {e}") from None
         except Exception as e:
             raise UsageError(f"importing {where} raised {type(e).__name__}: {e}") from None
-    factory = getattr(module, attr, None)
-    if factory is None:
+    found = getattr(module, attr, None)
+    if found is None:
         raise UsageError(f"{where} has no {attr!r}")
-    if not callable(factory):
+    if not callable(found):
         raise UsageError(f"{where}:{attr} is not callable")
-    return ModelSpec(text, factory, None)
+    return found

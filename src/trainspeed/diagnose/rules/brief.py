@@ -50,3 +50,9 @@ def round_interval(steps: float) -> int:
         return 1
     power = 10 ** math.floor(math.log10(steps))
     return next(k * power for k in (1, 2, 5, 10) if k * power >= steps)
+
+
+LARGEST_BATCH = ("`trainspeed memory FILE.py:FACTORY` (FACTORY: a function of yours that returns the model) gives the "
+                 "largest batch that fits")
+"""The command a verdict names for the largest batch: the estimate needs the model, which the script builds."""
+LARGEST_BATCH_FIX = "the largest batch that fits: `trainspeed memory FILE.py:FACTORY`"

@@ -10,6 +10,7 @@ import math
 import re
 from collections.abc import Callable
 
+from trainspeed.diagnose.rules.brief import LARGEST_BATCH
 from trainspeed.diagnose.rules.framework_levers import (
     LOG_EVERY,
     NAN_FILTER_READS,
@@ -122,7 +123,7 @@ def _hf_batch(v: Verdict, r: WatchResult) -> str | None:
     if not r.model.batch_size:
         return None
     return (f"TrainingArguments(per_device_train_batch_size={r.model.batch_size * 4}) and a learning rate scaled to it; "
-            "`trainspeed memory` gives the largest batch that fits")
+            + LARGEST_BATCH)
 
 
 def _hf_loader(v: Verdict, r: WatchResult) -> str:

@@ -114,7 +114,7 @@ def _restarted_every_step(r: WatchResult, w: _DataWait) -> Verdict | None:
              f"each: {w.starts:.0%} of the run")
     return Verdict("input_bound", evidence, action, speedup(1.0, 1 - w.starts),
                    title="A new DataLoader iterator every step", brief=brief,
-                   fix="it = iter(loader) once before the loop, then next(it) each step")
+                   fix="it = iter(loader) once before the loop, then next(it) each step", bound=True)
 
 
 def _workers_respawned(r: WatchResult, w: _DataWait) -> Verdict | None:
@@ -135,7 +135,7 @@ def _workers_respawned(r: WatchResult, w: _DataWait) -> Verdict | None:
              f"{ms(r.loaders.start_ms or 0.0)} each: {w.starts:.0%} of the run")
     return Verdict("input_bound", evidence, action, speedup(1.0, 1 - w.starts),
                    loader_lever(alive, _match(w.respawned[0]), paste),
-                   title="DataLoader workers started anew every epoch", brief=brief, fix=paste)
+                   title="DataLoader workers started anew every epoch", brief=brief, fix=paste, bound=True)
 
 
 def _taken_row_by_row(r: WatchResult, c: Context, w: _DataWait) -> Verdict | None:
@@ -174,7 +174,7 @@ def _no_room_for_workers(r: WatchResult, w: _DataWait) -> Verdict | None:
         f"workers would share them (predicted speed-up is an upper bound: the run without its wait{kept_note})")
     return Verdict("input_bound", evidence, w.cheaper, speedup(1.0, 1 - w.share + kept), site=w.site,
                    title=w.title, brief=f"{w.brief} already fills {w.cores} cores",
-                   fix=_cheaper_fix(w))
+                   fix=_cheaper_fix(w), bound=True)
 
 
 def _cheaper_fix(w: _DataWait) -> str:
@@ -213,7 +213,7 @@ def _more_workers_or_cheaper(r: WatchResult, c: Context, w: _DataWait) -> Verdic
                    f"{loader.batch_size or 'B'}, False))")
         return Verdict("input_bound", evidence, cheaper, speedup(1.0, 1 - w.share + kept),
                        site=w.site if fix == cheaper_fix else None, title=w.title,
-                       brief=f"{w.brief}; workers would not help", fix=fix)
+                       brief=f"{w.brief}; workers would not help", fix=fix, bound=True)
     threads = ""
     keep = _threads_beside(r, c, suggest)
     if keep < r.process.torch_threads:
@@ -230,7 +230,7 @@ def _more_workers_or_cheaper(r: WatchResult, c: Context, w: _DataWait) -> Verdic
         f"; torch.set_num_threads({keep})" if keep < r.process.torch_threads else "")
     return Verdict("input_bound", evidence, action, speedup(1.0, new),
                    loader_lever(settings, _match(loader), paste) if loader is not None else None,
-                   title=w.title, brief=w.brief, fix=paste)
+                   title=w.title, brief=w.brief, fix=paste, bound=bool(why))
 
 
 def _match(loader: LoaderInfo) -> dict[str, object]:

@@ -4,7 +4,7 @@ wait for the GPU).
 
 from __future__ import annotations
 
-from trainspeed.diagnose.rules.brief import ms, of_step, pct
+from trainspeed.diagnose.rules.brief import LARGEST_BATCH, ms, of_step, pct
 from trainspeed.diagnose.rules.context import Context
 from trainspeed.diagnose.rules.step_model import (
     OP_WORK_DISPATCHES,
@@ -200,8 +200,7 @@ def small_batch(r: WatchResult, c: Context, launch: Verdict | None) -> Verdict |
     calls = round(r.steps.model_calls_per_step or 1)
     evidence = (f"batch of {r.model.batch_size} on a step dominated by per-op overhead: a step costs about the same "
                 "whatever the batch, so samples per second grow with it")
-    action = (f"raise the batch size (try {r.model.batch_size * 4}) and scale the learning rate; `trainspeed memory` gives "
-              "the largest batch that fits")
+    action = (f"raise the batch size (try {r.model.batch_size * 4}) and scale the learning rate; " + LARGEST_BATCH)
     if calls >= 2 and r.model.batch_size == 1:
         if (r.steps.model_calls_after_read or 0) >= (calls - 1) / 2:
             after = min(r.steps.model_calls_after_read or 0, calls - 1)
@@ -266,7 +265,7 @@ def _micro_batches(r: WatchResult, c: Context, k: int) -> Verdict | None:
         f"torch ops around them run once per step instead of {k} times, the arithmetic as before)"),
         f"feed the step's {batch} samples as one batch of {batch}: its mean loss has the gradient that "
         f"accumulating `loss / {k}` over the micro-batches gives; accumulate only micro-batches too big for "
-        "memory (`trainspeed memory` gives the largest batch that fits)")
+        "memory (" + LARGEST_BATCH + ")")
 
 
 def _merged_passes(r: WatchResult, c: Context, k: int, words: Words, evidence: str, action: str) -> Verdict | None:

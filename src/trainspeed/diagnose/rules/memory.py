@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import mmap
 
-from trainspeed.diagnose.rules.brief import of_step, part_of_step
+from trainspeed.diagnose.rules.brief import LARGEST_BATCH, LARGEST_BATCH_FIX, of_step, part_of_step
 from trainspeed.diagnose.rules.context import Context
 from trainspeed.diagnose.rules.probes import Probe
 from trainspeed.diagnose.rules.step_model import low_precision, step_speedup
@@ -30,14 +30,14 @@ def memory_pressure(r: WatchResult, c: Context) -> Verdict | None:
     evidence = (f"peak {r.process.peak_memory_bytes / 2**30:.1f} GiB of {r.process.memory_capacity_bytes / 2**30:.1f} GiB {where} "
                 f"({share:.0%}): the caching allocator has no room left to avoid fragmentation or retries")
     fit = f"the largest batch that fits with a 10% margin is {c.largest_batch}" if c.largest_batch else \
-        "`trainspeed memory` gives the largest batch that fits"
+        LARGEST_BATCH
     autocast = "" if low_precision(r) else "bf16 autocast, "  # not where the run computes in half width already
     action = f"{fit}; or {autocast}activation checkpointing, or gradient accumulation over smaller batches"
     return Verdict("memory_pressure", evidence, action, None, title="Memory nearly full",
                    brief=f"peak {r.process.peak_memory_bytes / 2**30:.1f} of {r.process.memory_capacity_bytes / 2**30:.1f}"
                          f" GiB {where} ({share:.0%})",
                    fix=f"batch_size={c.largest_batch}" if c.largest_batch else
-                   "`trainspeed memory` gives the largest batch that fits",
+                   LARGEST_BATCH_FIX,
                    unpredicted="memory is a limit, not a cost: it bounds the batch")
 
 
@@ -63,7 +63,7 @@ def recompute_heavy(r: WatchResult, c: Context) -> Verdict | None:
 
 
 MALLOC_KEEPS = Lever("malloc", {"MALLOC_MMAP_THRESHOLD_": "33554432", "MALLOC_TRIM_THRESHOLD_": "4294967296"},
-                     "MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=4294967296 in the environment",
+                     "export MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=4294967296",
                      same_arithmetic=True)
 """page_faults' lever: glibc's malloc keeps freed blocks up to 32 MiB in its heap (environment variables it reads as
 the process starts)."""
@@ -97,10 +97,25 @@ def page_faults(r: WatchResult, c: Context) -> Verdict | None:
     plain = step + (faults - watched) * us / 1e3  # the step as it runs unwatched, its extra faults in it
     if ms < PAGE_FAULT_SHARE * plain:
         return None
-    evidence = (f"{faults:,.0f} minor page faults per step: {faults * mmap.PAGESIZE / 2**20:,.0f} MiB of memory that "
-                f"the system hands the process afresh and zeroes, every step, about {ms:.1f} ms at the {us:.2f} us one "
-                "fault took here (measured after the run): the allocator gives large freed blocks back to the system "
-                "and asks for them again the next step")
+    mib = faults * mmap.PAGESIZE / 2**20
+    evidence = (f"{faults:,.0f} minor page faults per step: {mib:,.0f} MiB of memory that the system hands the process "
+                "afresh and zeroes, every step: the allocator gives large freed blocks back to the system and asks for "
+                "them again the next step")
+    action = ("keep freed memory in the process: with glibc's malloc (Linux), run with MALLOC_MMAP_THRESHOLD_=33554432 "
+              "MALLOC_TRIM_THRESHOLD_=4294967296 in the environment (blocks up to 32 MiB, glibc's largest, then come "
+              "from a heap it keeps), or LD_PRELOAD jemalloc or tcmalloc, which also keep larger blocks; in the "
+              "script, fewer large tensors made anew each step: the optimizer's foreach=True or fused=True (fewer "
+              "temporaries), nn.Embedding(sparse=True) with torch.optim.SparseAdam where a step touches few rows of a "
+              "large table")
+    counted = f"{faults:,.0f} page faults a step{' unwatched' if unwatched else ''} ({mib:,.0f} MiB)"
+    title = "Memory handed back and taken again every step"
+    if watched * us / 1e3 > step:  # the probed cost does not hold inside the step: the count said, no time, no gain
+        why = (f"one fault's {us:.2f} us, probed after the run, makes the measured steps' {watched:,.0f} faults "
+               f"{watched * us / 1e3:.1f} ms: more than the {step:.1f} ms step")
+        return Verdict("page_faults", f"{evidence}; {why}: faults cost less inside the step", action, None,
+                       MALLOC_KEEPS, title=title, brief=f"{counted} of fresh memory", fix=MALLOC_KEEPS.paste,
+                       unpredicted=why)
+    evidence += f"; about {ms:.1f} ms at the {us:.2f} us one fault took here (measured after the run)"
     if unwatched:
         evidence += (f"; those are the warm-up's steps, before the doctor's profiler window: the measured steps faulted "
                      f"{watched:,.0f} pages each, as the doctor's own memory changed where glibc's heap ends, so "
@@ -109,14 +124,5 @@ def page_faults(r: WatchResult, c: Context) -> Verdict | None:
     else:
         evidence += (f", of the {step:.1f} ms step (predicted speed-up: the step without those faults; unwatched, the "
                      "run may fault more, as the doctor's own memory changes where the allocator's heap ends)")
-    action = ("keep freed memory in the process: with glibc's malloc (Linux), run with MALLOC_MMAP_THRESHOLD_=33554432 "
-              "MALLOC_TRIM_THRESHOLD_=4294967296 in the environment (blocks up to 32 MiB, glibc's largest, then come "
-              "from a heap it keeps), or LD_PRELOAD jemalloc or tcmalloc, which also keep larger blocks; in the "
-              "script, fewer large tensors made anew each step: the optimizer's foreach=True or fused=True (fewer "
-              "temporaries), nn.Embedding(sparse=True) with torch.optim.SparseAdam where a step touches few rows of a "
-              "large table")
-    return Verdict("page_faults", evidence, action, step_speedup(r, plain, plain - ms), MALLOC_KEEPS,
-                   title="Memory handed back and taken again every step",
-                   brief=f"{faults:,.0f} page faults a step{' unwatched' if unwatched else ''} "
-                         f"({faults * mmap.PAGESIZE / 2**20:,.0f} MiB): {part_of_step(ms, plain)}",
-                   fix=MALLOC_KEEPS.paste)
+    return Verdict("page_faults", evidence, action, step_speedup(r, plain, plain - ms), MALLOC_KEEPS, title=title,
+                   brief=f"{counted}: {part_of_step(ms, plain)}", fix=MALLOC_KEEPS.paste)

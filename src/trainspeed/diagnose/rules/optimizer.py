@@ -97,8 +97,8 @@ def optimizer_heavy(r: WatchResult, c: Context) -> Verdict | None:
                   match={"kind": o.kind})
     return Verdict("optimizer_heavy", evidence, action, step_speedup(r, step, step - saved), lever,
                    title="An unfused optimizer step",
-                   brief=f"{o.kind}'s step: {part_of_step(opt, step)}; fused, it ran {configured / fused:.1f}x as fast"
-                         " (measured)" if fused > 0 else f"{o.kind}'s step: {part_of_step(opt, step)}",
+                   brief=f"{o.kind}'s step: {part_of_step(opt, step)}; fused ran {configured / fused:.1f}x as fast"
+                   if fused > 0 else f"{o.kind}'s step: {part_of_step(opt, step)}",
                    fix=lever.paste)
 
 

@@ -150,7 +150,7 @@ def threads_unused(r: WatchResult, c: Context) -> Verdict | None:
     evidence = (f"torch uses {r.process.torch_threads} intra-op thread{'s' if r.process.torch_threads > 1 else ''} on "
                 f"{c.physical_cores} cores" + more)
     action = (f"torch.set_num_threads({keep}) (or OMP_NUM_THREADS={keep}; a launcher or a library may have set it "
-              "lower); `trainspeed sweep threads` measures the best value")
+              "lower); `trainspeed sweep threads -- <your script>` measures the best value")
     t = r.process.torch_threads
     assert c.thread_gflops is not None
     now, fixed = c.thread_gflops
@@ -168,7 +168,7 @@ def threads_lever(keep: int) -> Lever:
 
 
 def _set_threads(keep: int, when: str) -> str:
-    return (f"torch.set_num_threads({keep}) (or OMP_NUM_THREADS={keep}){when}; `trainspeed sweep threads` measures "
+    return (f"torch.set_num_threads({keep}) (or OMP_NUM_THREADS={keep}){when}; `trainspeed sweep threads -- <your script>` measures "
             "the best value")
 
 
