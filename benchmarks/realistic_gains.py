@@ -22,6 +22,7 @@ import re
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -39,6 +40,9 @@ RUNS: dict[str, list[str]] = {  # each script as the benchmark runs it (sizes fo
     "tabular_mlp": ["--epochs", "30"],  # enough steps for trainspeed.fit's capture to repay itself
     "frame_rows": ["--epochs", "4"],
     "sequence_cells": ["--steps", "300"],
+    "sine_lbfgs": ["--steps", "4", "--length", "200", "--future", "200", "--out-dir", tempfile.gettempdir()],
+    "word_lm": ["--epochs", "2", "--save", str(Path(tempfile.gettempdir()) / "word_lm.pt")],
+    "dcgan": ["--epochs", "2", "--outf", tempfile.gettempdir()],
 }
 ADVICE: dict[tuple[str, str], list[list[str]]] = {  # (script, verdict) -> the script's settings that apply the action
     ("char_gpt", "evaluation_heavy"): [["--eval-interval", "40"]],  # "evaluate 4 times less often"
@@ -67,6 +71,7 @@ ADVICE: dict[tuple[str, str], list[list[str]]] = {  # (script, verdict) -> the s
     ("frame_rows", "input_bound"): [["--workers", "2", "--persistent", "--threads", "1"]],
     # "run the sequence through nn.LSTM(16, 64, batch_first=True) in one call instead of the nn.LSTMCell loop"
     ("sequence_cells", "launch_bound"): [["--fused"]],
+    ("sine_lbfgs", "slow_dtype"): [["--float32"]],  # "train in float32: model.float() and inputs .float()"
 }
 
 

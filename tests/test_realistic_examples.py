@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from planted import first_planted, loaded, unloaded_verdicts
+from planted import first_planted, loaded, planted_detail, unloaded_verdicts
 
 from trainspeed.cli import main
 
@@ -279,3 +279,54 @@ def test_pil_augment(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None
     assert f"pil_augment.py:{line}" in verdict["evidence"]
     if not loaded(data):  # beside busy processes the evidence gives the line's share of the run less its waits
         assert f"about {claimed:.0%} of the run's time" in verdict["evidence"]
+
+
+def test_sine_lbfgs(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Few long steps (LBFGS, its closure run up to 8 times a step over two LSTMCells stepped in Python, all in
+    float64): one warm-up step and one profiled, so a 4-step run has op counts and measured steps; the float64
+    arithmetic is named with a prediction, and the figure saved after each step is the line "other" is spent on."""
+    steps = 4
+    data, _ = _doctor("sine_lbfgs.py", ["--steps", str(steps), "--length", "200", "--future", "200", "--out-dir",
+                                        str(tmp_path)], capsys)
+    assert data["steps"]["seen"] == steps and data["steps"]["measured"] == steps - 2
+    assert any("a run of few long steps" in note for note in data["notes"])
+    assert data["per_step"]["ops"] and data["per_step"]["flops"]  # the profiler window ran on step 1
+    assert len(list(tmp_path.glob("predict*.png"))) == steps
+    assert _reads(data, 'print("test loss:", loss.item())', "item") == steps
+    loop = data["cell_loop"]
+    assert (loop["kind"], loop["input_size"], loop["hidden_size"]) == ("LSTMCell", 1, 51)
+    assert data["other_sites"][0]["code"].startswith("plt.savefig(")
+    found = {v["id"]: v for v in unloaded_verdicts(data)}
+    held = "slow_dtype" in found and (found["slow_dtype"]["predicted_speedup"] or 0) > 1
+    planted_detail(data, held, f"slow_dtype with a prediction among {list(found)}")
+
+
+def test_word_lm(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """An LSTM language model with a hand-written SGD update (steps end at backward) and an `evaluate()` after each
+    epoch: each evaluation counted (the `model.eval()` after the last backward of an epoch ends that step first)."""
+    epochs, tokens, bptt, batch = 2, 12000, 35, 20
+    data, _ = _doctor("word_lm.py", ["--epochs", str(epochs), "--tokens", str(tokens), "--save",
+                                     str(tmp_path / "model.pt")], capsys)
+    per_epoch = math.ceil((tokens // batch - 1) / bptt)
+    val = math.ceil((tokens // 4 // 10 - 1) / bptt)
+    assert data["steps"]["seen"] == epochs * per_epoch and data["optimizer"] is None
+    ev = data["evaluation"]
+    assert ev is not None and (ev["in_run"], ev["every_steps"], ev["by"]) == (epochs, per_epoch, "model.eval()")
+    assert _reads(data, "total_loss += loss.item()", "item") == epochs * per_epoch
+    assert _reads(data, "total_loss += len(data) * criterion(output, targets).item()", "item") == epochs * val
+    assert 1 <= data["saves"]["count"] <= epochs  # the first epoch's, and the second's if its loss improved
+    assert [v for v in unloaded_verdicts(data)]  # something about the script: its waste, or what bounds the step
+
+
+def test_dcgan(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A GAN: two optimizers, three backward calls an iteration (the discriminator's real and fake losses, the
+    generator's): one step an iteration, one pass (no micro-batches), two optimizer steps."""
+    epochs, images, batch = 2, 1024, 64
+    data, _ = _doctor("dcgan.py", ["--epochs", str(epochs), "--images", str(images), "--outf", str(tmp_path)], capsys)
+    iterations = epochs * math.ceil(images / batch)
+    assert data["steps"]["seen"] == iterations and data["batch_size"] == batch
+    assert data["per_step"]["micro_batches"] == 1 and data["per_step"]["optimizer_steps"] == 2
+    assert _reads(data, "D_x = output.mean().item()", "item") == iterations
+    samples = math.ceil(iterations / 10)  # every 10th iteration, and both models at each epoch's end
+    assert (data["saves"]["calls"], data["saves"]["count"]) == (samples + 2 * epochs, samples + epochs)
+    assert [v for v in unloaded_verdicts(data)]

@@ -58,7 +58,7 @@ class Doctor(Watcher):
         return self.report if self.report is not None else diagnose_watched(self)
 
 
-def watch(warmup: int = 3, steps: int | None = None, profile_steps: int = 3, sample_hz: float = 50.0,
+def watch(warmup: int | None = None, steps: int | None = None, profile_steps: int = 3, sample_hz: float = 50.0,
           detail_every: int = 32, trace: bool = False, window: tuple[int, int] | str | None = None,
           on_report: Callable[[DoctorReport], None] | None = None) -> Doctor:
     """Watch a training loop: `with trainspeed.watch() as w: ...` then `w.result()`. `trace=True` also keeps
@@ -81,7 +81,7 @@ def _process_seconds() -> float | None:
         return None
 
 
-def watch_script(target: str, args: list[str], module: bool, *, warmup: int = 3, steps: int | None = None,
+def watch_script(target: str, args: list[str], module: bool, *, warmup: int | None = None, steps: int | None = None,
                  trace: bool = False, source: str | None = None, window: WindowSpec | None = None,
                  on_report: Callable[[DoctorReport], None] | None = None,
                  on_start: Callable[[Doctor], None] | None = None, every: int = 0,

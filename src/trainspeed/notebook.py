@@ -30,7 +30,8 @@ from trainspeed.report.json import doctor_dict, dumps
 def _parser() -> Parser:
     p = Parser(prog="%%trainspeed", description="watch the training in this cell and show the doctor's report")
     p.add_argument("--steps", type=positive_int, default=None, help="stop watching (and the cell) after N steps")
-    p.add_argument("--warmup", type=non_negative_int, default=3, help="steps left out of the statistics")
+    p.add_argument("--warmup", type=non_negative_int, default=None,
+                   help="steps left out of the statistics (default 3, or 1 where the first step takes a second or more)")
     p.add_argument("--json", metavar="PATH", default=None, help="write the report's JSON to PATH")
     p.add_argument("--html", metavar="PATH", default=None, help="write the HTML report to PATH")
     p.add_argument("--out", metavar="DIR", default=None, help="write doctor.json and report.html in a new folder")

@@ -224,3 +224,30 @@ def test_an_evaluation_s_batches_and_lines_are_not_the_training_step_s() -> None
     assert r.evaluation is not None and r.evaluation.count == 3
     assert r.phases["data"].share < 0.05 and r.loaders.starts == 0
     assert not any("the validation loop's own line" in s.code for s in (*r.sites.other, *r.sites.loop))
+
+
+def test_an_evaluation_after_a_hand_written_update_ends_the_step_before_it() -> None:
+    """Without an optimizer a backward ends the step once the next forward starts; a `model.eval()` after it (a
+    language model's `evaluate()` after each epoch, its SGD update written by hand) ends the step first, so the
+    evaluation's forwards are the evaluation's, not the start of a step: each counted."""
+    model, _, x, y = _small_mlp()
+    steps, every = 40, 10
+    with Watcher(warmup=3, profile_steps=0) as w:
+        for step in range(steps):
+            model.zero_grad()
+            loss = nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            for p in model.parameters():
+                p.data.add_(p.grad, alpha=-0.1)
+            if step % every == every - 1:
+                model.eval()
+                with torch.no_grad():
+                    for _ in range(5):
+                        model(x)
+                        time.sleep(0.0005)
+                model.train()
+    r = w.measurements()
+    ev = r.evaluation
+    assert r.steps.seen == steps
+    # the last evaluation ends the run with no step after it: the run's, counted untimed
+    assert ev is not None and ev.in_run == steps // every and ev.every_steps == every and ev.by == "model.eval()"

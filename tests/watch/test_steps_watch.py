@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 from torch.optim import optimizer as optimizer_module
-from watched_loops import OPTIMIZER, TimedSGD, as_if_on_cuda, fake_clock_run, fake_cuda_events, seed_loop
+from watched_loops import OPTIMIZER, TimedSGD, as_if_on_cuda, fake_clock_run, fake_cuda_events, seed_loop, tiny_step
 
 from trainspeed.watch import Watcher
 from trainspeed.watch.samples import PLOT_STEPS, RESERVOIR_SIZE, Reservoir
@@ -408,3 +408,42 @@ def test_a_recurrent_cell_stepped_in_the_model_s_forward_is_counted_per_step() -
     assert loop is not None and (loop.kind, loop.input_size, loop.hidden_size, loop.calls_per_step) == ("GRUCell", 4,
                                                                                                        8, 7.0)
     assert loop.layer() == "nn.GRU(4, 8, batch_first=True)"
+
+
+@pytest.mark.parametrize("warmup", [None, 3])
+def test_a_run_of_few_long_steps_profiles_one_step_and_measures_the_rest(warmup: int | None) -> None:
+    """A first step whose forward takes a second or more (LBFGS with its closure, a large model on a CPU): where no
+    warm-up was named, one warm-up step and one profiled step, so a 4-step run leaves two measured steps and the
+    window's op counts; a warm-up the user named stays (4 steps then end inside the window)."""
+    mlp, optimizer, x = tiny_step()
+    clock = [0.0]
+
+    class Slow(nn.Module):  # its forward takes 2.5 s on the fake clock the first time, 0.1 s after
+        def __init__(self) -> None:
+            super().__init__()
+            self.mlp, self.calls = mlp, 0
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            clock[0] += 2.5 if self.calls == 0 else 0.1
+            self.calls += 1
+            return self.mlp(x)
+
+    model = Slow()
+    w = Watcher(warmup=warmup, sample_hz=5, now=lambda: clock[0])
+    with w:
+        clock[0] += 30.0  # the script's setup before its loop: the first step's time, not its forward's
+        for _ in range(4):
+            loss = model(x).sum()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    r = w.measurements()
+    notes = " ".join(r.notes)
+    if warmup is None:
+        assert (w.schedule.warmup, w.schedule.opens_at, w.schedule.settled_at) == (1, 1, 2)
+        assert r.steps.measured == 2 and r.window.ops_per_step is not None and r.window.ops_per_step > 0
+        assert ("the first step's forward, backward and optimizer took 2.5 s: one warm-up step and one under the "
+                "profiler window") in notes
+    else:
+        assert (w.schedule.warmup, w.schedule.settled_at) == (3, 6) and r.window.ops_per_step is None
+        assert "the first step's" not in notes and "ended inside the profiler window" in notes

@@ -40,7 +40,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        description="Run SCRIPT (or -m MODULE) exactly as python would, watch every training "
                                    "step, and report where the time goes and what to change.")
     p.add_argument("--steps", type=positive_int, help="stop the script cleanly after N training steps")
-    p.add_argument("--warmup", type=non_negative_int, default=3, help="steps left out of the statistics (default 3)")
+    p.add_argument("--warmup", type=non_negative_int, default=None,
+                   help="steps left out of the statistics (default 3, or 1 where the first step takes a second or more)")
     p.add_argument("--window", metavar="A:B",
                    help="watch steps A to B of the run (or Ns: its first N seconds of steps) and report then, while "
                         "the script runs on to its own end unwatched")

@@ -22,7 +22,7 @@ class CallbackSession:
     """A doctor run by a framework's callback: `begin()` at the start of training, `end()` at its end."""
 
     def __init__(self, json: str | Path | None = None, html: str | Path | None = None, out: str | Path | None = None,
-                 warmup: int = 3, summary: bool = True, window: tuple[int, int] | str | None = None) -> None:
+                 warmup: int | None = None, summary: bool = True, window: tuple[int, int] | str | None = None) -> None:
         from trainspeed.watch.window import window_of
 
         self.window = window_of(window)

@@ -22,7 +22,7 @@ except ImportError as e:
 
 class TrainspeedCallback(TrainerCallback):
     def __init__(self, json: str | Path | None = None, html: str | Path | None = None, out: str | Path | None = None,
-                 warmup: int = 3, summary: bool = True, window: tuple[int, int] | str | None = None) -> None:
+                 warmup: int | None = None, summary: bool = True, window: tuple[int, int] | str | None = None) -> None:
         self.session = CallbackSession(json=json, html=html, out=out, warmup=warmup, summary=summary, window=window)
 
     @property

@@ -38,7 +38,7 @@ class Script:
     args: list[str]
     module: bool
     steps: int | None
-    warmup: int
+    warmup: int | None
 
 
 @dataclass

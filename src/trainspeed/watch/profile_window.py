@@ -193,6 +193,11 @@ class ProfileWindow:
         self.open = False
         """Whether the window is open (its steps run under the profiler)."""
 
+    def profile(self, steps: int) -> None:
+        """Profile `steps` steps where the window has not opened yet (a run of few long steps: one)."""
+        if self.first < 0 and self.prof is None:
+            self.steps = steps
+
     def on_step_end(self, index: int, opens_at: int, cuda: bool) -> bool:
         """Called as step `index` ends (the window opens with step `opens_at`); True if that step ran under the
         profiler. While it opens or closes, `opening` is True (torch.profiler synchronises the device then)."""

@@ -26,6 +26,16 @@ SWITCHES_PER_DOUBLING = 32
 share of detailed steps stays one in `detail_every`, while the hook switches, which modify
 torch.nn.Module's class (see patching.RESUME_BUDGET), grow only with the logarithm of the run's length."""
 
+WARMUP = 3
+"""Warm-up steps where the user names none (`--warmup`)."""
+
+LONG_STEP_S = 1.0
+"""A first step whose forward, backward and optimizer take this long on a CPU (an LBFGS step's closure evaluations, a
+large model) makes a run of few long steps: where the user named no warm-up, one warm-up step and one profiled step (a
+step of a second holds thousands of ops to count), so that a run of three such steps still has a measured one. Not
+the step's whole time, which holds the script's setup before the loop, nor on CUDA, whose first step holds the
+device's start."""
+
 QUIET_MAX = 64
 """A quiet run lasts at most this many steps: the step after it adds the run's data, h2d, sync and
 checkpoint seconds to the clock's sums, and a run the script ends inside is left out of them."""
@@ -40,8 +50,11 @@ class StepSchedule:
     """The step count and what each step is: warm-up, under the profiler window, measured; detailed or edges-only;
     quiet or kept."""
 
-    def __init__(self, warmup: int, max_steps: int | None, profile_steps: int, detail_every: int) -> None:
-        self.warmup, self.max_steps, self.detail_every = warmup, max_steps, detail_every
+    def __init__(self, warmup: int | None, max_steps: int | None, profile_steps: int, detail_every: int) -> None:
+        self.warmup = WARMUP if warmup is None else warmup
+        self.max_steps, self.detail_every = max_steps, detail_every
+        self._shortens = warmup is None
+        """The warm-up and the window are the defaults: a long first step shortens them (`long_first`)."""
         self.profile_steps = profile_steps
         self.detailed = True
         """Whether the step running now is detailed. After the first DETAILED_FIRST measured steps, about one
@@ -70,6 +83,21 @@ class StepSchedule:
         self.seen = 0
         self._mode_left = 0
         self._detail_runs = 0
+
+    def long_first(self, compute_s: float) -> bool:
+        """The first step's forward, backward and optimizer took `compute_s`: where that is LONG_STEP_S or more on a
+        CPU and the user named no warm-up, one warm-up step and at most one profiled step from now on (said in the
+        notes); whether the schedule changed."""
+        if not self._shortens or self.seen != 1 or self.cuda or compute_s < LONG_STEP_S:
+            return False
+        self._shortens = False
+        self.warmup, self.profile_steps = 1, min(self.profile_steps, 1)
+        self.opens_at = 1
+        self.settled_at = 1 + self.profile_steps
+        self.notes.append(f"the first step's forward, backward and optimizer took {compute_s:.1f} s: one warm-up step and "
+                          f"{'one under the profiler window' if self.profile_steps else 'no profiler window'}, the "
+                          f"steps from step {self.settled_at} measured (a run of few long steps)")
+        return True
 
     def step(self) -> int:
         """A step ended: counted; its index."""

@@ -75,7 +75,7 @@ class Watcher:
     """Context manager that watches a training loop; `measurements()` returns a WatchResult. Verdicts are not its
     business: `trainspeed.doctor.Doctor` adds `result()`."""
 
-    def __init__(self, warmup: int = 3, steps: int | None = None, profile_steps: int = 3,
+    def __init__(self, warmup: int | None = None, steps: int | None = None, profile_steps: int = 3,
                  sample_hz: float = 50.0, now: Callable[[], float] = time.perf_counter,
                  detail_every: int = 32, trace: bool = False, window: WindowSpec | None = None,
                  on_close: Callable[[Watcher], None] | None = None, every: int = 0,
@@ -126,7 +126,7 @@ class Watcher:
             loader_ran_out=loaders.ran_out, loader_started=self.loader_started, host_read=self.reads.host_read,
             anomaly_stack=counts.anomaly, backward_running=lambda: clock.stack[-1:] == ["backward"],
             recomputed=counts.recomputed, optimizer_built=self.optimizers.optimizer_built,
-            mode_set=evaluation.mode_set, grad_off_entered=evaluation.grad_off_entered,
+            mode_set=self.mode_set, grad_off_entered=evaluation.grad_off_entered,
             grad_off_left=evaluation.grad_off_left, evaluating=lambda: evaluation.evaluating,
             cell_called=self.cell_called, opening_window=lambda: self.window.opening)
 
@@ -269,6 +269,8 @@ class Watcher:
             self.counts.dropped(detailed)
         else:
             wall, phases = clock.end_step()
+            if index == 0 and schedule.long_first(phases["forward"] + phases["backward"] + phases["optimizer"]):
+                self.window.profile(schedule.profile_steps)
             if comm_busy:
                 self._comm_step(phases, index)
             meter = self.load.meter
@@ -397,6 +399,13 @@ class Watcher:
             self.on_cuda()
         if len(self.clock.stack) == 1:  # not inside an optimizer's step (an LBFGS closure)
             self.counts.module_called(id(module) == model.model_id, args)
+
+    def mode_set(self, module: torch.nn.Module, training: bool) -> None:
+        """A module's mode was set. A `model.eval()` after a backward that ends a step without an optimizer ends that
+        step first: the evaluation that follows is no part of it (its first forward would end it inside)."""
+        if not training and self.boundary.pending and self.boundary.take():
+            self.step_ended()
+        self.evaluation.mode_set(module, training)
 
     def on_cuda(self) -> None:
         """The run is on a CUDA device: reads of CPU tensors are no syncs, edges record events, NVML is sampled."""

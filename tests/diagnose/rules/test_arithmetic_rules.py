@@ -24,6 +24,21 @@ def test_big_matmuls_on_cpu_are_compute_bound() -> None:
     assert slow.id == "compute_bound" and "more than their 107.00 ms" in slow.evidence and "%)" not in slow.evidence
 
 
+def test_beside_busy_processes_a_step_of_few_ops_does_real_work() -> None:
+    """Beside busy processes the matmul probe less its waits reads up to twice alone's rate, and the arithmetic's share
+    a fraction of alone's (wide_mlp.py 50% against 96%, word_lm.py 16%, 2026-12-02): there a step whose ops' fixed
+    cost is under half of its compute does real work; alone the arithmetic's share stays the measure."""
+    r = recorded(110.0, {"forward": 40.0, "backward": 65.0, "optimizer": 2.0}, ops=30, flops=1e10)
+    quarter = dataclasses.replace(CTX, matmul_gflops=4 * CTX.matmul_gflops)  # 10 GFLOP in 25 ms of 107 ms: 23%
+    assert ids(r, quarter) == []
+    v = diagnose(with_load(r, others_cpu_cores=1.4), quarter)[-1]
+    assert v.id == "compute_bound" and "its 30 ops a step cost at most 1.80 ms of fixed cost" in v.evidence
+    assert v.brief.endswith("30 ops doing real work")
+    many = recorded(110.0, {"forward": 40.0, "backward": 65.0, "optimizer": 2.0}, ops=3000, flops=1e10)
+    # 3 000 ops at 30 dispatches of 2 us: 180 ms, more than the step's compute: not said to do real work
+    assert "compute_bound" not in [v.id for v in diagnose(with_load(many, others_cpu_cores=1.4), quarter)]
+
+
 def test_busy_gpu_is_compute_bound() -> None:
     r = recorded(50.0, {"forward": 15.0, "backward": 30.0, "optimizer": 3.0},
                  {"forward": 15.0, "backward": 30.0, "optimizer": 3.0}, dev="cuda", ops=300, flops=5e12, busy=46.0)

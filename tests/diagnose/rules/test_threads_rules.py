@@ -36,6 +36,25 @@ def test_a_training_and_a_validation_loader_count_the_workers_of_one() -> None:
     assert "torch.set_num_threads(2)" in busy.action
 
 
+def test_workers_are_counted_by_the_cores_they_kept_busy_where_measured() -> None:
+    """examples/realistic/dcgan.py's shape: 2 threads beside 2 workers of an in-memory TensorDataset on 2 cores, the
+    workers 10.7 ms of CPU a 152 ms step (0.07 cores): not too many threads (one thread ran the script 0.70x as fast,
+    2026-12-02); workers busy making batches are."""
+    from trainspeed.watch.result import WorkerCpu
+
+    r = recorded(152.0, {"data": 5.0, "forward": 55.0, "backward": 89.0, "optimizer": 3.0}, ops=400, flops=7.6e9,
+                 batch=64, threads=2, loaders=[LoaderInfo(2, False, 64, False, batches=32)])
+    two = Context(2.0, 100.0, physical_cores=2, logical_threads=2)
+    assert "thread_oversubscription" in ids(r, two)  # unmeasured: each worker a busy process
+    idle = dataclasses.replace(r, machine=dataclasses.replace(r.machine, loader_workers=WorkerCpu(r.steps.measured,
+                                                                                                 10.7)))
+    assert "thread_oversubscription" not in ids(idle, two)
+    busy = dataclasses.replace(r, machine=dataclasses.replace(r.machine, loader_workers=WorkerCpu(r.steps.measured,
+                                                                                                 120.0)))
+    v = next(v for v in diagnose(busy, two) if v.id == "thread_oversubscription")
+    assert "2 DataLoader worker processes (they kept 0.79 cores busy, measured) on 2 cores" in v.evidence
+
+
 def test_more_threads_than_cores_predicts_from_a_matmul_at_each_count() -> None:
     # many_threads.py (scratch, 2026-11-23): 8 intra-op threads on 2 cores, a 15 ms MLP step; measured after,
     # 2 threads ran 1.4x faster

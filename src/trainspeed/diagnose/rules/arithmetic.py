@@ -7,6 +7,7 @@ from __future__ import annotations
 from trainspeed.diagnose.rules.brief import of_step, part_of_step
 from trainspeed.diagnose.rules.context import Context
 from trainspeed.diagnose.rules.step_model import (
+    OP_FIXED_DISPATCHES,
     arithmetic_ms,
     busy_source,
     compute_ms,
@@ -152,24 +153,26 @@ def compute_bound(r: WatchResult, c: Context) -> Verdict | None:
         big_ms, big_calls, big_at_peak = sized_arithmetic(r, c)
         kept = max(0.0, arithmetic - big_at_peak) + max(big_ms, big_at_peak)
         done = kept + work
-        if done / compute < ARITHMETIC_HIGH:
+        loaded = _loaded_work(r, c, compute) if done / compute < ARITHMETIC_HIGH else None
+        if done / compute < ARITHMETIC_HIGH and loaded is None:
             return None
-        parts = []
-        if kept >= 0.05 * compute:
+        parts = [loaded] if loaded is not None else []
+        if kept >= 0.05 * compute and loaded is None:
             part = (f"their {(r.window.flops_per_step or 0.0) / 1e9:.2f} GFLOP need {arithmetic:.2f} ms at "
                     f"{rates_text(r, c)}")
             if big_ms > big_at_peak:
                 part += (f"; the {big_calls:.0f} with real arithmetic (matrix products, convolutions) took "
                          f"{big_ms:.2f} ms in the profiler window, their rate on these shapes")
             parts.append(part)
-        if work >= 0.05 * compute:
+        if work >= 0.05 * compute and loaded is None:
             parts.append(f"{work:.2f} ms goes to work in ops torch has no FLOP formula for ({op_names(heavy)} per step)")
         whole = (f"{done / compute:.0%} of {compute:.2f} ms" if done <= compute else
                  f"more than their {compute:.2f} ms: the run multiplied faster than the probe after it")
         evidence = (f"forward+backward+optimizer are {compute / r.steps.median_ms:.0%} of the step; " + "; ".join(parts)
-                    + f" ({whole}): real work")
+                    + (f" ({whole})" if loaded is None else "") + ": real work")
         brief = (f"forward, backward and the optimizer: {compute / r.steps.median_ms:.0%} of the step, "
-                 f"{min(done / compute, 1.0):.0%} of it arithmetic")
+                 + (f"{min(done / compute, 1.0):.0%} of it arithmetic" if loaded is None else
+                    f"{_compute_ops(r):.0f} ops doing real work"))
     tf32 = c.gpu_peak is not None and r.model.device == "cuda" and c.gpu_peak.tf32_tflops is not None
     if tf32 and c.gpu_peak is not None:
         action = (f"{next_levers(r)}; and float32 matrix products on the {c.gpu_peak.gpu}'s TF32 tensor cores "
@@ -180,6 +183,28 @@ def compute_bound(r: WatchResult, c: Context) -> Verdict | None:
     return Verdict("compute_bound", evidence, next_levers(r), None, title=HEALTHY, brief=brief,
                    fix="next: " + ", ".join(name.replace(" where the hardware has it", "")
                                             for name in next_lever_names(r)), unpredicted=UNPREDICTED)
+
+
+def _compute_ops(r: WatchResult) -> float:
+    """The profiler window's ops a step in forward, backward and the optimizer (a DataLoader's and "other"'s aside)."""
+    return (r.window.ops_per_step or 0.0) - (r.window.edge_ops_per_step or 0.0) - (r.window.other_ops_per_step or 0.0)
+
+
+def _loaded_work(r: WatchResult, c: Context, compute: float) -> str | None:
+    """Beside busy processes (`others_busy`), the words that the step's ops do real work where their fixed cost (each
+    at most OP_FIXED_DISPATCHES dispatches) is under half of forward, backward and the optimizer; else None. There the
+    matmul probe's readings less their waits read up to twice alone's rate and the window's op times less their waits
+    fall to near nothing, while the phases less their waits keep about alone's time (BENCHMARKS.md, "Where the code's
+    constants come from"): the arithmetic's share reads a fraction of alone's, and what the ops' count bounds holds."""
+    ops = _compute_ops(r)
+    if not others_busy(r) or ops <= 0:
+        return None
+    fixed = ops * OP_FIXED_DISPATCHES * c.dispatch_us / 1e3
+    if fixed > (1 - ARITHMETIC_HIGH) * compute:
+        return None
+    return (f"beside busy processes the rates probed after the run are no measure of this CPU's, but its {ops:.0f} ops a "
+            f"step cost at most {fixed:.2f} ms of fixed cost ({OP_FIXED_DISPATCHES:.0f} dispatches of {c.dispatch_us:.2f} "
+            f"us each): the rest of the {compute:.2f} ms is their work")
 
 
 HEALTHY = "Healthy: the step does real work"

@@ -25,6 +25,10 @@ TURNS_SHARE = 0.6
 """The share of the samples with two of the run's threads runnable that had two of them on one CPU from which the load
 verdict says they took turns on one core (`core_sharing`): far above it beside busy processes of the run's own
 scheduling group, far below beside processes apart and alone (BENCHMARKS.md, "Where the code's constants come from")."""
+WORKERS_IDLE = 0.25
+"""DataLoader workers that kept under this many cores busy in all (measured) leave torch's threads their cores: an
+in-memory dataset's two workers kept 0.07 busy beside a GAN's 152 ms step, and one intra-op thread ran that script 0.70x
+as fast (BENCHMARKS.md, "Where the code's constants come from")."""
 THREADS_GAIN = 1.10  # threads_unused: more threads advised only where predicted to make the run this much faster
 TAIL_GAIN = 0.05
 """A shared machine's verdict from the steps' own tail (no waits read) only where that tail, less what other verdicts
@@ -62,18 +66,30 @@ def matmul_side(r: WatchResult) -> int:
     return int(min(2048, max(64, round(((row.flops or 0.0) / row.calls / 2) ** (1 / 3)))))
 
 
+def workers_cores(r: WatchResult) -> float | None:
+    """The cores the DataLoader worker processes kept busy while the steps were measured (their CPU time over the
+    measured steps' time: `machine.loader_workers`); None where unmeasured."""
+    spent, step = r.machine.loader_workers, r.steps.mean_ms or r.steps.median_ms
+    if spent is None or not r.steps.measured or not step:
+        return None
+    return spent.cpu_ms_per_batch * spent.batches / (r.steps.measured * step)
+
+
 def thread_oversubscription(r: WatchResult, c: Context) -> Verdict | None:
-    # the busiest loader's workers: a training and a validation loader take turns (an idle worker waits unscheduled)
+    # the busiest loader's workers: a training and a validation loader take turns (an idle worker waits unscheduled);
+    # where their CPU time was measured, the cores they kept busy (workers that hand over cheap batches sleep)
     workers = max((ld.num_workers for ld in r.loaders.each), default=0)
-    busy_threads = r.process.torch_threads + workers
+    held = workers_cores(r) if workers else None
+    busy_threads = r.process.torch_threads + (workers if held is None else held if held >= WORKERS_IDLE else 0)
     cores = _cores(c.physical_cores, c.usable_cores)
     if r.process.torch_threads > cores or busy_threads > min(c.logical_threads, c.usable_cores or c.logical_threads):
-        held = (f" ({c.usable_cores} of them this process may use: its affinity or cgroup quota)"
-                if cores < c.physical_cores else "")
+        quota = (f" ({c.usable_cores} of them this process may use: its affinity or cgroup quota)"
+                 if cores < c.physical_cores else "")
+        kept = f" (they kept {held:.2f} cores busy, measured)" if held is not None else ""
         several = sum(1 for ld in r.loaders.each if ld.num_workers) > 1
         evidence = (f"torch uses {r.process.torch_threads} intra-op threads beside {workers} DataLoader worker process"
                     f"{'es' if workers != 1 else ''}{' (the most any of its loaders has: they take turns)' if several else ''}"
-                    f" on {c.physical_cores} cores / {c.logical_threads} hardware threads{held}")
+                    f"{kept} on {c.physical_cores} cores / {c.logical_threads} hardware threads{quota}")
         evidence += _waited(r, judged=others_busy(r)) or ""
         keep = max(1, cores - workers)
         action = _set_threads(keep, "")
