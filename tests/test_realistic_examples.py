@@ -128,9 +128,11 @@ def test_policy_gradient(capsys: pytest.CaptureFixture[str]) -> None:
     # the model's per-op overhead and its batch of one, wherever the profiler window ran at the run's pace: its ops
     # take about 6 of the median step's 14 ms. Where other tenants of the machine slowed the window (one run in
     # 16, 2026-11-26: the process had 82% of a core, the window's ops 11.6 ms), launch_bound says their time is
-    # not a fixed cost
+    # not a fixed cost. Beside busy processes the two are judged on the phases less their waits, which a heavy load
+    # can leave above the window's ops (a CI run of 2026-12-02 named host_code_heavy alone): checked as a planted detail
     if data["per_step"]["ops_ms"] < 0.6 * data["steps"]["median_ms"]:
-        assert "launch_bound" in found and "small_batch" in found
+        planted_detail(data, "launch_bound" in found and "small_batch" in found,
+                       f"launch_bound and small_batch among {found}")
 
 
 def test_tabular_mlp(capsys: pytest.CaptureFixture[str]) -> None:
@@ -295,6 +297,9 @@ def test_sine_lbfgs(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert _reads(data, 'print("test loss:", loss.item())', "item") == steps
     loop = data["cell_loop"]
     assert (loop["kind"], loop["input_size"], loop["hidden_size"]) == ("LSTMCell", 1, 51)
+    # the first cell's calls over the closure's calls of the model: the sequence's 200 time steps (both cells and
+    # every closure call counted said 3200)
+    assert loop["passes_per_step"] >= 1 and loop["calls_per_step"] == 200 * loop["passes_per_step"]
     assert data["other_sites"][0]["code"].startswith("plt.savefig(")
     found = {v["id"]: v for v in unloaded_verdicts(data)}
     held = "slow_dtype" in found and (found["slow_dtype"]["predicted_speedup"] or 0) > 1
@@ -310,6 +315,7 @@ def test_word_lm(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     per_epoch = math.ceil((tokens // batch - 1) / bptt)
     val = math.ceil((tokens // 4 // 10 - 1) / bptt)
     assert data["steps"]["seen"] == epochs * per_epoch and data["optimizer"] is None
+    assert data["batch_size"] == batch  # the time-first LSTM's second dimension, not the window's 35 time steps
     ev = data["evaluation"]
     assert ev is not None and (ev["in_run"], ev["every_steps"], ev["by"]) == (epochs, per_epoch, "model.eval()")
     assert _reads(data, "total_loss += loss.item()", "item") == epochs * per_epoch

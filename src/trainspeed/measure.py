@@ -129,7 +129,7 @@ def _cell_probe(result: WatchResult, busy: bool) -> tuple[tuple[float, float] | 
         return None, None
     device = "cuda" if result.model.device == "cuda" else "cpu"
     loop = result.model.cell_loop
-    timed = cell_loop_ms(loop, result.model.batch_size, loop.length(result.steps.model_calls_per_step), device,
+    timed = cell_loop_ms(loop, result.model.batch_size, loop.length(), device,
                          loaded=busy)
     return timed, cell_call_ops(loop, device) if timed is not None else None
 

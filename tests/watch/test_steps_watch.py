@@ -410,6 +410,47 @@ def test_a_recurrent_cell_stepped_in_the_model_s_forward_is_counted_per_step() -
     assert loop.layer() == "nn.GRU(4, 8, batch_first=True)"
 
 
+def test_a_cell_loop_of_two_stacked_cells_in_an_lbfgs_closure_is_as_long_as_the_sequence() -> None:
+    """Two cells stacked and stepped over 6 time steps, the model called by LBFGS's closure several times a step: the
+    loop's length is the sequence's, not the cells' calls over the step (which counted both cells and every closure
+    call: "over 3200 time steps" on a 200-step sequence)."""
+
+    class Stacked(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.one, self.two, self.head = nn.LSTMCell(1, 5), nn.LSTMCell(5, 5), nn.Linear(5, 1)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            h1 = c1 = h2 = c2 = torch.zeros(x.shape[0], 5)
+            for t in range(x.shape[1]):
+                h1, c1 = self.one(x[:, t:t + 1], (h1, c1))
+                h2, c2 = self.two(h1, (h2, c2))
+            return self.head(h2)
+
+    torch.manual_seed(0)
+    model, x, y = Stacked(), torch.randn(3, 6), torch.randn(3, 1)
+    optimizer = torch.optim.LBFGS(model.parameters(), lr=0.5, max_iter=4)
+    closures = []
+
+    def closure() -> torch.Tensor:
+        optimizer.zero_grad()
+        loss = nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        closures.append(1)
+        return loss
+
+    with Watcher(warmup=2, profile_steps=0, detail_every=1) as w:
+        for _ in range(6):
+            before = len(closures)
+            optimizer.step(closure)
+            per_step = len(closures) - before
+    loop = w.measurements().model.cell_loop
+    assert per_step >= 2  # the closure ran several times in the last steps
+    assert loop is not None and (loop.kind, loop.input_size, loop.hidden_size) == ("LSTMCell", 1, 5)
+    assert loop.calls_per_step == 6 * loop.passes_per_step and loop.passes_per_step >= 2
+    assert loop.length() == 6
+
+
 @pytest.mark.parametrize("warmup", [None, 3])
 def test_a_run_of_few_long_steps_profiles_one_step_and_measures_the_rest(warmup: int | None) -> None:
     """A first step whose forward takes a second or more (LBFGS with its closure, a large model on a CPU): where no

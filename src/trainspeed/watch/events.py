@@ -52,5 +52,7 @@ class Events:
     """Whether an evaluation is under way (a DataLoader's batches then are the evaluation's)."""
     cell_called: Callable[[torch.nn.Module], None]
     """A recurrent cell was called with gradients on."""
+    sequence_called: Callable[[torch.nn.Module, tuple[Any, ...]], None]
+    """An nn.LSTM, nn.GRU or nn.RNN was called with gradients on, with these arguments."""
     opening_window: Callable[[], bool]
     """Whether the watcher's own profiler window opens or closes now (its syncs are not the script's)."""

@@ -70,6 +70,9 @@ class StepFigures:
     phases: dict[str, PhaseStat]
     cell_calls_per_step: float | None
     """Calls of a recurrent cell per step, the median over the detailed steps (the model tracker's `cell_loop`)."""
+    passes_per_step: float | None
+    """Calls of the model with gradients on per step, an optimizer closure's included (the median over the detailed
+    steps)."""
     summed: tuple[dict[str, float], float] | None = field(repr=False)
     """The clock's sums over every measured step (None where the statistics came from the warm-up)."""
     detailed: list[StepRecord] = field(default_factory=list, repr=False)

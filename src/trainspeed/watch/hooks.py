@@ -17,7 +17,7 @@ import torch
 import torch.utils.data.dataloader as dataloader_module
 
 from trainspeed.watch import frameworks
-from trainspeed.watch.cells import CELL_TYPES
+from trainspeed.watch.cells import CELL_TYPES, RECURRENT_TYPES
 from trainspeed.watch.edges import PhaseEdges
 from trainspeed.watch.events import Events
 from trainspeed.watch.patching import Patches
@@ -279,8 +279,11 @@ class Hooks(Patches):
             def wrapper(module: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
                 if compiling():
                     return orig(module, *args, **kwargs)
-                if type(module) in CELL_TYPES and torch.is_grad_enabled():  # a recurrent cell stepped in Python
-                    L.cell_called(module)
+                if type(module) in RECURRENT_TYPES and torch.is_grad_enabled():
+                    if type(module) in CELL_TYPES:  # a recurrent cell stepped in Python
+                        L.cell_called(module)
+                    else:  # a sequence layer: where it is time-first, the batch is its input's second dimension
+                        L.sequence_called(module, args)
                 if self.depth or self.in_data:
                     self.depth += 1
                     try:

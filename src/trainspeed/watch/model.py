@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from trainspeed.watch.autocast import autocast_dtype
-from trainspeed.watch.cells import CellLoop, cell_of
+from trainspeed.watch.cells import CellLoop, cell_of, time_first
 from trainspeed.watch.result import ModelFacts
 
 
@@ -49,6 +49,10 @@ class ModelTracker:
         """Bytes copied to a device over the whole run, by source memory and mode."""
         self.cell: CellLoop | None = None
         """The first recurrent cell called with gradients on (`watch.cells`), its calls not counted here."""
+        self.cell_id = 0
+        """id() of that cell's module."""
+        self.sequence_seen = False
+        """Whether a sequence layer's first training call was looked at (`sequence_called`)."""
 
     def learn(self, module: torch.nn.Module, args: tuple[Any, ...]) -> bool:
         """The model, its input, its device and the batch size, from an outermost module call of the first steps.
@@ -70,14 +74,28 @@ class ModelTracker:
             # has its own batch size. A vector of floats is one sample's features (a policy called on one
             # observation), where a vector of integers is a batch of ids (an embedding's)
             one = first.dim() == 1 and first.is_floating_point()
-            self.batch_size = 1 if one else int(first.shape[0])
+            self.batch_size = 1 if one else int(first.shape[1 if time_first(module, first) else 0])
         if self.autocast is None and torch.is_grad_enabled():
             self.autocast = autocast_dtype(first.device.type)
         return cuda
 
-    def cell_called(self, module: torch.nn.Module) -> None:
+    def cell_called(self, module: torch.nn.Module) -> bool:
+        """A recurrent cell was called with gradients on; True where it is the run's first cell (whose calls count:
+        a second cell stacked on it runs as often, and counted too would double the loop's length)."""
         if self.cell is None:
-            self.cell = cell_of(module)
+            self.cell, self.cell_id = cell_of(module), id(module)
+        return id(module) == self.cell_id
+
+    def sequence_called(self, module: torch.nn.Module, args: tuple[Any, ...]) -> None:
+        """The first training call of an nn.LSTM, nn.GRU or nn.RNN inside the model: where it is time-first and its
+        input's first dimension is the one the batch size was read from (a language model fed (time, batch) token
+        windows), the batch is the input's second dimension (35 read where the batch was 20, on such a model)."""
+        if self.sequence_seen or self.batch_size is None:
+            return
+        self.sequence_seen = True
+        x = args[0] if args else None
+        if time_first(module, x) and x.shape[0] == self.batch_size != x.shape[1]:  # type: ignore[union-attr]
+            self.batch_size = int(x.shape[1])  # type: ignore[union-attr]
 
     def copied(self, nbytes: int, pinned: bool, non_blocking: bool) -> None:
         """A tensor was copied to an accelerator."""

@@ -27,16 +27,19 @@ class CellLoop:
     nonlinearity: str | None
     """RNNCell's ("tanh" or "relu"); None for the others."""
     calls_per_step: float = 0.0
-    """Its calls per training step (with gradients on), the median over the detailed steps."""
+    """Its calls per training step (with gradients on), the median over the detailed steps: the calls of the first
+    such cell only (a second cell stacked on it runs as often)."""
+    passes_per_step: float = 1.0
+    """The model's calls with gradients on per training step, those an optimizer's closure makes included (LBFGS
+    evaluates the model several times a step): the passes the loop runs in."""
 
     @property
     def fused(self) -> str:
         return FUSED[self.kind]
 
-    def length(self, model_calls: float | None) -> int:
-        """Time steps the loop runs per call of the model: its calls per step over the model's (`model_calls`,
-        taken as one where none were counted)."""
-        return max(1, round(self.calls_per_step / max(model_calls or 1.0, 1.0)))
+    def length(self) -> int:
+        """Time steps the loop runs per call of the model: its calls per step over the model's passes."""
+        return max(1, round(self.calls_per_step / max(self.passes_per_step, 1.0)))
 
     def layer(self) -> str:
         """The fused layer's constructor as a user would write it."""
@@ -199,9 +202,10 @@ class StepRecord:
     """Whether forward, backward and optimizer were timed apart on this step (else they are in other)."""
     micro_batches: float | None = None
     """Forward-and-backward passes per optimizer step (`steps._micro_batches`); detailed steps only."""
-    model_calls: tuple[int, int, int, int] | None = None
+    model_calls: tuple[int, int, int, int, int] | None = None
     """(calls of the model, those given a tensor autograd recorded, those after a host read since the model's
-    last call, calls of a recurrent cell) in this step; detailed steps only."""
+    last call, calls of the first recurrent cell, calls of the model with gradients on, an optimizer closure's included) in this
+    step; detailed steps only."""
     anomaly_s: float = 0.0
     """Seconds spent formatting Python stacks for autograd's anomaly detection (detailed steps only)."""
     recompute_s: float = 0.0

@@ -113,7 +113,9 @@ class StepCounts:
     recompute_s: float = 0.0
     """Seconds in module calls inside backward (activation checkpointing's recompute; detailed steps)."""
     cells: int = 0
-    """Calls of a recurrent cell (`watch.cells`) with gradients on."""
+    """Calls of the run's first recurrent cell (`watch.cells`) with gradients on."""
+    passes: int = 0
+    """Calls of the model with gradients on, those inside an optimizer's step (an LBFGS closure's) included."""
     reads_at_call: int = 0
     """`syncs + host_reads` at the model's last call."""
     batches: int = 0
@@ -135,6 +137,7 @@ class StepCounts:
         if not is_model:
             return
         self.model_calls += 1
+        self.passes += torch.is_grad_enabled()
         reads = self.syncs + self.host_reads
         if self.model_calls > 1:
             if any(isinstance(a, torch.Tensor) and a.grad_fn is not None for a in args):
@@ -160,6 +163,10 @@ class StepCounts:
     def cell_called(self) -> None:
         self.cells += 1
 
+    def closure_called(self) -> None:
+        """The model was called inside an optimizer's step (detailed steps)."""
+        self.passes += torch.is_grad_enabled()
+
     def other_step(self) -> None:
         """Another optimizer than the primary one stepped inside the step running now."""
         self.other_steps += 1
@@ -183,7 +190,8 @@ class StepCounts:
         record = StepRecord(
             index, wall, phases, self.syncs, self.h2d_bytes, detailed=detailed,
             micro_batches=self.micro_batches() if detailed else None,
-            model_calls=(self.model_calls, self.chained, self.after_read, self.cells) if detailed else None,
+            model_calls=((self.model_calls, self.chained, self.after_read, self.cells, self.passes)
+                         if detailed else None),
             anomaly_s=self.anomaly_s, recompute_s=self.recompute_s, host_reads=self.host_reads, waits=waits,
             optimizer_steps=(1 + self.other_steps if by_optimizer else 0) if detailed else None)
         self.dropped(detailed)
@@ -195,7 +203,7 @@ class StepCounts:
         self.syncs = self.host_reads = self.h2d_bytes = self.batches = 0
         if detailed:
             self.forwards = self.backwards = self.other_steps = self.model_calls = self.chained = 0
-            self.after_read = self.cells = self.reads_at_call = 0
+            self.after_read = self.cells = self.reads_at_call = self.passes = 0
             self.anomaly_s = self.recompute_s = 0.0
 
 
@@ -389,7 +397,8 @@ class StepSamples:
             optimizer_steps_per_step=median([r.optimizer_steps for r in detailed if r.optimizer_steps is not None]),
             anomaly_ms_per_step=(sum(r.anomaly_s for r in detailed) * 1e3 / len(detailed)) if detailed else None,
             recompute_ms_per_step=(sum(r.recompute_s for r in detailed) * 1e3 / len(detailed)) if detailed else None)
-        return StepFigures(steps, phases, cell_calls_per_step=median([c[3] for c in calls]), summed=summed,
+        return StepFigures(steps, phases, cell_calls_per_step=median([c[3] for c in calls]),
+                           passes_per_step=median([c[4] for c in calls]), summed=summed,
                            detailed=detailed, notes=notes)
 
     def trace(self, window_ops: list[WindowOp] | None, window_steps: int, device: str) -> Trace | None:

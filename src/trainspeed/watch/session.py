@@ -128,7 +128,8 @@ class Watcher:
             recomputed=counts.recomputed, optimizer_built=self.optimizers.optimizer_built,
             mode_set=self.mode_set, grad_off_entered=evaluation.grad_off_entered,
             grad_off_left=evaluation.grad_off_left, evaluating=lambda: evaluation.evaluating,
-            cell_called=self.cell_called, opening_window=lambda: self.window.opening)
+            cell_called=self.cell_called, sequence_called=self.model.sequence_called,
+            opening_window=lambda: self.window.opening)
 
     def _new_window(self) -> ProfileWindow:
         clock = self.clock
@@ -399,6 +400,8 @@ class Watcher:
             self.on_cuda()
         if len(self.clock.stack) == 1:  # not inside an optimizer's step (an LBFGS closure)
             self.counts.module_called(id(module) == model.model_id, args)
+        elif id(module) == model.model_id:
+            self.counts.closure_called()
 
     def mode_set(self, module: torch.nn.Module, training: bool) -> None:
         """A module's mode was set. A `model.eval()` after a backward that ends a step without an optimizer ends that
@@ -442,8 +445,8 @@ class Watcher:
         self.model.copied(nbytes, pinned, non_blocking)
 
     def cell_called(self, module: torch.nn.Module) -> None:
-        self.model.cell_called(module)
-        self.counts.cell_called()
+        if self.model.cell_called(module):
+            self.counts.cell_called()
 
     def loader_seen(self, iterator: Any) -> bool:
         if self.evaluation.opened is not None:

@@ -305,6 +305,10 @@ def test_a_recurrent_cell_stepped_in_python_is_told_its_fused_layer_with_a_measu
     small = diagnose(cells, dataclasses.replace(CTX, cell_ms=(1.60, 1.50)))[0]
     assert small.predicted_speedup == plain.predicted_speedup and small.action.startswith("run the sequence")
     assert "upper bound" in small.evidence
+    # and the short screen's fix starts at the loop (it said only "a larger batch, or trainspeed.fit" on an LBFGS
+    # time-series model whose nn.LSTMCell loop the probe had measured 4.6x slower than nn.LSTM)
+    assert small.fix.startswith("nn.LSTM(16, 64, batch_first=True) in one call for the nn.LSTMCell loop, then a larger")
+    assert not plain.fix.startswith("nn.LSTM")
     # beside busy processes: the probe on one thread's CPU time (the same readings), the phases less their waits left
     # ten times alone's (a heavy load's spinning threads, 2026-11-28): the loop's part of the run is its share of
     # the ops (59 a call, 24 calls: 1416 of 1430), and the prediction stays near alone's, where the probe's 4.43 ms

@@ -8,7 +8,14 @@ from dataclasses import dataclass
 
 from trainspeed.diagnose.rules.brief import ms, of_step
 from trainspeed.diagnose.rules.context import Context
-from trainspeed.diagnose.rules.step_model import burst_note, phase_ms, run_step_ms, speedup, step_speedup
+from trainspeed.diagnose.rules.step_model import (
+    burst_note,
+    phase_ms,
+    run_step_ms,
+    speedup,
+    step_speedup,
+    workers_cores,
+)
 from trainspeed.diagnose.verdict import Lever, Verdict
 from trainspeed.watch.result import LoaderInfo, WatchResult
 from trainspeed.watch.sites import WORKER_WAIT, DataSite
@@ -408,7 +415,7 @@ def _more_workers(r: WatchResult, c: Context, workers: int, suggest: int) -> tup
     main = c.handover.main_ms / step if c.handover is not None else 0.0
     cores = max(1, c.physical_cores)
     spent = r.machine.loader_workers
-    cpu = spent.cpu_ms_per_batch * spent.batches / r.steps.measured / step if spent and r.steps.measured else None
+    cpu = workers_cores(r)
     plans = [(max(own + main, workers / k if cpu is None else max(cpu / k, (own + main + cpu) / cores)), k)
              for k in range(workers + 1, suggest + 1)]  # the caller asks only where suggest > workers
     new, best = min(plans)

@@ -89,6 +89,9 @@ def launch_bound(r: WatchResult, c: Context) -> Verdict | None:
         return None  # ops already as cheap as a bare dispatch each: nothing per op left to save
     # upper bound: the step without its per-op overhead
     title, brief, fix = words
+    if fused is not None and r.model.cell_loop is not None:  # the loop is where the short screen's fix starts
+        loop = r.model.cell_loop
+        fix = f"{loop.layer()} in one call for the nn.{loop.kind} loop, then " + fix[0].lower() + fix[1:]
     return Verdict("launch_bound", evidence + " (predicted speed-up is an upper bound)", action,
                    step_speedup(r, step, step - overhead), title=title, brief=brief, fix=fix)
 
@@ -167,7 +170,7 @@ def _fused_cells(r: WatchResult, c: Context, ops: float,
     if loop is None or c.cell_ms is None:
         return None
     stepped, whole = c.cell_ms
-    calls = max(r.steps.model_calls_per_step or 1.0, 1.0)
+    calls = max(loop.passes_per_step, 1.0)
     # the probe gives the ratio, the run the time: the loop took at most the run's forward and backward (a probe
     # on a machine busier than during the run read the loop slower, and a prediction of 3.70x where 2.26x was had)
     in_run = min(stepped * calls, phase_ms(r, "forward") + phase_ms(r, "backward"))
@@ -183,7 +186,7 @@ def _fused_cells(r: WatchResult, c: Context, ops: float,
                   f"{ops:.0f} in forward, backward and the optimizer, {in_run:.2f} ms of their {compute:.2f} ms")
     saved = max(0.0, in_run * (1 - whole / stepped)) if stepped > 0 else 0.0
     words = (f"; an nn.{loop.kind}({loop.input_size}, {loop.hidden_size}) runs {loop.calls_per_step:.0f} times a step "
-             f"in a Python loop: over {loop.length(r.steps.model_calls_per_step)} time steps on a batch of {r.model.batch_size}, forward and backward, that "
+             f"in a Python loop: over {loop.length()} time steps on a batch of {r.model.batch_size}, forward and backward, that "
              f"loop took {stepped:.2f} ms and {loop.layer()} over the same sequence {whole:.2f} ms (measured after "
              "the run)" + judged)
     advice = (f"run the sequence through {loop.layer()} in one call instead of the nn.{loop.kind} loop (one fused "

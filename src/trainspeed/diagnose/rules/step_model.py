@@ -55,6 +55,16 @@ def run_step_ms(r: WatchResult) -> float:
     return r.steps.mean_ms or r.steps.median_ms or 0.0
 
 
+def workers_cores(r: WatchResult) -> float | None:
+    """The cores the DataLoader worker processes kept busy while the steps were measured (their CPU time over the
+    measured steps' time, `machine.loader_workers`, at the run's mean step): the share of a step's time a step's
+    batches cost them; None where unmeasured."""
+    spent, step = r.machine.loader_workers, run_step_ms(r)
+    if spent is None or not r.steps.measured or not step:
+        return None
+    return spent.cpu_ms_per_batch * spent.batches / (r.steps.measured * step)
+
+
 CLAIMED_PHASES = ("data", "checkpoint")
 """Phases whose bursts beyond the median step their own verdicts claim (input_bound, checkpoint_heavy)."""
 

@@ -15,6 +15,7 @@ from trainspeed.diagnose.rules.step_model import (
     speedup,
     steady_mean_ms,
     window_scale,
+    workers_cores,
 )
 from trainspeed.diagnose.verdict import Lever, Verdict
 from trainspeed.load.result import OTHERS_BUSY
@@ -64,15 +65,6 @@ def matmul_side(r: WatchResult) -> int:
         return 256
     row = max(rows, key=lambda row: row.ms)
     return int(min(2048, max(64, round(((row.flops or 0.0) / row.calls / 2) ** (1 / 3)))))
-
-
-def workers_cores(r: WatchResult) -> float | None:
-    """The cores the DataLoader worker processes kept busy while the steps were measured (their CPU time over the
-    measured steps' time: `machine.loader_workers`); None where unmeasured."""
-    spent, step = r.machine.loader_workers, r.steps.mean_ms or r.steps.median_ms
-    if spent is None or not r.steps.measured or not step:
-        return None
-    return spent.cpu_ms_per_batch * spent.batches / (r.steps.measured * step)
 
 
 def thread_oversubscription(r: WatchResult, c: Context) -> Verdict | None:

@@ -1,0 +1,52 @@
+"""The model tracker's batch size where a sequence layer takes time first (nn.LSTM's default): the batch is the
+input's second dimension, whether the layer is the model or inside it."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from trainspeed.watch import Watcher
+
+
+class WordModel(nn.Module):
+    """A word language model as the classic examples write it: (time, batch) token windows, a time-first LSTM."""
+
+    def __init__(self, batch_first: bool = False) -> None:
+        super().__init__()
+        self.encoder = nn.Embedding(50, 8)
+        self.rnn = nn.LSTM(8, 12, batch_first=batch_first)
+        self.decoder = nn.Linear(12, 50)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        out, _ = self.rnn(self.encoder(tokens))
+        return self.decoder(out).view(-1, 50)
+
+
+def _train(model: nn.Module, x: torch.Tensor, loss_of: object) -> int | None:
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    with Watcher(warmup=1, profile_steps=0) as w:
+        for _ in range(4):
+            loss = loss_of(model(x))  # type: ignore[operator]
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    return w.measurements().model.batch_size
+
+
+@pytest.mark.parametrize("batch_first", [False, True])
+def test_a_language_models_batch_is_the_time_first_lstms_second_dimension(batch_first: bool) -> None:
+    torch.manual_seed(0)
+    time_steps, batch = 7, 4  # (35, 20) in the classic example: 35 was read as the batch
+    shape = (batch, time_steps) if batch_first else (time_steps, batch)
+    tokens = torch.randint(0, 50, shape)
+    target = torch.randint(0, 50, (time_steps * batch,))
+    got = _train(WordModel(batch_first), tokens, lambda out: nn.functional.cross_entropy(out, target))
+    assert got == batch
+
+
+def test_a_time_first_lstm_called_as_the_model_reads_its_batch_from_the_second_dimension() -> None:
+    torch.manual_seed(0)
+    x = torch.randn(9, 3, 5)  # (time, batch, features)
+    assert _train(nn.GRU(5, 6), x, lambda out: out[0].pow(2).mean()) == 3
