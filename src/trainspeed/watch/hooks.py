@@ -279,8 +279,9 @@ class Hooks(Patches):
             def wrapper(module: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
                 if compiling():
                     return orig(module, *args, **kwargs)
-                if type(module) in RECURRENT_TYPES and torch.is_grad_enabled():
-                    if type(module) in CELL_TYPES:  # a recurrent cell stepped in Python
+                kind = type(module)
+                if kind in RECURRENT_TYPES and torch.is_grad_enabled():
+                    if kind in CELL_TYPES:  # a recurrent cell stepped in Python
                         L.cell_called(module)
                     else:  # a sequence layer: where it is time-first, the batch is its input's second dimension
                         L.sequence_called(module, args)

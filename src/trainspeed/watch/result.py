@@ -204,8 +204,8 @@ class StepRecord:
     """Forward-and-backward passes per optimizer step (`steps._micro_batches`); detailed steps only."""
     model_calls: tuple[int, int, int, int, int] | None = None
     """(calls of the model, those given a tensor autograd recorded, those after a host read since the model's
-    last call, calls of the first recurrent cell, calls of the model with gradients on, an optimizer closure's included) in this
-    step; detailed steps only."""
+    last call, calls of the first recurrent cell, calls of the model with gradients on, an optimizer closure's
+    included) in this step; detailed steps only."""
     anomaly_s: float = 0.0
     """Seconds spent formatting Python stacks for autograd's anomaly detection (detailed steps only)."""
     recompute_s: float = 0.0
