@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from launch import launch
+from planted import first_planted
 
 
 def test_watching_ddp_changes_no_loss_and_rank_0_reports_every_rank(tmp_path: Path) -> None:
@@ -29,9 +30,10 @@ def test_a_planted_straggler_is_named(tmp_path: Path) -> None:
     report = tmp_path / "doctor.json"
     ranks = launch(["losses", str(tmp_path / "w.json"), "60", "1"], doctor=["--json", str(report)])
     assert [r.code for r in ranks] == [0, 0], ranks[0].out + ranks[1].out
-    verdicts = json.loads(report.read_text())["verdicts"]
-    assert verdicts[0]["id"] == "straggler", verdicts
-    assert verdicts[0]["evidence"].startswith("rank 1 ") and "its other phase" in verdicts[0]["evidence"]
+    d = json.loads(report.read_text())
+    # the other rank's CPU is the job's, not another process's: on a quiet machine the run is not called shared
+    straggler = first_planted(d, "straggler")
+    assert straggler["evidence"].startswith("rank 1 ") and "its other phase" in straggler["evidence"]
 
 
 def test_under_torchrun_every_rank_closes_the_window_at_the_same_step(tmp_path: Path) -> None:

@@ -102,6 +102,32 @@ def test_under_torchrun_the_jobs_other_local_ranks_are_ours(monkeypatch: pytest.
     assert siblings(me) == []
 
 
+class _Env(_Proc):
+    """A stand-in process whose environment psutil read (`info`), as `psutil.process_iter(["environ"])` gives."""
+
+    def __init__(self, pid: int, env: dict[str, str] | None) -> None:
+        super().__init__(pid)
+        self.info = {"environ": env}
+
+
+def test_under_another_launcher_the_processes_of_the_same_rendezvous_are_the_jobs_ranks(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A launcher that sets the env:// variables itself (a cluster's, a hand-written one): the processes on this host
+    whose environment names this rank's rendezvous are its ranks; another job's ranks, a process that is no rank (the
+    launching shell) and one whose environment could not be read are not."""
+    job = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500", "WORLD_SIZE": "2"}
+    me = _Proc(10)
+    procs = [_Env(10, {**job, "RANK": "0"}), _Env(11, {**job, "RANK": "1"}),
+             _Env(12, {**job, "MASTER_PORT": "29501", "RANK": "1"}), _Env(13, job), _Env(14, None)]
+    monkeypatch.setattr("trainspeed.load.marks.psutil.process_iter", lambda attrs: iter(procs))
+    monkeypatch.delenv("TORCHELASTIC_RUN_ID", raising=False)
+    for key, value in {**job, "RANK": "0"}.items():
+        monkeypatch.setenv(key, value)
+    assert [p.pid for p in siblings(me)] == [11]
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    assert siblings(me) == []
+
+
 def test_a_phase_s_wait_is_the_part_its_detailed_steps_waited_of_its_share_of_the_mean_step() -> None:
     from trainspeed.load.result import StepWaits
 

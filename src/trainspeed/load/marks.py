@@ -7,9 +7,9 @@ process waits a scheduler slice (BENCHMARKS.md, "Where the code's constants come
 
 Read from cumulative counters at the two ends (psutil: the system's CPU times, this process's and its children's), so a
 run of a second is measured as well as one of an hour. "Ours" takes in the DataLoader's worker processes (children) and
-the intra-op threads that spin while they wait, and under torchrun the job's other ranks on this node (the launcher's
-other workers and their children): a rank is the job, not another process beside it. A hypervisor's steal time is not
-another process of this machine, and not counted."""
+the intra-op threads that spin while they wait, and the job's other ranks on this node under torchrun or any launcher
+that sets the env:// rendezvous's variables (and their children): a rank is the job, not another process beside it.
+A hypervisor's steal time is not another process of this machine, and not counted."""
 
 from __future__ import annotations
 
@@ -47,18 +47,38 @@ def _cpu_s(process: psutil.Process) -> float:
     return c.user + c.system
 
 
+RENDEZVOUS = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE")
+"""The environment every rank of a job started for `init_process_group`'s env:// rendezvous shares (torchrun, a
+cluster's launcher, or a hand-written one set it); a process on this host that names the same is one of its ranks."""
+
+
 def siblings(me: psutil.Process) -> list[psutil.Process]:
-    """Under torchrun on this node: the job's other ranks (the launcher's other workers) and their children."""
-    if int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1) < 2 or "TORCHELASTIC_RUN_ID" not in os.environ:
-        return []
+    """The job's other ranks on this host and their children. Under torchrun: the launcher's other workers. Under
+    another launcher (one that sets the rendezvous's variables itself): the processes whose environment names this
+    one's rendezvous (`RENDEZVOUS`; a process whose environment cannot be read is not taken)."""
     try:
-        parent = me.parent()
-        if parent is None:
-            return []
-        ranks = [p for p in parent.children() if p.pid != me.pid]
+        if "TORCHELASTIC_RUN_ID" in os.environ:
+            if int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1) < 2:
+                return []
+            parent = me.parent()
+            ranks = [p for p in parent.children() if p.pid != me.pid] if parent is not None else []
+        else:
+            ranks = _same_rendezvous(me)
         return ranks + [c for r in ranks for c in r.children(recursive=True)]
     except psutil.Error:
         return []
+
+
+def _same_rendezvous(me: psutil.Process) -> list[psutil.Process]:
+    ours = [os.environ.get(key) for key in RENDEZVOUS]
+    if None in ours or int(ours[2] or 1) < 2:
+        return []
+    found = []
+    for p in psutil.process_iter(["environ"]):
+        env = p.info.get("environ") or {}
+        if p.pid != me.pid and [env.get(key) for key in RENDEZVOUS] == ours and "RANK" in env:
+            found.append(p)
+    return found
 
 
 def own_and_children_s() -> tuple[float, float, float]:

@@ -7,6 +7,7 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
+from trainspeed.units import human_bytes
 from trainspeed.watch.dist_result import DistRun
 
 
@@ -29,11 +30,16 @@ def distributed_lines(d: DistRun) -> list[Table | Text]:
     return parts
 
 
+def _rate(gbs: float) -> str:
+    """A bandwidth a reader can check: GB/s, or MB/s below one (a few KiB of gradients move at latency's pace)."""
+    return f"{gbs:.2f} GB/s" if gbs >= 1 else f"{gbs * 1e3:.3g} MB/s"
+
+
 def all_reduce_line(d: DistRun) -> Text:
     comm = (f"all-reduce {d.comm_ms:.3f} ms per step ({d.exposed_ms:.3f} ms exposed, "
             f"{(d.overlap or 0):.0%} hidden behind backward)" if d.comm_ms is not None else "no all-reduce timed")
-    bus = f", bus bandwidth {d.bus_gbs:.2f} GB/s (measured)" if d.bus_gbs else ""
-    return Text(f"Data-parallel: {d.world_size} ranks ({d.backend or '?'}), {d.grad_bytes / 2**20:.2f} MiB of "
+    bus = f", bus bandwidth {_rate(d.bus_gbs)} (measured)" if d.bus_gbs else ""
+    return Text(f"Data-parallel: {d.world_size} ranks ({d.backend or '?'}), {human_bytes(d.grad_bytes)} of "
                 f"gradients; {comm}{bus}", style="bold")
 
 

@@ -8,6 +8,7 @@ from trainspeed.diagnose.rules.context import Context
 from trainspeed.diagnose.rules.sharded import sharded_comm
 from trainspeed.diagnose.rules.step_model import step_speedup
 from trainspeed.diagnose.verdict import Verdict
+from trainspeed.units import human_bytes
 from trainspeed.watch.result import WatchResult
 
 COMM_SHARE = 0.15  # all-reduce exposed after backward for this share of the step
@@ -33,7 +34,7 @@ def comm_bound(r: WatchResult, c: Context) -> Verdict | None:
     share = exposed / step
     if share < COMM_SHARE:
         return None
-    evidence = (f"the gradient all-reduce ({d.grad_bytes / 2**20:.2f} MiB over {d.world_size} ranks, {d.backend}) takes "
+    evidence = (f"the gradient all-reduce ({human_bytes(d.grad_bytes)} over {d.world_size} ranks, {d.backend}) takes "
                 f"{comm:.2f} ms per step and {exposed:.2f} ms of the {step:.2f} ms step ({share:.0%}) wait for it "
                 f"after backward; {max(0.0, 1 - exposed / comm) if comm else 0.0:.0%} of it was hidden behind backward")
     k = NO_SYNC_MICRO_BATCHES
@@ -42,7 +43,7 @@ def comm_bound(r: WatchResult, c: Context) -> Verdict | None:
               "(more compute per byte sent), or a smaller bucket_cap_mb so reductions start earlier in backward")
     return Verdict("comm_bound", evidence, action, step_speedup(r, step, step - exposed * (1 - 1 / k)),
                    title="Waiting for the gradient all-reduce",
-                   brief=f"the all-reduce of {d.grad_bytes / 2**20:.1f} MiB waits {of_step(exposed, step)}",
+                   brief=f"the all-reduce of {human_bytes(d.grad_bytes)} waits {of_step(exposed, step)}",
                    fix=f"with model.no_sync(): on {k - 1} of every {k} micro-batches (one all-reduce a step)")
 
 
