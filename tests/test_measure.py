@@ -272,3 +272,29 @@ def test_a_declared_probe_runs_where_the_run_wants_it_and_its_reading_reaches_th
     given = measure.diagnose_run(run, hardware=detect_hardware(), dispatch_us=2.0, matmul_gflops=100.0,
                                  probed={"seen_steps": 3})
     assert given.context.probed == {"seen_steps": 3}
+
+
+def test_a_time_first_models_larger_batches_grow_its_second_dimension(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A word language model fed (time, batch) token windows: the estimate's batches of b are (time, b)."""
+    import trainspeed.memory.estimate as estimate
+
+    model = nn.Sequential(nn.Embedding(50, 8), nn.Linear(8, 50))
+    subject = RunSubject(weakref.ref(model), ([7], torch.int64), batch_dim=1)
+    made = []
+    real = estimate.Estimator
+
+    def recording(model: nn.Module, make: Any, **kwargs: Any) -> Any:
+        made.append(tuple(make(3).shape))
+        return real(model, make, **kwargs)
+
+    monkeypatch.setattr(estimate, "Estimator", recording)
+    with Watcher(warmup=1, profile_steps=0) as w:
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _ in range(3):
+            loss = model(torch.randint(0, 50, (7, 4))).sum()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    result = w.measurements()
+    result = dataclasses.replace(result, process=dataclasses.replace(result.process, memory_capacity_bytes=8 * 2**20))
+    assert _largest_batch(subject, result) is not None and made == [(7, 3)]

@@ -56,8 +56,12 @@ def _largest_batch(subject: RunSubject | None, result: WatchResult) -> int | Non
     shape, dtype = subject.input_spec
     import torch
 
-    make = (lambda b: torch.randn(b, *shape, dtype=dtype)) if dtype.is_floating_point else \
-        (lambda b: torch.zeros(b, *shape, dtype=dtype))
+    at = subject.batch_dim  # a time-first model's batch is its input's second dimension
+
+    def make(b: int) -> torch.Tensor:
+        size = (*shape[:at], b, *shape[at:])
+        return torch.randn(size, dtype=dtype) if dtype.is_floating_point else torch.zeros(size, dtype=dtype)
+
     optimizer = _OPTIMIZER_NAMES.get(subject.optimizer_kind or "", "adam")
     try:
         est = Estimator(model, make, optimizer=optimizer, device=result.model.device,

@@ -79,3 +79,22 @@ def test_a_report_says_so_and_a_strict_one_raises(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("TRAINSPEED_STRICT", "1")
     with pytest.raises(InconsistentReport, match="101 steps measured"):
         checked(r, [])
+
+
+def test_an_op_faster_than_this_cpu_can_run_is_a_time_that_is_not_the_ops() -> None:
+    """A convolution's 14.5 GFLOP a step in 1.82 ms (8 TFLOP/s on a CPU probed at 189 GFLOP/s): the report says that
+    figure is wrong; one at the probe's rate, one in bfloat16 (AMX runs it faster) and a CUDA op's launch pass."""
+    from trainspeed.watch.result import OpTime
+
+    r = recorded(10.0, {"forward": 5.0, "backward": 4.0})
+    ctx = dataclasses.replace(CTX, matmul_gflops=189.0)
+    conv = OpTime("aten.convolution", "float32", 20, 1.82, True, 14.5e9, "forward")
+    fine = OpTime("aten.mm", "float32", 4, 2.0, True, 0.3e9, "forward")  # 150 GFLOP/s
+    half = dataclasses.replace(conv, dtype="bfloat16")
+    ran = dataclasses.replace(r, window=dataclasses.replace(r.window, op_times=[conv, fine, half]))
+    found = inconsistencies(ran, [], ctx)
+    assert len(found) == 1 and found[0].startswith("aten.convolution (float32) would run 14.50 GFLOP a step in 1.820 ms")
+    assert "7967 GFLOP/s against this CPU's measured 189" in found[0]
+    assert inconsistencies(ran, []) == []  # without the probe's rate nothing to hold it to
+    cuda = dataclasses.replace(ran, model=dataclasses.replace(ran.model, device="cuda"))
+    assert inconsistencies(cuda, [], ctx) == []

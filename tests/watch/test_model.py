@@ -24,7 +24,7 @@ class WordModel(nn.Module):
         return self.decoder(out).view(-1, 50)
 
 
-def _train(model: nn.Module, x: torch.Tensor, loss_of: object) -> int | None:
+def _watched(model: nn.Module, x: torch.Tensor, loss_of: object) -> Watcher:
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     with Watcher(warmup=1, profile_steps=0) as w:
         for _ in range(4):
@@ -32,7 +32,11 @@ def _train(model: nn.Module, x: torch.Tensor, loss_of: object) -> int | None:
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
-    return w.measurements().model.batch_size
+    return w
+
+
+def _train(model: nn.Module, x: torch.Tensor, loss_of: object) -> int | None:
+    return _watched(model, x, loss_of).measurements().model.batch_size
 
 
 @pytest.mark.parametrize("batch_first", [False, True])
@@ -50,3 +54,14 @@ def test_a_time_first_lstm_called_as_the_model_reads_its_batch_from_the_second_d
     torch.manual_seed(0)
     x = torch.randn(9, 3, 5)  # (time, batch, features)
     assert _train(nn.GRU(5, 6), x, lambda out: out[0].pow(2).mean()) == 3
+
+
+@pytest.mark.parametrize("batch_first", [False, True])
+def test_the_memory_estimate_builds_a_language_models_batches_along_its_batch_dimension(batch_first: bool) -> None:
+    """The probes after the run copy one sample of the model's input without its batch dimension: (35,) tokens of
+    a time-first model fed (35, 20), whose larger batches are (35, b), not (b, 20)."""
+    time_steps, batch = 7, 4
+    tokens = torch.randint(0, 50, (batch, time_steps) if batch_first else (time_steps, batch))
+    target = torch.randint(0, 50, (time_steps * batch,))
+    subject = _watched(WordModel(batch_first), tokens, lambda out: nn.functional.cross_entropy(out, target)).subject()
+    assert subject.input_spec == ([time_steps], torch.int64) and subject.batch_dim == (0 if batch_first else 1)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 
+from trainspeed.diagnose.rules.context import Context
 from trainspeed.diagnose.rules.registry import LOAD_RULES, script_view
 from trainspeed.diagnose.rules.step_model import MAX_PREDICTED, steady_mean_ms
 from trainspeed.diagnose.verdict import Verdict
@@ -26,13 +27,22 @@ for a core): each leaves the others' parts out of its own, so that their predict
 parts together are less than the run."""
 
 
+OP_RATE_MARGIN = 8.0
+"""How far an op's FLOPs over its time may run above the matmul probe's rate before its time cannot be the op's: the
+probe's 256 x 256 product keeps a many-core CPU's threads less busy than a large convolution does, and a probe read
+while another process held a core reads low, so an op may beat it, though not eightfold."""
+OP_RATE_DTYPES = ("float32", "float64")
+"""The dtypes the probe's float32 rate bounds (bfloat16 and float16 may run several times faster on AMX)."""
+
+
 class InconsistentReport(AssertionError):
     """Raised under TRAINSPEED_STRICT=1 when a report's numbers do not add up."""
 
 
-def inconsistencies(w: WatchResult, verdicts: list[Verdict]) -> list[str]:
-    """What in these measurements and verdicts does not add up (empty: all of it does)."""
-    found = []
+def inconsistencies(w: WatchResult, verdicts: list[Verdict], c: Context | None = None) -> list[str]:
+    """What in these measurements and verdicts does not add up (empty: all of it does); with the probes' readings
+    `c`, the ops' times against the CPU's measured rate too."""
+    found = _faster_than_the_cpu(w, c)
     shares = {p: s.share for p, s in w.phases.items()}
     if shares:
         total = sum(shares.values())
@@ -88,9 +98,26 @@ def inconsistencies(w: WatchResult, verdicts: list[Verdict]) -> list[str]:
     return found
 
 
-def checked(w: WatchResult, verdicts: list[Verdict]) -> list[str]:
+def _faster_than_the_cpu(w: WatchResult, c: Context | None) -> list[str]:
+    """The CPU ops of the window whose time would have them run their FLOPs faster than this CPU can (`OP_RATE_MARGIN`
+    times the matmul probe's rate): a time that is not the op's (the ops' list would print it as if it were)."""
+    if c is None or not c.matmul_gflops or w.model.device != "cpu" or not w.window.op_times:
+        return []
+    found = []
+    for op in w.window.op_times:
+        if not op.flops or op.ms <= 0 or op.dtype not in OP_RATE_DTYPES:
+            continue
+        rate = op.flops / op.ms * 1e-6  # GFLOP/s
+        if rate > OP_RATE_MARGIN * c.matmul_gflops:
+            found.append(f"{op.op} ({op.dtype}) would run {op.flops / 1e9:.2f} GFLOP a step in {op.ms:.3f} ms, "
+                         f"{rate:.0f} GFLOP/s against this CPU's measured {c.matmul_gflops:.0f}: that time is not the "
+                         "op's")
+    return found
+
+
+def checked(w: WatchResult, verdicts: list[Verdict], c: Context | None = None) -> list[str]:
     """`inconsistencies` as notes for the report; under TRAINSPEED_STRICT=1, InconsistentReport instead."""
-    found = inconsistencies(w, verdicts)
+    found = inconsistencies(w, verdicts, c)
     if found and os.environ.get("TRAINSPEED_STRICT") == "1":
         raise InconsistentReport("; ".join(found))
     return [f"trainspeed's own numbers do not add up here, read them with care: {what}" for what in found]

@@ -73,4 +73,4 @@ def judge(result: WatchResult, ctx: Context, hardware: HardwareReport) -> Doctor
     result = with_scaling(result)
     verdicts = diagnose(result, ctx)
     return DoctorReport(hardware=hardware, watch=result, verdicts=verdicts, context=ctx,
-                        notes=checked(result, verdicts))
+                        notes=checked(result, verdicts, ctx))

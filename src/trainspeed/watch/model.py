@@ -39,7 +39,11 @@ class ModelTracker:
         self.model_id = 0
         """id() of the model (0 until it is known)."""
         self.input_spec: tuple[list[int], torch.dtype] | None = None
-        """The shape of one sample of the model's first input and its dtype."""
+        """The shape of one sample of the model's first input (without its batch dimension) and its dtype."""
+        self.batch_dim = 0
+        """The dimension of the model's first input that holds the batch (1: a time-first sequence model's)."""
+        self._input_shape: list[int] = []
+        """The model's first input's whole shape, as its first training call had it."""
         self.device = "cpu"
         self.device_index = 0
         self.batch_size: int | None = None
@@ -65,7 +69,8 @@ class ModelTracker:
             # none; a distillation's teacher, a target network, a validation pass run under no_grad)
             self.model = weakref.ref(module)
             self.model_id = id(module)
-            self.input_spec = (list(first.shape[1:]), first.dtype)
+            self._input_shape = list(first.shape)
+            self.input_spec = (self._input_shape[1:], first.dtype)
         cuda = first.device.type == "cuda" and self.device != "cuda"
         if cuda:
             self.device, self.device_index = "cuda", first.device.index or 0
@@ -74,7 +79,7 @@ class ModelTracker:
             # has its own batch size. A vector of floats is one sample's features (a policy called on one
             # observation), where a vector of integers is a batch of ids (an embedding's)
             one = first.dim() == 1 and first.is_floating_point()
-            self.batch_size = 1 if one else int(first.shape[1 if time_first(module, first) else 0])
+            self.batch_size = 1 if one else int(first.shape[self._batch_at(1 if time_first(module, first) else 0)])
         if self.autocast is None and torch.is_grad_enabled():
             self.autocast = autocast_dtype(first.device.type)
         return cuda
@@ -96,6 +101,16 @@ class ModelTracker:
         x = args[0] if args else None
         if time_first(module, x) and x.shape[0] == self.batch_size != x.shape[1]:  # type: ignore[union-attr]
             self.batch_size = int(x.shape[1])  # type: ignore[union-attr]
+            if self._input_shape[1:2] == [self.batch_size]:  # the model's input is time-first too (token windows)
+                self._batch_at(1)
+
+    def _batch_at(self, dim: int) -> int:
+        """The model's input holds its batch at `dim` (0, or 1 for a time-first one): one sample's shape without
+        it (what the memory estimate builds batches of)."""
+        if dim and len(self._input_shape) > dim and self.input_spec is not None:
+            self.batch_dim = dim
+            self.input_spec = (self._input_shape[:dim] + self._input_shape[dim + 1:], self.input_spec[1])
+        return dim
 
     def copied(self, nbytes: int, pinned: bool, non_blocking: bool) -> None:
         """A tensor was copied to an accelerator."""

@@ -487,7 +487,8 @@ class Watcher:
     def subject(self) -> RunSubject:
         """What the doctor's probes after the run copy the shapes of (`trainspeed.measure`)."""
         model, opts = self.model, self.optimizers
-        return RunSubject(model.model, model.input_spec, opts.kind, opts.spec, self.loaders.probe_items())
+        return RunSubject(model.model, model.input_spec, opts.kind, opts.spec, self.loaders.probe_items(),
+                          model.batch_dim)
 
     def measurements(self, gathering: bool = False) -> WatchResult:
         """The measurements so far (partial if the run stopped early): the parts, joined (`joined.py`)."""

@@ -22,3 +22,6 @@ class RunSubject:
     loader_probes: list[tuple[Any, int]] = field(default_factory=list)
     """(an item shaped like the loader's batch, the rows of its TensorDataset when batchable, else 0), in the
     order of `WatchResult.loaders.each`."""
+    batch_dim: int = 0
+    """The dimension of the model's first input that holds the batch (1: a time-first sequence model's, fed
+    (time, batch))."""
