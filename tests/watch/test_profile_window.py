@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from trainspeed.watch import Watcher
 from trainspeed.watch.profile_window import ProfileWindow, busy_ns
 
 
@@ -149,3 +150,86 @@ def test_the_window_gives_each_phase_its_ops_and_how_long_a_call_of_each_takes()
     assert counter is None  # closed: its figures are the window's
     (share, adds), = lengths["optimizer"]  # two calls a step: the least one
     assert share == pytest.approx(1.0) and 0.0 < adds < seconds
+
+
+def test_the_loops_time_holds_the_windows_steps_as_median_steps(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The profiler window's opening (torch.profiler's start: a second or more on CUDA) and its slower steps are the
+    watcher's: the loop's time a user checks against the script holds each window step as a median step."""
+    import time
+
+    from watched_loops import tiny_step
+
+    opening = ProfileWindow._open
+
+    def slow_open(self: ProfileWindow, cuda: bool, first: int) -> None:
+        time.sleep(0.5)  # as torch.profiler's start may take
+        opening(self, cuda, first)
+
+    monkeypatch.setattr(ProfileWindow, "_open", slow_open)
+    model, opt, x = tiny_step()
+    with Watcher(warmup=2, profile_steps=3) as w:
+        for _ in range(20):
+            time.sleep(0.01)
+            loss = model(x).sum()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    r = w.measurements()
+    window_s, window_steps = w.window.span
+    assert window_steps == 3 and window_s >= 0.5
+    assert r.steps.median_ms is not None and r.steps.loop_s is not None
+    assert r.steps.loop_s < 20 * r.steps.median_ms / 1e3 + 0.25  # without the window's half second
+
+
+def _lbfgs_run(monkeypatch: pytest.MonkeyPatch, pass_ops: int) -> Watcher:
+    """An LBFGS step over a cell loop, the step's first pass after a prediction under no_grad (the script's work
+    between steps), with a window of one step whose counter stops after `pass_ops` ops of passes."""
+    import trainspeed.watch.profile_window as window
+
+    monkeypatch.setattr(window, "PASS_OPS", pass_ops)
+    torch.manual_seed(0)
+    cell, head = torch.nn.LSTMCell(1, 8), torch.nn.Linear(8, 1)
+    model = torch.nn.ModuleList([cell, head])
+    x, y = torch.randn(12, 4, 1), torch.randn(12, 4, 1)
+
+    def forward(inp: torch.Tensor) -> torch.Tensor:
+        h = c = torch.zeros(4, 8)
+        outs = []
+        for t in range(inp.shape[0]):
+            h, c = cell(inp[t], (h, c))
+            outs.append(head(h))
+        return torch.stack(outs)
+
+    model.forward = forward  # type: ignore[method-assign]
+    opt = torch.optim.LBFGS(model.parameters(), lr=0.1, max_iter=6, tolerance_grad=0.0, tolerance_change=0.0)
+
+    def closure() -> torch.Tensor:
+        opt.zero_grad()
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        return loss
+
+    with Watcher(warmup=1, profile_steps=1) as w:
+        for _ in range(4):
+            with torch.no_grad():
+                model(x)
+            opt.step(closure)
+    return w
+
+
+def test_a_long_steps_passes_are_counted_in_part_and_scaled_to_the_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A window of one step stops counting at a pass of the model once the passes before it counted PASS_OPS ops:
+    an LBFGS step's six closure passes, one counted, give the counts of all six counted within 5% (what the step
+    ran before its first pass counted once; LBFGS's own work after each pass grows with its history, 3% here, 0.15%
+    on examples/realistic/sine_lbfgs.py), and the report says so."""
+    whole = _lbfgs_run(monkeypatch, 10**9)
+    cut = _lbfgs_run(monkeypatch, 1)
+    assert whole.window.cut is None and cut.window.cut == 1 and cut.window.passes == whole.window.passes == 6
+    a, b = whole.measurements().window, cut.measurements().window
+    assert a.ops_per_step and b.ops_per_step
+    assert abs(b.ops_per_step / a.ops_per_step - 1) < 0.05, (a.ops_per_step, b.ops_per_step)
+    assert a.flops_per_step and b.flops_per_step and abs(b.flops_per_step / a.flops_per_step - 1) < 0.05
+    calls = {(o.op, o.dtype): o.calls for o in a.op_times or []}  # the passes' products (LBFGS's updates grow)
+    assert all(abs(o.calls - calls[(o.op, o.dtype)]) <= 0.05 * calls[(o.op, o.dtype)] + 1e-9
+               for o in b.op_times or [] if o.arithmetic)
+    assert any("counted the first 1 of its step's 6 passes" in n for n in cut.measurements().notes)

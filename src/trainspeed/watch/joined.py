@@ -55,7 +55,7 @@ def joined(w: Parts, gathering: bool = False) -> WatchResult:
     """The measurements so far (partial if the run stopped early); `gathering`: without the other ranks' (the
     summary each rank sends under torchrun)."""
     schedule, samples, window = w.schedule, w.samples, w.window
-    fig = samples.part(0 if w.run_window.before else schedule.seen, schedule.quiet_so_far(), w.clock)
+    fig = samples.part(0 if w.run_window.before else schedule.seen, schedule.quiet_so_far(), w.clock, window.span)
     model = w.model.part()
     if w.model.cell is not None and (fig.cell_calls_per_step or 0) >= 2:
         model = dataclasses.replace(model, cell_loop=dataclasses.replace(

@@ -32,6 +32,7 @@ from dataclasses import replace
 from typing import Any
 
 import torch
+from torch.utils._python_dispatch import _get_current_dispatch_mode
 
 from trainspeed._io import quiet_fd2
 from trainspeed.load.op_lengths import OpLengths, phase_op_lengths
@@ -158,6 +159,13 @@ def window_ops(events: Any, opened_at: float) -> list[WindowOp]:
     return out
 
 
+PASS_OPS = 20_000
+"""A step of several passes of the model (an LBFGS closure's evaluations, micro-batches) under a window of one step
+(a run of few long steps) is counted no further once its passes so far have counted this many ops: the ops of the
+passes counted, scaled by the step's passes over them, are the step's. The CPU's op counter costs about 15 us an op,
+so a step of 220,000 ops (an LBFGS step over an nn.LSTMCell loop) took 5 s more counted whole, the doctor's whole
+cost on that script (BENCHMARKS.md, "The whole process")."""
+
 class ProfileWindow:
     """Opens torch.profiler at the end of warm-up, closes it `steps` steps later. `outside()`: whether an
     op dispatched now is outside every phase the watcher names (None: not asked)."""
@@ -192,6 +200,19 @@ class ProfileWindow:
         script's)."""
         self.open = False
         """Whether the window is open (its steps run under the profiler)."""
+        self.span: tuple[float, int] = (0.0, 0)
+        """(seconds from the window's opening to its close, the steps it profiled) once it closed: the watcher's own
+        part of the loop's wall time (its steps run several times slower under the op counter), which the loop's
+        time holds as that many median steps (`StepSamples.loop_seconds`)."""
+        self._opening_at = 0.0
+        self.passes = 0
+        """The model's passes (calls with gradients on) begun in the profiled steps so far (`pass_begins`)."""
+        self.cut: int | None = None
+        """The passes the op counter counted where it stopped before its one step's end (`PASS_OPS`); None: it
+        counted every op."""
+        self._before: tuple[int, int, int, float, dict[Any, int], dict[Any, tuple[int, float]]] | None = None
+        """The counter's figures as the step's first pass began: (ops, edge ops, ops outside, their seconds, FLOPs
+        by op, calls and seconds by op and dtype)."""
 
     def profile(self, steps: int) -> None:
         """Profile `steps` steps where the window has not opened yet (a run of few long steps: one)."""
@@ -204,13 +225,15 @@ class ProfileWindow:
         if self.steps <= 0:
             return False
         profiled = self.prof is not None  # this step ran under the profiler
-        if profiled and self.counter is not None:
+        if profiled and self.counter is not None and self.cut is None:
             self.counter.end_step()
         self.opening = True
         try:
             if profiled and index >= self.first + self.steps - 1:
                 self._close(self.steps)
+                self.span = (time.perf_counter() - self._opening_at, self.steps)
             elif not profiled and self.first < 0 and index == opens_at - 1:
+                self._opening_at = time.perf_counter()
                 self._open(cuda, index + 1)
         finally:
             self.opening = False
@@ -249,12 +272,31 @@ class ProfileWindow:
             self.counter = OpCounter(self.outside)
             self.counter.__enter__()
 
+    def pass_begins(self) -> None:
+        """The model is called with gradients on: a pass begins. In the one step of a window of one (a run of few
+        long steps), the op counter stops here where the passes before this one counted `PASS_OPS` ops or more,
+        and is the mode on top (one the script entered after it stays its own)."""
+        counter = self.counter
+        if not self.open or counter is None or not isinstance(self.prof, tuple):
+            return
+        self.passes += 1
+        if self.passes == 1:  # what the step ran before its first pass, counted once whatever the passes
+            self._before = (counter.ops, counter.edge_ops, counter.outside_ops, counter.outside_s,
+                            dict(counter.flop_counts or {}), {k: tuple(v) for k, v in (counter.by_op or {}).items()})
+        if self.cut is None and self.steps == 1 and self.passes > 1 and counter.ops >= PASS_OPS and \
+                _get_current_dispatch_mode() is counter:
+            self.cut = self.passes - 1
+            counter.end_step()
+            counter.__exit__(None, None, None)
+
     def _take_counter(self, steps: int) -> None:
-        """Leave the op counter (if any) and keep its per-step figures."""
+        """Leave the op counter (if any; where it stopped at `cut`, it was left then) and keep its per-step
+        figures."""
         counter, self.counter = self.counter, None
         if counter is None:
             return
-        counter.__exit__(None, None, None)
+        if self.cut is None:
+            counter.__exit__(None, None, None)
         if isinstance(counter.waited, ThreadWait):
             counter.waited.close()
         if counter.outside is not None:
@@ -266,6 +308,7 @@ class ProfileWindow:
         prof, self.prof = self.prof, None
         if isinstance(prof, tuple):  # the CPU's dispatch mode: the op counter, which counts FLOPs too
             (counter,) = prof
+            self._scale(counter)
             self._take_counter(steps)
             self.counted = replace(self.counted, ops_per_step=counter.ops / steps, kernels_per_step=None,
                                    edge_ops_per_step=counter.edge_ops / steps if counter.edge is not None else None,
@@ -298,13 +341,39 @@ class ProfileWindow:
             self.opening = False
             self.open = self.prof is not None
 
+    def _scale(self, counter: OpCounter) -> None:
+        """Where the counter stopped at `cut`: its figures made the step's, in place. What it counted before the
+        step's first pass (a DataLoader's batch, the script's work between steps) is the step's once; what the `cut`
+        passes counted is scaled by the step's passes over them (how long one call of an op runs is as counted)."""
+        if self.cut is None or self._before is None or not counter.steps_by_op:
+            return
+        by = self.passes / self.cut
+        counted = counter.ops
+        ops, edge, outside, outside_s, flops, table = self._before
+
+        def grown(before: float, total: float) -> float:
+            return before + (total - before) * by
+
+        counter.ops, counter.edge_ops = round(grown(ops, counter.ops)), round(grown(edge, counter.edge_ops))
+        calls, seconds = counter.outside_steps[0]
+        counter.outside_ops = round(grown(outside, calls))
+        counter.outside_steps[0] = (counter.outside_ops, grown(outside_s, seconds))
+        if counter.flop_counts is not None:
+            for op, n in counter.flop_counts.items():
+                counter.flop_counts[op] = round(grown(flops.get(op, 0), n))
+        counter.steps_by_op[0] = {key: [grown(table.get(key, (0, 0.0))[0], n), grown(table.get(key, (0, 0.0))[1], t)]
+                                  for key, (n, t) in counter.steps_by_op[0].items()}
+        self.notes.append(f"the profiler window counted the first {self.cut} of its step's {self.passes} passes of the "
+                          f"model ({counted:,} ops) and scaled them to the step: counting each op of a step this long "
+                          "would have added seconds to the run")
+
     def _close_early(self) -> None:
         if self.prof is not None:
             prof, self.prof = self.prof, None
             with contextlib.suppress(Exception), quiet_fd2(), cupti_detached():
                 if not isinstance(prof, tuple) and self.counter is not None:
                     self.counter.__exit__(None, None, None)
-                for mode in reversed(prof) if isinstance(prof, tuple) else (prof,):
+                for mode in (reversed(prof) if isinstance(prof, tuple) else (prof,)) if self.cut is None else ():
                     mode.__exit__(None, None, None)
             self.counter = None
             self.notes.append("the run ended inside the profiler window: no op or kernel counts")

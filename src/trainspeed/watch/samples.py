@@ -320,16 +320,20 @@ class StepSamples:
         for phase, ms in per_phase.items():
             self.device_ms[phase].add(ms)
 
-    def loop_seconds(self, median_ms: float | None, seen: int, step_started: float) -> float | None:
-        """The training loop's wall time so far: from the first step's end to the last one the clock read (at
-        `step_started`), a median step for each quiet step after it (their ends are not read), and one for the first
-        step (its clock ran from the watch's start, the script's set-up in it), and on CUDA the work the device still
-        had queued when the watch stopped (`backlogged`, at the last step's end where --steps stopped it). None before
-        two steps."""
+    def loop_seconds(self, median_ms: float | None, seen: int, step_started: float,
+                     window: tuple[float, int] = (0.0, 0)) -> float | None:
+        """The training loop's wall time so far, as the script would run it unwatched: from the first step's end to
+        the last one the clock read (at `step_started`), a median step for each quiet step after it (their ends are
+        not read), one for the first step (its clock ran from the watch's start, the script's set-up in it), and on
+        CUDA the work the device still had queued when the watch stopped (`backlogged`, at the last step's end where
+        --steps stopped it); the profiler `window`'s (seconds, steps) a median step for each of its steps (the
+        window's opening, closing and slower steps are the watcher's). None before two steps."""
         if self.first_end is None or seen < 2 or median_ms is None:
             return None
         unread = seen - 1 - self.clocked
-        return step_started - self.first_end + (1 + unread) * median_ms / 1e3 + self.backlog_s
+        window_s, window_steps = window
+        return step_started - self.first_end - window_s + (1 + unread + window_steps) * median_ms / 1e3 + \
+            self.backlog_s
 
     def backlogged(self, seconds: float) -> None:
         """The watch stopped: the device took `seconds` to finish the work the host had queued."""
@@ -343,7 +347,7 @@ class StepSamples:
         split["other"] = (median(r.phases["other"] for r in detailed) or 0.0) * 1e3
         return split
 
-    def part(self, seen: int, quiet: int, clock: PhaseClock) -> StepFigures:
+    def part(self, seen: int, quiet: int, clock: PhaseClock, window: tuple[float, int] = (0.0, 0)) -> StepFigures:
         """The steps' figures so far (partial if the run stopped early), `seen` steps and `quiet` of them in the quiet
         run under way. Data, h2d, sync and checkpoint from the clock's sums over every measured step, the split of
         the rest from its sums over every detailed one; step times exact up to RESERVOIR_SIZE measured steps, beyond
@@ -385,7 +389,7 @@ class StepSamples:
         steps = Steps(
             seen=seen, measured=n, median_ms=median(step_ms), p90_ms=quantile(step_ms, 0.9),
             mean_ms=mean, host_median_ms=host_median,
-            loop_s=self.loop_seconds(median(step_ms), seen, clock.step_started),
+            loop_s=self.loop_seconds(median(step_ms), seen, clock.step_started, window),
             syncs_per_step=(sum(r.syncs for r in records) / len(records)) if records else 0.0,
             host_reads_per_step=(sum(r.host_reads for r in records) / len(records)) if records else 0.0,
             h2d_bytes_per_step=(sum(r.h2d_bytes for r in records) / len(records)) if records else 0.0,

@@ -398,6 +398,8 @@ class Watcher:
         model = self.model
         if (model.model is None or self.schedule.seen <= self.schedule.warmup) and model.learn(module, args):
             self.on_cuda()
+        if id(module) == model.model_id and torch.is_grad_enabled():
+            self.window.pass_begins()
         if len(self.clock.stack) == 1:  # not inside an optimizer's step (an LBFGS closure)
             self.counts.module_called(id(module) == model.model_id, args)
         elif id(module) == model.model_id:
