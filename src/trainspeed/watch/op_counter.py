@@ -92,6 +92,25 @@ class OpCounter(TorchDispatchMode):
         self.outside_steps.append((self.outside_ops - ops, self.outside_s - seconds))
         self._outside_mark = (self.outside_ops, self.outside_s)
 
+    def grow(self, before: tuple[int, int, int, float, dict[Any, int], dict[Any, tuple[int, float]]],
+             by: float) -> None:
+        """A one-step count stopped at a pass: what it counted `before` the step's first pass once, the rest `by`
+        the step's passes over those counted (`profile_window.ProfileWindow.pass_begins`)."""
+        ops, edge, outside, outside_s, flops, table = before
+
+        def grown(first: float, total: float) -> float:
+            return first + (total - first) * by
+
+        self.ops, self.edge_ops = round(grown(ops, self.ops)), round(grown(edge, self.edge_ops))
+        calls, seconds = self.outside_steps[0]
+        self.outside_ops = round(grown(outside, calls))
+        self.outside_steps[0] = (self.outside_ops, grown(outside_s, seconds))
+        if self.flop_counts is not None:
+            for op, n in self.flop_counts.items():
+                self.flop_counts[op] = round(grown(flops.get(op, 0), n))
+        self.steps_by_op[0] = {key: [grown(table.get(key, (0, 0.0))[0], n), grown(table.get(key, (0, 0.0))[1], t)]
+                               for key, (n, t) in self.steps_by_op[0].items()}
+
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
         if getattr(func, "namespace", None) == "profiler":

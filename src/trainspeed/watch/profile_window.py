@@ -349,20 +349,8 @@ class ProfileWindow:
             return
         by = self.passes / self.cut
         counted = counter.ops
-        ops, edge, outside, outside_s, flops, table = self._before
 
-        def grown(before: float, total: float) -> float:
-            return before + (total - before) * by
-
-        counter.ops, counter.edge_ops = round(grown(ops, counter.ops)), round(grown(edge, counter.edge_ops))
-        calls, seconds = counter.outside_steps[0]
-        counter.outside_ops = round(grown(outside, calls))
-        counter.outside_steps[0] = (counter.outside_ops, grown(outside_s, seconds))
-        if counter.flop_counts is not None:
-            for op, n in counter.flop_counts.items():
-                counter.flop_counts[op] = round(grown(flops.get(op, 0), n))
-        counter.steps_by_op[0] = {key: [grown(table.get(key, (0, 0.0))[0], n), grown(table.get(key, (0, 0.0))[1], t)]
-                                  for key, (n, t) in counter.steps_by_op[0].items()}
+        counter.grow(self._before, by)
         self.notes.append(f"the profiler window counted the first {self.cut} of its step's {self.passes} passes of the "
                           f"model ({counted:,} ops) and scaled them to the step: counting each op of a step this long "
                           "would have added seconds to the run")
