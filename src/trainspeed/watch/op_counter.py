@@ -75,6 +75,9 @@ class OpCounter(TorchDispatchMode):
         self.outside_s = 0.0
         """Host seconds of the ops dispatched outside: below the dispatch mode, so without this mode's
         own Python, and on CUDA their launch, not the kernel."""
+        self._first: tuple[int, int, int, float, dict[Any, int], dict[Any, tuple[int, float]]] = (0, 0, 0, 0.0, {}, {})
+        """The counts as the step's first pass began (`first_pass`): ops, edge ops, ops outside, their seconds,
+        FLOPs by op, calls and seconds by op and dtype."""
         self.by_op: dict[tuple[Any, torch.dtype | None], list[Any]] | None = {} if by_op else None
         """This step's ops: (op overload packet, dtype) -> [calls, host seconds]; None when not asked for."""
         self.steps_by_op: list[dict[tuple[Any, torch.dtype | None], list[Any]]] = []
@@ -92,11 +95,15 @@ class OpCounter(TorchDispatchMode):
         self.outside_steps.append((self.outside_ops - ops, self.outside_s - seconds))
         self._outside_mark = (self.outside_ops, self.outside_s)
 
-    def grow(self, before: tuple[int, int, int, float, dict[Any, int], dict[Any, tuple[int, float]]],
-             by: float) -> None:
-        """A one-step count stopped at a pass: what it counted `before` the step's first pass once, the rest `by`
-        the step's passes over those counted (`profile_window.ProfileWindow.pass_begins`)."""
-        ops, edge, outside, outside_s, flops, table = before
+    def first_pass(self) -> None:
+        """The step's first pass of the model begins: what was counted so far is the step's once (`grow`)."""
+        self._first = (self.ops, self.edge_ops, self.outside_ops, self.outside_s, dict(self.flop_counts or {}),
+                       {k: tuple(v) for k, v in (self.by_op or {}).items()})
+
+    def grow(self, by: float) -> None:
+        """A one-step count stopped at a pass: what it counted before the step's first pass (`first_pass`) once, the
+        rest `by` the step's passes over those counted (`profile_window.ProfileWindow.pass_begins`)."""
+        ops, edge, outside, outside_s, flops, table = self._first
 
         def grown(first: float, total: float) -> float:
             return first + (total - first) * by

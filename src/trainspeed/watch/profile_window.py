@@ -166,6 +166,7 @@ passes counted, scaled by the step's passes over them, are the step's. The CPU's
 so a step of 220,000 ops (an LBFGS step over an nn.LSTMCell loop) took 5 s more counted whole, the doctor's whole
 cost on that script (BENCHMARKS.md, "The whole process")."""
 
+
 class ProfileWindow:
     """Opens torch.profiler at the end of warm-up, closes it `steps` steps later. `outside()`: whether an
     op dispatched now is outside every phase the watcher names (None: not asked)."""
@@ -210,9 +211,6 @@ class ProfileWindow:
         self.cut: int | None = None
         """The passes the op counter counted where it stopped before its one step's end (`PASS_OPS`); None: it
         counted every op."""
-        self._before: tuple[int, int, int, float, dict[Any, int], dict[Any, tuple[int, float]]] | None = None
-        """The counter's figures as the step's first pass began: (ops, edge ops, ops outside, their seconds, FLOPs
-        by op, calls and seconds by op and dtype)."""
 
     def profile(self, steps: int) -> None:
         """Profile `steps` steps where the window has not opened yet (a run of few long steps: one)."""
@@ -281,8 +279,7 @@ class ProfileWindow:
             return
         self.passes += 1
         if self.passes == 1:  # what the step ran before its first pass, counted once whatever the passes
-            self._before = (counter.ops, counter.edge_ops, counter.outside_ops, counter.outside_s,
-                            dict(counter.flop_counts or {}), {k: tuple(v) for k, v in (counter.by_op or {}).items()})
+            counter.first_pass()
         if self.cut is None and self.steps == 1 and self.passes > 1 and counter.ops >= PASS_OPS and \
                 _get_current_dispatch_mode() is counter:
             self.cut = self.passes - 1
@@ -345,12 +342,10 @@ class ProfileWindow:
         """Where the counter stopped at `cut`: its figures made the step's, in place. What it counted before the
         step's first pass (a DataLoader's batch, the script's work between steps) is the step's once; what the `cut`
         passes counted is scaled by the step's passes over them (how long one call of an op runs is as counted)."""
-        if self.cut is None or self._before is None or not counter.steps_by_op:
+        if self.cut is None or not counter.steps_by_op:
             return
-        by = self.passes / self.cut
         counted = counter.ops
-
-        counter.grow(self._before, by)
+        counter.grow(self.passes / self.cut)
         self.notes.append(f"the profiler window counted the first {self.cut} of its step's {self.passes} passes of the "
                           f"model ({counted:,} ops) and scaled them to the step: counting each op of a step this long "
                           "would have added seconds to the run")
@@ -361,8 +356,9 @@ class ProfileWindow:
             with contextlib.suppress(Exception), quiet_fd2(), cupti_detached():
                 if not isinstance(prof, tuple) and self.counter is not None:
                     self.counter.__exit__(None, None, None)
-                for mode in (reversed(prof) if isinstance(prof, tuple) else (prof,)) if self.cut is None else ():
-                    mode.__exit__(None, None, None)
+                if self.cut is None:  # a counter stopped at a pass was left then
+                    for mode in reversed(prof) if isinstance(prof, tuple) else (prof,):
+                        mode.__exit__(None, None, None)
             self.counter = None
             self.notes.append("the run ended inside the profiler window: no op or kernel counts")
 
