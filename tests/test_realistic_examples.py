@@ -141,7 +141,11 @@ def test_tabular_mlp(capsys: pytest.CaptureFixture[str]) -> None:
     per_epoch = math.ceil(20000 / 256)
     assert data["steps"]["seen"] == 3 * per_epoch and data["batch_size"] == 256
     assert _reads(data, "total += loss.item()", "item") == 3 * per_epoch and data["evaluation"] is None
-    first_planted(data, "launch_bound")
+    # a 56-128-64-2 MLP on batches of 256: its ops' fixed cost is the planted one. Where the CPU dispatches an op
+    # cheaply that cost is the unfused Adam's per-parameter ops more than the model's (a CI run of 2026-12-03: a
+    # 0.76 ms step, optimizer 38% of it, optimizer_heavy alone; fused=True measured 1.19x against 1.25x predicted on
+    # the Intel VM, BENCHMARKS.md "The fix as a patch"); elsewhere launch_bound (1.26 ms on Zen 4, 1.8x an upper bound)
+    first_planted(data, ("launch_bound", "optimizer_heavy"))
 
 
 def test_frame_rows(capsys: pytest.CaptureFixture[str]) -> None:

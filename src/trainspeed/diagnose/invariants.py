@@ -14,7 +14,7 @@ from trainspeed.diagnose.rules.context import Context
 from trainspeed.diagnose.rules.registry import LOAD_RULES, script_view
 from trainspeed.diagnose.rules.step_model import MAX_PREDICTED, steady_mean_ms
 from trainspeed.diagnose.verdict import Verdict
-from trainspeed.load.view import JUDGED_APART, waits_share
+from trainspeed.load.view import JUDGED_APART, others_busy, waits_share
 from trainspeed.watch.result import WatchResult
 
 SHARE_TOLERANCE = 0.005
@@ -30,7 +30,9 @@ parts together are less than the run."""
 OP_RATE_MARGIN = 8.0
 """How far an op's FLOPs over its time may run above the matmul probe's rate before its time cannot be the op's: the
 probe's 256 x 256 product keeps a many-core CPU's threads less busy than a large convolution does, and a probe read
-while another process held a core reads low, so an op may beat it, though not eightfold."""
+while another process held a core for a moment reads low, so an op may beat it, though not eightfold. Beside busy
+processes for the whole run (`load.view.others_busy`) the probe is no ceiling (a two-core CPU's 390 GFLOP/s read 22
+beside two), and the ops' times are not checked against it."""
 OP_RATE_DTYPES = ("float32", "float64")
 """The dtypes the probe's float32 rate bounds (bfloat16 and float16 may run several times faster on AMX)."""
 
@@ -101,7 +103,7 @@ def inconsistencies(w: WatchResult, verdicts: list[Verdict], c: Context | None =
 def _faster_than_the_cpu(w: WatchResult, c: Context | None) -> list[str]:
     """The CPU ops of the window whose time would have them run their FLOPs faster than this CPU can (`OP_RATE_MARGIN`
     times the matmul probe's rate): a time that is not the op's (the ops' list would print it as if it were)."""
-    if c is None or not c.matmul_gflops or w.model.device != "cpu" or not w.window.op_times:
+    if c is None or not c.matmul_gflops or w.model.device != "cpu" or not w.window.op_times or others_busy(w):
         return []
     found = []
     for op in w.window.op_times:

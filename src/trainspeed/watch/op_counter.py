@@ -63,9 +63,9 @@ class OpCounter(TorchDispatchMode):
         FlopCounterMode stacked on this one: each op passes through Python once, a third of the cost of both
         (BENCHMARKS.md, "Where the code's constants come from")."""
         self.waited = waited
-        """The training thread's and torch's intra-op threads' run-queue wait (seconds since its last call): an op's
-        time is its wall time less the time its threads waited for a core (on a machine shared with busy processes
-        an op that lost its core for a scheduler slice took milliseconds, and looked like work)."""
+        """The most the training thread's and torch's intra-op threads' run-queue waits since its last call took from
+        an op (seconds; `ThreadWait.longest_wait`): an op's time is its wall time less that (on a machine shared with
+        busy processes an op that lost its core for a scheduler slice took milliseconds, and looked like work)."""
         self.ops = 0
         self.outside = outside
         self.edge = edge
