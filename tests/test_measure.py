@@ -46,7 +46,7 @@ def test_the_report_probes_only_the_dtypes_a_rule_needs_and_shows_the_slowest_op
     from trainspeed.watch.result import OpTime
 
     probed: list[str] = []
-    monkeypatch.setattr(report_module, "dtype_ratios", lambda names: probed.extend(names) or {n: 0.015 for n in names})
+    monkeypatch.setattr(report_module, "dtype_ratios", lambda names, **kw: probed.extend(names) or {n: 0.015 for n in names})
     hardware = detect_hardware()
     # torch's threads as many as the cores this process may use: no thread verdict, whose probes would run live (beside
     # busy processes 8 threads on 2 cores measured a step many times slower than 2, and that verdict came first)
@@ -66,6 +66,14 @@ def test_the_report_probes_only_the_dtypes_a_rule_needs_and_shows_the_slowest_op
     assert data["per_step"]["ops_ms"] == 33.0 and data["autocast"] == "bfloat16"
     assert "; batch 64, under bfloat16 autocast" in rendered(report)
     assert "op aten.mm (bfloat16) x5: 30.000 ms per step in the profiler window, 3.4 GFLOP/s" in rendered(report)
+    # beside busy processes the ops' times are less their threads' summed waits: said, and no rate read off them
+    shared = dataclasses.replace(report, watch=with_load(report.watch, others_cpu_cores=2.0))
+    text = " ".join(rendered(shared).split())
+    assert "op aten.mm (bfloat16) x5: 30.000 ms per step in the profiler window" in text
+    assert "profiler window, 3.4 GFLOP/s" not in text
+    assert "the ops' times below are less their threads' waits for a core, summed" in text
+    assert ">3.4<" in doctor_html(report) and ">3.4<" not in doctor_html(shared)
+    assert "a parallel op's can read below its work" in doctor_html(shared)
     page = doctor_html(report)
     assert "The step's slowest ops" in page and "1.5 in bfloat16" in page
 
@@ -78,7 +86,7 @@ def test_a_dtypes_rate_is_the_settled_float32_rate_in_the_dtypes_proportion_to_i
     from trainspeed.watch.result import OpTime
 
     asked: list[list[str]] = []
-    monkeypatch.setattr(report_module, "dtype_ratios", lambda names: asked.append(names) or {"float64": 0.4})
+    monkeypatch.setattr(report_module, "dtype_ratios", lambda names, **kw: asked.append(names) or {"float64": 0.4})
     monkeypatch.setattr(report_module, "cpu_matmul_gflops", lambda: 120.0)
     r = recorded(12.0, {"forward": 3.0, "backward": 7.0, "optimizer": 1.0}, ops=40, flops=1e9, threads=1)
     r = dataclasses.replace(r, window=dataclasses.replace(r.window, op_times=[OpTime("aten.mm", "float64", 8, 9.0,
@@ -87,6 +95,36 @@ def test_a_dtypes_rate_is_the_settled_float32_rate_in_the_dtypes_proportion_to_i
     assert asked == [["float64"]] and report.context.matmul_gflops == 120.0
     assert report.context.dtype_gflops == {"float64": pytest.approx(48.0)}
     assert report.verdicts[0].id == "slow_dtype"
+
+
+def test_the_pauses_between_a_rate_probes_rounds_run_the_other_probes(monkeypatch) -> None:
+    """The optimizer's, the loaders' and the cell loop's probes run in the pauses between dtype_ratios' rounds (a
+    sleep of 0.3 s after every float64 run's script), before the matmul rate is read again after them all."""
+    from recorded_runs import recorded
+
+    import trainspeed.measure as report_module
+    from trainspeed.hardware import detect_hardware
+    from trainspeed.watch.result import OpTime
+
+    order: list[str] = []
+
+    def rounds(names, pause):
+        for i in range(3):
+            if i:
+                pause(0.15)
+            order.append(f"round {i}")
+        return {"float64": 0.4}
+
+    monkeypatch.setattr(report_module, "dtype_ratios", rounds)
+    monkeypatch.setattr(report_module, "_optimizer_probe", lambda *a: order.append("optimizer") or None)
+    monkeypatch.setattr(report_module, "_cell_probe", lambda *a: order.append("cells") or (None, None))
+    monkeypatch.setattr(report_module, "settled_gflops", lambda *a: order.append("matmul again") or 120.0)
+    r = recorded(12.0, {"forward": 3.0, "backward": 7.0, "optimizer": 1.0}, ops=40, flops=1e9, threads=1)
+    r = dataclasses.replace(r, window=dataclasses.replace(r.window, op_times=[OpTime("aten.mm", "float64", 8, 9.0,
+                                                                                     True, 1e9)], op_ms_per_step=10.0))
+    report = report_module.diagnose_run(r, hardware=detect_hardware(), dispatch_us=2.0, thread_rates=(1.0, 1.0))
+    assert order.index("optimizer") < order.index("round 1") and order.index("cells") < order.index("round 2")
+    assert order[-1] == "matmul again" and report.context.dtype_gflops == {"float64": pytest.approx(48.0)}
 
 
 def test_the_report_probes_the_optimizer_only_where_its_phase_is_worth_it(monkeypatch) -> None:
@@ -129,9 +167,9 @@ def test_the_report_probes_the_threads_only_where_torch_has_more_than_the_cores_
     hw = detect_hardware()
     cores = hw.cpu.physical_cores or 1
     asked: list[tuple[int, tuple[int, int]]] = []
-    monkeypatch.setattr(report_module, "thread_gflops", lambda n, threads: asked.append((n, threads)) or (50.0, 100.0))
+    monkeypatch.setattr(report_module, "thread_gflops", lambda n, threads, **kw: asked.append((n, threads)) or (50.0, 100.0))
     stepped: list[tuple[int, tuple[int, int]]] = []
-    monkeypatch.setattr(report_module, "thread_step_ms", lambda n, threads: stepped.append((n, threads)) or (6.0, 3.0))
+    monkeypatch.setattr(report_module, "thread_step_ms", lambda n, threads, **kw: stepped.append((n, threads)) or (6.0, 3.0))
     r = recorded(15.0, {"forward": 5.0, "backward": 8.0, "optimizer": 1.0}, ops=55, flops=1e9, threads=cores)
     report = report_module.diagnose_run(r, hardware=hw, dispatch_us=2.0, matmul_gflops=100.0)
     assert asked == stepped == [] and doctor_dict(report)["probe"]["threads_matmul_gflops"] is None

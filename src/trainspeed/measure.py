@@ -36,6 +36,7 @@ from trainspeed.probe.matmul import cpu_matmul_gflops, dtype_ratios, settled_gfl
 from trainspeed.probe.optimizer import rebuild_ms, step_ms
 from trainspeed.probe.readings import ProbeRun
 from trainspeed.probe.rnn import cell_call_ops, cell_loop_ms
+from trainspeed.probe.spacing import Spacer
 from trainspeed.probe.thread_step import loaded_step_ms, thread_step_ms
 from trainspeed.threads import intra_op_threads
 from trainspeed.watch.result import WatchResult
@@ -182,25 +183,30 @@ def measure_context(result: WatchResult, subject: RunSubject | None = None, hard
         else:  # what the CPU can do: with more threads than cores, the rate at the threads advised
             with intra_op_threads(keep):
                 gflops = cpu_matmul_gflops()
-        ratios = dtype_ratios(dtypes) if dtypes else {}  # each dtype against float32, on one thread's CPU time
+        # the probes no round of the rate comparisons below depends on run in the pauses between their rounds
+        spaced = Spacer({
+            "optimizer": (lambda: _optimizer_probe(subject, judged)) if optimizer_ms is None else lambda: optimizer_ms,
+            "rebuilt": (lambda: _rebuild_probe(subject, result)) if rebuilt_ms is None else lambda: rebuilt_ms,
+            "loader": (lambda: _loader_probes(subject, judged)) if loader_ms is None else lambda: loader_ms,
+            "declared": lambda: _declared_probes(ProbeRun(result, judged, subject, busy), probed),
+            "cells": lambda: _cell_probe(result, busy)})
+        # each dtype against float32, on one thread's CPU time
+        ratios = dtype_ratios(dtypes, pause=spaced) if dtypes else {}
         side = matmul_side(result)
         if thread_rates is None and keep is not None:
-            thread_rates = thread_gflops(side, (result.process.torch_threads, keep))
+            thread_rates = thread_gflops(side, (result.process.torch_threads, keep), pause=spaced)
         # a step at the advised count: with more threads than cores, or than the cores other processes left
         fewer = keep if keep is not None and result.process.torch_threads > keep else \
             busy_keep(result, hw.cpu.logical_threads or 1) if result.model.device == "cpu" else None
         if thread_steps is None and fewer is not None:  # beside busy processes, mean steps: their slices lost too
-            probe = loaded_step_ms if busy else thread_step_ms
-            thread_steps = probe(side, (result.process.torch_threads, fewer))
+            threads = (result.process.torch_threads, fewer)
+            thread_steps = loaded_step_ms(side, threads) if busy else thread_step_ms(side, threads, pause=spaced)
         if launch_us is None and result.model.device == "cuda":
             launch_us = cuda_op_us()
-        if optimizer_ms is None:
-            optimizer_ms = _optimizer_probe(subject, judged)
-        if rebuilt_ms is None:
-            rebuilt_ms = _rebuild_probe(subject, result)
-        handover, batched = loader_ms if loader_ms is not None else _loader_probes(subject, judged)
-        probed = _declared_probes(ProbeRun(result, judged, subject, busy), probed)
-        cells, cell_ops = _cell_probe(result, busy)
+        done = spaced.results()
+        optimizer_ms, rebuilt_ms, probed = done["optimizer"], done["rebuilt"], done["declared"]
+        handover, batched = done["loader"]
+        cells, cell_ops = done["cells"]
         if matmul_gflops is None:  # read again after the other probes: a moment of a shared machine
             earlier = [gflops] + ([early] if early is not None and keep in (None, torch.get_num_threads()) else [])
             with intra_op_threads(keep):  # is not what its CPU can do

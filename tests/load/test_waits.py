@@ -81,10 +81,6 @@ def test_a_reading_gives_the_threads_summed_wait_and_the_longest_one_s(tmp_path:
         # over an interval of 6 ms: at least one of them waited 6 * (1 - (3/6) * (5/6)) ms, had they waited apart
         assert reader.joint(0.006) == pytest.approx(0.006 * (1 - 0.5 * 5 / 6))
         assert reader() == 0.0 and reader.longest == 0.0 and reader.joint(0.006) == 0.0 and reader.own == 0.0
-        for path, waited in zip(paths, (6_000_000, 8_000_000), strict=True):  # 2 ms each: an op lost at most 2 ms
-            with open(path, "w") as f:
-                f.write(f"7 {waited} 3\n")
-        assert reader.longest_wait() == pytest.approx(0.002) and reader.longest_wait() == 0.0
     finally:
         for fd in fds:
             os.close(fd)

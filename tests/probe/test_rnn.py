@@ -89,3 +89,12 @@ def test_a_cells_call_adds_the_same_ops_at_every_time_step() -> None:
                 _step_through(cell, loop, torch.randn(batch, length, loop.input_size))
             counts.append(counter.ops)
         assert counts[1] - counts[0] == 3 * per_call
+
+
+def test_a_long_sequence_is_timed_in_fewer_rounds() -> None:
+    """Rounds of 0.1 s: two fit the probe's 0.25 s, three are taken (the least); rounds of a millisecond: all five;
+    never more than asked."""
+    from trainspeed.probe.rnn import LEAST_ROUNDS, PROBE_S, _rounds
+
+    assert _rounds(0.1, 5) == LEAST_ROUNDS == 3 and _rounds(0.001, 5) == 5 and _rounds(PROBE_S / 4, 5) == 4
+    assert _rounds(0.1, 2) == 2 and _rounds(0.0, 5) == 5

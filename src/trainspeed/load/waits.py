@@ -88,16 +88,6 @@ class ThreadWait:
         self.one_wait = total / sliced * 1e-9 if sliced > 0 else total * 1e-9
         return total * 1e-9
 
-    def longest_wait(self) -> float:
-        """The longest one thread's wait since the last call (seconds): the most one intra-op parallel op of these
-        threads lost to waits for a core. Its threads run their parts side by side, and the op ends with its last
-        part: a thread that waited w finishes at most w later, so the op ran at least its wall time less the longest
-        one wait. Their sum is not a bound: two threads that each waited most of a product's time would take it to
-        nothing (a float64 product of 0.29 GFLOP read 0.18 ms beside two busy processes, 1616 GFLOP/s on a CPU whose
-        probe read 22)."""
-        self()
-        return self.longest
-
     def joint(self, seconds: float, lengths: OpLengths = ()) -> float:
         """What an interval of `seconds` that the last call read lost. Where its ops are short against a wait for a
         core (or unknown), the time at least one of its threads waited, had they waited independently of each

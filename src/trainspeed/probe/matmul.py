@@ -65,7 +65,8 @@ def settled_gflops(earlier: list[float], measure: Callable[[], float] = cpu_matm
 ROUND_PAUSE_S = 0.15
 """The pause between rounds of the probes that compare two rates (`dtype_ratios`, `thread_gflops`): a shared
 machine slows a core for tens to hundreds of milliseconds at a time, and rounds spread over a third of a second,
-each rate's fastest kept, keep one slow stretch from reading as the hardware's."""
+each rate's fastest kept, keep one slow stretch from reading as the hardware's. The doctor fills the pauses with its
+other probes (`probe.spacing.Spacer`)."""
 
 
 def _rounds_apart(rounds: int, pause: Callable[[float], None], pause_s: float) -> Iterator[int]:
@@ -90,8 +91,8 @@ def dtype_ratios(dtypes: list[str], rounds: int = 3, pause: Callable[[float], No
 
     reference: list[float] = []
     rates: dict[str, list[float]] = {name: [] for name in dtypes}
-    with intra_op_threads(1):
-        for _ in _rounds_apart(rounds, pause, pause_s):
+    for _ in _rounds_apart(rounds, pause, pause_s):  # the pauses at the run's threads: other probes may fill them
+        with intra_op_threads(1):
             reference.append(rate(torch.float32, 4))
             for name, into in rates.items():
                 into.append(rate(getattr(torch, name), 2))

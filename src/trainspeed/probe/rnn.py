@@ -23,6 +23,11 @@ from trainspeed.watch.op_counter import OpCounter
 
 PROBE_ELEMENTS = 50_000_000
 """Sequences of more elements than this (batch x length x width) are not probed."""
+PROBE_S = 0.25
+"""About the most the probe's timed rounds take: a long sequence's rounds are fewer (`_rounds`), down to
+LEAST_ROUNDS. An LBFGS script's 200-step loop of two float64 cells took 48 ms a round stepped and 12 ms fused, and
+five rounds 0.3 s of the doctor's time after the script (2026-12-03, Zen 4)."""
+LEAST_ROUNDS = 3
 
 
 def _module(loop: CellLoop, kind: str, device: str, **extra: Any) -> nn.Module:
@@ -44,17 +49,31 @@ def _step_through(cell: nn.Module, loop: CellLoop, x: torch.Tensor) -> None:
     torch.stack(outs, 1).sum().backward()
 
 
+def _rounds(first_s: float, repeats: int) -> int:
+    """The timed rounds after an untimed first one of `first_s` seconds: `repeats`, fewer where they would take more
+    than PROBE_S (LEAST_ROUNDS at the least, or `repeats` where that is less)."""
+    fit = int(PROBE_S / first_s) if first_s > 0 else repeats
+    return min(repeats, max(LEAST_ROUNDS, fit))
+
+
 def _one_thread_ms(runs: list[Callable[[], None]], repeats: int) -> list[float]:
     """Each run's median milliseconds of this thread's CPU time on one intra-op thread, the runs taken in turn (a CPU
     run's backward runs on the calling thread): its work, whether or not other processes hold the cores."""
     readings: list[list[float]] = [[] for _ in runs]
     with intra_op_threads(1):
-        for i in range(repeats + 1):  # the first calls build caches: untimed
+        i, rounds = 0, repeats
+        while i <= rounds:  # the first calls build caches: untimed
+            first = 0.0
             for run, kept in zip(runs, readings):
                 t0 = time.thread_time()
                 run()
+                took = time.thread_time() - t0
                 if i:
-                    kept.append((time.thread_time() - t0) * 1e3)
+                    kept.append(took * 1e3)
+                first += took
+            if not i:
+                rounds = _rounds(first, repeats)
+            i += 1
     return [statistics.median(kept) for kept in readings]
 
 
@@ -69,7 +88,9 @@ def _medians_ms(runs: list[Callable[[], None]], repeats: int, device: str,
     readings: list[list[tuple[float, float, float]]] = [[] for _ in runs]
     threads = torch.get_num_threads()
     with probe_waits(None if cuda else waited, native=not cuda) as wait:
-        for i in range(repeats + 1):  # the first calls build caches (cuDNN's plan, the allocator's blocks): untimed
+        i, rounds = 0, repeats
+        while i <= rounds:  # the first calls build caches (cuDNN's plan, the allocator's blocks): untimed
+            start = time.perf_counter()
             for run, kept in zip(runs, readings):
                 if cuda:
                     torch.cuda.synchronize()
@@ -82,15 +103,19 @@ def _medians_ms(runs: list[Callable[[], None]], repeats: int, device: str,
                 waited_s = 0.0 if cuda else min(wait(), wall)
                 if i:
                     kept.append((wall, waited_s, wait.longest(waited_s, threads)))
+            if not i:
+                rounds = _rounds(time.perf_counter() - start, repeats)
+            i += 1
     return [statistics.median(on_free_cores(kept)) * 1e3 for kept in readings]
 
 
 def cell_loop_ms(loop: CellLoop, batch: int, length: int, device: str = "cpu", repeats: int = 5,
                  waited: Callable[[], float] | None = None, loaded: bool = False) -> tuple[float, float] | None:
     """(the cell stepped over `length` steps, the fused layer over the same sequence) in milliseconds, forward and
-    backward, on a batch of `batch`; None where the sequence is too large to probe or a length under 2. `waited`: the
-    seconds the threads waited for a core since it was last called (a test's; by default Linux's run-queue counts of
-    this thread and torch's intra-op threads). `loaded` (other processes hold the cores; a CPU run): both timed on one
+    backward, on a batch of `batch`, the medians of `repeats` rounds (fewer for a long sequence: `PROBE_S`); None
+    where the sequence is too large to probe or a length under 2. `waited`: the seconds the threads waited for a core
+    since it was last called (a test's; by default Linux's run-queue counts of this thread and torch's intra-op
+    threads). `loaded` (other processes hold the cores; a CPU run): both timed on one
     intra-op thread by its CPU time (`_one_thread_ms`), whose ratio the load leaves as it is (BENCHMARKS.md, "Where the
     code's constants come from")."""
     if length < 2 or batch < 1 or batch * length * max(loop.input_size, loop.hidden_size) > PROBE_ELEMENTS:

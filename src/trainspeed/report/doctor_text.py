@@ -15,7 +15,7 @@ from trainspeed.diagnose.report import DoctorReport
 from trainspeed.diagnose.rules import page_faults_candidate, predicted_label
 from trainspeed.diagnose.rules.brief import every
 from trainspeed.diagnose.verdict import Verdict
-from trainspeed.load.view import waited_ms, waits_share
+from trainspeed.load.view import others_busy, waited_ms, waits_share
 from trainspeed.report.distributed import distributed_lines
 from trainspeed.report.tried import tried_view
 from trainspeed.watch.frameworks import framework_label
@@ -209,10 +209,15 @@ def _places(w: WatchResult) -> Parts:
                               f"({_of_samples(o.samples, o.share_of_other)}, with the functions it calls): {o.code}",
                               style="dim"))
     ops = w.window.op_times or []
+    shared = others_busy(w)  # the ops' times less their threads' summed waits: no rate to read off them
+    if shared and ops:
+        parts.append(Text("  the ops' times below are less their threads' waits for a core, summed: beside busy "
+                          "processes a parallel op's can read below its work", style="dim"))
     for op in [op for op in ops if op.in_step][:3]:  # the step's own ops; a DataLoader's apart, below
         parts.append(Text(f"  op {op.op} ({op.dtype or '-'}) x{op.calls:.0f}: {op.ms:.3f} ms per step in the "
                           "profiler window" + (f", in {op.phase}" if op.phase else "") +
-                          (f", {op.flops / (op.ms * 1e6):.1f} GFLOP/s" if op.flops and op.ms else ""), style="dim"))
+                          (f", {op.flops / (op.ms * 1e6):.1f} GFLOP/s" if op.flops and op.ms and not shared else ""),
+                          style="dim"))
     loader = [op for op in ops if op.phase == "data"]
     if loader:
         parts.append(Text(f"  the DataLoader's ops (collating its batches): {sum(op.ms for op in loader):.3f} ms per "

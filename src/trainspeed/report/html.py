@@ -8,6 +8,7 @@ from jinja2 import Environment, select_autoescape
 
 from trainspeed._version import __version__
 from trainspeed.diagnose.report import DoctorReport
+from trainspeed.load.view import others_busy
 from trainspeed.report.doctor_brief import load_line
 from trainspeed.report.doctor_text import prediction_words, process_line, window_lines
 from trainspeed.report.plots import doctor_histogram_png, doctor_phases_png, doctor_util_png
@@ -83,10 +84,10 @@ and then runs of them about one step in 32; the histogram below holds every meas
 {% if w.sites.data %}<h2>Waiting on the DataLoader, by what it ran</h2><table><tr><th>where</th><th>code, or what it does</th><th>share of samples</th></tr>
 {% for d in w.sites.data %}<tr><td><code>{{ d.where }}</code></td><td>{% if d.code %}<code>{{ d.code }}</code>{% else %}{{ d.machinery or "" }}{% endif %}</td><td>{{ "%.0f"|format(100 * d.share_of_data) }}%</td></tr>{% endfor %}</table>{% endif %}
 {% if w.window.op_times %}{% set step_ops = w.window.op_times|selectattr("in_step")|list %}{% set other_ops = w.window.op_times|rejectattr("in_step")|list %}
-{% if step_ops %}<h2>The step's slowest ops <span class="muted">(forward, backward, optimizer; profiler window, host ms per step; on the CPU an op's own time)</span></h2>
+{% if step_ops %}<h2>The step's slowest ops <span class="muted">(forward, backward, optimizer; profiler window, host ms per step; on the CPU an op's own time{% if busy %}, less its threads' waits for a core, summed: beside busy processes a parallel op's can read below its work{% endif %})</span></h2>
 <table><tr><th>op</th><th>dtype</th><th>phase</th><th>calls</th><th>ms</th><th>GFLOP/s</th></tr>
 {% for o in step_ops[:12] %}<tr><td><code>{{ o.op }}</code></td><td>{{ o.dtype or "-" }}</td><td>{{ o.phase or "-" }}</td><td>{{ "%.0f"|format(o.calls) }}</td>
-<td>{{ "%.3f"|format(o.ms) }}</td><td>{{ "%.1f"|format(o.flops / (o.ms * 1e6)) if o.flops and o.ms else "" }}</td></tr>{% endfor %}</table>{% endif %}
+<td>{{ "%.3f"|format(o.ms) }}</td><td>{{ "%.1f"|format(o.flops / (o.ms * 1e6)) if o.flops and o.ms and not busy else "" }}</td></tr>{% endfor %}</table>{% endif %}
 {% if other_ops %}<h3>Ops outside the step's work <span class="muted">(the DataLoader's collate in "data", a save's in "checkpoint")</span></h3>
 <table><tr><th>op</th><th>dtype</th><th>phase</th><th>calls</th><th>ms</th></tr>
 {% for o in other_ops[:6] %}<tr><td><code>{{ o.op }}</code></td><td>{{ o.dtype or "-" }}</td><td>{{ o.phase }}</td><td>{{ "%.0f"|format(o.calls) }}</td>
@@ -119,4 +120,5 @@ def doctor_html(report: DoctorReport) -> str:
     return env.from_string(_TEMPLATE).render(r=report, w=w, plots=plots, title=report.script or "watched loop",
                                               label=prediction_words, process=process_line(report), window=window_lines(report),
                                               version=__version__, t=report.tried, measured=measured_words,
-                                              applied=applied_words, place=edit_place, load=load_line(report))
+                                              applied=applied_words, place=edit_place, load=load_line(report),
+                                              busy=others_busy(w))

@@ -63,9 +63,9 @@ class OpCounter(TorchDispatchMode):
         FlopCounterMode stacked on this one: each op passes through Python once, a third of the cost of both
         (BENCHMARKS.md, "Where the code's constants come from")."""
         self.waited = waited
-        """The most the training thread's and torch's intra-op threads' run-queue waits since its last call took from
-        an op (seconds; `ThreadWait.longest_wait`): an op's time is its wall time less that (on a machine shared with
-        busy processes an op that lost its core for a scheduler slice took milliseconds, and looked like work)."""
+        """The training thread's and torch's intra-op threads' run-queue wait (seconds since its last call): an op's
+        time is its wall time less the time its threads waited for a core (on a machine shared with busy processes
+        an op that lost its core for a scheduler slice took milliseconds, and looked like work)."""
         self.ops = 0
         self.outside = outside
         self.edge = edge
@@ -230,8 +230,10 @@ def least_per_call(steps: list[tuple[int, float]]) -> float:
     step than in the next. Each call's time between the bounds of its threads' waits, as the phases take theirs
     (`wait_bounds`), was tried and not kept (the stalled log_softmax stayed several times its time, and the demo was
     named compute_bound); nor the longest one thread's wait for the ops with a FLOP formula (float64 products came to
-    several times alone's; beside busy processes `slow_dtype` takes such products at their FLOPs over the dtype's rate).
-    The readings of both tries: BENCHMARKS.md, "Where the code's constants come from"."""
+    several times alone's; beside busy processes `slow_dtype` takes such products at their FLOPs over the dtype's rate),
+    nor that wait for every op (a transformer's products read 3.3x alone's beside two busy processes, its dropout
+    masks, one thread's, as alone: their share of the window's ops halved, and dropout_heavy went missing). The
+    readings of the tries: BENCHMARKS.md, "Where the code's constants come from"."""
     return min((seconds / calls for calls, seconds in steps if calls > 0), default=0.0)
 
 

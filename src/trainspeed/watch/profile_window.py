@@ -187,9 +187,6 @@ class ProfileWindow:
         self.prof: Any = None
         self.counter: OpCounter | None = None
         """Counts the ops outside the phases (on the CPU, every op as well)."""
-        self.waits: ThreadWait | None = None
-        """The reader of the training thread's and torch's intra-op threads' waits for a core the op counter takes
-        off its ops' times (`ThreadWait.longest_wait`); closed with the counter."""
         self.cuda = False
         self.first = -1
         self.counted = Window()
@@ -249,9 +246,8 @@ class ProfileWindow:
                               "alone (a dispatch mode would send compiled code back to eager for its steps, and "
                               "change the run's numbers); no per-op times, and torch's ops outside the phases uncounted")
         if not cuda and not compiled:
-            self.waits = waited = threads_wait()  # the training thread's (the window opens at a step's end, on it)
-            self.counter = OpCounter(self.outside, by_op=True, edge=self.edge,
-                                     waited=waited.longest_wait if waited is not None else None, flops=True,
+            waited = threads_wait()  # the training thread's (the window opens at a step's end, on it)
+            self.counter = OpCounter(self.outside, by_op=True, edge=self.edge, waited=waited, flops=True,
                                      phase=self.phase)
             self.prof = (self.counter,)
             self.counter.__enter__()
@@ -298,9 +294,8 @@ class ProfileWindow:
             return
         if self.cut is None:
             counter.__exit__(None, None, None)
-        if self.waits is not None:
-            self.waits.close()
-            self.waits = None
+        if isinstance(counter.waited, ThreadWait):
+            counter.waited.close()
         if counter.outside is not None:
             outside = counter.outside_ops / steps
             self.counted = replace(self.counted, other_ops_per_step=outside,
