@@ -25,8 +25,8 @@ PROBE_ELEMENTS = 50_000_000
 """Sequences of more elements than this (batch x length x width) are not probed."""
 PROBE_S = 0.25
 """About the most the probe's timed rounds take: a long sequence's rounds are fewer (`_rounds`), down to
-LEAST_ROUNDS. An LBFGS script's 200-step loop of two float64 cells took 48 ms a round stepped and 12 ms fused, and
-five rounds 0.3 s of the doctor's time after the script (2026-12-03, Zen 4)."""
+LEAST_ROUNDS (five rounds of an LBFGS script's cell loop were a third of the doctor's time after it: BENCHMARKS.md,
+"Where the code's constants come from")."""
 LEAST_ROUNDS = 3
 
 
