@@ -161,3 +161,32 @@ def test_an_ops_phase_is_where_most_of_its_calls_ran_and_the_table_ranks_the_ste
     assert [(r.op, r.phase, r.in_step) for r in rows] == [("aten.stack", "data", False), ("aten.mm", "backward", True)]
     table = op_table(rows, keep=1)  # one of the step's own and one of the others, whichever is slower
     assert {r.op for r in table} == {"aten.stack", "aten.mm"}
+
+
+def test_a_counter_made_before_torch_compile_is_loaded_counts_without_loading_it() -> None:
+    """torch wraps a dispatch mode's __torch_dispatch__ in torch._dynamo.disable, whose first call imports
+    torch._dynamo (about 2 s of a core): a process that never compiles does not pay for it under the window."""
+    import subprocess
+    import sys
+
+    code = ("import sys, torch\n"
+            "from trainspeed.watch.op_counter import op_counter\n"
+            "c = op_counter(flops=True)\n"
+            "with c:\n"
+            "    torch.ones(4, 4) @ torch.ones(4, 4)\n"
+            "print(c.ops, 'torch._dynamo' in sys.modules, type(c).compile_safe)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out[0] != "0" and out[1:] == ["False", "False"]
+
+
+def test_a_counter_made_once_torch_compile_is_loaded_keeps_it_out_of_its_frames() -> None:
+    import torch._dynamo  # noqa: F401  (the process has torch.compile's machinery)
+
+    from trainspeed.watch.op_counter import op_counter
+
+    counter = op_counter()
+    assert type(counter).compile_safe and isinstance(counter, OpCounter)
+    assert type(counter).__torch_dispatch__ is not OpCounter.__torch_dispatch__  # torch's torch._dynamo.disable
+    with counter:
+        torch.ones(3).add_(1)
+    assert counter.ops == 2

@@ -19,7 +19,7 @@ from torch import nn
 from trainspeed.load.probes import on_free_cores, probe_waits
 from trainspeed.threads import intra_op_threads
 from trainspeed.watch.cells import CellLoop
-from trainspeed.watch.op_counter import OpCounter
+from trainspeed.watch.op_counter import op_counter
 
 PROBE_ELEMENTS = 50_000_000
 """Sequences of more elements than this (batch x length x width) are not probed."""
@@ -147,7 +147,7 @@ def cell_call_ops(loop: CellLoop, device: str = "cpu") -> int | None:
     counts = []
     for length in (2, 3):
         x = torch.randn(2, length, loop.input_size, device=device)
-        counter = OpCounter()
+        counter = op_counter()
         with counter:
             _step_through(cell, loop, x)
         counts.append(counter.ops)

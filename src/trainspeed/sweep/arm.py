@@ -256,9 +256,9 @@ class Arm:
         return seconds, extras
 
     def _count(self) -> tuple[int, int]:
-        from trainspeed.watch.op_counter import OpCounter
+        from trainspeed.watch.op_counter import op_counter
 
-        counter = OpCounter(flops=True)
+        counter = op_counter(flops=True)
         with counter:
             self._step()
         return counter.ops, int(counter.total_flops)

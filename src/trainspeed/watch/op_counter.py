@@ -4,10 +4,16 @@ window's on the CPU (`profile_window`), and the probes' and sweeps' op counts.
 
 The mode sees the ops that reach the dispatcher after autograd and after composite ops are decomposed (nn.Linear:
 t + addmm), each counted once; FlopCounterMode is not stacked on it (`profile_window`'s module note).
+
+torch wraps a dispatch mode's `__torch_dispatch__` in `torch._dynamo.disable`, which imports torch._dynamo at the
+mode's first op: about 2 s of one core (torch 2.13), the most the doctor cost a script of a few seconds. Where no
+torch.compile machinery is loaded, `op_counter` hands out a counter without that wrapping; where it is, one with it
+(compiled code must not trace into the mode's frames).
 """
 
 from __future__ import annotations
 
+import sys
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -39,6 +45,14 @@ class OpCounter(TorchDispatchMode):
     and times (host clock, no synchronisation) those dispatched while `outside()` is true; with
     `by_op`, times every op, by op and dtype (`by_op`). The profiler's own ops (the record_function
     ranges torch opens around every optimizer step) are no work, and not counted."""
+
+    compile_safe = False
+    """Whether torch wraps the class's `__torch_dispatch__` in torch._dynamo.disable as it is defined: not this
+    class's (`op_counter`), its subclass `_CompileSafeCounter`'s."""
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        return cls.compile_safe
 
     supports_higher_order_operators = True
     """torch.cond, flex_attention and the other higher-order ops run eagerly under the window: a mode without it made
@@ -277,3 +291,18 @@ def op_table(rows: list[OpTime], keep: int = OP_TIMES_KEPT) -> list[OpTime]:
     rest = [row for row in rows if not row.in_step][:keep]
     kept = {id(row) for row in step + rest}
     return [row for row in rows if id(row) in kept or row.arithmetic]
+
+
+class _CompileSafeCounter(OpCounter):
+    """The op counter with its `__torch_dispatch__` in torch._dynamo.disable (defined here, so torch wraps it), for a
+    process that has loaded torch.compile's machinery."""
+
+    compile_safe = True
+    __torch_dispatch__ = OpCounter.__torch_dispatch__
+
+
+def op_counter(*args: Any, **kwargs: Any) -> OpCounter:
+    """An OpCounter (its arguments as OpCounter's): one that keeps torch.compile out of its frames where the process
+    has loaded torch._dynamo, else one whose first op does not import it (the module's note)."""
+    cls = _CompileSafeCounter if "torch._dynamo" in sys.modules else OpCounter
+    return cls(*args, **kwargs)

@@ -37,7 +37,7 @@ from torch.utils._python_dispatch import _get_current_dispatch_mode
 from trainspeed._io import quiet_fd2
 from trainspeed.load.op_lengths import OpLengths, phase_op_lengths
 from trainspeed.load.waits import ThreadWait, threads_wait
-from trainspeed.watch.op_counter import OpCounter, least_per_call, main_phases, op_rows, op_table
+from trainspeed.watch.op_counter import OpCounter, least_per_call, main_phases, op_counter, op_rows, op_table
 from trainspeed.watch.result import Window
 from trainspeed.watch.trace import WindowOp
 
@@ -247,7 +247,7 @@ class ProfileWindow:
                               "change the run's numbers); no per-op times, and torch's ops outside the phases uncounted")
         if not cuda and not compiled:
             waited = threads_wait()  # the training thread's (the window opens at a step's end, on it)
-            self.counter = OpCounter(self.outside, by_op=True, edge=self.edge, waited=waited, flops=True,
+            self.counter = op_counter(self.outside, by_op=True, edge=self.edge, waited=waited, flops=True,
                                      phase=self.phase)
             self.prof = (self.counter,)
             self.counter.__enter__()
@@ -267,7 +267,7 @@ class ProfileWindow:
             self.notes.append(f"torch.profiler could not start ({type(e).__name__}): no op or kernel counts")
             return
         if self.outside is not None and not compiled:  # inside the profiler: it sees each op once, as without the mode
-            self.counter = OpCounter(self.outside)
+            self.counter = op_counter(self.outside)
             self.counter.__enter__()
 
     def pass_begins(self) -> None:
