@@ -40,6 +40,15 @@ SCRIPTS = {
     "sine_lbfgs.py": ["--steps", "4", "--length", "200", "--future", "200"],
     "word_lm.py": ["--epochs", "3"],
     "dcgan.py": ["--epochs", "4"],
+    "image_classifier.py": ["--epochs", "2"],
+    "finetune_accum.py": ["--steps", "40"],
+    "policy_gradient.py": ["--episodes", "30"],
+    "tabular_mlp.py": ["--epochs", "30"],
+    "frame_rows.py": ["--epochs", "2"],
+    "skipgram.py": ["--steps", "100"],
+    "pil_augment.py": ["--epochs", "3"],
+    # a few seconds, most of them the interpreter's and torch's start (its steps fixed by the seed)
+    "poly_regression.py": ["--seed", "1"],
 }
 
 

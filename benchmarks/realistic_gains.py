@@ -43,6 +43,9 @@ RUNS: dict[str, list[str]] = {  # each script as the benchmark runs it (sizes fo
     "sine_lbfgs": ["--steps", "4", "--length", "200", "--future", "200", "--out-dir", tempfile.gettempdir()],
     "word_lm": ["--epochs", "2", "--save", str(Path(tempfile.gettempdir()) / "word_lm.pt")],
     "dcgan": ["--epochs", "2", "--outf", tempfile.gettempdir()],
+    "skipgram": ["--steps", "100"],
+    "pil_augment": ["--epochs", "3"],
+    "poly_regression": ["--seed", "1"],  # unseeded, its steps (until the loss is small) change from run to run
 }
 ADVICE: dict[tuple[str, str], list[list[str]]] = {  # (script, verdict) -> the script's settings that apply the action
     ("char_gpt", "evaluation_heavy"): [["--eval-interval", "40"]],  # "evaluate 4 times less often"

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import planted
 import pytest
 from planted import first_planted, loaded, planted_detail, unloaded_verdicts
 
@@ -340,3 +341,35 @@ def test_dcgan(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     samples = math.ceil(iterations / 10)  # every 10th iteration, and both models at each epoch's end
     assert (data["saves"]["calls"], data["saves"]["count"]) == (samples + 2 * epochs, samples + epochs)
     assert [v for v in unloaded_verdicts(data)]
+
+
+def test_poly_regression(capsys: pytest.CaptureFixture[str]) -> None:
+    """A polynomial fitted until the loss falls under a tolerance (steps end at backward: a hand-written update, no
+    optimizer), a fresh batch made in the loop each step: steps as the script counts them, two reads a step, a
+    training loop of a few hundred sub-millisecond steps inside a process mostly start-up, and the step's per-op
+    cost named."""
+    data, err = _doctor("poly_regression.py", ["--seed", "1"], capsys)
+    steps = int(re.search(r"^steps (\d+)$", err, re.M).group(1))  # type: ignore[union-attr]
+    assert data["steps"]["seen"] == steps and data["optimizer"] is None and data["batch_size"] == 32
+    assert _reads(data, "return x.mm(w_target) + b_target.item()", "item") == steps
+    assert _reads(data, "loss = output.item()", "item") == steps
+    assert data["evaluation"] is None and data["saves"]["count"] == 0
+    median_ms = data["steps"]["median_ms"]
+    loop = data["process"]["loop_seconds"]  # the loop as run unwatched: about its steps at their median
+    assert steps * median_ms / 2e3 <= loop <= 4 * steps * median_ms / 1e3 < data["process"]["seconds"]
+    found = {v["id"]: v for v in unloaded_verdicts(data)}
+    per_op = next((found[i] for i in ("launch_bound", "host_code_heavy") if i in found), None)
+    planted_detail(data, per_op is not None and (per_op["predicted_speedup"] or 0) > 1,
+                   f"the per-op cost with a prediction among {list(found)}")
+
+
+def test_the_same_seeded_run_gives_the_same_verdicts(capsys: pytest.CaptureFixture[str]) -> None:
+    """The seeded regression twice: the same verdicts about the script (unseeded and seeded runs of a program of this
+    shape once named [threads, outside_work] and [threads, launch_bound, small_batch])."""
+    first, _ = _doctor("poly_regression.py", ["--seed", "1"], capsys)
+    second, _ = _doctor("poly_regression.py", ["--seed", "1"], capsys)
+    assert first["steps"]["seen"] == second["steps"]["seen"]
+    sets = [{v["id"] for v in unloaded_verdicts(data)} for data in (first, second)]
+    if loaded(first) != loaded(second) and not planted.BUSY:
+        pytest.skip(f"other processes loaded one run and not the other: {sets}")
+    planted_detail(first if loaded(first) else second, sets[0] == sets[1], f"the same verdicts: {sets}")

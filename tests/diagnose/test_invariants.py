@@ -26,6 +26,11 @@ def test_each_invariant_is_checked() -> None:
     assert any("sum to 1.8" in f for f in found) and not any("outside 0..1" in f for f in found)
     assert inconsistencies(dataclasses.replace(r, steps=dataclasses.replace(r.steps, measured=101)),
                            []) == ["101 steps measured of 100 seen"]
+    # 94 measured steps of a 10 ms median: the loop lasts 0.47 s at the least
+    short = dataclasses.replace(r, steps=dataclasses.replace(r.steps, loop_s=0.4))
+    assert inconsistencies(short, []) == ["the training loop's 0.400 s is shorter than half its 94 measured steps "
+                                          "at their median 10.000 ms (0.470 s): one of the two figures is wrong"]
+    assert inconsistencies(dataclasses.replace(r, steps=dataclasses.replace(r.steps, loop_s=0.5)), []) == []
     assert "under the median" in inconsistencies(dataclasses.replace(r, steps=dataclasses.replace(r.steps, p90_ms=5.0)), [])[0]
     ev = Evaluation(count=20, mean_ms=10.0, share=0.5, every_steps=10.0, by="model.eval()")
     assert "do not fit in 100 steps" in inconsistencies(dataclasses.replace(r, evaluation=ev), [])[0]

@@ -54,6 +54,7 @@ def inconsistencies(w: WatchResult, verdicts: list[Verdict], c: Context | None =
                   if s < -SHARE_TOLERANCE or s > 1 + SHARE_TOLERANCE]
     if w.steps.measured > w.steps.seen:
         found.append(f"{w.steps.measured} steps measured of {w.steps.seen} seen")
+    found += _loop_shorter_than_its_steps(w)
     if w.steps.median_ms is not None and w.steps.p90_ms is not None and w.steps.p90_ms < w.steps.median_ms:
         found.append(f"p90 step {w.steps.p90_ms:.3f} ms under the median {w.steps.median_ms:.3f} ms")
     ev = w.evaluation
@@ -98,6 +99,19 @@ def inconsistencies(w: WatchResult, verdicts: list[Verdict], c: Context | None =
                      " + ".join(f"{s:.0%}" for s in claims.values()) + ") is the whole run or more: one of them "
                      "counts time another claims")
     return found
+
+
+def _loop_shorter_than_its_steps(w: WatchResult) -> list[str]:
+    """The training loop's time against its steps: at least half the measured steps took the median step or longer,
+    and all of them ran inside the loop, so the loop lasts half their count at the median at the least."""
+    s = w.steps
+    if s.loop_s is None or not s.median_ms or not s.measured:
+        return []
+    least = s.measured / 2 * s.median_ms / 1e3
+    if s.loop_s >= least * (1 - SHARE_TOLERANCE):
+        return []
+    return [f"the training loop's {s.loop_s:.3f} s is shorter than half its {s.measured} measured steps at their "
+            f"median {s.median_ms:.3f} ms ({least:.3f} s): one of the two figures is wrong"]
 
 
 def _faster_than_the_cpu(w: WatchResult, c: Context | None) -> list[str]:

@@ -7,8 +7,9 @@ that span includes the gaps where the GPU waits for the host to launch the next 
 
 On CUDA the window is torch.profiler (kernels need CUPTI). On the CPU it is one dispatch mode, an
 op counter that also counts FLOPs with torch's own formulas: torch.profiler's first start in a process
-costs about a second here (Kineto's initialisation), a large share of a short CPU job, while the mode
-costs nothing until it is entered. FlopCounterMode itself is not used: its module tracker hooks every
+costs one to two seconds of a core here (its `prepare_trace` asks `hasattr(torch, "_inductor")`, which imports
+torch._inductor), a large share of a short CPU job, while the mode costs nothing until it is entered (nor at its
+first op: `op_counter.op_counter`). FlopCounterMode itself is not used: its module tracker hooks every
 module call's inputs that require grad, and `torch.autograd.grad` over such a leaf input (a WGAN-GP's
 gradient penalty on `mix.requires_grad_()`) then raised "A leaf node was passed to
 _will_engine_execute_node ..." in the user's script (torch 2.13); and a second mode stacked on the
