@@ -75,6 +75,7 @@ ADVICE: dict[tuple[str, str], list[list[str]]] = {  # (script, verdict) -> the s
     # "run the sequence through nn.LSTM(16, 64, batch_first=True) in one call instead of the nn.LSTMCell loop"
     ("sequence_cells", "launch_bound"): [["--fused"]],
     ("sine_lbfgs", "slow_dtype"): [["--float32"]],  # "train in float32: model.float() and inputs .float()"
+    ("skipgram", "optimizer_heavy"): [["--fused"]],  # "torch.optim.Adam(..., fused=True)"
 }
 
 

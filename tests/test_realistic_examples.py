@@ -284,6 +284,9 @@ def test_pil_augment(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None
     assert 0.7 * measured <= claimed <= 1.45 * measured, (claimed, measured, site["samples"])
     verdict = next(v for v in data["verdicts"] if v["id"] == "input_bound")
     assert f"pil_augment.py:{line}" in verdict["evidence"]
+    # the fix is that line's (a Pillow rotation per sample), not a batch taken whole, which only helps a __getitem__
+    # that indexes memory (its short fix said BatchSampler here up to 2026-12-04)
+    assert "BatchSampler" not in (verdict["fix"] or "")
     if not loaded(data):  # beside busy processes the evidence gives the line's share of the run less its waits
         assert f"about {claimed:.0%} of the run's time" in verdict["evidence"]
 

@@ -215,7 +215,9 @@ def _more_workers_or_cheaper(r: WatchResult, c: Context, w: _DataWait) -> Verdic
         fix = cheaper_fix = _cheaper_fix(w)
         if loader is not None and loader.dataset == "TensorDataset" and not loader.item_by_item:
             fix = "index the tensors: x[perm[i:i + B]] with perm = torch.randperm(len(x))"
-        elif loader is not None and loader.item_by_item:
+        elif loader is not None and loader.item_by_item and not w.site:
+            # where the samples name the dataset's dearest line (a Pillow rotation), that line is the fix: a batch
+            # taken whole only helps a __getitem__ that indexes memory (the action says both)
             fix = (f"DataLoader(ds, batch_size=None, sampler=BatchSampler(RandomSampler(ds), "
                    f"{loader.batch_size or 'B'}, False))")
         return Verdict("input_bound", evidence, cheaper, speedup(1.0, 1 - w.share + kept),
