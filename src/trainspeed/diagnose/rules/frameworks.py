@@ -196,9 +196,10 @@ def _pl_loader(v: Verdict, r: WatchResult) -> str:
     where = " (in train_dataloader() or the LightningDataModule that builds the DataLoader)"
     if _advises_workers(v.action):
         return v.action + where
-    return ("augment whole batches in LightningModule.on_after_batch_transfer (on the device, random parameters "
-            "drawn per sample) instead of one sample at a time in __getitem__; precompute what is the same every "
-            "epoch (decode, resize) once. " + v.action)
+    # its first clause is the short fix, at the dataset's line the samples name: short enough for the five lines
+    return ("augment whole batches in on_after_batch_transfer, not per sample in __getitem__ (in the "
+            "LightningModule's on_after_batch_transfer, on the device, random parameters drawn per sample); precompute "
+            "what is the same every epoch (decode, resize) once. " + v.action)
 
 
 def _pl_host(v: Verdict, r: WatchResult) -> str | None:

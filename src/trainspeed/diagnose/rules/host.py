@@ -28,9 +28,10 @@ under it (its own and those of the functions it called) outnumber that line's by
 called from the loop (a data generator, a metric helper) spreads its time over its lines."""
 SITE_SAMPLES = 5
 """The fewest stack samples in "other", and at the line it names, a verdict that names a line rests on: at the
-sampler's 50 Hz, a tenth of a second of that time (a seeded regression's 0.2 s loop, 9 samples in "other", named
-`outside_work` or `host_code_heavy` at a line of 3 or 4 of them in some runs and neither in others). One sample (a progress bar's `stop` at the run's end) named a line that held "100%" and
-predicted 1.84x; removing it gained nothing."""
+sampler's 50 Hz, a tenth of a second of that time. A seeded regression's 0.2 s loop (9 samples in "other") named
+`outside_work` or `host_code_heavy` at a line of 3 or 4 of them in some runs and neither in others; one sample (a
+progress bar's `stop` at the run's end) named a line that held "100%" and predicted 1.84x; removing it gained
+nothing."""
 OUTSIDE_SHARE = 0.20  # torch's work outside forward, backward and the optimizer for a fifth of the run
 ANOMALY_SHARE = 0.10  # anomaly detection's own work for a tenth of the step
 _LOSS = re.compile(r"\bloss\w*|criterion|cross_entropy|_loss\(|\bnll")  # a loss computed outside the model: the step's own work
