@@ -40,9 +40,10 @@ _LOGGING = re.compile(  # a name or a method that logs; not log_prob, log_softma
     r"|\.(write|writelines|flush|set_postfix|add_scalars?|add_histogram|add_text"
     r"|log_(?:metrics?|dict|scalars?|params?|artifacts?|images?|text|hyperparams|table))\s*\("
     r"|(?<!torch)(?<!np)(?<!numpy)(?<!math)\.log\s*\((?!\s*\))|\bos\.fsync\b")
-_UPDATE = re.compile(r"\.grad\b.*|\b(?:add|sub|addcmul|addcdiv)_\(.*\bgrad\b")
-"""A line that updates parameters from their gradients by hand (`p.data.add_(p.grad, alpha=-lr)`, `w -= lr * w.grad`):
-the optimizer's work, done one tensor at a time."""
+_GRADIENT = re.compile(r"\.grad\b|\b(?:add|sub|addcmul|addcdiv)_\(.*\bgrad\b")
+_IN_PLACE = re.compile(r"_\(|-=|\+=")
+"""With `_GRADIENT`, a line that updates parameters from their gradients by hand, in place
+(`p.data.add_(p.grad, alpha=-lr)`, `w -= lr * w.grad`): the optimizer's work, done one tensor at a time."""
 _RECORD = re.compile(r"^\s*([A-Za-z_]\w*)\s*=\s*(?:[{\[]|f?[\"']|dict\()")
 """A line that builds a record, a row or a message under one name (`record = {"loss": loss.item(), ...}`,
 `msg = f"..."`): logging, where one of the run's logging lines uses that name (`log.write(json.dumps(record))`)."""
@@ -183,7 +184,7 @@ def host_code_heavy(r: WatchResult, c: Context) -> Verdict | None:
     top = sites[0]
     line, under = _subject(r, top, lambda s: not logs(s.code))
     held, spread = _held(r, line, top, lambda s: not logs(s.code))
-    if held < LOG_SITE_SHARE or held * other_samples(r) < SITE_SAMPLES - 0.5:  # the line's own samples, too
+    if not _line_holds(r, held):
         return None
     # by the run's share of other (summed over every detailed step), steadier than other's median
     step = r.steps.median_ms
@@ -228,7 +229,7 @@ def outside_work(r: WatchResult, c: Context, host: Verdict | None) -> Verdict | 
     top, step = sites[0], r.steps.median_ms
     line, under = _subject(r, top, lambda s: not logs(s.code) and not _LOSS.search(s.code))
     held, spread = _held(r, line, top, lambda s: not logs(s.code) and not _LOSS.search(s.code))
-    if held < LOG_SITE_SHARE or held * other_samples(r) < SITE_SAMPLES - 0.5:  # the line's own samples, too
+    if not _line_holds(r, held):
         return None
     other = share * step
     ops = (f"; {r.window.other_ops_per_step:.0f} torch ops per step run there" if r.window.other_ops_per_step else "")
@@ -242,22 +243,23 @@ def outside_work(r: WatchResult, c: Context, host: Verdict | None) -> Verdict | 
               "rather than copy.deepcopy a new one; a loop over parameters can be one torch._foreach_* call, and an update "
               "of the parameters by hand a torch.optim optimizer (fused=True); data preparation belongs in a "
               "DataLoader's workers" + _library_tip(r))
-    if _updates(line.code):
-        return Verdict("outside_work", evidence, action, None, site=line.where,
-                       title="The parameters updated by hand, one tensor at a time",
-                       brief=f"the update's line outside the optimizer: about {ms(other * held)} a step",
-                       fix="a torch.optim optimizer (SGD(model.parameters(), lr=lr, foreach=True))",
-                       unpredicted="one foreach update in place of the loop was not timed here")
-    return Verdict("outside_work", evidence, action, None, site=line.where,
-                   title="Work beside the training step, every step",
-                   brief=f"one line outside forward, backward and the optimizer: about {ms(other * held)} a step",
-                   fix="run it every N steps; copy weights into a kept model, not copy.deepcopy",
-                   unpredicted="whether that work must run every step is the script's to say")
+    code = line.code or ""
+    if _GRADIENT.search(code) and _IN_PLACE.search(code):  # an update of the parameters by hand
+        title, what = "The parameters updated by hand, one tensor at a time", "the update's line outside the optimizer"
+        fix = "a torch.optim optimizer (SGD(model.parameters(), lr=lr, foreach=True))"
+        unpredicted = "one foreach update in place of the loop was not timed here"
+    else:
+        title, what = "Work beside the training step, every step", "one line outside forward, backward and the optimizer"
+        fix = "run it every N steps; copy weights into a kept model, not copy.deepcopy"
+        unpredicted = "whether that work must run every step is the script's to say"
+    return Verdict("outside_work", evidence, action, None, site=line.where, title=title,
+                   brief=f"{what}: about {ms(other * held)} a step", fix=fix, unpredicted=unpredicted)
 
 
-def _updates(code: str | None) -> bool:
-    """Whether a line updates parameters from their gradients by hand, in place (`_UPDATE`)."""
-    return code is not None and bool(_UPDATE.search(code)) and bool(re.search(r"_\(|-=|\+=", code))
+def _line_holds(r: WatchResult, held: float) -> bool:
+    """Whether the line a verdict names holds enough of "other": LOG_SITE_SHARE of its samples, and SITE_SAMPLES of
+    them."""
+    return held >= LOG_SITE_SHARE and held * other_samples(r) >= SITE_SAMPLES - 0.5
 
 
 def anomaly_detection(r: WatchResult, c: Context) -> Verdict | None:
