@@ -24,6 +24,7 @@ import torch
 from trainspeed.load.core_sharing import CoreSharing
 from trainspeed.stats import median
 from trainspeed.watch import worker_sampler
+from trainspeed.watch.frames import thread_frame
 from trainspeed.watch.result import GpuUtil, Process
 from trainspeed.watch.sawtooth import detect_sawtooth
 from trainspeed.watch.sites import DataSite, FrameworkSite, OtherSite, Sites
@@ -235,12 +236,12 @@ class Sampler(threading.Thread):
         thread holding them between samples made printing a tensor on the main thread fail (torch 2.13, Python 3.11:
         "Attempted to make a tensor into a differentiable view ...", now and then an abort)."""
         if self.in_other():
-            site, outer, library, framework = site_and_library(sys._current_frames().get(self.main_id or 0),
+            site, outer, library, framework = site_and_library(thread_frame(self.main_id or 0),
                                                                self.loop)
             if site is not None:
                 self.other.add_other(site, outer, library, framework, bool(self.loop))
         elif self.in_data():
-            found = data_site(sys._current_frames().get(self.main_id or 0))
+            found = data_site(thread_frame(self.main_id or 0))
             if found is not None:
                 self.data.add(*found)
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sys
 import tempfile
 import threading
 from collections import Counter
@@ -23,6 +22,8 @@ from collections.abc import Callable
 from typing import Any
 
 import torch.utils.data._utils.worker as worker_module
+
+from trainspeed.watch.frames import thread_frame
 
 PERIOD_S = 0.02
 FLUSH_S = 1.0
@@ -108,7 +109,7 @@ def _sample(main_id: int, folder: str, site: Site, halt: threading.Event) -> Non
     ticks = 0
     while not halt.wait(PERIOD_S):
         try:
-            found = worker_site(sys._current_frames().get(main_id), site)  # no frame kept past this line
+            found = worker_site(thread_frame(main_id), site)  # no frame kept past this line
         except Exception:
             found = None
         if found is not None:
