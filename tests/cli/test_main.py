@@ -28,3 +28,14 @@ def test_output_in_a_log_has_no_trailing_spaces_and_no_colour(capsys, monkeypatc
     monkeypatch.setenv("NO_COLOR", "1")
     assert main(["hw"]) == 0
     assert "\x1b[" not in capsys.readouterr().out
+
+
+def test_the_command_line_loads_the_progress_bars_only_for_the_commands_that_draw_them() -> None:
+    """rich.progress (with rich.live) took about 0.1 s of every `trainspeed doctor` process, which draws no bar: the
+    demo and the sweep import it where they draw one."""
+    import subprocess
+    import sys
+
+    code = "import sys, trainspeed.cli, trainspeed.doctor; print('rich.progress' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["False"]

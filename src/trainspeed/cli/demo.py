@@ -6,15 +6,14 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
-
 from trainspeed._io import check_writable_file, emit, new_run_dir, write_atomic
 from trainspeed.cli._common import add_json_option, console_for, line_console, positive_int
 from trainspeed.errors import UsageError
 from trainspeed.names import SEED_EPOCHS
 
 if TYPE_CHECKING:
+    from rich.progress import TaskID
+
     from trainspeed.demo.result import DemoResult, Start
 
 KNOWN_DEVICES = ("cpu", "cuda")
@@ -84,6 +83,8 @@ def _write_outputs(folder: Path, result: DemoResult, payload: dict) -> dict[str,
 
 def run(args: argparse.Namespace) -> int:
     import torch
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from trainspeed.demo.doctor_section import DOCTOR_EPOCHS, doctor_on_seed
     from trainspeed.demo.runner import run_demo

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from trainspeed._io import check_writable_file, emit, new_run_dir, write_atomic
 from trainspeed.cli._common import add_json_option, console_for, line_console, positive_int, script_target
@@ -192,6 +191,8 @@ def run(args: argparse.Namespace) -> int:
     script = check(args)
     if script is not None:
         return run_script(args, *script)
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     from trainspeed.sweep.journal import Journal
     from trainspeed.sweep.sweep import execute, plan, signature
 
