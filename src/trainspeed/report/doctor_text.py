@@ -11,6 +11,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from trainspeed.diagnose.op_clock import on_phase_clock, outgrown
 from trainspeed.diagnose.report import DoctorReport
 from trainspeed.diagnose.rules import page_faults_candidate, predicted_label
 from trainspeed.diagnose.rules.brief import every
@@ -213,10 +214,17 @@ def _places(w: WatchResult) -> Parts:
     if shared and ops:
         parts.append(Text("  the ops' times below are less their threads' waits for a core, summed: beside busy "
                           "processes a parallel op's can read below its work", style="dim"))
-    for op in [op for op in ops if op.in_step][:3]:  # the step's own ops; a DataLoader's apart, below
-        parts.append(Text(f"  op {op.op} ({op.dtype or '-'}) x{op.calls:.0f}: {op.ms:.3f} ms per step in the "
+    step_ops = [op for op in ops if op.in_step][:3]  # the step's own ops; a DataLoader's apart, below
+    for over in outgrown(w, tuple(dict.fromkeys(op.phase for op in step_ops if op.phase))):
+        parts.append(Text(f"  timed one call at a time in the profiler window, the {over.phase}'s ops came to "
+                          f"{over.ops_ms:.3f} ms a step, more than the {over.phase}'s {over.phase_ms:.3f} ms: below, "
+                          f"each of their {over.calls:,.0f} calls is {over.excess_us:.1f} us less (0 at the least), so that "
+                          "they add to it", style="dim"))
+    for op in step_ops:
+        ms = on_phase_clock(w, op)
+        parts.append(Text(f"  op {op.op} ({op.dtype or '-'}) x{op.calls:.0f}: {ms:.3f} ms per step in the "
                           "profiler window" + (f", in {op.phase}" if op.phase else "") +
-                          (f", {op.flops / (op.ms * 1e6):.1f} GFLOP/s" if op.flops and op.ms and not shared else ""),
+                          (f", {op.flops / (ms * 1e6):.1f} GFLOP/s" if op.flops and ms and not shared else ""),
                           style="dim"))
     loader = [op for op in ops if op.phase == "data"]
     if loader:

@@ -7,12 +7,14 @@ import base64
 from jinja2 import Environment, select_autoescape
 
 from trainspeed._version import __version__
+from trainspeed.diagnose.op_clock import on_phase_clock, outgrown
 from trainspeed.diagnose.report import DoctorReport
 from trainspeed.load.view import others_busy
 from trainspeed.report.doctor_brief import load_line
 from trainspeed.report.doctor_text import prediction_words, process_line, window_lines
 from trainspeed.report.plots import doctor_histogram_png, doctor_phases_png, doctor_util_png
 from trainspeed.report.tried import applied_words, edit_place, measured_words
+from trainspeed.watch.result import STEP_PHASES
 
 _TEMPLATE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>trainspeed doctor: {{ title }}</title>
@@ -85,9 +87,10 @@ and then runs of them about one step in 32; the histogram below holds every meas
 {% for d in w.sites.data %}<tr><td><code>{{ d.where }}</code></td><td>{% if d.code %}<code>{{ d.code }}</code>{% else %}{{ d.machinery or "" }}{% endif %}</td><td>{{ "%.0f"|format(100 * d.share_of_data) }}%</td></tr>{% endfor %}</table>{% endif %}
 {% if w.window.op_times %}{% set step_ops = w.window.op_times|selectattr("in_step")|list %}{% set other_ops = w.window.op_times|rejectattr("in_step")|list %}
 {% if step_ops %}<h2>The step's slowest ops <span class="muted">(forward, backward, optimizer; profiler window, host ms per step; on the CPU an op's own time{% if busy %}, less its threads' waits for a core, summed: beside busy processes a parallel op's can read below its work{% endif %})</span></h2>
+{% for p in outgrown %}<p class="muted">Timed one call at a time, the {{ p.phase }}'s ops came to {{ "%.3f"|format(p.ops_ms) }} ms a step, more than the {{ p.phase }}'s {{ "%.3f"|format(p.phase_ms) }} ms: below, each of their {{ "{:,.0f}".format(p.calls) }} calls is {{ "%.1f"|format(p.excess_us) }} us less (0 at the least), so that they add to it.</p>{% endfor %}
 <table><tr><th>op</th><th>dtype</th><th>phase</th><th>calls</th><th>ms</th><th>GFLOP/s</th></tr>
-{% for o in step_ops[:12] %}<tr><td><code>{{ o.op }}</code></td><td>{{ o.dtype or "-" }}</td><td>{{ o.phase or "-" }}</td><td>{{ "%.0f"|format(o.calls) }}</td>
-<td>{{ "%.3f"|format(o.ms) }}</td><td>{{ "%.1f"|format(o.flops / (o.ms * 1e6)) if o.flops and o.ms and not busy else "" }}</td></tr>{% endfor %}</table>{% endif %}
+{% for o in step_ops[:12] %}{% set ms = clock(o) %}<tr><td><code>{{ o.op }}</code></td><td>{{ o.dtype or "-" }}</td><td>{{ o.phase or "-" }}</td><td>{{ "%.0f"|format(o.calls) }}</td>
+<td>{{ "%.3f"|format(ms) }}</td><td>{{ "%.1f"|format(o.flops / (ms * 1e6)) if o.flops and ms and not busy else "" }}</td></tr>{% endfor %}</table>{% endif %}
 {% if other_ops %}<h3>Ops outside the step's work <span class="muted">(the DataLoader's collate in "data", a save's in "checkpoint")</span></h3>
 <table><tr><th>op</th><th>dtype</th><th>phase</th><th>calls</th><th>ms</th></tr>
 {% for o in other_ops[:6] %}<tr><td><code>{{ o.op }}</code></td><td>{{ o.dtype or "-" }}</td><td>{{ o.phase }}</td><td>{{ "%.0f"|format(o.calls) }}</td>
@@ -121,4 +124,5 @@ def doctor_html(report: DoctorReport) -> str:
                                               label=prediction_words, process=process_line(report), window=window_lines(report),
                                               version=__version__, t=report.tried, measured=measured_words,
                                               applied=applied_words, place=edit_place, load=load_line(report),
-                                              busy=others_busy(w))
+                                              busy=others_busy(w), clock=lambda op: on_phase_clock(w, op),
+                                              outgrown=outgrown(w, STEP_PHASES))

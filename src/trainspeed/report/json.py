@@ -11,6 +11,7 @@ from trainspeed._version import __version__
 from trainspeed.demo.result import DemoResult
 from trainspeed.diagnose.compare import SCHEMA as COMPARISON_SCHEMA
 from trainspeed.diagnose.compare import Comparison
+from trainspeed.diagnose.op_clock import phase_ops
 from trainspeed.diagnose.report import DoctorReport
 from trainspeed.diagnose.rules.context import Context
 from trainspeed.diagnose.rules.step_model import flop_rate
@@ -182,6 +183,13 @@ def _steps(s: Steps) -> dict[str, Any]:
             "host_median_ms": s.host_median_ms}
 
 
+def _ops_by_phase(w: WatchResult) -> dict[str, dict[str, float]]:
+    """docs/json.md's `per_step.ops_by_phase`: each phase's window ops against the phase (`diagnose.op_clock`)."""
+    found = (phase_ops(w, p) for p in w.window.op_calls_by_phase)
+    return {o.phase: {"calls": o.calls, "ms": o.ops_ms, "phase_ms": o.phase_ms, "excess_us": o.excess_us}
+            for o in found if o is not None}
+
+
 def _per_step(w: WatchResult) -> dict[str, Any]:
     """docs/json.md's `per_step`: the steps' own counts, the profiler window's and the page faults."""
     s, win = w.steps, w.window
@@ -189,7 +197,7 @@ def _per_step(w: WatchResult) -> dict[str, Any]:
             "ops": win.ops_per_step, "kernels": win.kernels_per_step, "flops": win.flops_per_step,
             "gpu_busy_ms": win.gpu_busy_ms_per_step, "ops_in_other": win.other_ops_per_step,
             "ops_in_other_ms": win.other_op_ms_per_step, "ops_in_edges": win.edge_ops_per_step,
-            "ops_ms": win.op_ms_per_step, "micro_batches": s.micro_batches_per_step,
+            "ops_ms": win.op_ms_per_step, "ops_by_phase": _ops_by_phase(w), "micro_batches": s.micro_batches_per_step,
             "model_calls": s.model_calls_per_step, "model_calls_chained": s.model_calls_chained,
             "model_calls_after_read": s.model_calls_after_read, "optimizer_steps": s.optimizer_steps_per_step,
             "anomaly_ms": s.anomaly_ms_per_step, "recompute_ms": s.recompute_ms_per_step,

@@ -252,11 +252,14 @@ def least_per_call(steps: list[tuple[int, float]]) -> float:
 
 
 def main_phases(phase_calls: dict[str, Counter[SizedOp]]) -> dict[OpKey, str]:
-    """Each op's (by dtype) phase: the one most of its calls ran in (`OpCounter.phase_calls`)."""
+    """Each op's (by dtype) phase: the one most of its work ran in (its calls there times each call's FLOPs, else
+    elements: `OpCounter.phase_calls`), where its time goes. By calls alone, Adam's two divisions of 6.4 million
+    elements a step went to the backward of two divisions of a few (a skip-gram's loss), and the backward's listed
+    ops added to more than the backward."""
     by_op: dict[OpKey, Counter[str]] = {}
     for phase, calls in phase_calls.items():
-        for (op, dtype, _work), n in calls.items():
-            by_op.setdefault((op, dtype), Counter())[phase] += n
+        for (op, dtype, work), n in calls.items():
+            by_op.setdefault((op, dtype), Counter())[phase] += n * max(work, 1)
     return {key: counts.most_common(1)[0][0] for key, counts in by_op.items()}
 
 
@@ -282,6 +285,16 @@ def op_rows(steps_by_op: list[dict[tuple[Any, torch.dtype | None], list[Any]]],
                            phase=(phases or {}).get((op, dtype))))
     rows.sort(key=lambda row: row.ms, reverse=True)
     return rows
+
+
+def calls_by_phase(rows: list[OpTime]) -> dict[str, list[tuple[float, float]]]:
+    """Of `op_rows`: each one's (calls, host milliseconds) per step, by phase (`OpTime.phase`; those without one left
+    out)."""
+    out: dict[str, list[tuple[float, float]]] = {}
+    for row in rows:
+        if row.phase is not None:
+            out.setdefault(row.phase, []).append((row.calls, row.ms))
+    return out
 
 
 def op_table(rows: list[OpTime], keep: int = OP_TIMES_KEPT) -> list[OpTime]:

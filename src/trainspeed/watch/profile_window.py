@@ -38,7 +38,15 @@ from torch.utils._python_dispatch import _get_current_dispatch_mode
 from trainspeed._io import quiet_fd2
 from trainspeed.load.op_lengths import OpLengths, phase_op_lengths
 from trainspeed.load.waits import ThreadWait, threads_wait
-from trainspeed.watch.op_counter import OpCounter, least_per_call, main_phases, op_counter, op_rows, op_table
+from trainspeed.watch.op_counter import (
+    OpCounter,
+    calls_by_phase,
+    least_per_call,
+    main_phases,
+    op_counter,
+    op_rows,
+    op_table,
+)
 from trainspeed.watch.result import Window
 from trainspeed.watch.trace import WindowOp
 
@@ -313,7 +321,8 @@ class ProfileWindow:
                                    flops_per_step=counter.total_flops / steps)
             if counter.steps_by_op:
                 rows = op_rows(counter.steps_by_op, counter.flop_counts or {}, main_phases(counter.phase_calls))
-                self.counted = replace(self.counted, op_times=op_table(rows), op_ms_per_step=sum(row.ms for row in rows))
+                self.counted = replace(self.counted, op_times=op_table(rows), op_ms_per_step=sum(row.ms for row in rows),
+                                       op_calls_by_phase=calls_by_phase(rows))
                 self.op_lengths = phase_op_lengths(counter.least_per_work, counter.phase_calls)
             return
         self._take_counter(steps)

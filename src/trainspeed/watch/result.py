@@ -81,8 +81,9 @@ class OpTime:
     flops: float | None
     """Its FLOPs per step, where it ran in this one dtype in the window; None otherwise."""
     phase: str | None = None
-    """The phase most of its calls ran in ("forward", "backward", "optimizer", "data": a DataLoader's collate, ...,
-    "other" outside every phase); None where the window did not say."""
+    """The phase most of its work ran in, its FLOPs or else elements (`op_counter.main_phases`): "forward",
+    "backward", "optimizer", "data" (a DataLoader's collate), ..., "other" outside every phase; None where the window
+    did not say."""
 
     @property
     def in_step(self) -> bool:
@@ -305,6 +306,9 @@ class Window:
     op_ms_per_step: float | None = None
     """CPU: every op's host milliseconds per step in the window, all together (on the window's clock:
     its steps come soon after the warm-up, and may run slower than the median step)."""
+    op_calls_by_phase: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
+    """CPU: every op's (calls, host milliseconds) per step in the window, by the phase it ran in (`OpTime.phase`):
+    what the phase's own time bounds the listed ops' by (`diagnose.op_clock`)."""
     op_times: list[OpTime] | None = None
     """CPU: the window's ops by op and dtype, most host time first (at most OP_TIMES_KEPT).
     None on CUDA, where an op's host time is its launch, not its work."""
