@@ -116,7 +116,7 @@ def test_the_pauses_between_a_rate_probes_rounds_run_the_other_probes(monkeypatc
         return {"float64": 0.4}
 
     monkeypatch.setattr(report_module, "dtype_ratios", rounds)
-    monkeypatch.setattr(report_module, "_optimizer_probe", lambda *a: order.append("optimizer") or None)
+    monkeypatch.setattr(report_module, "_optimizer_probe", lambda *a: order.append("optimizer") or (None, None))
     monkeypatch.setattr(report_module, "_cell_probe", lambda *a: order.append("cells") or (None, None))
     monkeypatch.setattr(report_module, "settled_gflops", lambda *a: order.append("matmul again") or 120.0)
     r = recorded(12.0, {"forward": 3.0, "backward": 7.0, "optimizer": 1.0}, ops=40, flops=1e9, threads=1)
@@ -136,7 +136,8 @@ def test_the_report_probes_the_optimizer_only_where_its_phase_is_worth_it(monkey
     from trainspeed.report.json import doctor_dict
 
     calls: list[bool | None] = []
-    monkeypatch.setattr(report_module, "step_ms", lambda spec, fused: calls.append(fused) or (1.4 if fused else 7.4))
+    monkeypatch.setattr(report_module, "step_ms", lambda spec, fused: calls.append(fused) or 1.4)
+    monkeypatch.setattr(report_module, "step_reading", lambda spec, fused: calls.append(fused) or (7.4, 12.0))
 
     class Watched:
         optimizer_spec = spec_of(torch.optim.AdamW(nn.Linear(4, 4).parameters(), foreach=False))
@@ -148,6 +149,7 @@ def test_the_report_probes_the_optimizer_only_where_its_phase_is_worth_it(monkey
     assert "optimizer_heavy" in [v.id for v in report.verdicts]
     data = doctor_dict(report)
     assert data["probe"]["optimizer_step_ms"] == {"configured": 7.4, "fused": 1.4}
+    assert report.context.optimizer_faults == 12.0 and data["probe"]["optimizer_step_page_faults"] == 12.0
     assert data["optimizer"] == {"kind": "AdamW", "tensors": 162, "elements": 44932, "foreach": False, "fused": None}
     assert "ms fused" in doctor_html(report)
     calls.clear()

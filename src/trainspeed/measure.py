@@ -33,7 +33,7 @@ from trainspeed.load.view import others_busy
 from trainspeed.probe.dispatch import cpu_dispatch_us, cuda_op_us
 from trainspeed.probe.loader import Handover, batched_ms, handover_ms
 from trainspeed.probe.matmul import cpu_matmul_gflops, dtype_ratios, settled_gflops, thread_gflops
-from trainspeed.probe.optimizer import rebuild_ms, step_ms
+from trainspeed.probe.optimizer import rebuild_ms, step_ms, step_reading
 from trainspeed.probe.readings import ProbeRun
 from trainspeed.probe.rnn import cell_call_ops, cell_loop_ms
 from trainspeed.probe.spacing import Spacer
@@ -79,15 +79,19 @@ def _probed_spec(subject: RunSubject | None, result: WatchResult, candidate: Cal
     return spec if spec is not None and not spec.differentiable and candidate(result) else None
 
 
-def _optimizer_probe(subject: RunSubject | None, result: WatchResult) -> tuple[float, float] | None:
+def _optimizer_probe(subject: RunSubject | None,
+                     result: WatchResult) -> tuple[tuple[float, float] | None, float | None]:
     """The run's optimizer stepped as configured and fused on fresh tensors of its parameters' shapes (only
-    where its phase is worth it: `optimizer_candidate`)."""
+    where its phase is worth it: `optimizer_candidate`): (configured ms, fused ms), and the configured step's minor
+    page faults."""
     spec = _probed_spec(subject, result, optimizer_candidate)
     if spec is None:
-        return None
-    configured = step_ms(spec, fused=None)
+        return None, None
+    configured = step_reading(spec, fused=None)
     fused = step_ms(spec, fused=True) if configured is not None else None
-    return (configured, fused) if configured is not None and fused is not None else None
+    if configured is None or fused is None:
+        return None, None
+    return (configured[0], fused), configured[1]
 
 
 def _rebuild_probe(subject: RunSubject | None, result: WatchResult) -> tuple[float, float] | None:
@@ -185,7 +189,8 @@ def measure_context(result: WatchResult, subject: RunSubject | None = None, hard
                 gflops = cpu_matmul_gflops()
         # the probes no round of the rate comparisons below depends on run in the pauses between their rounds
         spaced = Spacer({
-            "optimizer": (lambda: _optimizer_probe(subject, judged)) if optimizer_ms is None else lambda: optimizer_ms,
+            "optimizer": (lambda: _optimizer_probe(subject, judged)) if optimizer_ms is None else
+            lambda: (optimizer_ms, None),
             "rebuilt": (lambda: _rebuild_probe(subject, result)) if rebuilt_ms is None else lambda: rebuilt_ms,
             "loader": (lambda: _loader_probes(subject, judged)) if loader_ms is None else lambda: loader_ms,
             "declared": lambda: _declared_probes(ProbeRun(result, judged, subject, busy), probed),
@@ -204,7 +209,7 @@ def measure_context(result: WatchResult, subject: RunSubject | None = None, hard
         if launch_us is None and result.model.device == "cuda":
             launch_us = cuda_op_us()
         done = spaced.results()
-        optimizer_ms, rebuilt_ms, probed = done["optimizer"], done["rebuilt"], done["declared"]
+        (optimizer_ms, optimizer_faults), rebuilt_ms, probed = done["optimizer"], done["rebuilt"], done["declared"]
         handover, batched = done["loader"]
         cells, cell_ops = done["cells"]
         if matmul_gflops is None:  # read again after the other probes: a moment of a shared machine
@@ -219,7 +224,8 @@ def measure_context(result: WatchResult, subject: RunSubject | None = None, hard
             largest = _largest_batch(subject, result)
         ctx = Context(dispatch_us=dispatch, matmul_gflops=gflops, physical_cores=hw.cpu.physical_cores or 1,
                       logical_threads=hw.cpu.logical_threads or 1, largest_batch=largest, cuda_op_us=launch_us,
-                      dtype_gflops=dtype_gflops, optimizer_ms=optimizer_ms, rebuild_ms=rebuilt_ms, handover=handover,
+                      dtype_gflops=dtype_gflops, optimizer_ms=optimizer_ms,
+                      optimizer_faults=optimizer_faults, rebuild_ms=rebuilt_ms, handover=handover,
                       batched_ms=batched, thread_gflops=thread_rates, thread_step_ms=thread_steps, usable_cores=usable, probed=probed,
                       gpu_peak=_gpu_peak(hw, result, subject), cell_ms=cells, cell_ops=cell_ops)
     return hw, ctx

@@ -356,3 +356,36 @@ def test_a_gans_losses_of_one_batch_are_no_micro_batches() -> None:
     assert r.steps.seen == 40 and r.steps.optimizer_steps_per_step == 2
     assert r.steps.micro_batches_per_step == 1
     assert not any("micro-batches" in note for note in r.notes)
+
+
+def test_an_optimizer_steps_page_faults_are_counted_without_its_closures(monkeypatch) -> None:
+    # the process's fault counter as the hooks read it: the step itself takes 7 pages (its pre hook, inside the
+    # step), each closure call 100 (its forward and backward's, not the optimizer's)
+    import trainspeed.watch.hooks as hooks
+
+    faults = [0]
+    monkeypatch.setattr(hooks, "minor_faults", lambda: faults[0])
+    model, _, x = tiny_step()
+
+    def bump(n: int) -> None:
+        faults[0] += n
+
+    for optimizer in (torch.optim.SGD(model.parameters(), lr=0.0), torch.optim.LBFGS(model.parameters(), max_iter=3)):
+        handle = optimizer.register_step_pre_hook(lambda *_: bump(7))
+
+        def closure() -> torch.Tensor:
+            bump(100)
+            model.zero_grad()
+            loss = model(x).sum()
+            loss.backward()
+            return loss
+
+        with Watcher(warmup=1, profile_steps=0) as w:
+            for _ in range(12):
+                optimizer.step(closure) if isinstance(optimizer, torch.optim.LBFGS) else (closure(), optimizer.step())
+        handle.remove()
+        assert w.measurements().optimizers.page_faults == 7, type(optimizer).__name__
+    monkeypatch.setattr(hooks, "minor_faults", lambda: None)  # not counted here (Windows): none said
+    with Watcher(warmup=1, profile_steps=0) as w:
+        seed_loop(10)
+    assert w.measurements().optimizers.page_faults is None

@@ -19,6 +19,8 @@ from typing import Any
 
 import torch
 
+from trainspeed.probe.page_faults import minor_faults
+
 PROBE_ELEMENTS = 20_000_000
 """Parameters beyond this many elements are not probed (the probe holds its own copies of them, their
 gradients and the optimizer's state, twice)."""
@@ -62,13 +64,24 @@ def step_ms(spec: OptimizerSpec, fused: bool | None, repeats: int = 5,
     """Median milliseconds of one step over fresh tensors shaped as the run's parameters: with `fused=True`,
     or (None) as the run configured it. None when that optimizer cannot be made (a class without a fused
     implementation, or none for this device or dtype) or the parameters are too many to copy."""
+    reading = step_reading(spec, fused, repeats, now)
+    return reading[0] if reading is not None else None
+
+
+def step_reading(spec: OptimizerSpec, fused: bool | None, repeats: int = 5,
+                 now: Callable[[], float] = time.perf_counter) -> tuple[float, float | None] | None:
+    """`step_ms`'s median milliseconds, and the median minor page faults of those steps (None where the system does
+    not count them): a step's temporaries take fresh pages where the allocator handed their blocks back to the system,
+    which in the probe's steps, back to back, it may do less or more than in the run's."""
     if _too_big(spec):
         return None
     try:
         opt = spec.cls(_params(spec), **_settings(spec, fused))
         for _ in range(2):  # the state is made on the first step
             opt.step()
-        return _median_ms(opt.step, spec, repeats, now)
+        faults: list[int] = []
+        ms = _median_ms(opt.step, spec, repeats, now, faults)
+        return ms, statistics.median(faults) if faults else None
     except Exception:  # no fused kernel for this class, device or dtype: nothing to compare
         return None
 
@@ -118,18 +131,23 @@ def _settings(spec: OptimizerSpec, fused: bool | None) -> dict[str, Any]:
     return settings
 
 
-def _median_ms(run: Callable[[], Any], spec: OptimizerSpec, repeats: int, now: Callable[[], float]) -> float:
-    """Median milliseconds of `run()`, the device synchronised before and after each on CUDA."""
+def _median_ms(run: Callable[[], Any], spec: OptimizerSpec, repeats: int, now: Callable[[], float],
+               faults: list[int] | None = None) -> float:
+    """Median milliseconds of `run()`, the device synchronised before and after each on CUDA; each run's minor page
+    faults appended to `faults` where given (and counted here)."""
     cuda = spec.device.startswith("cuda")
     times = []
     for _ in range(repeats):
         if cuda:
             torch.cuda.synchronize()
+        f0 = minor_faults() if faults is not None else None
         t0 = now()
         run()
         if cuda:
             torch.cuda.synchronize()
         times.append((now() - t0) * 1e3)
+        if faults is not None and f0 is not None:
+            faults.append(max(0, (minor_faults() or f0) - f0))
     return statistics.median(times)
 
 

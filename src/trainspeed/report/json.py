@@ -201,7 +201,8 @@ def _per_step(w: WatchResult) -> dict[str, Any]:
             "model_calls": s.model_calls_per_step, "model_calls_chained": s.model_calls_chained,
             "model_calls_after_read": s.model_calls_after_read, "optimizer_steps": s.optimizer_steps_per_step,
             "anomaly_ms": s.anomaly_ms_per_step, "recompute_ms": s.recompute_ms_per_step,
-            "page_faults": w.machine.page_faults_per_step, "page_faults_early": w.machine.page_faults_early_per_step}
+            "page_faults": w.machine.page_faults_per_step, "page_faults_early": w.machine.page_faults_early_per_step,
+            "page_faults_optimizer": w.optimizers.page_faults}
 
 
 def doctor_dict(report: DoctorReport) -> dict[str, Any]:
@@ -278,6 +279,7 @@ def _probe(c: Context) -> dict[str, Any]:
     return {"cpu_dispatch_us": c.dispatch_us, "cpu_matmul_gflops": c.matmul_gflops, "cuda_op_us": c.cuda_op_us,
             "cpu_matmul_gflops_by_dtype": c.dtype_gflops,
             "optimizer_step_ms": _pair(c.optimizer_ms, "configured", "fused"),
+            "optimizer_step_page_faults": c.optimizer_faults,
             "optimizer_rebuild_ms": _pair(c.rebuild_ms, "built_and_stepped", "kept_step"),
             "loader_handover_ms": _clean(c.handover) if c.handover else None, "loader_batched_ms": c.batched_ms,
             "threads_matmul_gflops": _pair(c.thread_gflops, "as_run", "advised"),

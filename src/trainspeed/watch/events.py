@@ -42,6 +42,8 @@ class Events:
     """A module call inside backward took these seconds."""
     optimizer_built: Callable[[float], None]
     """An optimizer was constructed in these seconds."""
+    optimizer_faulted: Callable[[int], None]
+    """An optimizer's step (a closure's calls aside) took this many minor page faults."""
     mode_set: Callable[[torch.nn.Module, bool], None]
     """`module.train(mode)` returned (the outermost call, on the watched thread)."""
     grad_off_entered: Callable[[], None]

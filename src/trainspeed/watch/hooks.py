@@ -16,6 +16,7 @@ from typing import Any
 import torch
 import torch.utils.data.dataloader as dataloader_module
 
+from trainspeed.probe.page_faults import minor_faults
 from trainspeed.watch import frameworks
 from trainspeed.watch.cells import CELL_TYPES, RECURRENT_TYPES
 from trainspeed.watch.edges import PhaseEdges
@@ -108,7 +109,10 @@ class Hooks(Patches):
         if not callable(getattr(cls, "step", None)):
             return
         E = self.edges
+        L = self.events
         clock = E.clock  # the step's optimizer phase on the host clock alone (its CUDA span is the hooks')
+        in_closures = [0]
+        """Minor page faults the closures of the step running now took: not the optimizer's."""
 
         def closure_wrap(closure: Callable[[], Any]) -> Callable[[], Any]:
             # a closure the step runs (LBFGS's; Lightning's automatic optimisation runs training_step, backward and
@@ -118,9 +122,12 @@ class Hooks(Patches):
             def run() -> Any:
                 held = E.hold("optimizer")
                 depth = E.open_host("other")
+                faults = minor_faults()
                 try:
                     return closure()
                 finally:
+                    if faults is not None:
+                        in_closures[0] += (minor_faults() or faults) - faults
                     E.close_host(depth)
                     if held:
                         E.release("optimizer")
@@ -137,9 +144,13 @@ class Hooks(Patches):
                     args = (args[0], closure_wrap(args[1]), *args[2:])
                 depth = len(clock.stack)
                 clock.enter("optimizer")
+                in_closures[0] = 0
+                faults = minor_faults()  # a page the step's temporaries take afresh (`page_faults`)
                 try:
                     return orig(*args, **kwargs)
                 finally:
+                    if faults is not None:
+                        L.optimizer_faulted(max(0, (minor_faults() or faults) - faults - in_closures[0]))
                     clock.leave(depth)  # also closes phases an exception left open inside
             return wrapper
 

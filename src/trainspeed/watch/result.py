@@ -355,6 +355,10 @@ class Optimizers:
     """Optimizers constructed after the first optimizer step (one built inside the loop: every step)."""
     build_ms: float | None = None
     """Their mean construction time (torch.optim.Optimizer.__init__), milliseconds."""
+    page_faults: float | None = None
+    """Minor page faults of one optimizer step, the median over the steps the hooks timed (a closure's calls aside;
+    every optimizer's steps alike); None where none was timed or the system does not count them. Each is a page of its
+    temporaries handed to the process afresh: what fused=True, which updates in place, does not take."""
 
 
 @dataclass(frozen=True)

@@ -126,6 +126,7 @@ class Watcher:
             loader_ran_out=loaders.ran_out, loader_started=self.loader_started, host_read=self.reads.host_read,
             anomaly_stack=counts.anomaly, backward_running=lambda: clock.stack[-1:] == ["backward"],
             recomputed=counts.recomputed, optimizer_built=self.optimizers.optimizer_built,
+            optimizer_faulted=self.optimizers.optimizer_faulted,
             mode_set=self.mode_set, grad_off_entered=evaluation.grad_off_entered,
             grad_off_left=evaluation.grad_off_left, evaluating=lambda: evaluation.evaluating,
             cell_called=self.cell_called, sequence_called=self.model.sequence_called,

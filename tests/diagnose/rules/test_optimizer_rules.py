@@ -110,3 +110,40 @@ def test_gradients_zeroed_in_place_every_step_are_told_to_be_set_to_none() -> No
     cuda = _zeroed_run(0.65)
     assert "zero_grad_kept" not in ids(dataclasses.replace(cuda, model=dataclasses.replace(cuda.model, device="cuda")),
                                        ctx)
+
+
+def _skipgram_run(optimizer_faults: float | None) -> WatchResult:
+    """examples/realistic/skipgram.py under the doctor (2026-12-07, the 2-vCPU Zen 4 VM): a dense Adam over two
+    50,000 x 128 embeddings, one tensor at a time; its temporaries took 25,000 fresh pages an optimizer step."""
+    from trainspeed.watch.result import OptimizerInfo
+
+    r = recorded(75.24, {"forward": 1.37, "backward": 16.34, "optimizer": 57.13}, ops=73, flops=1.0e9, batch=1024,
+                 threads=2)
+    return dataclasses.replace(r, optimizers=dataclasses.replace(
+        r.optimizers, info=OptimizerInfo("Adam", 2, 12_800_000, None, None), page_faults=optimizer_faults),
+        machine=dataclasses.replace(r.machine, page_faults_per_step=34_414.0))
+
+
+def test_the_page_faults_of_an_unfused_step_are_removed_by_fusing_whether_or_not_the_probe_took_them() -> None:
+    # the probe's steps back to back took 24,969 faults that run; another run's probe took none and read half the
+    # time: the same arithmetic, the same prediction once each side's faults are apart (measured: 3.19x, `--fused`)
+    us = 1.05
+    faulting = Context(dispatch_us=1.2, matmul_gflops=170.0, physical_cores=2, logical_threads=2,
+                       optimizer_ms=(54.63, 7.69), optimizer_faults=24_969, probed={"page_fault_us": us})
+    clean = dataclasses.replace(faulting, optimizer_ms=(54.63 - 24_969 * us / 1e3, 7.69), optimizer_faults=0)
+    one, other = (next(v for v in diagnose(_skipgram_run(25_000), ctx) if v.id == "optimizer_heavy")
+                  for ctx in (faulting, clean))
+    faulted = 25_000 * us / 1e3
+    fused_in_run = (57.13 - faulted) * 7.69 / (54.63 - 24_969 * us / 1e3)
+    assert one.predicted_speedup == other.predicted_speedup == pytest.approx(75.24 / (fused_in_run + 75.24 - 57.13),
+                                                                             abs=0.01)
+    assert "25,000 pages of fresh memory (98 MiB)" in one.evidence and "its own 24,969 faults" in one.evidence
+    assert "fused=True, updating in place, does not take" in other.evidence and "its own" not in other.evidence
+    # without a fault's cost (no page fault probe) or the run's count: the phase at the probe's ratio, as read
+    bare = next(v for v in diagnose(_skipgram_run(None), faulting) if v.id == "optimizer_heavy")
+    assert bare.predicted_speedup == pytest.approx(75.24 / (75.24 - 57.13 * (1 - 7.69 / 54.63)), abs=0.01)
+    assert "fresh memory" not in bare.evidence
+    # a phase of faults is not a probe the phase contradicts (4x the probe's step without them: a busy machine)
+    slow = dataclasses.replace(clean, optimizer_ms=(8.0, 1.5))
+    assert "optimizer_heavy" in ids(_skipgram_run(25_000), slow)
+    assert "optimizer_heavy" not in ids(_skipgram_run(0), slow)

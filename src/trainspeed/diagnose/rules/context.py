@@ -30,6 +30,9 @@ class Context:
     optimizer_ms: tuple[float, float] | None = None
     """One step of the run's optimizer over its parameters' shapes, measured after the run: (as configured,
     with fused=True) milliseconds; None when not probed (`optimizer_candidate`) or it has no fused kernel."""
+    optimizer_faults: float | None = None
+    """Minor page faults of one of those steps as configured (the median of the probe's; None: not probed, or not
+    counted here): its temporaries' fresh pages in the probe's steps, back to back."""
     rebuild_ms: tuple[float, float] | None = None
     """The run's optimizer on its parameters' shapes, measured after the run: (built and stepped once, one step
     of one kept) milliseconds; None when not probed (`rebuilt_candidate`)."""
