@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 import torch
 
@@ -98,3 +100,34 @@ def test_a_long_sequence_is_timed_in_fewer_rounds() -> None:
 
     assert _rounds(0.1, 5) == LEAST_ROUNDS == 3 and _rounds(0.001, 5) == 5 and _rounds(PROBE_S / 4, 5) == 4
     assert _rounds(0.1, 2) == 2 and _rounds(0.0, 5) == 5
+
+
+def test_a_short_run_is_settled_and_timed_on_its_second_call_of_each_round(monkeypatch) -> None:
+    """A stand-in clock: the fused layer's first call in the process takes 35 ms and each call after the other run's
+    twice its 1 ms, as nn.LSTM's did on a CPU (BENCHMARKS.md, "Where the code's constants come from"); the stepped
+    cell 5 ms. Its readings are its own steps' (1 ms), not its first calls' nor those after the other's; a long run
+    (0.3 s) gets neither the settling calls nor the untimed ones."""
+    import trainspeed.probe.rnn as rnn
+
+    now, calls = [0.0], {"cell": 0, "layer": 0, "long": 0}
+    last = [""]
+
+    def run(name: str, steady: float) -> Callable[[], None]:
+        def call() -> None:
+            took = 0.035 if not calls[name] and name == "layer" else steady
+            if last[0] not in ("", name):
+                took *= 2
+            now[0] += took
+            calls[name] += 1
+            last[0] = name
+        return call
+
+    monkeypatch.setattr(rnn.time, "perf_counter", lambda: now[0])
+    assert rnn._medians_ms([run("cell", 0.005), run("layer", 0.001)], 5, "cpu", lambda: 0.0) == [
+        pytest.approx(5.0), pytest.approx(1.0)]
+    # two settling calls (the second as long as the first: settled), and the first round's 87 ms (the first calls and
+    # the settling ones) leave LEAST_ROUNDS rounds in PROBE_S, each a call untimed and one timed
+    assert calls["layer"] == 1 + 2 + 2 * rnn.LEAST_ROUNDS and calls["cell"] == 1 + 1 + 2 * rnn.LEAST_ROUNDS
+    now[0], last[0] = 0.0, ""
+    assert rnn._medians_ms([run("long", 0.3)], 5, "cpu", lambda: 0.0) == [pytest.approx(300.0)]
+    assert calls["long"] == 1 + rnn.LEAST_ROUNDS

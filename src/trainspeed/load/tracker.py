@@ -74,6 +74,19 @@ class LoadTracker:
             self.meter.reader.add_native()
         self._warm_from = None
 
+    def threads_waited(self) -> bool:
+        """Whether the process's threads have waited for a core BUSY_WAIT of the time since the watch started or more
+        (other processes on the cores), or that is not known: the profiler window's op counter then reads their waits
+        around each op, to time each op less its wait (`watch.op_counter`). On a quiet machine nothing waits, and the
+        reads cost more than the op counter's other work: about 14 us an op for three threads' counters, which on an
+        LBFGS script's profiled step of 38,752 ops was half a second of the user's run (BENCHMARKS.md, "The whole
+        process")."""
+        if self._warm_from is None:
+            return True
+        t0, w0 = self._warm_from
+        w1, elapsed = process_wait_s(), time.monotonic() - t0
+        return w0 is None or w1 is None or elapsed <= 0 or (w1 - w0) / elapsed >= BUSY_WAIT
+
     def ops_known(self, lengths: dict[str, OpLengths]) -> None:
         """How long each phase's ops run (the profiler window's), for joining the waits of each reading."""
         if self.meter is not None:

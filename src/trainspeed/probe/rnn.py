@@ -56,20 +56,56 @@ def _rounds(first_s: float, repeats: int) -> int:
     return min(repeats, max(LEAST_ROUNDS, fit))
 
 
+WARM_S = 0.02
+"""A run whose settled call took less than this is called once more, untimed, before each timed call of a round: its
+first call after the other run's finds the caches the other left (a short run's time is mostly that: the fused layer
+read 0.31 to 0.39 of the stepped cell's time so, where training steps of its own run it at 0.26 to 0.28; BENCHMARKS.md,
+"Where the code's constants come from"). A longer run's time is its own, and its untimed call would double the probe's
+time after the script (an LBFGS script's cell loop over 400 time steps)."""
+
+
+SETTLE_S = 0.1
+SETTLE_CALLS = 3
+SETTLED = 0.8
+"""A run whose first call took less than SETTLE_S is called again before its rounds, up to SETTLE_CALLS times, until a
+call takes SETTLED of the one before or more: a layer's first calls in a process (nn.LSTM's on a CPU: 35, 2.5, 1.8 ms,
+then 1.5 ms) take longer than its steps, and the doctor's probe is often the process's first use of the fused layer
+(the script stepped the cell); a cell the script stepped is settled at its second call."""
+
+
+def _settle(run: Callable[[], None], clock: Callable[[], float], first: float) -> bool:
+    """Call a run until it settles (`SETTLED`), its first call having taken `first` seconds by `clock`; whether its last
+    call took less than WARM_S (a short run, called once untimed before each timed call)."""
+    took = first
+    for _ in range(SETTLE_CALLS):
+        t0 = clock()
+        run()
+        last, took = took, clock() - t0
+        if took >= SETTLED * last:
+            break
+    return took < WARM_S
+
+
 def _one_thread_ms(runs: list[Callable[[], None]], repeats: int) -> list[float]:
     """Each run's median milliseconds of this thread's CPU time on one intra-op thread, the runs taken in turn (a CPU
-    run's backward runs on the calling thread): its work, whether or not other processes hold the cores."""
+    run's backward runs on the calling thread), a short one after an untimed call of its own (`WARM_S`): its work,
+    whether or not other processes hold the cores."""
     readings: list[list[float]] = [[] for _ in runs]
+    short = [False] * len(runs)
     with intra_op_threads(1):
         i, rounds = 0, repeats
         while i <= rounds:  # the first calls build caches: untimed
             first = 0.0
-            for run, kept in zip(runs, readings):
+            for j, (run, kept) in enumerate(zip(runs, readings)):
+                if short[j]:
+                    run()
                 t0 = time.thread_time()
                 run()
                 took = time.thread_time() - t0
                 if i:
                     kept.append(took * 1e3)
+                elif took < SETTLE_S:
+                    short[j] = _settle(run, time.thread_time, took)
                 first += took
             if not i:
                 rounds = _rounds(first, repeats)
@@ -79,19 +115,22 @@ def _one_thread_ms(runs: list[Callable[[], None]], repeats: int) -> list[float]:
 
 def _medians_ms(runs: list[Callable[[], None]], repeats: int, device: str,
                 waited: Callable[[], float] | None) -> list[float]:
-    """Each run's median milliseconds, the runs taken in turn (a load that comes and goes falls on them alike), of the
-    readings taken on free cores, else of each reading without its threads' waits (`load.probes.on_free_cores`). Beside
-    busy processes the plain readings once put the fused layer slower than the stepped cell it replaces, and the
-    readings less their waits moved the stepped cell's time (BENCHMARKS.md, "Where the code's constants come from";
-    `cell_loop_ms`'s `loaded`)."""
+    """Each run's median milliseconds, the runs taken in turn (a load that comes and goes falls on them alike), a short
+    one after an untimed call of its own (`WARM_S`), of the readings taken on free cores, else of each reading without
+    its threads' waits (`load.probes.on_free_cores`). Beside busy processes the plain readings once put the fused layer
+    slower than the stepped cell it replaces, and the readings less their waits moved the stepped cell's time
+    (BENCHMARKS.md, "Where the code's constants come from"; `cell_loop_ms`'s `loaded`)."""
     cuda = device.startswith("cuda")
     readings: list[list[tuple[float, float, float]]] = [[] for _ in runs]
+    short = [False] * len(runs)
     threads = torch.get_num_threads()
     with probe_waits(None if cuda else waited, native=not cuda) as wait:
         i, rounds = 0, repeats
         while i <= rounds:  # the first calls build caches (cuDNN's plan, the allocator's blocks): untimed
             start = time.perf_counter()
-            for run, kept in zip(runs, readings):
+            for j, (run, kept) in enumerate(zip(runs, readings)):
+                if short[j]:
+                    run()
                 if cuda:
                     torch.cuda.synchronize()
                 wait()
@@ -103,6 +142,8 @@ def _medians_ms(runs: list[Callable[[], None]], repeats: int, device: str,
                 waited_s = 0.0 if cuda else min(wait(), wall)
                 if i:
                     kept.append((wall, waited_s, wait.longest(waited_s, threads)))
+                elif wall < SETTLE_S:
+                    short[j] = _settle(run, time.perf_counter, wall)
             if not i:
                 rounds = _rounds(time.perf_counter() - start, repeats)
             i += 1

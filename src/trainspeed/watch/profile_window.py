@@ -182,9 +182,13 @@ class ProfileWindow:
 
     def __init__(self, steps: int, outside: Callable[[], bool] | None = None,
                  edge: Callable[[], bool] | None = None, keep_ops: bool = False,
-                 phase: Callable[[], str | None] | None = None) -> None:
+                 phase: Callable[[], str | None] | None = None,
+                 waits_count: Callable[[], bool] = lambda: True) -> None:
         self.steps = steps
         self.phase = phase
+        self.waits_count = waits_count
+        """Asked as the CPU window opens: whether the threads' waits for a core are read around each op, to time it less
+        its wait (`load.tracker.LoadTracker.threads_waited`: other processes on the cores)."""
         """The phase the watcher has open now: where the window's ops ran (`op_lengths`)."""
         self.keep_ops = keep_ops
         """Keep the window's ops and kernels with their times, for a trace (only where it is torch.profiler)."""
@@ -255,7 +259,8 @@ class ProfileWindow:
                               "alone (a dispatch mode would send compiled code back to eager for its steps, and "
                               "change the run's numbers); no per-op times, and torch's ops outside the phases uncounted")
         if not cuda and not compiled:
-            waited = threads_wait()  # the training thread's (the window opens at a step's end, on it)
+            # the training thread's (the window opens at a step's end, on it), where a wait for a core is likely
+            waited = threads_wait() if self.waits_count() else None
             self.counter = op_counter(self.outside, by_op=True, edge=self.edge, waited=waited, flops=True,
                                      phase=self.phase)
             self.prof = (self.counter,)

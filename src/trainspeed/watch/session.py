@@ -135,7 +135,8 @@ class Watcher:
     def _new_window(self) -> ProfileWindow:
         clock = self.clock
         return ProfileWindow(self.schedule.profile_steps, outside=self._outside_phases, edge=self._in_edge_phase,
-                             keep_ops=isinstance(clock, TracingClock), phase=lambda: clock.active)
+                             keep_ops=isinstance(clock, TracingClock), phase=lambda: clock.active,
+                             waits_count=lambda: self.load.threads_waited())
 
     # -- lifecycle --------------------------------------------------------------------------
     def start(self: _W) -> _W:
