@@ -143,3 +143,24 @@ def test_a_phase_s_wait_is_the_part_its_detailed_steps_waited_of_its_share_of_th
         pytest.approx((6 / 9 * 0.5 * 4.0, 6 / 9, (6 / 8 + 0) / 2))  # the median of two steps
     assert load.phase("other").wait_ms == 0.0
     assert LoadTracker(PHASES).part([], shares, 4.0) is None  # nothing read: no load part
+
+
+def test_the_threads_waits_are_read_around_each_op_only_where_they_waited(monkeypatch) -> None:
+    """The profiler window's op counter times each op less its threads' waits where the process's threads waited for a
+    core 5% of the time since the watch started (other processes on the cores), or that is unknown: on a quiet machine
+    the reads cost more than the rest of the counter's work on each op."""
+    import trainspeed.load.tracker as tracker_module
+
+    clock, waited = [100.0], [2.0]
+    monkeypatch.setattr(tracker_module.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(tracker_module, "process_wait_s", lambda: waited[0])
+    tracker = LoadTracker(PHASES)
+    tracker._warm_from = (100.0, 2.0)
+    clock[0], waited[0] = 110.0, 2.3  # 0.3 s of wait in 10 s: quiet
+    assert not tracker.threads_waited()
+    waited[0] = 2.6  # 0.6 s in 10 s: beside busy processes
+    assert tracker.threads_waited()
+    waited[0] = None  # type: ignore[call-overload]  # unread: the waits are read
+    assert tracker.threads_waited()
+    tracker._warm_from = None  # after the measured steps started: no warm-up to judge from
+    assert tracker.threads_waited()

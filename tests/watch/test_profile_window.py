@@ -233,3 +233,19 @@ def test_a_long_steps_passes_are_counted_in_part_and_scaled_to_the_step(monkeypa
     assert all(abs(o.calls - calls[(o.op, o.dtype)]) <= 0.05 * calls[(o.op, o.dtype)] + 1e-9
                for o in b.op_times or [] if o.arithmetic)
     assert any("counted the first 1 of its step's 6 passes" in n for n in cut.measurements().notes)
+
+
+def test_the_window_reads_the_threads_waits_only_where_it_is_told_they_count(monkeypatch) -> None:
+    import trainspeed.watch.profile_window as window_module
+
+    opened: list[bool] = []
+    real = window_module.threads_wait
+    monkeypatch.setattr(window_module, "threads_wait", lambda: opened.append(True) or real())
+    a, b = torch.randn(8, 16), torch.randn(16, 4)
+    for counts in (False, True):
+        window = ProfileWindow(steps=1, waits_count=lambda counts=counts: counts)
+        for index in range(3):
+            (a @ b).sum()
+            window.on_step_end(index, opens_at=1, cuda=False)
+        assert window.part().ops_per_step == 2 and window.part().op_times
+    assert opened == [True]
