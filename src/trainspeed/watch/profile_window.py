@@ -171,7 +171,7 @@ def window_ops(events: Any, opened_at: float) -> list[WindowOp]:
 PASS_OPS = 20_000
 """A step of several passes of the model (an LBFGS closure's evaluations, micro-batches) under a window of one step
 (a run of few long steps) is counted no further once its passes so far have counted this many ops: the ops of the
-passes counted, scaled by the step's passes over them, are the step's. The CPU's op counter costs about 15 us an op,
+passes counted, scaled by the step's passes over them, are the step's. The CPU's op counter costs 12 to 25 us an op,
 so a step of 220,000 ops (an LBFGS step over an nn.LSTMCell loop) took 5 s more counted whole, the doctor's whole
 cost on that script (BENCHMARKS.md, "The whole process")."""
 
