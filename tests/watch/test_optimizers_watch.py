@@ -361,10 +361,12 @@ def test_a_gans_losses_of_one_batch_are_no_micro_batches() -> None:
 def test_an_optimizer_steps_page_faults_are_counted_without_its_closures(monkeypatch) -> None:
     # the process's fault counter as the hooks read it: the step itself takes 7 pages (its pre hook, inside the
     # step), each closure call 100 (its forward and backward's, not the optimizer's)
+    import trainspeed.probe.page_faults as page_faults
     import trainspeed.watch.hooks as hooks
 
     faults = [0]
-    monkeypatch.setattr(hooks, "minor_faults", lambda: faults[0])
+    for module in (hooks, page_faults):
+        monkeypatch.setattr(module, "minor_faults", lambda: faults[0])
     model, _, x = tiny_step()
 
     def bump(n: int) -> None:
@@ -385,7 +387,8 @@ def test_an_optimizer_steps_page_faults_are_counted_without_its_closures(monkeyp
                 optimizer.step(closure) if isinstance(optimizer, torch.optim.LBFGS) else (closure(), optimizer.step())
         handle.remove()
         assert w.measurements().optimizers.page_faults == 7, type(optimizer).__name__
-    monkeypatch.setattr(hooks, "minor_faults", lambda: None)  # not counted here (Windows): none said
+    for module in (hooks, page_faults):  # not counted here (Windows): none said
+        monkeypatch.setattr(module, "minor_faults", lambda: None)
     with Watcher(warmup=1, profile_steps=0) as w:
         seed_loop(10)
     assert w.measurements().optimizers.page_faults is None

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from trainspeed.probe.page_faults import minor_faults
+from trainspeed.probe.page_faults import faults_since, minor_faults
 
 PROBE_ELEMENTS = 20_000_000
 """Parameters beyond this many elements are not probed (the probe holds its own copies of them, their
@@ -147,7 +147,7 @@ def _median_ms(run: Callable[[], Any], spec: OptimizerSpec, repeats: int, now: C
             torch.cuda.synchronize()
         times.append((now() - t0) * 1e3)
         if faults is not None and f0 is not None:
-            faults.append(max(0, (minor_faults() or f0) - f0))
+            faults.append(faults_since(f0))
     return statistics.median(times)
 
 

@@ -15,6 +15,11 @@ from collections.abc import Callable, Iterator
 
 import torch
 
+try:
+    import resource
+except ImportError:  # Windows: no counts of page faults
+    resource = None  # type: ignore[assignment]
+
 from trainspeed.load.probes import FREE_CORE, probe_waits
 from trainspeed.probe.readings import ProbeRun
 from trainspeed.threads import intra_op_threads
@@ -23,12 +28,16 @@ SIZE = 64 * 2**20
 
 
 def minor_faults() -> int | None:
-    """This process's minor page faults so far (None: not readable here, as on Windows)."""
-    try:
-        import resource
-    except ImportError:
+    """This process's minor page faults so far (None: not readable here, as on Windows). Read on each optimizer step
+    the hooks time: the module is imported once."""
+    if resource is None:
         return None
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_minflt)
+
+
+def faults_since(start: int) -> int:
+    """Minor page faults taken since this process had taken `start` (a `minor_faults()` reading)."""
+    return max(0, (minor_faults() or start) - start)
 
 
 def _fills(size: int, repeats: int, now: Callable[[], float],

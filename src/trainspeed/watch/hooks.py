@@ -16,7 +16,7 @@ from typing import Any
 import torch
 import torch.utils.data.dataloader as dataloader_module
 
-from trainspeed.probe.page_faults import minor_faults
+from trainspeed.probe.page_faults import faults_since, minor_faults
 from trainspeed.watch import frameworks
 from trainspeed.watch.cells import CELL_TYPES, RECURRENT_TYPES
 from trainspeed.watch.edges import PhaseEdges
@@ -127,7 +127,7 @@ class Hooks(Patches):
                     return closure()
                 finally:
                     if faults is not None:
-                        in_closures[0] += (minor_faults() or faults) - faults
+                        in_closures[0] += faults_since(faults)
                     E.close_host(depth)
                     if held:
                         E.release("optimizer")
@@ -150,7 +150,7 @@ class Hooks(Patches):
                     return orig(*args, **kwargs)
                 finally:
                     if faults is not None:
-                        L.optimizer_faulted(max(0, (minor_faults() or faults) - faults - in_closures[0]))
+                        L.optimizer_faulted(max(0, faults_since(faults) - in_closures[0]))
                     clock.leave(depth)  # also closes phases an exception left open inside
             return wrapper
 

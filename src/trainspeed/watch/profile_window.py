@@ -186,10 +186,10 @@ class ProfileWindow:
                  waits_count: Callable[[], bool] = lambda: True) -> None:
         self.steps = steps
         self.phase = phase
+        """The phase the watcher has open now: where the window's ops ran (`op_lengths`)."""
         self.waits_count = waits_count
         """Asked as the CPU window opens: whether the threads' waits for a core are read around each op, to time it less
         its wait (`load.tracker.LoadTracker.threads_waited`: other processes on the cores)."""
-        """The phase the watcher has open now: where the window's ops ran (`op_lengths`)."""
         self.keep_ops = keep_ops
         """Keep the window's ops and kernels with their times, for a trace (only where it is torch.profiler)."""
         self.trace_ops: list[WindowOp] | None = None
