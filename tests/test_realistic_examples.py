@@ -305,12 +305,17 @@ def test_sine_lbfgs(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert _reads(data, 'print("test loss:", loss.item())', "item") == steps
     loop = data["cell_loop"]
     assert (loop["kind"], loop["input_size"], loop["hidden_size"]) == ("LSTMCell", 1, 51)
+    # lstm2 (51, 51) takes lstm1's output, as often: a stack of two, in the model's float64 (the probe's dtype)
+    assert (loop["layers"], loop["dtype"]) == (2, "float64")
     # the first cell's calls over the closure's calls of the model: the sequence's 200 time steps (both cells and
     # every closure call counted said 3200)
     assert loop["passes_per_step"] >= 1 and loop["calls_per_step"] == 200 * loop["passes_per_step"]
     assert data["other_sites"][0]["code"].startswith("plt.savefig(")
     found = {v["id"]: v for v in unloaded_verdicts(data)}
     held = "slow_dtype" in found and (found["slow_dtype"]["predicted_speedup"] or 0) > 1
+    launch = found.get("launch_bound")
+    if launch is not None and "nn.LSTM(" in launch["fix"]:  # the fused layer advised: the whole stack in one layer
+        assert "nn.LSTM(1, 51, num_layers=2, batch_first=True)" in launch["fix"]
     planted_detail(data, held, f"slow_dtype with a prediction among {list(found)}")
 
 

@@ -13,8 +13,11 @@ calls of each cell and one backward; after each step `--length + --future` calls
 one figure saved to `--out-dir`.
 
     python examples/realistic/sine_lbfgs.py [--steps 6] [--length 400] [--future 400] [--waves 48] [--max-iter 8]
+        [--float32] [--fused]
 
-`--float32` applies only the dtype: the same waves, model and steps in float32.
+`--float32` applies only the dtype: the same waves, model and steps in float32. `--fused` applies only the stacked
+cells' fusion: the same model (the cells' weights in one `nn.LSTM(1, 51, num_layers=2, batch_first=True)`) run over
+the input in one call.
 """
 
 from __future__ import annotations
@@ -60,6 +63,31 @@ class Sequence(nn.Module):
         return torch.cat(outputs, dim=1)
 
 
+class FusedSequence(nn.Module):
+    """`--fused`: the two stacked cells as one nn.LSTM(1, 51, num_layers=2, batch_first=True) over the input in one
+    call, its weights the cells' (the same model as Sequence's from the same seed); the future still fed back one
+    time step at a time, through the same layer."""
+
+    def __init__(self, cells: Sequence) -> None:
+        super().__init__()
+        self.rnn = nn.LSTM(1, HIDDEN, num_layers=2, batch_first=True)
+        with torch.no_grad():
+            for layer, cell in enumerate((cells.lstm1, cells.lstm2)):
+                for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
+                    getattr(self.rnn, f"{name}_l{layer}").copy_(getattr(cell, name))
+        self.linear = cells.linear
+
+    def forward(self, input: torch.Tensor, future: int = 0) -> torch.Tensor:
+        out, state = self.rnn(input.unsqueeze(-1))
+        outputs = [self.linear(out).squeeze(-1)]
+        output = outputs[0][:, -1:]
+        for _ in range(future):  # predicting the future: the last output fed back in
+            out, state = self.rnn(output.unsqueeze(-1), state)
+            output = self.linear(out[:, -1])
+            outputs += [output]
+        return torch.cat(outputs, dim=1)
+
+
 def waves(count: int, length: int, seed: int = 2) -> np.ndarray:
     rng = np.random.default_rng(seed)
     x = np.arange(length) + rng.integers(-80, 80, count)[:, None]
@@ -75,6 +103,7 @@ def main() -> None:
     parser.add_argument("--max-iter", type=int, default=8)
     parser.add_argument("--out-dir", type=Path, default=Path("."))
     parser.add_argument("--float32", action="store_true")
+    parser.add_argument("--fused", action="store_true", help="the stacked cells as one nn.LSTM(num_layers=2) call")
     args = parser.parse_args()
     np.random.seed(0)
     torch.manual_seed(0)
@@ -83,7 +112,9 @@ def main() -> None:
         data = data.float()
     input, target = data[3:, :-1], data[3:, 1:]
     test_input, test_target = data[:3, :-1], data[:3, 1:]
-    seq = Sequence()
+    seq: nn.Module = Sequence()
+    if args.fused:
+        seq = FusedSequence(seq)
     if not args.float32:
         seq.double()
     criterion = nn.MSELoss()

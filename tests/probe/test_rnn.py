@@ -88,7 +88,7 @@ def test_a_cells_call_adds_the_same_ops_at_every_time_step() -> None:
         for batch, length in ((7, 2), (5, 5)):
             counter = OpCounter()
             with counter:
-                _step_through(cell, loop, torch.randn(batch, length, loop.input_size))
+                _step_through([cell], loop, torch.randn(batch, length, loop.input_size))
             counts.append(counter.ops)
         assert counts[1] - counts[0] == 3 * per_call
 
@@ -131,3 +131,56 @@ def test_a_short_run_is_settled_and_timed_on_its_second_call_of_each_round(monke
     now[0], last[0] = 0.0, ""
     assert rnn._medians_ms([run("long", 0.3)], 5, "cpu", lambda: 0.0) == [pytest.approx(300.0)]
     assert calls["long"] == 1 + rnn.LEAST_ROUNDS
+
+
+def test_a_stack_of_cells_is_timed_against_the_layer_of_as_many_layers_in_the_runs_dtype(monkeypatch) -> None:
+    """Two stacked float64 nn.LSTMCells (the sine-wave predictor's lstm1 and lstm2) against nn.LSTM(num_layers=2) in
+    float64: the probe's modules and input are the run's dtype, a call of the first cell counts the second's ops too,
+    and the stepped loop over a sequence longer than PROBE_STEPS is timed over that many steps and scaled to its
+    length (the fused layer over the whole sequence)."""
+    from torch import nn
+
+    import trainspeed.probe.rnn as rnn
+
+    loop = CellLoop("LSTMCell", 1, 12, True, None, dtype="float64", layers=2)
+    cells = rnn._cells(loop, "cpu")
+    assert [(c.input_size, c.hidden_size, c.weight_ih.dtype) for c in cells] == [(1, 12, torch.float64),
+                                                                                 (12, 12, torch.float64)]
+    one = rnn.cell_call_ops(CellLoop("LSTMCell", 1, 12, True, None))
+    two = rnn.cell_call_ops(loop)
+    assert one is not None and two is not None and two > one
+    seen: list[tuple[int, ...]] = []
+    built: list[nn.Module] = []
+    real_module = rnn._module
+
+    def module(*args, **kwargs):  # type: ignore[no-untyped-def]
+        built.append(real_module(*args, **kwargs))
+        return built[-1]
+
+    lengths: list[int] = []
+    real_step = rnn._step_through
+
+    def step_through(cells, loop, x):  # type: ignore[no-untyped-def]
+        lengths.append(x.shape[1])
+        real_step(cells, loop, x)
+
+    def medians(runs, repeats, device, waited):  # type: ignore[no-untyped-def]
+        for run in runs:
+            run()
+        return [8.0, 2.0]
+
+    real_randn = torch.randn
+
+    def randn(*shape, **kwargs):  # type: ignore[no-untyped-def]
+        seen.append(tuple(shape))
+        return real_randn(*shape, **kwargs)
+
+    monkeypatch.setattr(rnn, "_module", module)
+    monkeypatch.setattr(rnn, "_medians_ms", medians)
+    monkeypatch.setattr(rnn, "_step_through", step_through)
+    monkeypatch.setattr(rnn.torch, "randn", randn)
+    assert rnn.cell_loop_ms(loop, batch=3, length=4 * rnn.PROBE_STEPS) == (32.0, 2.0)
+    assert seen == [(3, 4 * rnn.PROBE_STEPS, 1)] and lengths == [rnn.PROBE_STEPS]
+    fused = built[-1]
+    assert isinstance(fused, nn.LSTM) and fused.num_layers == 2 and fused.weight_ih_l0.dtype == torch.float64
+    assert rnn.cell_loop_ms(loop, batch=3, length=10) == (8.0, 2.0) and lengths[-1] == 10  # a short one: whole

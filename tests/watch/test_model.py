@@ -65,3 +65,27 @@ def test_the_memory_estimate_builds_a_language_models_batches_along_its_batch_di
     target = torch.randint(0, 50, (time_steps * batch,))
     subject = _watched(WordModel(batch_first), tokens, lambda out: nn.functional.cross_entropy(out, target)).subject()
     assert subject.input_spec == ([time_steps], torch.int64) and subject.batch_dim == (0 if batch_first else 1)
+
+
+def test_cells_stacked_on_the_first_are_its_layers() -> None:
+    """The sine-wave predictor's lstm1 (1, 51) and lstm2 (51, 51), called in turn, are a stack of two (nn.LSTM's
+    num_layers=2); a cell of another hidden size, of another kind, or called less often is not in the stack."""
+    from trainspeed.watch.model import ModelTracker
+
+    def stack(*cells: nn.Module, calls: tuple[int, ...] | None = None) -> int:
+        tracker = ModelTracker()
+        for i, cell in enumerate(cells):
+            for _ in range((calls or (3,) * len(cells))[i]):
+                tracker.cell_called(cell)
+        return tracker.stacked()
+
+    first, second, third = nn.LSTMCell(1, 51), nn.LSTMCell(51, 51), nn.LSTMCell(51, 51)
+    assert stack(first, second) == 2 and stack(first, second, third) == 3 and stack(first) == 1
+    assert stack(first, nn.LSTMCell(51, 32)) == 1 and stack(first, nn.GRUCell(51, 51)) == 1
+    assert stack(first, second, calls=(3, 2)) == 1 and ModelTracker().stacked() == 1
+    tracker = ModelTracker()
+    assert tracker.cell_called(first) and not tracker.cell_called(second)  # the first cell's calls are the loop's
+    assert tracker.cell is not None and tracker.cell.dtype == "float32"
+    tracker = ModelTracker()
+    tracker.cell_called(nn.LSTMCell(1, 8).double())
+    assert tracker.cell is not None and tracker.cell.dtype == "float64"

@@ -1,9 +1,10 @@
-"""A recurrent cell stepped over a sequence in Python against the fused layer over the same sequence.
+"""A recurrent cell (or a stack of them) stepped over a sequence in Python against the fused layer over the same
+sequence.
 
 An `nn.LSTMCell` called once per time step pays every op of the cell, forward and backward, per step of the
-sequence; `nn.LSTM` runs the sequence as one op (its own fused kernel, cuDNN's on a GPU). The probe times both,
-forward and backward, on fresh modules of the run's sizes and fresh inputs of its batch and length: nothing of
-the user's (weights, data, gradients) is touched.
+sequence; `nn.LSTM` runs the sequence as one op (its own fused kernel, cuDNN's on a GPU), a stack of cells with
+`num_layers`. The probe times both, forward and backward, on fresh modules of the run's sizes and dtype and fresh
+inputs of its batch and length: nothing of the user's (weights, data, gradients) is touched.
 """
 
 from __future__ import annotations
@@ -28,24 +29,41 @@ PROBE_S = 0.25
 LEAST_ROUNDS (five rounds of an LBFGS script's cell loop were a third of the doctor's time after it: BENCHMARKS.md,
 "Where the code's constants come from")."""
 LEAST_ROUNDS = 3
+PROBE_STEPS = 64
+"""The stepped loop over a longer sequence is timed over this many of its time steps and scaled to its length: each
+time step runs the same calls (1.045 and 1.057 ms a step over 64 and 200 steps in float32, 1.067 and 1.101 in
+float64: two stacked nn.LSTMCell(1, 51) on a batch of 45), and an LBFGS script's two float64 cells over its 200 time
+steps took about 0.5 s of the doctor's time after the run. The fused layer is timed over the whole sequence: oneDNN's
+time per step moves with the length (0.15 to 0.25 ms in float32 over 64, 128, 200 and 400 steps)."""
 
 
-def _module(loop: CellLoop, kind: str, device: str, **extra: Any) -> nn.Module:
-    """A fresh `torch.nn.<kind>` of the loop's sizes, bias and nonlinearity (the cell, or its fused layer)."""
+def _module(loop: CellLoop, kind: str, device: str, input_size: int | None = None, **extra: Any) -> nn.Module:
+    """A fresh `torch.nn.<kind>` of the loop's sizes, bias and nonlinearity (a cell, or the fused layer)."""
     if loop.nonlinearity:
         extra["nonlinearity"] = loop.nonlinearity
-    return getattr(nn, kind)(loop.input_size, loop.hidden_size, bias=loop.bias, **extra).to(device)
+    size = loop.input_size if input_size is None else input_size
+    return getattr(nn, kind)(size, loop.hidden_size, bias=loop.bias, **extra).to(device, getattr(torch, loop.dtype))
 
 
-def _step_through(cell: nn.Module, loop: CellLoop, x: torch.Tensor) -> None:
-    """The cell called once per time step of `x` (batch, time, features) from a zero state, forward and backward."""
-    h = torch.zeros(x.shape[0], loop.hidden_size, device=x.device)
+def _cells(loop: CellLoop, device: str) -> list[nn.Module]:
+    """The loop's stack of fresh cells: the first of its input size, each next one fed the last one's output."""
+    return [_module(loop, loop.kind, device, loop.input_size if i == 0 else loop.hidden_size)
+            for i in range(loop.layers)]
+
+
+def _step_through(cells: list[nn.Module], loop: CellLoop, x: torch.Tensor) -> None:
+    """The stack of cells called once per time step of `x` (batch, time, features) from zero states, each fed the
+    last one's output, forward and backward."""
+    h = torch.zeros(x.shape[0], loop.hidden_size, device=x.device, dtype=x.dtype)
     lstm = loop.kind == "LSTMCell"
-    state: Any = (h, torch.zeros_like(h)) if lstm else h
+    states: list[Any] = [(h, torch.zeros_like(h)) if lstm else h for _ in cells]
     outs = []
     for t in range(x.shape[1]):
-        state = cell(x[:, t], state)
-        outs.append(state[0] if lstm else state)
+        out = x[:, t]
+        for i, cell in enumerate(cells):
+            states[i] = cell(out, states[i])
+            out = states[i][0] if lstm else states[i]
+        outs.append(out)
     torch.stack(outs, 1).sum().backward()
 
 
@@ -153,7 +171,8 @@ def _medians_ms(runs: list[Callable[[], None]], repeats: int, device: str,
 def cell_loop_ms(loop: CellLoop, batch: int, length: int, device: str = "cpu", repeats: int = 5,
                  waited: Callable[[], float] | None = None, loaded: bool = False) -> tuple[float, float] | None:
     """(the cell stepped over `length` steps, the fused layer over the same sequence) in milliseconds, forward and
-    backward, on a batch of `batch`, the medians of `repeats` rounds (fewer for a long sequence: `PROBE_S`); None
+    backward, on a batch of `batch`, the medians of `repeats` rounds (fewer for a long sequence: `PROBE_S`), the stepped loop
+    over a sequence longer than PROBE_STEPS timed over that many steps and scaled to its length; None
     where the sequence is too large to probe or a length under 2. `waited`: the seconds the threads waited for a core
     since it was last called (a test's; by default Linux's run-queue counts of this thread and torch's intra-op
     threads). `loaded` (other processes hold the cores; a CPU run): both timed on one
@@ -161,11 +180,14 @@ def cell_loop_ms(loop: CellLoop, batch: int, length: int, device: str = "cpu", r
     code's constants come from")."""
     if length < 2 or batch < 1 or batch * length * max(loop.input_size, loop.hidden_size) > PROBE_ELEMENTS:
         return None
-    cell, fused = _module(loop, loop.kind, device), _module(loop, loop.fused, device, batch_first=True)
-    x = torch.randn(batch, length, loop.input_size, device=device)
+    cells = _cells(loop, device)
+    fused = _module(loop, loop.fused, device, batch_first=True, num_layers=loop.layers)
+    x = torch.randn(batch, length, loop.input_size, device=device, dtype=getattr(torch, loop.dtype))
+    timed = min(length, PROBE_STEPS)
+    part = x[:, :timed]
 
     def stepped() -> None:
-        _step_through(cell, loop, x)
+        _step_through(cells, loop, part)
 
     def whole() -> None:
         out, _ = fused(x)
@@ -175,22 +197,23 @@ def cell_loop_ms(loop: CellLoop, batch: int, length: int, device: str = "cpu", r
         cell_ms, fused_ms = _one_thread_ms([stepped, whole], repeats)
     else:
         cell_ms, fused_ms = _medians_ms([stepped, whole], repeats, device, waited)
-    return cell_ms, fused_ms
+    return cell_ms * length / timed, fused_ms
 
 
 def cell_call_ops(loop: CellLoop, device: str = "cpu") -> int | None:
-    """The aten ops one call of the cell adds to a training step, forward and backward: the ops of the stepped loop
+    """The aten ops one call of the cell adds to a training step, forward and backward (with the calls of the cells
+    stacked on it: `CellLoop.layers`): the ops of the stepped loop
     over three time steps less those over two (what the sequence's set-up and its loss add is in both), counted on a
     batch of two (an op's count does not depend on its size). With the run's cell calls a step it is the loop's share
     of the step's ops, which a load that stretches every op alike leaves as it is (`rules.launch`). None where the
     count came out at nothing (a cell whose calls run no aten op)."""
-    cell = _module(loop, loop.kind, device)
+    cells = _cells(loop, device)
     counts = []
     for length in (2, 3):
-        x = torch.randn(2, length, loop.input_size, device=device)
+        x = torch.randn(2, length, loop.input_size, device=device, dtype=getattr(torch, loop.dtype))
         counter = op_counter()
         with counter:
-            _step_through(cell, loop, x)
+            _step_through(cells, loop, x)
         counts.append(counter.ops)
     per_call = counts[1] - counts[0]
     return per_call if per_call > 0 else None

@@ -31,5 +31,7 @@ def time_first(module: nn.Module, x: object) -> bool:
 
 def cell_of(module: nn.Module) -> CellLoop:
     """The shape of a cell module (no calls counted yet)."""
+    weight = getattr(module, "weight_ih", None)
+    dtype = str(weight.dtype).removeprefix("torch.") if isinstance(weight, torch.Tensor) else "float32"
     return CellLoop(type(module).__name__, int(module.input_size), int(module.hidden_size),  # type: ignore[arg-type]
-                    bool(module.bias), getattr(module, "nonlinearity", None))
+                    bool(module.bias), getattr(module, "nonlinearity", None), dtype=dtype)

@@ -59,7 +59,8 @@ def joined(w: Parts, gathering: bool = False) -> WatchResult:
     model = w.model.part()
     if w.model.cell is not None and (fig.cell_calls_per_step or 0) >= 2:
         model = dataclasses.replace(model, cell_loop=dataclasses.replace(
-            w.model.cell, calls_per_step=fig.cell_calls_per_step or 0.0, passes_per_step=fig.passes_per_step or 1.0))
+            w.model.cell, calls_per_step=fig.cell_calls_per_step or 0.0, passes_per_step=fig.passes_per_step or 1.0,
+            layers=w.model.stacked()))
     notes = w.boundary.notes + schedule.notes + w.ranks.notes + window.notes
     framework = w.frameworks.part()
     too_old = unsupported_note(framework) if framework is not None else None

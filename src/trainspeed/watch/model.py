@@ -55,6 +55,9 @@ class ModelTracker:
         """The first recurrent cell called with gradients on (`watch.cells`), its calls not counted here."""
         self.cell_id = 0
         """id() of that cell's module."""
+        self.cell_calls: dict[int, tuple[CellLoop, int]] = {}
+        """Each recurrent cell called with gradients on, by id() of its module in the order of their first calls: its
+        shape and its calls over the run (what `stacked` reads)."""
         self.sequence_seen = False
         """Whether a sequence layer's first training call was looked at (`sequence_called`)."""
 
@@ -87,9 +90,28 @@ class ModelTracker:
     def cell_called(self, module: torch.nn.Module) -> bool:
         """A recurrent cell was called with gradients on; True where it is the run's first cell (whose calls count:
         a second cell stacked on it runs as often, and counted too would double the loop's length)."""
+        key = id(module)
+        seen = self.cell_calls.get(key)
+        self.cell_calls[key] = (seen[0] if seen else cell_of(module), (seen[1] if seen else 0) + 1)
         if self.cell is None:
-            self.cell, self.cell_id = cell_of(module), id(module)
-        return id(module) == self.cell_id
+            self.cell, self.cell_id = self.cell_calls[key][0], key
+        return key == self.cell_id
+
+    def stacked(self) -> int:
+        """How many cells form the first one's stack (`CellLoop.layers`): it, then each next cell in the order of their
+        first calls that takes the last one's output (the same kind, bias and nonlinearity, the first's hidden size in
+        and out) and was called as often."""
+        cells = list(self.cell_calls.values())
+        if not cells:
+            return 1
+        (first, calls), layers = cells[0], 1
+        for cell, count in cells[1:]:
+            if (count != calls or cell.kind != first.kind or cell.bias != first.bias
+                    or cell.nonlinearity != first.nonlinearity
+                    or cell.input_size != first.hidden_size or cell.hidden_size != first.hidden_size):
+                break
+            layers += 1
+        return layers
 
     def sequence_called(self, module: torch.nn.Module, args: tuple[Any, ...]) -> None:
         """The first training call of an nn.LSTM, nn.GRU or nn.RNN inside the model: where it is time-first and its

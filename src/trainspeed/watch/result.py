@@ -32,10 +32,24 @@ class CellLoop:
     passes_per_step: float = 1.0
     """The model's calls with gradients on per training step, those an optimizer's closure makes included (LBFGS
     evaluates the model several times a step): the passes the loop runs in."""
+    dtype: str = "float32"
+    """The cell's parameters' dtype (a model made `.double()`: "float64"): the probe's modules and inputs are made in it."""
+    layers: int = 1
+    """The cells stacked on the first, it included: each next cell of the same kind takes the last one's output (its
+    input size the first's hidden size, its own the same) and runs as often, as a fused layer's `num_layers` do (the
+    classic sine-wave predictor's lstm1 and lstm2)."""
 
     @property
     def fused(self) -> str:
         return FUSED[self.kind]
+
+    def cells(self) -> str:
+        """The loop's cells as a user would name them: "an nn.LSTMCell(16, 64)", "2 stacked nn.LSTMCells (1, 51), then
+        (51, 51)"."""
+        if self.layers == 1:
+            return f"an nn.{self.kind}({self.input_size}, {self.hidden_size})"
+        return (f"{self.layers} stacked nn.{self.kind}s ({self.input_size}, {self.hidden_size}), then "
+                f"({self.hidden_size}, {self.hidden_size})" + (" each" if self.layers > 2 else ""))
 
     def length(self) -> int:
         """Time steps the loop runs per call of the model: its calls per step over the model's passes."""
@@ -46,7 +60,8 @@ class CellLoop:
         extra = "" if self.bias else ", bias=False"
         if self.nonlinearity not in (None, "tanh"):
             extra += f", nonlinearity={self.nonlinearity!r}"
-        return f"nn.{self.fused}({self.input_size}, {self.hidden_size}, batch_first=True{extra})"
+        stacked = f", num_layers={self.layers}" if self.layers > 1 else ""
+        return f"nn.{self.fused}({self.input_size}, {self.hidden_size}{stacked}, batch_first=True{extra})"
 
 
 @dataclass(frozen=True)

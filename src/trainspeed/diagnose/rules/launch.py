@@ -23,6 +23,7 @@ from trainspeed.diagnose.rules.step_model import (
 )
 from trainspeed.diagnose.verdict import Verdict
 from trainspeed.load.view import others_busy
+from trainspeed.probe.rnn import PROBE_STEPS
 from trainspeed.watch.result import WatchResult
 
 SYNC_SHARE = 0.10
@@ -31,6 +32,9 @@ ARITHMETIC_LOW = 0.25  # arithmetic under a quarter of the compute phases: overh
 LAUNCH_GAIN = 0.05  # per-op overhead beyond a bare dispatch per op must be this share of the step
 DEVICE_BUSY_LOW = 0.5
 SMALL_BATCH = 256
+CLOSURE_OPTIMIZERS = frozenset({"LBFGS"})
+"""torch.optim's optimizers whose step takes a closure that runs the model (LBFGS evaluates it several times a step):
+trainspeed.fit steps an optimizer without one, so per-op overhead's fix there is a larger batch."""
 
 
 def sync_bound(r: WatchResult, c: Context) -> Verdict | None:
@@ -71,27 +75,29 @@ def launch_bound(r: WatchResult, c: Context) -> Verdict | None:
         return None
     evidence, action, overhead, words = found
     fused = _fused_cells(r, c, ops, compute)
-    if fused is not None:  # a cell stepped in Python: the fused layer removes more than the per-op overhead
+    if fused is not None:  # a cell stepped in Python: the fused layer's measured saving is the fix's own
         saved, more, advice, shared = fused
         stepped, whole = c.cell_ms or (0.0, 0.0)
         evidence += more
-        action = advice + "; " + action
+        action = advice + "; " + action if advice else action
         # beside busy processes the per-op bound sets the judged phases against the dispatch probe's one thread, two
         # clocks the load sets apart; the loop's share of the ops (`shared`) is on the phases' own
         loop = r.model.cell_loop
-        if (saved > overhead or shared) and loop is not None:
-            return Verdict("launch_bound", evidence + " (predicted speed-up: the cell loop's measured time replaced "
-                           "by the fused layer's)", action, step_speedup(r, step, step - min(saved, compute)),
-                           title=f"An nn.{loop.kind} stepped in a Python loop",
+        if advice and loop is not None:
+            # the fix is the fused layer: its prediction is what the layer measured, where the per-op bound (what
+            # every op at a bare dispatch would save) is more, that bound is evidence, not the fix's promise
+            beyond = (f"; every op at a bare dispatch would save at most {overhead:.2f} ms a step (an upper bound: "
+                      "a larger batch)" if overhead > saved and not shared else "")
+            return Verdict("launch_bound", evidence + beyond + " (predicted speed-up: the cell loop's measured time "
+                           "replaced by the fused layer's)", action, step_speedup(r, step, step - min(saved, compute)),
+                           title=(f"An nn.{loop.kind}" if loop.layers == 1 else f"{loop.layers} stacked nn.{loop.kind}s")
+                           + " stepped in a Python loop",
                            brief=f"the loop took {ms(stepped)}, one nn.{loop.fused} call {ms(whole)} (measured)",
                            fix=f"self.rnn = {loop.layer()}; out, state = self.rnn(x)")
     if overhead < LAUNCH_GAIN * step:
         return None  # ops already as cheap as a bare dispatch each: nothing per op left to save
     # upper bound: the step without its per-op overhead
     title, brief, fix = words
-    if fused is not None and r.model.cell_loop is not None:  # the loop is where the short screen's fix starts
-        loop = r.model.cell_loop
-        fix = f"{loop.layer()} in one call for the nn.{loop.kind} loop, then " + fix[0].lower() + fix[1:]
     return Verdict("launch_bound", evidence + " (predicted speed-up is an upper bound)", action,
                    step_speedup(r, step, step - overhead), title=title, brief=brief, fix=fix)
 
@@ -147,6 +153,13 @@ def _cpu_dispatches(r: WatchResult, c: Context, ops: float, compute: float) -> t
                   "updates (fused=True, or the optimizer step compiled too), the loss, the graph's own guards and "
                   "calls; a larger batch, or trainspeed.fit, which captures the whole step with its optimizer; "
                   "intra-op threads do not help ops this small")
+    fix = "a larger batch, or trainspeed.fit, which replays the step without Python"
+    closure = r.optimizers.info is not None and r.optimizers.info.kind in CLOSURE_OPTIMIZERS
+    if closure and r.optimizers.info is not None:
+        kind = r.optimizers.info.kind
+        action = (f"do more work per op: a larger batch (more samples in each of the closure's passes); "
+                  f"trainspeed.fit does not take {kind}'s closure; intra-op threads do not help ops this small")
+        fix = f"a larger batch ({kind}'s closure is not trainspeed.fit's shape)"
     big_ms, big_calls, big_at_peak = sized_arithmetic(r, c)
     kept = max(0.0, work - big_at_peak) + max(big_ms, big_at_peak)
     if big_calls:
@@ -154,15 +167,15 @@ def _cpu_dispatches(r: WatchResult, c: Context, ops: float, compute: float) -> t
                      f"{big_ms * 1e3:.0f} us in the profiler window, their rate on these shapes")
     words = ("Too many small ops: each costs more than its arithmetic",
              f"{ops:.0f} ops a step at {per_op:.1f} us each; their arithmetic is {pct(arithmetic / compute)} of it",
-             "a larger batch, or trainspeed.fit, which replays the step without Python")
+             fix)
     return evidence, action, compute - (kept + (ops - big_calls) * c.dispatch_us / 1e3), words
 
 
 def _fused_cells(r: WatchResult, c: Context, ops: float,
                  compute: float) -> tuple[float, str, str, bool] | None:
     """A recurrent cell stepped over the sequence in Python, where its fused layer was measured on the run's shapes
-    (`Context.cell_ms`): (ms a step saved, the evidence's words, the advice, whether the loop's time in the run is
-    its share of the ops, beside busy processes). The per-op model's bound does not
+    (`Context.cell_ms`): (ms a step saved, the evidence's words, the advice (empty where the saving is under
+    LAUNCH_GAIN of the step), whether the loop's time in the run is its share of the ops, beside busy processes). The per-op model's bound does not
     see it: a fused layer does the sequence's arithmetic in one op (an LSTMCell loop ran 3.61x slower than nn.LSTM
     on training time where the per-op bound said 1.88x). `ops`, `compute`: forward, backward and the optimizer's
     ops and milliseconds in the median step."""
@@ -185,10 +198,15 @@ def _fused_cells(r: WatchResult, c: Context, ops: float,
         judged = (f"; beside busy processes its time in the run is its share of the ops: {loop_ops:.0f} of the "
                   f"{ops:.0f} in forward, backward and the optimizer, {in_run:.2f} ms of their {compute:.2f} ms")
     saved = max(0.0, in_run * (1 - whole / stepped)) if stepped > 0 else 0.0
-    words = (f"; an nn.{loop.kind}({loop.input_size}, {loop.hidden_size}) runs {loop.calls_per_step:.0f} times a step "
-             f"in a Python loop: over {loop.length()} time steps on a batch of {r.model.batch_size}, forward and backward, that "
+    words = (f"; {loop.cells()} run{'s' if loop.layers == 1 else ''} {loop.calls_per_step:.0f} times a step "
+             f"in a Python loop: over {loop.length()} time steps on a batch of {r.model.batch_size}, forward and backward"
+             f"{f' (the loop timed over {PROBE_STEPS} of them, scaled)' if loop.length() > PROBE_STEPS else ''}, that "
              f"loop took {stepped:.2f} ms and {loop.layer()} over the same sequence {whole:.2f} ms (measured after "
-             "the run)" + judged)
+             f"the run{', in ' + loop.dtype if loop.dtype != 'float32' else ''})" + judged)
+    if saved < LAUNCH_GAIN * (r.steps.median_ms or 0.0):
+        # in float64 a CPU's nn.LSTM runs each time step's ops as the cells do (no oneDNN kernel): two stacked cells
+        # took 135 ms and the layer 146 ms (an LBFGS sine-wave model; 123 against 52 ms in float32)
+        return saved, words + f": the fused layer would save under {LAUNCH_GAIN:.0%} of the step here", "", shared
     advice = (f"run the sequence through {loop.layer()} in one call instead of the nn.{loop.kind} loop (one fused "
               "op; cuDNN's on a GPU): out, state = layer(x) with x of shape (batch, time, features)")
     return saved, words, advice, shared
