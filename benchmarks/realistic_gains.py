@@ -44,7 +44,7 @@ RUNS: dict[str, list[str]] = {  # each script as the benchmark runs it (sizes fo
     "sequence_cells": ["--steps", "1300"],  # its fused arm runs 300 steps in 0.6 s: too short a clock for a ratio
     "sine_lbfgs": ["--steps", "4", "--length", "200", "--future", "200", "--out-dir", tempfile.gettempdir()],
     "word_lm": ["--epochs", "2", "--save", str(Path(tempfile.gettempdir()) / "word_lm.pt")],
-    "dcgan": ["--epochs", "2", "--outf", tempfile.gettempdir()],
+    "dcgan": ["--epochs", "4", "--outf", tempfile.gettempdir()],
     "skipgram": ["--steps", "100"],
     "pil_augment": ["--epochs", "3"],
     "poly_regression": ["--seed", "1"],  # unseeded, its steps (until the loss is small) change from run to run
@@ -76,6 +76,10 @@ ADVICE: dict[tuple[str, str], list[list[str]]] = {  # (script, verdict) -> the s
     ("frame_rows", "input_bound"): [["--workers", "2", "--persistent", "--threads", "1"]],
     # "run the sequence through nn.LSTM(16, 64, batch_first=True) in one call instead of the nn.LSTMCell loop"
     ("sequence_cells", "launch_bound"): [["--fused"]],
+    # healthy, and "with torch.autocast("cpu", dtype=torch.bfloat16): the forward and loss" (a CPU with native bf16):
+    # the networks' forward passes under bf16 autocast, the losses in float32
+    ("dcgan", "compute_bound"): [["--bf16"]],
+    ("word_lm", "compute_bound"): [["--bf16"]],
     ("sine_lbfgs", "slow_dtype"): [["--float32"]],  # "train in float32: model.float() and inputs .float()"
     # "self.rnn = nn.LSTM(1, 51, num_layers=2, batch_first=True); out, state = self.rnn(x)": the two stacked cells'
     # weights in one layer, run over the input in one call (the future still fed back a step at a time)

@@ -180,6 +180,40 @@ def test_fit_arm_takes_the_same_steps(script: str, args: list[str], steps: int) 
     assert len(re.findall(r"epoch \d+: (train )?loss \d+\.\d+", proc.stdout)) == 2  # each epoch's mean loss
 
 
+def test_sine_lbfgs_fused_is_the_same_model_in_one_layer(tmp_path: Path) -> None:
+    """The benchmark's `--fused` arm (launch_bound's fix: the two stacked cells as nn.LSTM(num_layers=2)) trains the
+    same model: the cells' weights copied into the layer, so the same test losses up to the last bits of float64."""
+    def losses(*extra: str) -> list[float]:
+        proc = subprocess.run([sys.executable, str(REALISTIC / "sine_lbfgs.py"), "--steps", "2", "--length", "40",
+                               "--future", "20", "--waves", "8", "--max-iter", "3", "--out-dir", str(tmp_path), *extra],
+                              capture_output=True, text=True, check=True)
+        return [float(x) for x in re.findall(r"test loss: (\S+)", proc.stdout)]
+
+    plain, fused = losses(), losses("--fused")
+    assert len(plain) == 2 and fused == pytest.approx(plain, rel=1e-9)
+
+
+@pytest.mark.parametrize("script, args", [
+    ("dcgan.py", ["--epochs", "1", "--images", "128", "--workers", "0"]),
+    ("word_lm.py", ["--epochs", "1", "--tokens", "3000"]),
+])
+def test_bf16_arm_trains_the_same_steps_in_bfloat16(script: str, args: list[str], tmp_path: Path) -> None:
+    """The benchmark's `--bf16` arm (the healthy verdict's bf16 autocast) runs the script's loop as given, its products
+    in bfloat16: the same printed lines, losses near the float32 run's (a recipe change, not the same bits)."""
+    out = ["--outf", str(tmp_path)] if script == "dcgan.py" else ["--save", str(tmp_path / "m.pt")]
+
+    def lines(*extra: str) -> list[str]:
+        proc = subprocess.run([sys.executable, str(REALISTIC / script), *args, *out, *extra], capture_output=True,
+                              text=True, check=True)
+        return [line for line in proc.stdout.splitlines() if "loss" in line.lower()]
+
+    plain, bf16 = lines(), lines("--bf16")
+    assert plain and len(bf16) == len(plain) and bf16 != plain
+    first = [float(x) for x in re.findall(r"[Ll]oss_?\w*:? +([0-9.]+)", plain[0])]
+    near = [float(x) for x in re.findall(r"[Ll]oss_?\w*:? +([0-9.]+)", bf16[0])]
+    assert first and near == pytest.approx(first, rel=0.1)
+
+
 def test_policy_gradient_settings_keep_the_episodes() -> None:
     """The benchmark's arms for the agent act as the script does: the same sampled actions, so the same episodes."""
     def lengths(*extra: str) -> str:

@@ -13,7 +13,10 @@ What it really does (the counts tests/test_realistic_examples.py checks): `--epo
 `ceil(images / batch size)` iterations, each 3 backward calls and 2 optimizer steps (the discriminator's, then the
 generator's); 4 reads a iteration; the samples' and the epochs' saves.
 
-    python examples/realistic/dcgan.py [--epochs 2] [--images 1024] [--batch-size 64] [--workers 2]
+    python examples/realistic/dcgan.py [--epochs 2] [--images 1024] [--batch-size 64] [--workers 2] [--bf16]
+
+`--bf16` applies only bf16 autocast (a recipe change: the products' inputs rounded to bfloat16): both networks'
+forward passes under `torch.autocast("cpu", dtype=torch.bfloat16)`, the losses in float32.
 """
 
 from __future__ import annotations
@@ -76,6 +79,7 @@ def main() -> None:
     parser.add_argument("--log-every", type=int, default=5)
     parser.add_argument("--sample-every", type=int, default=10)
     parser.add_argument("--outf", type=Path, default=Path("."))
+    parser.add_argument("--bf16", action="store_true", help="both networks' forward passes under bf16 autocast")
     args = parser.parse_args()
     torch.manual_seed(999)
     images = torch.rand(args.images, NC, 32, 32) * 2 - 1
@@ -89,6 +93,15 @@ def main() -> None:
     real_label, fake_label = 1.0, 0.0
     optimizerD = torch.optim.Adam(netD.parameters(), lr=args.lr, betas=(0.5, 0.999))
     optimizerG = torch.optim.Adam(netG.parameters(), lr=args.lr, betas=(0.5, 0.999))
+
+    def amp() -> torch.autocast:  # --bf16: the networks' products in bfloat16 (the losses in float32, as BCELoss needs)
+        return torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16)
+
+    def discriminate(x: torch.Tensor) -> torch.Tensor:
+        with amp():
+            output = netD(x)
+        return output.float() if args.bf16 else output
+
     start, iteration = time.perf_counter(), 0
     for epoch in range(args.epochs):
         for i, (real,) in enumerate(dataloader):
@@ -96,14 +109,15 @@ def main() -> None:
             netD.zero_grad()
             batch_size = real.size(0)
             label = torch.full((batch_size,), real_label)
-            output = netD(real)
+            output = discriminate(real)
             errD_real = criterion(output, label)
             errD_real.backward()
             D_x = output.mean().item()
             noise = torch.randn(batch_size, NZ, 1, 1)
-            fake = netG(noise)
+            with amp():
+                fake = netG(noise)
             label.fill_(fake_label)
-            output = netD(fake.detach())
+            output = discriminate(fake.detach())
             errD_fake = criterion(output, label)
             errD_fake.backward()
             D_G_z1 = output.mean().item()
@@ -112,7 +126,7 @@ def main() -> None:
             # (2) the generator: maximize log(D(G(z)))
             netG.zero_grad()
             label.fill_(real_label)
-            output = netD(fake)
+            output = discriminate(fake)
             errG = criterion(output, label)
             errG.backward()
             D_G_z2 = output.mean().item()

@@ -15,6 +15,10 @@ What it really does (the counts tests/test_realistic_examples.py checks): `--epo
 per training window and per evaluation window.
 
     python examples/realistic/word_lm.py [--epochs 2] [--tokens 24000] [--vocab 10000] [--bptt 35] [--batch-size 20]
+        [--bf16]
+
+`--bf16` applies only bf16 autocast (a recipe change: the products' inputs rounded to bfloat16): the training forward
+pass under `torch.autocast("cpu", dtype=torch.bfloat16)`, the loss in float32.
 """
 
 from __future__ import annotations
@@ -85,6 +89,7 @@ def main() -> None:
     parser.add_argument("--clip", type=float, default=0.25)
     parser.add_argument("--log-interval", type=int, default=10)
     parser.add_argument("--save", type=Path, default=Path("model.pt"))
+    parser.add_argument("--bf16", action="store_true", help="the training forward pass under bf16 autocast")
     args = parser.parse_args()
     torch.manual_seed(1111)
     train_data = batchify(corpus(args.tokens, args.vocab, 1), args.batch_size)
@@ -114,8 +119,9 @@ def main() -> None:
             data, targets = get_batch(train_data, i, args.bptt)
             model.zero_grad()
             hidden = repackage_hidden(hidden)
-            output, hidden = model(data, hidden)
-            loss = criterion(output, targets)
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16):
+                output, hidden = model(data, hidden)
+            loss = criterion(output.float() if args.bf16 else output, targets)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
             for p in model.parameters():

@@ -16,6 +16,7 @@ from trainspeed.diagnose.report import DoctorReport, judge
 from trainspeed.diagnose.rules import (
     MEMORY_SHARE,
     Context,
+    bf16_candidate,
     busiest_loader,
     busy_keep,
     loader_candidate,
@@ -179,6 +180,8 @@ def measure_context(result: WatchResult, subject: RunSubject | None = None, hard
         # a first matmul reading, a second away from the last one (the hardware's detection takes about that long)
         early = cpu_matmul_gflops() if matmul_gflops is None and hardware is None else None
         hw = hardware or detect_hardware()
+        if dtype_gflops is None and "bfloat16" not in dtypes and bf16_candidate(judged, hw.cpu.native_bf16):
+            dtypes.append("bfloat16")  # what bf16 autocast would save a float32 step doing real work
         dispatch = dispatch_us if dispatch_us is not None else cpu_dispatch_us()
         usable = usable_cores() if result.model.device == "cpu" else None
         keep = threads_candidate(result, hw.cpu.physical_cores or 1, usable)

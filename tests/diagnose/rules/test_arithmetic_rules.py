@@ -191,3 +191,43 @@ def test_a_healthy_steps_levers_leave_out_what_the_run_does_already() -> None:
     big = recorded(110.0, {"forward": 40.0, "backward": 65.0, "optimizer": 2.0}, ops=30, flops=1e10)
     assert diagnose(big, CTX)[0].action == ("healthy; the next levers are bf16 autocast where the hardware has it, "
                                             "torch.compile, or a larger batch")
+
+
+def _dcgan_like(conv_ms: float = 58.0) -> WatchResult:
+    """A float32 CPU step of convolutions doing real work, shaped like examples/realistic/dcgan.py's (2026-12-07, Zen
+    4): 6.98 GFLOP of 32 convolutions taking `conv_ms` of a 75 ms step, batch norm the rest of the compute."""
+    from trainspeed.watch.result import OpTime
+
+    r = recorded(75.0, {"forward": 30.0, "backward": 40.0, "optimizer": 3.0}, ops=362, flops=6.98e9)
+    rows = [OpTime("aten.convolution", "float32", 16, 0.4 * conv_ms, True, 2.3e9, "forward"),
+            OpTime("aten.convolution_backward", "float32", 16, 0.6 * conv_ms, True, 4.68e9, "backward"),
+            OpTime("aten.native_batch_norm_backward", "float32", 9, 3.0, False, None, "backward")]
+    return dataclasses.replace(r, window=dataclasses.replace(r.window, op_times=rows, op_ms_per_step=conv_ms + 3.0))
+
+
+def test_a_healthy_float32_step_on_a_cpu_with_native_bf16_is_predicted_its_bf16_autocast() -> None:
+    """The healthy verdict predicts bf16 autocast where the bfloat16 matmul rate was probed (a CPU with native bf16)
+    and is faster: the convolutions' FLOPs at the float32 rate less the same at the bfloat16 rate, what they took beyond
+    their FLOPs kept (a DCGAN: the time at the rate alone said 1.54x, its bf16 arm measured 1.22x to 1.34x)."""
+    from trainspeed.diagnose.rules.arithmetic import bf16_candidate
+
+    r = _dcgan_like()
+    ctx = dataclasses.replace(CTX, matmul_gflops=174.0)
+    plain = diagnose(r, ctx)
+    assert ids(r, ctx) == ["compute_bound"] and plain[0].predicted_speedup is None
+    assert bf16_candidate(r, native_bf16=True) and not bf16_candidate(r, native_bf16=False)
+    v = diagnose(r, dataclasses.replace(ctx, dtype_gflops={"bfloat16": 353.0}))[0]
+    at_float32 = 6.98e9 / 174e6  # 40.1 ms of the 58 ms the convolutions took
+    assert v.id == "compute_bound" and v.predicted_speedup == pytest.approx(
+        75.0 / (75.0 - at_float32 * (1 - 174 / 353)), abs=0.01)
+    assert v.title == "Healthy, and bf16 autocast would speed it up"
+    assert v.fix == 'with torch.autocast("cpu", dtype=torch.bfloat16): the forward and loss'
+    assert v.brief == "float32 matrix math: 77% of the step (58.0 ms); bfloat16 runs 2.0x as fast here"
+    assert "353 GFLOP/s against 174 in float32" in v.evidence and "compare the loss" in v.evidence
+    assert "torch.autocast(\"cpu\", dtype=torch.bfloat16)" in v.action
+    # bfloat16 no faster than float32 (BF16_FASTER), or a run in bfloat16 already: no prediction, no probe wanted
+    assert diagnose(r, dataclasses.replace(ctx, dtype_gflops={"bfloat16": 180.0}))[0].predicted_speedup is None
+    autocast = dataclasses.replace(r, model=dataclasses.replace(r.model, autocast="bfloat16"))
+    assert not bf16_candidate(autocast, native_bf16=True)
+    # matrix arithmetic under BF16_SHARE of the step: not probed
+    assert not bf16_candidate(_dcgan_like(conv_ms=15.0), native_bf16=True)

@@ -17,7 +17,7 @@ share of a step worth a user's attention, not tuned to any script. One module pe
 - `registry`: runs them all and ranks the verdicts; `common`: the context and step-time helpers they share
 """
 
-from trainspeed.diagnose.rules.arithmetic import slow_dtype_candidates
+from trainspeed.diagnose.rules.arithmetic import bf16_candidate, slow_dtype_candidates
 from trainspeed.diagnose.rules.context import Context
 from trainspeed.diagnose.rules.input import busiest_loader, loader_candidate
 from trainspeed.diagnose.rules.memory import MEMORY_SHARE, page_faults_candidate
@@ -27,7 +27,7 @@ from trainspeed.diagnose.rules.step_model import MAX_PREDICTED, predicted_label
 from trainspeed.diagnose.rules.threads import busy_keep, matmul_side, threads_candidate
 
 __all__ = [
-    "MAX_PREDICTED", "MEMORY_SHARE", "ORDER", "Context", "busiest_loader", "busy_keep", "diagnose", "loader_candidate",
+    "MAX_PREDICTED", "MEMORY_SHARE", "ORDER", "Context", "bf16_candidate", "busiest_loader", "busy_keep", "diagnose", "loader_candidate",
     "matmul_side", "optimizer_candidate", "page_faults_candidate", "predicted_label", "rebuilt_candidate", "slow_dtype_candidates",
     "threads_candidate",
 ]

@@ -13,6 +13,7 @@ from trainspeed.diagnose.rules.step_model import (
     compute_ms,
     flop_rate,
     gpu_busy_ms,
+    low_precision,
     next_lever_names,
     next_levers,
     op_names,
@@ -38,6 +39,12 @@ SLOW_DTYPE_RATE = 0.6
 0.45 on Zen 3), bfloat16 and float16 without native matrix units (about 0.01 there). A CPU with AMX
 runs bfloat16 faster than float32, and the rule stays silent."""
 SLOW_DTYPES = ("bfloat16", "float16", "float64")
+BF16_SHARE = 0.30
+"""A float32 CPU run whose matrix arithmetic took this share of the step or more, on a CPU with native bfloat16
+(AVX512-BF16, AMX), has bfloat16's matmul rate probed: what bf16 autocast would save is the healthy verdict's
+prediction (`_bf16_autocast`)."""
+BF16_FASTER = 1.2
+"""bf16 autocast is predicted where this CPU multiplied bfloat16 matrices at least this much faster than float32."""
 
 
 def _dtype_arithmetic(r: WatchResult) -> dict[str, list[OpTime]]:
@@ -61,6 +68,43 @@ def slow_dtype_candidates(r: WatchResult) -> list[str]:
     return [dtype for dtype, rows in _dtype_arithmetic(r).items()
             if sum(row.ms for row in rows) >= SLOW_DTYPE_SHARE * r.steps.median_ms
             or (others_busy(r) and all(row.flops for row in rows))]
+
+
+def bf16_candidate(r: WatchResult, native_bf16: bool) -> bool:
+    """Whether `compute_bound` wants bfloat16's matmul rate probed: a float32 CPU run (no autocast, no half-width model)
+    on a CPU with native bfloat16 whose float32 matrix arithmetic took BF16_SHARE of the step or more."""
+    if not native_bf16 or r.model.device != "cpu" or not r.steps.median_ms or low_precision(r) or r.model.autocast:
+        return False
+    rows = [row for row in r.window.op_times or () if row.arithmetic and row.dtype == "float32"]
+    return sum(row.ms for row in rows) * window_scale(r) >= BF16_SHARE * r.steps.median_ms
+
+
+def _bf16_autocast(r: WatchResult, c: Context) -> tuple[str, str, float] | None:
+    """What bf16 autocast would save a step of a float32 CPU run, where bfloat16's matmul rate was probed
+    (`bf16_candidate`) and is BF16_FASTER or more: (the evidence's words, the brief, ms a step) - the float32 matrix arithmetic's
+    FLOPs at the float32 rate less the same at the bfloat16 rate; what those ops took beyond their FLOPs at the float32
+    rate (a small convolution's shapes, its memory) stays as measured, as does the rest of the step. A DCGAN's 32
+    convolutions took 58 ms where their FLOPs need 40 at the float32 rate: the time at the rate alone predicted 1.54x,
+    the FLOPs 1.37x, and bf16 autocast measured 1.22x to 1.34x (BENCHMARKS.md, "Realistic scripts")."""
+    rate = c.dtype_gflops.get("bfloat16")
+    if rate is None or c.matmul_gflops <= 0 or rate < BF16_FASTER * c.matmul_gflops or not r.steps.median_ms:
+        return None
+    rows = [row for row in r.window.op_times or () if row.arithmetic and row.dtype == "float32"]
+    took = min(sum(row.ms for row in rows) * window_scale(r), room_ms(r))
+    flops = sum(row.flops or 0.0 for row in rows)
+    at_float32 = min(took, flops / (c.matmul_gflops * 1e6))
+    saved = at_float32 * (1 - c.matmul_gflops / rate)
+    if saved <= 0:
+        return None
+    brief = (f"float32 matrix math: {part_of_step(took, r.steps.median_ms)}; bfloat16 runs "
+             f"{rate / c.matmul_gflops:.1f}x as fast here")
+    words = (f"; bf16 autocast: this CPU multiplies bfloat16 matrices at {rate:.0f} GFLOP/s against "
+             f"{c.matmul_gflops:.0f} in float32 (measured after the run, the two compared on one thread); the step's "
+             f"float32 matrix arithmetic ({op_names(rows)} per step, {flops / 1e9:.2f} GFLOP) took {took:.2f} ms, "
+             f"{at_float32:.2f} ms of it their FLOPs at the float32 rate: at the bfloat16 rate {saved:.2f} ms less "
+             "(predicted speed-up: those FLOPs at the bfloat16 rate, the rest of the step as measured; a recipe "
+             "change: the products' inputs rounded to bfloat16's 8 bits of mantissa, compare the loss)")
+    return words, brief, saved
 
 
 def _loaded_ms(r: WatchResult, rows: list[OpTime], rate: float) -> float | None:
@@ -180,6 +224,15 @@ def compute_bound(r: WatchResult, c: Context) -> Verdict | None:
                   "torch.set_float32_matmul_precision(\"high\"), 10 mantissa bits in the products' inputs")
         return Verdict("compute_bound", evidence, action, None, TF32, title=HEALTHY, brief=brief,
                        fix='torch.set_float32_matmul_precision("high")', unpredicted=UNPREDICTED)
+    bf16 = _bf16_autocast(r, c) if r.model.device == "cpu" else None
+    if bf16 is not None:
+        words, short, saved = bf16
+        step = r.steps.median_ms
+        return Verdict("compute_bound", evidence + words, next_levers(r).replace(
+            "bf16 autocast where the hardware has it", "bf16 autocast (this CPU has native bfloat16: "
+            "with torch.autocast(\"cpu\", dtype=torch.bfloat16) around the forward and the loss)"),
+            step_speedup(r, step, step - saved), title="Healthy, and bf16 autocast would speed it up", brief=short,
+            fix='with torch.autocast("cpu", dtype=torch.bfloat16): the forward and loss')
     return Verdict("compute_bound", evidence, next_levers(r), None, title=HEALTHY, brief=brief,
                    fix="next: " + ", ".join(name.replace(" where the hardware has it", "")
                                             for name in next_lever_names(r)), unpredicted=UNPREDICTED)

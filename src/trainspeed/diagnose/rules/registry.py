@@ -86,4 +86,6 @@ def diagnose(r: WatchResult, c: Context) -> list[Verdict]:
         healthy = compute_bound(r, c)
         if healthy is not None:
             found.append(healthy)
+            if healthy.predicted_speedup is not None:  # in its place (bf16 autocast on a CPU with native bfloat16)
+                found.sort(key=lambda v: v.predicted_speedup or 1.0, reverse=True)
     return in_framework(found, r)
