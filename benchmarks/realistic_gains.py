@@ -84,6 +84,9 @@ ADVICE: dict[tuple[str, str], list[list[str]]] = {  # (script, verdict) -> the s
     # "self.rnn = nn.LSTM(1, 51, num_layers=2, batch_first=True); out, state = self.rnn(x)": the two stacked cells'
     # weights in one layer, run over the input in one call (the future still fed back a step at a time)
     ("sine_lbfgs", "launch_bound"): [["--fused"]],
+    # input_bound at the Pillow line: "precompute or cache this, or augment on the device": its rotation and blur done
+    # to each batch in the training loop with torch (the CPU is the device), the resize as before
+    ("pil_augment", "input_bound"): [["--augment-on-batch"]],
     ("skipgram", "optimizer_heavy"): [["--fused"]],  # "torch.optim.Adam(..., fused=True)"
 }
 
@@ -94,6 +97,9 @@ def doctor(script: str) -> dict:  # type: ignore[type-arg]
     return json.loads(proc.stdout)
 
 
+ADVISED_WHEN: dict[tuple[str, str], str] = {("sine_lbfgs", "launch_bound"): "nn.LSTM("}
+"""A setting applies a verdict's action only where its fix says this (launch_bound's fix names the fused layer only
+where that layer saves 5% of the step; else its fix is a larger batch, which no setting applies)."""
 ENV_LEVERS = frozenset({"malloc"})
 """The levers that are environment variables (the verdict's `lever.settings`): the script runs unchanged with them."""
 
@@ -143,6 +149,8 @@ def main() -> None:
         # the first verdict, and any later one whose action the script has a setting for
         for i, verdict in enumerate(verdicts):
             settings = ADVICE.get((name, verdict["id"]))
+            if ADVISED_WHEN.get((name, verdict["id"]), "") not in (verdict.get("fix") or ""):
+                settings = None
             lever = verdict.get("lever") or {}
             env = lever["settings"] if lever.get("kind") in ENV_LEVERS else None
             if settings is None and env is not None:

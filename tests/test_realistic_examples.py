@@ -14,6 +14,7 @@ from typing import Any
 
 import planted
 import pytest
+import torch
 from planted import first_planted, loaded, planted_detail, unloaded_verdicts
 
 from trainspeed.cli import main
@@ -212,6 +213,37 @@ def test_bf16_arm_trains_the_same_steps_in_bfloat16(script: str, args: list[str]
     first = [float(x) for x in re.findall(r"[Ll]oss_?\w*:? +([0-9.]+)", plain[0])]
     near = [float(x) for x in re.findall(r"[Ll]oss_?\w*:? +([0-9.]+)", bf16[0])]
     assert first and near == pytest.approx(first, rel=0.1)
+
+
+def test_pil_augment_on_batch_augments_as_the_pillow_line_does() -> None:
+    """The benchmark's `--augment-on-batch` arm (input_bound's "augment on the device"): each batch rotated by random
+    angles within 15 degrees and blurred with torch, where the Pillow line did one sample at a time; the same steps,
+    and the epochs' losses near the Pillow run's."""
+    import importlib.util
+
+    def losses(*extra: str) -> list[float]:
+        proc = subprocess.run([sys.executable, str(REALISTIC / "pil_augment.py"), "--epochs", "2", *extra],
+                              capture_output=True, text=True, check=True)
+        return [float(x) for x in re.findall(r"epoch \d+: mean loss ([0-9.]+)", proc.stdout)]
+
+    plain, batched = losses(), losses("--augment-on-batch")
+    assert len(plain) == len(batched) == 2 and batched == pytest.approx(plain, rel=0.5)
+    spec = importlib.util.spec_from_file_location("pil_augment", REALISTIC / "pil_augment.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    argv, sys.argv = sys.argv, ["pil_augment.py"]
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.argv = argv
+    # a square in the middle of a black image: rotated and blurred it keeps its mass and its place, normalised
+    x = torch.zeros(4, 1, 64, 64)
+    x[:, :, 24:40, 24:40] = 1.0
+    out = module.augment_batch(x, torch.Generator().manual_seed(0))
+    assert out.shape == x.shape
+    pixels = out * 0.3 + 0.3
+    assert pixels.sum(dim=(1, 2, 3)) == pytest.approx(x.sum(dim=(1, 2, 3)), rel=0.05)
+    assert not torch.equal(pixels[0], pixels[1])  # each sample its own angle
 
 
 def test_policy_gradient_settings_keep_the_episodes() -> None:

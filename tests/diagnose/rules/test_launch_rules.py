@@ -313,10 +313,13 @@ def test_a_recurrent_cell_stepped_in_python_is_told_its_fused_layer_with_a_measu
 
     lbfgs = dataclasses.replace(r, optimizers=dataclasses.replace(r.optimizers, info=OptimizerInfo(
         "LBFGS", 6, 13_000, None, None)))
-    closure = diagnose(lbfgs, CTX)[0]
-    assert closure.predicted_speedup == plain.predicted_speedup and "trainspeed.fit does not take LBFGS's closure" \
-        in closure.action
+    closure = next(v for v in diagnose(lbfgs, CTX) if v.id == "launch_bound")
+    assert "trainspeed.fit does not take LBFGS's closure" in closure.action
     assert closure.fix == "a larger batch (LBFGS's closure is not trainspeed.fit's shape)"
+    # and no prediction: no setting reaches the per-op bound (an LBFGS sine-wave model's 1.69x stood first where its
+    # float64, 1.22x predicted, measured 1.36x)
+    assert closure.predicted_speedup is None and closure.unpredicted is not None
+    assert "LBFGS's closure is not trainspeed.fit's shape" in closure.unpredicted
     # a saving under the per-op bound but a real one: the fix is the layer, and the prediction its measured saving (the
     # bound was a promise the layer alone does not keep); the bound is evidence
     bounded = diagnose(cells, dataclasses.replace(CTX, cell_ms=(1.60, 1.20)))[0]

@@ -98,6 +98,14 @@ def launch_bound(r: WatchResult, c: Context) -> Verdict | None:
         return None  # ops already as cheap as a bare dispatch each: nothing per op left to save
     # upper bound: the step without its per-op overhead
     title, brief, fix = words
+    info = r.optimizers.info
+    if r.model.device == "cpu" and info is not None and info.kind in CLOSURE_OPTIMIZERS:
+        # no lever reaches the bound: trainspeed.fit takes no closure, and a larger batch changes the recipe
+        return Verdict("launch_bound", evidence + f" (no prediction: every op at a bare dispatch would save at most "
+                       f"{overhead:.2f} ms a step, and no setting gets there: {info.kind}'s closure is not "
+                       "trainspeed.fit's shape)", action, None, title=title, brief=brief, fix=fix,
+                       unpredicted=f"{info.kind}'s closure is not trainspeed.fit's shape; a larger batch changes the "
+                       "recipe")
     return Verdict("launch_bound", evidence + " (predicted speed-up is an upper bound)", action,
                    step_speedup(r, step, step - overhead), title=title, brief=brief, fix=fix)
 
