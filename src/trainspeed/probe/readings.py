@@ -32,3 +32,12 @@ class ProbeRun:
     judged: WatchResult
     subject: Any
     busy: bool
+
+
+PROBE_STEPS = 64
+"""The cell-loop probe's (`probe.rnn`) stepped loop over a longer sequence is timed over this many of its time steps
+and scaled to its length: each time step runs the same calls (1.045 and 1.057 ms a step over 64 and 200 steps in
+float32, 1.067 and 1.101 in float64: two stacked nn.LSTMCell(1, 51) on a batch of 45), and an LBFGS script's two
+float64 cells over its 200 time steps took about 0.5 s of the doctor's time after the run. The fused layer is timed
+over the whole sequence: oneDNN's time per step moves with the length (0.15 to 0.25 ms in float32 over 64, 128, 200
+and 400 steps). Here, where the rules read it too (they import no torch)."""

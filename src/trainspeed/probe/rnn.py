@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from trainspeed.load.probes import on_free_cores, probe_waits
+from trainspeed.probe.readings import PROBE_STEPS
 from trainspeed.threads import intra_op_threads
 from trainspeed.watch.cells import CellLoop
 from trainspeed.watch.op_counter import op_counter
@@ -29,12 +30,6 @@ PROBE_S = 0.25
 LEAST_ROUNDS (five rounds of an LBFGS script's cell loop were a third of the doctor's time after it: BENCHMARKS.md,
 "Where the code's constants come from")."""
 LEAST_ROUNDS = 3
-PROBE_STEPS = 64
-"""The stepped loop over a longer sequence is timed over this many of its time steps and scaled to its length: each
-time step runs the same calls (1.045 and 1.057 ms a step over 64 and 200 steps in float32, 1.067 and 1.101 in
-float64: two stacked nn.LSTMCell(1, 51) on a batch of 45), and an LBFGS script's two float64 cells over its 200 time
-steps took about 0.5 s of the doctor's time after the run. The fused layer is timed over the whole sequence: oneDNN's
-time per step moves with the length (0.15 to 0.25 ms in float32 over 64, 128, 200 and 400 steps)."""
 
 
 def _module(loop: CellLoop, kind: str, device: str, input_size: int | None = None, **extra: Any) -> nn.Module:

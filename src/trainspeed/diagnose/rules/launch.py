@@ -23,7 +23,7 @@ from trainspeed.diagnose.rules.step_model import (
 )
 from trainspeed.diagnose.verdict import Verdict
 from trainspeed.load.view import others_busy
-from trainspeed.probe.rnn import PROBE_STEPS
+from trainspeed.probe.readings import PROBE_STEPS
 from trainspeed.watch.result import WatchResult
 
 SYNC_SHARE = 0.10
