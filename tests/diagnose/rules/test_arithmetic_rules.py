@@ -229,5 +229,12 @@ def test_a_healthy_float32_step_on_a_cpu_with_native_bf16_is_predicted_its_bf16_
     assert diagnose(r, dataclasses.replace(ctx, dtype_gflops={"bfloat16": 180.0}))[0].predicted_speedup is None
     autocast = dataclasses.replace(r, model=dataclasses.replace(r.model, autocast="bfloat16"))
     assert not bf16_candidate(autocast, native_bf16=True)
+    # beside busy processes, the window's times less their waits a fifth of alone's: the FLOPs at the float32 rate
+    # are the convolutions' time there, and the prediction stays alone's
+    fast = _dcgan_like(conv_ms=11.6)
+    busy = with_load(fast, others_cpu_cores=1.0)
+    loaded = next(v for v in diagnose(busy, dataclasses.replace(ctx, dtype_gflops={"bfloat16": 353.0}))
+                  if v.id == "compute_bound")
+    assert loaded.predicted_speedup == pytest.approx(v.predicted_speedup, abs=0.02)
     # matrix arithmetic under BF16_SHARE of the step: not probed
     assert not bf16_candidate(_dcgan_like(conv_ms=15.0), native_bf16=True)

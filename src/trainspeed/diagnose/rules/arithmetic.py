@@ -92,7 +92,10 @@ def _bf16_autocast(r: WatchResult, c: Context) -> tuple[str, str, float] | None:
     rows = [row for row in r.window.op_times or () if row.arithmetic and row.dtype == "float32"]
     took = min(sum(row.ms for row in rows) * window_scale(r), room_ms(r))
     flops = sum(row.flops or 0.0 for row in rows)
-    at_float32 = min(took, flops / (c.matmul_gflops * 1e6))
+    # beside busy processes the window's times less their waits for a core fall far under the ops' time alone, where
+    # their FLOPs at the rate come near it (`_loaded_ms`): there the FLOPs at the float32 rate are the time
+    loaded = _loaded_ms(r, rows, c.matmul_gflops)
+    at_float32 = loaded if loaded is not None else min(took, flops / (c.matmul_gflops * 1e6))
     saved = at_float32 * (1 - c.matmul_gflops / rate)
     if saved <= 0:
         return None
