@@ -5,10 +5,10 @@ predicted gain against the gain measured by applying its action.
 
 For each script in examples/realistic/: `trainspeed doctor --json` on it as given names the first verdict and its
 predicted speed-up; where this benchmark knows the script's own setting that applies that verdict's action
-(`ADVICE`), or where the verdict's own lever is environment variables (`page_faults`' malloc settings, applied
-as its `fix` line exports them), the script runs as given and as advised, in turn for `--rounds` rounds (a slow moment of the machine
-hits both alike), each in its own process, timed by the script's own "training time" line (its training loop,
-start-up left out). The measured gain is the median of the round by round ratios, and beside it the fastest
+(`ADVICE`), or where the verdict's own lever is environment variables (`page_faults`' malloc settings, applied as
+its `fix` line exports them), the script runs as given and as advised, in turn for `--rounds` rounds (a slow moment
+of the machine hits both alike), each in its own process, timed by the script's own "training time" (or "training
+loop") line (its training loop, start-up left out). The measured gain is the median of the round by round ratios, and beside it the fastest
 round as given over the fastest as advised (other tenants' load on a shared machine adds time to either arm at
 random, which pulls a ratio towards 1; each arm's fastest round is the one it lost least to, as `timeit` takes
 the least of its repeats); the error is predicted / measured - 1 for each (goal: within +/-25%). Prints a

@@ -166,8 +166,8 @@ def _medians_ms(runs: list[Callable[[], None]], repeats: int, device: str,
 def cell_loop_ms(loop: CellLoop, batch: int, length: int, device: str = "cpu", repeats: int = 5,
                  waited: Callable[[], float] | None = None, loaded: bool = False) -> tuple[float, float] | None:
     """(the cell stepped over `length` steps, the fused layer over the same sequence) in milliseconds, forward and
-    backward, on a batch of `batch`, the medians of `repeats` rounds (fewer for a long sequence: `PROBE_S`), the stepped loop
-    over a sequence longer than PROBE_STEPS timed over that many steps and scaled to its length; None
+    backward, on a batch of `batch`, the medians of `repeats` rounds (fewer for a long sequence: `PROBE_S`), the
+    stepped loop over a sequence longer than PROBE_STEPS timed over that many steps and scaled to its length; None
     where the sequence is too large to probe or a length under 2. `waited`: the seconds the threads waited for a core
     since it was last called (a test's; by default Linux's run-queue counts of this thread and torch's intra-op
     threads). `loaded` (other processes hold the cores; a CPU run): both timed on one
@@ -197,11 +197,11 @@ def cell_loop_ms(loop: CellLoop, batch: int, length: int, device: str = "cpu", r
 
 def cell_call_ops(loop: CellLoop, device: str = "cpu") -> int | None:
     """The aten ops one call of the cell adds to a training step, forward and backward (with the calls of the cells
-    stacked on it: `CellLoop.layers`): the ops of the stepped loop
-    over three time steps less those over two (what the sequence's set-up and its loss add is in both), counted on a
-    batch of two (an op's count does not depend on its size). With the run's cell calls a step it is the loop's share
-    of the step's ops, which a load that stretches every op alike leaves as it is (`rules.launch`). None where the
-    count came out at nothing (a cell whose calls run no aten op)."""
+    stacked on it: `CellLoop.layers`): the ops of the stepped loop over three time steps less those over two (what the
+    sequence's set-up and its loss add is in both), counted on a batch of two (an op's count does not depend on its
+    size). With the run's cell calls a step it is the loop's share of the step's ops, which a load that stretches every
+    op alike leaves as it is (`rules.launch`). None where the count came out at nothing (a cell whose calls run no aten
+    op)."""
     cells = _cells(loop, device)
     counts = []
     for length in (2, 3):

@@ -55,9 +55,10 @@ class ModelTracker:
         """The first recurrent cell called with gradients on (`watch.cells`), its calls not counted here."""
         self.cell_id = 0
         """id() of that cell's module."""
-        self.cell_calls: dict[int, tuple[CellLoop, int]] = {}
-        """Each recurrent cell called with gradients on, by id() of its module in the order of their first calls: its
-        shape and its calls over the run (what `stacked` reads)."""
+        self.cell_shapes: dict[int, CellLoop] = {}
+        """Each recurrent cell called with gradients on, by id() of its module, in the order of their first calls."""
+        self.cell_calls: dict[int, int] = {}
+        """Their calls over the run, by the same key (what `stacked` reads)."""
         self.sequence_seen = False
         """Whether a sequence layer's first training call was looked at (`sequence_called`)."""
 
@@ -91,17 +92,19 @@ class ModelTracker:
         """A recurrent cell was called with gradients on; True where it is the run's first cell (whose calls count:
         a second cell stacked on it runs as often, and counted too would double the loop's length)."""
         key = id(module)
-        seen = self.cell_calls.get(key)
-        self.cell_calls[key] = (seen[0] if seen else cell_of(module), (seen[1] if seen else 0) + 1)
-        if self.cell is None:
-            self.cell, self.cell_id = self.cell_calls[key][0], key
+        calls = self.cell_calls.get(key)
+        if calls is None:  # its first call: its shape, once
+            self.cell_shapes[key] = cell_of(module)
+            if self.cell is None:
+                self.cell, self.cell_id = self.cell_shapes[key], key
+        self.cell_calls[key] = (calls or 0) + 1
         return key == self.cell_id
 
     def stacked(self) -> int:
         """How many cells form the first one's stack (`CellLoop.layers`): it, then each next cell in the order of their
         first calls that takes the last one's output (the same kind, bias and nonlinearity, the first's hidden size in
         and out) and was called as often."""
-        cells = list(self.cell_calls.values())
+        cells = [(shape, self.cell_calls[key]) for key, shape in self.cell_shapes.items()]
         if not cells:
             return 1
         (first, calls), layers = cells[0], 1

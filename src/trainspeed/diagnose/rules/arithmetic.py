@@ -70,27 +70,34 @@ def slow_dtype_candidates(r: WatchResult) -> list[str]:
             or (others_busy(r) and all(row.flops for row in rows))]
 
 
+def _float32_arithmetic(r: WatchResult) -> tuple[list[OpTime], float]:
+    """The profiler window's float32 matrix arithmetic (its ops with a FLOP formula) and their milliseconds a step on
+    the median step's clock (`window_scale`)."""
+    rows = [row for row in r.window.op_times or () if row.arithmetic and row.dtype == "float32"]
+    return rows, sum(row.ms for row in rows) * window_scale(r)
+
+
 def bf16_candidate(r: WatchResult, native_bf16: bool) -> bool:
     """Whether `compute_bound` wants bfloat16's matmul rate probed: a float32 CPU run (no autocast, no half-width model)
     on a CPU with native bfloat16 whose float32 matrix arithmetic took BF16_SHARE of the step or more."""
     if not native_bf16 or r.model.device != "cpu" or not r.steps.median_ms or low_precision(r) or r.model.autocast:
         return False
-    rows = [row for row in r.window.op_times or () if row.arithmetic and row.dtype == "float32"]
-    return sum(row.ms for row in rows) * window_scale(r) >= BF16_SHARE * r.steps.median_ms
+    return _float32_arithmetic(r)[1] >= BF16_SHARE * r.steps.median_ms
 
 
 def _bf16_autocast(r: WatchResult, c: Context) -> tuple[str, str, float] | None:
     """What bf16 autocast would save a step of a float32 CPU run, where bfloat16's matmul rate was probed
-    (`bf16_candidate`) and is BF16_FASTER or more: (the evidence's words, the brief, ms a step) - the float32 matrix arithmetic's
-    FLOPs at the float32 rate less the same at the bfloat16 rate; what those ops took beyond their FLOPs at the float32
-    rate (a small convolution's shapes, its memory) stays as measured, as does the rest of the step. A DCGAN's 32
-    convolutions took 58 ms where their FLOPs need 40 at the float32 rate: the time at the rate alone predicted 1.54x,
-    the FLOPs 1.37x, and bf16 autocast measured 1.22x to 1.34x (BENCHMARKS.md, "Realistic scripts")."""
+    (`bf16_candidate`) and is BF16_FASTER or more: (the evidence's words, the brief, ms a step) - the float32 matrix
+    arithmetic's FLOPs at the float32 rate less the same at the bfloat16 rate; what those ops took beyond their FLOPs at
+    the float32 rate (a small convolution's shapes, its memory) stays as measured, as does the rest of the step. A
+    DCGAN's 32 convolutions took 58 ms where their FLOPs need 40 at the float32 rate: the time at the rate alone
+    predicted 1.54x, the FLOPs 1.37x, and bf16 autocast measured 1.22x to 1.34x (BENCHMARKS.md, "Realistic
+    scripts")."""
     rate = c.dtype_gflops.get("bfloat16")
     if rate is None or c.matmul_gflops <= 0 or rate < BF16_FASTER * c.matmul_gflops or not r.steps.median_ms:
         return None
-    rows = [row for row in r.window.op_times or () if row.arithmetic and row.dtype == "float32"]
-    took = min(sum(row.ms for row in rows) * window_scale(r), room_ms(r))
+    rows, window_ms = _float32_arithmetic(r)
+    took = min(window_ms, room_ms(r))
     flops = sum(row.flops or 0.0 for row in rows)
     # beside busy processes the window's times less their waits for a core fall far under the ops' time alone, where
     # their FLOPs at the rate come near it (`_loaded_ms`): there the FLOPs at the float32 rate are the time

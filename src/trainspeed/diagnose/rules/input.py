@@ -175,31 +175,28 @@ def _no_room_for_workers(r: WatchResult, w: _DataWait) -> Verdict | None:
     """As many workers as the physical cores already, or more: more would share them; each batch made cheaper."""
     if w.suggest > w.workers:
         return None
-    kept, kept_note = _kept_by_a_cheaper_item(r, w.share)
+    kept, bound = _cheaper_bound(r, w, *_kept_by_a_cheaper_item(r, w.share), at_line=True)
     evidence = w.evidence + (
         f", {'as many as' if w.workers == w.cores else 'more than'} this machine's {w.cores} physical cores: more "
-        f"workers would share them (predicted speed-up is an upper bound: the run without its wait{kept_note})")
-    line = _at_the_line(r, w)
-    if line is not None:
-        kept = w.share - line[0]
-        evidence = evidence.rsplit(" (predicted speed-up", 1)[0] + line[1]
+        "workers would share them" + bound)
     return Verdict("input_bound", evidence, w.cheaper, speedup(1.0, 1 - w.share + kept), site=w.site,
                    title=w.title, brief=f"{w.brief} already fills {w.cores} cores",
                    fix=_cheaper_fix(w), bound=True)
 
 
-def _at_the_line(r: WatchResult, w: _DataWait) -> tuple[float, str] | None:
-    """Where the fix is the dataset's dearest line in the training process (`_top_line`, `w.site`): (its share of the
-    run's time, by the wait's stack samples; the evidence's words on the prediction). A fix at that line takes that
-    line's time out, not the whole wait: the run without its wait said 1.39x where a Pillow rotation moved to the batch
-    measured 1.07x (`examples/realistic/pil_augment.py`). None where the line is the worker processes' (their samples
-    are of their own time, not the wait's)."""
-    top = _top_line(r)
-    if top is None or w.site is None or top.where != w.site or top not in r.sites.data:
-        return None
+def _cheaper_bound(r: WatchResult, w: _DataWait, kept: float, kept_note: str, at_line: bool) -> tuple[float, str]:
+    """(the share of the run's time that a cheaper batch leaves in the wait, the evidence's words on the prediction).
+    Where the fix is the dataset's dearest line in the training process (`at_line`, `_top_line` at `w.site`), that
+    line's share of the run by the wait's stack samples is what it takes out, not the whole wait: the run without its
+    wait said 1.39x where a Pillow rotation moved to the batch measured 1.07x (`examples/realistic/pil_augment.py`).
+    Else, and where the line is the worker processes' (their samples are of their own time, not the wait's), the run
+    without its wait less what a cheaper __getitem__ leaves (`kept`, `kept_note`)."""
+    top = _top_line(r) if at_line and w.site is not None else None
+    if top is None or top.where != w.site or top not in r.sites.data:
+        return kept, f" (predicted speed-up is an upper bound: the run without its wait{kept_note})"
     part = top.share_of_data * w.share
-    return part, (f" (predicted speed-up: the run without that line's time, about {part:.0%} of it: an upper bound "
-                  "for the line made cheap)")
+    return w.share - part, (f" (predicted speed-up: the run without that line's time, about {part:.0%} of it: an "
+                            "upper bound for the line made cheap)")
 
 
 def _cheaper_fix(w: _DataWait) -> str:
@@ -227,9 +224,6 @@ def _more_workers_or_cheaper(r: WatchResult, c: Context, w: _DataWait) -> Verdic
                         "DataLoader(dataset, batch_size=None, sampler=BatchSampler(RandomSampler(dataset), "
                         f"{loader.batch_size or 'B'}, drop_last=False)) hands __getitem__ the batch's list of indices")
             kept, kept_note = 0.0, ""  # a batch taken whole skips the per-item fetch and the collate
-        evidence = w.evidence + (f"{why}, so workers would not make the run faster on this machine's {w.cores} "
-                                 f"physical cores (predicted speed-up is an upper bound: the run without its wait"
-                                 f"{kept_note})")
         fix = cheaper_fix = _cheaper_fix(w)
         if loader is not None and loader.dataset == "TensorDataset" and not loader.item_by_item:
             fix = "index the tensors: x[perm[i:i + B]] with perm = torch.randperm(len(x))"
@@ -238,10 +232,9 @@ def _more_workers_or_cheaper(r: WatchResult, c: Context, w: _DataWait) -> Verdic
             # taken whole only helps a __getitem__ that indexes memory (the action says both)
             fix = (f"DataLoader(ds, batch_size=None, sampler=BatchSampler(RandomSampler(ds), "
                    f"{loader.batch_size or 'B'}, False))")
-        line = _at_the_line(r, w) if fix == cheaper_fix else None
-        if line is not None:  # the fix is that line's: its time out of the run
-            kept = w.share - line[0]
-            evidence = evidence.rsplit(" (predicted speed-up", 1)[0] + line[1]
+        kept, bound = _cheaper_bound(r, w, kept, kept_note, at_line=fix == cheaper_fix)
+        evidence = w.evidence + (f"{why}, so workers would not make the run faster on this machine's {w.cores} "
+                                 "physical cores" + bound)
         return Verdict("input_bound", evidence, cheaper, speedup(1.0, 1 - w.share + kept),
                        site=w.site if fix == cheaper_fix else None, title=w.title,
                        brief=f"{w.brief}; workers would not help", fix=fix, bound=True)

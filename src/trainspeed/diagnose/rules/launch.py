@@ -98,16 +98,22 @@ def launch_bound(r: WatchResult, c: Context) -> Verdict | None:
         return None  # ops already as cheap as a bare dispatch each: nothing per op left to save
     # upper bound: the step without its per-op overhead
     title, brief, fix = words
-    info = r.optimizers.info
-    if r.model.device == "cpu" and info is not None and info.kind in CLOSURE_OPTIMIZERS:
+    kind = _closure_optimizer(r) if r.model.device == "cpu" else None
+    if kind is not None:
         # no lever reaches the bound: trainspeed.fit takes no closure, and a larger batch changes the recipe
         return Verdict("launch_bound", evidence + f" (no prediction: every op at a bare dispatch would save at most "
-                       f"{overhead:.2f} ms a step, and no setting gets there: {info.kind}'s closure is not "
+                       f"{overhead:.2f} ms a step, and no setting gets there: {kind}'s closure is not "
                        "trainspeed.fit's shape)", action, None, title=title, brief=brief, fix=fix,
-                       unpredicted=f"{info.kind}'s closure is not trainspeed.fit's shape; a larger batch changes the "
+                       unpredicted=f"{kind}'s closure is not trainspeed.fit's shape; a larger batch changes the "
                        "recipe")
     return Verdict("launch_bound", evidence + " (predicted speed-up is an upper bound)", action,
                    step_speedup(r, step, step - overhead), title=title, brief=brief, fix=fix)
+
+
+def _closure_optimizer(r: WatchResult) -> str | None:
+    """The class of the run's optimizer where its step takes a closure that runs the model (`CLOSURE_OPTIMIZERS`)."""
+    info = r.optimizers.info
+    return info.kind if info is not None and info.kind in CLOSURE_OPTIMIZERS else None
 
 
 Words = tuple[str, str, str]
@@ -162,9 +168,8 @@ def _cpu_dispatches(r: WatchResult, c: Context, ops: float, compute: float) -> t
                   "calls; a larger batch, or trainspeed.fit, which captures the whole step with its optimizer; "
                   "intra-op threads do not help ops this small")
     fix = "a larger batch, or trainspeed.fit, which replays the step without Python"
-    closure = r.optimizers.info is not None and r.optimizers.info.kind in CLOSURE_OPTIMIZERS
-    if closure and r.optimizers.info is not None:
-        kind = r.optimizers.info.kind
+    kind = _closure_optimizer(r)
+    if kind is not None:
         action = (f"do more work per op: a larger batch (more samples in each of the closure's passes); "
                   f"trainspeed.fit does not take {kind}'s closure; intra-op threads do not help ops this small")
         fix = f"a larger batch ({kind}'s closure is not trainspeed.fit's shape)"
@@ -183,8 +188,8 @@ def _fused_cells(r: WatchResult, c: Context, ops: float,
                  compute: float) -> tuple[float, str, str, bool] | None:
     """A recurrent cell stepped over the sequence in Python, where its fused layer was measured on the run's shapes
     (`Context.cell_ms`): (ms a step saved, the evidence's words, the advice (empty where the saving is under
-    LAUNCH_GAIN of the step), whether the loop's time in the run is its share of the ops, beside busy processes). The per-op model's bound does not
-    see it: a fused layer does the sequence's arithmetic in one op (an LSTMCell loop ran 3.61x slower than nn.LSTM
+    LAUNCH_GAIN of the step), whether the loop's time in the run is its share of the ops, beside busy processes). The
+    per-op model's bound does not see it: a fused layer does the sequence's arithmetic in one op (an LSTMCell loop ran 3.61x slower than nn.LSTM
     on training time where the per-op bound said 1.88x). `ops`, `compute`: forward, backward and the optimizer's
     ops and milliseconds in the median step."""
     loop = r.model.cell_loop
