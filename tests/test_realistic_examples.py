@@ -339,7 +339,15 @@ def test_pil_augment(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None
     steps = 3 * math.ceil(1500 / 64)
     assert data["steps"]["seen"] == steps and data["batch_size"] == 64
     assert _reads(data, "total += loss.item()", "item") == steps
-    first_planted(data, "input_bound")
+    # the Pillow line's input_bound first, or second behind the page faults where those predict more: its prediction is
+    # the line's own time (1.20x to 1.30x in three runs), the page faults' 1.12x to 1.28x, and their malloc settings
+    # measured 1.21x to 1.28x where the line moved to the batch measured 1.07x to 1.16x (BENCHMARKS.md, "Realistic
+    # scripts")
+    ranked = unloaded_verdicts(data)
+    if [v["id"] for v in ranked[:2]] == ["page_faults", "input_bound"]:
+        assert ranked[0]["predicted_speedup"] >= ranked[1]["predicted_speedup"]
+    else:
+        first_planted(data, "input_bound")
     own = json.loads(times.read_text())
     line = next(i for i, text in enumerate((REALISTIC / "pil_augment.py").read_text().splitlines(), 1)
                 if "image.rotate(" in text)
